@@ -1,0 +1,137 @@
+"""Typed trace events: the versioned contract between the engine and the pages.
+
+Each event is a frozen dataclass registered under a `type` name. `to_dict()` gives the JSON form
+(`type`, `schema_version`, then the fields); `validate_event()` checks a dict against the registry,
+so producers and consumers are tested against one definition. Documented in docs/trace-schema.md.
+Bump SCHEMA_VERSION when a field changes meaning or disappears; adding an event type is additive.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, ClassVar, Union
+
+SCHEMA_VERSION = 1
+
+EVENT_TYPES: dict[str, type["TraceEvent"]] = {}
+
+
+class TraceEventError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceEvent:
+    type: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "schema_version": SCHEMA_VERSION}
+        for f in dataclasses.fields(self):
+            out[f.name] = getattr(self, f.name)
+        return out
+
+
+def event(name: str):
+    """Class decorator: make a frozen dataclass event and register it under `name`."""
+
+    def wrap(cls):
+        cls = dataclasses.dataclass(frozen=True)(cls)
+        cls.type = name
+        if name in EVENT_TYPES:
+            raise TraceEventError(f"event type {name!r} registered twice")
+        EVENT_TYPES[name] = cls
+        return cls
+
+    return wrap
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        (inner,) = typing.get_args(hint) or (Any,)
+        return isinstance(value, list) and all(_matches(v, inner) for v in value)
+    if origin is dict:
+        return isinstance(value, dict)
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def validate_event(data: dict[str, Any]) -> dict[str, Any]:
+    """Raise TraceEventError unless `data` is a well-formed event of a known type; returns it."""
+    if not isinstance(data, dict):
+        raise TraceEventError("event must be an object")
+    cls = EVENT_TYPES.get(data.get("type"))
+    if cls is None:
+        raise TraceEventError(f"unknown event type {data.get('type')!r}")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise TraceEventError(f"schema_version {data.get('schema_version')!r} != {SCHEMA_VERSION}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    extra = set(data) - names - {"type", "schema_version"}
+    if extra:
+        raise TraceEventError(f"{cls.type}: unexpected fields {sorted(extra)}")
+    for name in names:
+        if name not in data:
+            raise TraceEventError(f"{cls.type}: missing field {name!r}")
+        if not _matches(data[name], hints[name]):
+            raise TraceEventError(f"{cls.type}.{name}: {data[name]!r} is not {hints[name]}")
+    return data
+
+
+Phase = typing.Literal["prefill", "decode"]
+
+
+@event("run_started")
+class RunStarted(TraceEvent):
+    model: str
+    device: str
+    dtype: str
+    prompt_token_ids: list[int]
+    prompt_tokens: list[str]
+    params: dict
+    n_layers: int
+    kv_bytes_per_token: int
+
+
+@event("token")
+class TokenStep(TraceEvent):
+    """One forward pass that produced one token. The first comes from prefill, the rest from decode."""
+
+    phase: Phase
+    step: int
+    token_id: int
+    text: str
+    position: int
+    n_input_tokens: int  # tokens fed to this forward: prompt length at prefill, 1 per cached decode
+    step_time_s: float
+    kv_bytes_total: int
+    kv_bytes_per_layer: list[int]
+    flops: float
+    bytes_moved: float
+
+
+@event("run_finished")
+class RunFinished(TraceEvent):
+    token_ids: list[int]
+    text: str
+    finish_reason: typing.Literal["length", "eos", "cancelled"]
+    n_prompt_tokens: int
+    n_generated: int
+    ttft_s: float
+    tpot_s: float
+    tokens_per_s: float
+    kv_bytes: int
