@@ -1,0 +1,42 @@
+"""Engine fixtures: the real SmolLM2 engine, the transformers reference on the same GGUF, a tiny model."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from inference_core import load_engine
+
+    return load_engine("smollm2-135m", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def hf_model():
+    """transformers' own GGUF loader (its dequantization and Q/K un-permutation), fp32, eval mode."""
+    from transformers import AutoModelForCausalLM
+
+    from inference_core.weights import MODELS, gguf_path
+
+    path = gguf_path(MODELS["smollm2-135m"])
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def hf_tokenizer():
+    from transformers import AutoTokenizer
+
+    from inference_core.weights import MODELS, gguf_path
+
+    path = gguf_path(MODELS["smollm2-135m"])
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+@pytest.fixture
+def tiny_model():
+    from inference_core.config import tiny_config
+    from inference_core.engine import build_model
+
+    return build_model(tiny_config(), None, torch.device("cpu"))
