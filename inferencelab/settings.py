@@ -79,6 +79,11 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Celery threads and Daphne write concurrently: wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # WAL lets the worker append events while Daphne reads them; IMMEDIATE avoids lock-upgrade deadlocks.
+    DATABASES["default"]["OPTIONS"]["init_command"] = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    # Tests start a real Celery worker in another process: the test database must be a file it can open.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test_db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

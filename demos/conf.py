@@ -1,0 +1,32 @@
+"""Demo-runtime knobs. Each is a Django setting when defined there, else an environment variable
+(so test subprocesses can be tuned), else the default here."""
+from __future__ import annotations
+
+import os
+
+from django.conf import settings
+
+_DEFAULTS = {
+    "DEMO_MAX_CONCURRENT_RUNS": 2,  # queued + running runs per user/session
+    "DEMO_RUNS_PER_MINUTE": 12,  # started runs per user/session in any 60 s window
+    "DEMO_STALL_SECONDS": 3.0,  # quiet this long → the consumer checks the run's real state
+    "DEMO_HEARTBEAT_INTERVAL": 1.0,  # the worker refreshes a run's heartbeat key this often
+    "DEMO_HEARTBEAT_TTL": 5.0,  # a heartbeat key older than this means the worker is gone
+    "DEMO_QUEUE_TIMEOUT": 300.0,  # queued this long without a worker picking it up → error
+    "DEMO_ORPHAN_GRACE": 15.0,  # a run whose socket closed is cancelled unless resumed within this
+    "DEMO_REPLAY_CACHE": True,  # serve deterministic repeats from stored events
+    "DEMO_REPLAY_SPEED": 1.0,  # 1.0 = paced like the original run
+    "DEMO_STATS_INTERVAL": 1.0,  # worker stats and dashboard refresh period
+}
+
+
+def get(name: str):
+    default = _DEFAULTS[name]
+    if hasattr(settings, name):
+        return getattr(settings, name)
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if isinstance(default, bool):
+        return raw.lower() in {"1", "true", "yes", "on"}
+    return type(default)(raw)

@@ -1,0 +1,249 @@
+"""The demo registry: which demos exist, what parameters they take, and how to validate them.
+
+One registry serves the websocket consumer (a `start` message), the standalone demo page and the
+course authoring UI (`:::{demo}` directives). `validate(name, params)` returns the cleaned params
+(defaults filled in, types checked, limits applied) or raises `DemoParamError(code, message)`.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from django.conf import settings
+
+
+class DemoParamError(ValueError):
+    """A demo name or parameter that cannot be accepted. `code` is stable and machine-readable."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "message": self.message}
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of a demo.
+
+    kind: "str" | "int" | "float" | "bool" | "choice".
+    For "str" with `max_tokens`, the text is tokenized (tokenizer only, no weights) and limited.
+    `max_value` may be a callable so that limits can follow settings at validation time.
+    """
+
+    kind: str
+    default: Any = _MISSING
+    label: str = ""
+    help: str = ""
+    min_value: float | None = None
+    max_value: float | Callable[[], float] | None = None
+    choices: tuple = ()
+    max_chars: int | None = None
+    max_tokens: Callable[[], int] | int | None = None
+    nullable: bool = False
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+    def resolved_max(self):
+        return self.max_value() if callable(self.max_value) else self.max_value
+
+    def resolved_max_tokens(self):
+        return self.max_tokens() if callable(self.max_tokens) else self.max_tokens
+
+    def describe(self) -> dict:
+        """A JSON-able description for front ends (form building, authoring help)."""
+        d = {"kind": self.kind, "label": self.label, "help": self.help, "required": self.required}
+        if not self.required:
+            d["default"] = self.default
+        if self.min_value is not None:
+            d["min"] = self.min_value
+        if self.max_value is not None:
+            d["max"] = self.resolved_max()
+        if self.choices:
+            d["choices"] = list(self.choices)
+        if self.max_tokens is not None:
+            d["max_tokens"] = self.resolved_max_tokens()
+        return d
+
+
+@dataclass(frozen=True)
+class DemoSpec:
+    name: str
+    title: str
+    params: dict[str, ParamSpec]
+    runner: str  # "module:function", runner(params: dict) -> Iterator[dict]
+    description: str = ""
+    module: str = ""  # static ES module path under static/js/demos/
+    presets: tuple = field(default_factory=tuple)
+
+    def load_runner(self) -> Callable[[dict], Iterator[dict]]:
+        module_name, _, func_name = self.runner.partition(":")
+        module = importlib.import_module(module_name)
+        return getattr(module, func_name)
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "params": {k: p.describe() for k, p in self.params.items()},
+            "presets": list(self.presets),
+        }
+
+
+def _max_new_tokens() -> int:
+    return int(settings.DEMO_MAX_NEW_TOKENS)
+
+
+def _max_prompt_tokens() -> int:
+    return int(settings.DEMO_MAX_PROMPT_TOKENS)
+
+
+DEMOS: dict[str, DemoSpec] = {}
+
+
+def register(spec: DemoSpec) -> DemoSpec:
+    DEMOS[spec.name] = spec
+    return spec
+
+
+register(
+    DemoSpec(
+        name="kv-cache",
+        title="The KV cache, live",
+        description=(
+            "Generate text with the real engine and watch the KV cache grow token by token; "
+            "run again without the cache to see the per-step cost climb."
+        ),
+        runner="inference_core.demos:kv_cache_run",
+        module="js/demos/kv-cache.js",
+        params={
+            "prompt": ParamSpec(
+                "str",
+                default="The capital of France is",
+                label="Prompt",
+                max_chars=8000,
+                max_tokens=_max_prompt_tokens,
+            ),
+            "max_new_tokens": ParamSpec(
+                "int", default=24, label="Max new tokens", min_value=1, max_value=_max_new_tokens
+            ),
+            "use_cache": ParamSpec("bool", default=True, label="Use the KV cache"),
+            "temperature": ParamSpec("float", default=0.0, label="Temperature", min_value=0.0, max_value=2.0),
+            "seed": ParamSpec("int", default=None, label="Seed", min_value=0, max_value=2**31 - 1, nullable=True),
+        },
+        presets=(
+            {"label": "Capital of France", "prompt": "The capital of France is"},
+            {"label": "Count", "prompt": "One, two, three, four,"},
+            {"label": "Story opening", "prompt": "Once upon a time, in a small village by the sea,"},
+            {"label": "Recipe", "prompt": "To make a simple tomato sauce, first"},
+        ),
+    )
+)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(model: str):
+    from inference_core import load_tokenizer  # cheap: vocabulary only, no weights
+
+    return load_tokenizer(model)
+
+
+def count_tokens(text: str) -> int:
+    try:
+        tok = _tokenizer(settings.ENGINE_MODEL)
+    except Exception as exc:  # the engine package is missing or broken: say so, don't guess
+        raise DemoParamError("engine_unavailable", f"cannot load the tokenizer: {exc}") from exc
+    return len(tok.encode(text))
+
+
+def get_spec(name: Any) -> DemoSpec:
+    if not isinstance(name, str) or name not in DEMOS:
+        shown = name if isinstance(name, str) and len(name) <= 64 else type(name).__name__
+        raise DemoParamError("unknown_demo", f"unknown demo {shown!r}; known: {', '.join(sorted(DEMOS))}")
+    return DEMOS[name]
+
+
+def _clean_one(key: str, spec: ParamSpec, value: Any) -> Any:
+    if value is None and spec.nullable:
+        return None
+    kind = spec.kind
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise DemoParamError("invalid_param", f"{key} must be true or false")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise DemoParamError("invalid_param", f"{key} must be an integer")
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DemoParamError("invalid_param", f"{key} must be a number")
+        value = float(value)
+        if not math.isfinite(value):
+            raise DemoParamError("invalid_param", f"{key} must be finite")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise DemoParamError("invalid_param", f"{key} must be a string")
+        if not value.strip():
+            raise DemoParamError("invalid_param", f"{key} must not be empty")
+        if spec.max_chars is not None and len(value) > spec.max_chars:
+            raise DemoParamError("param_too_long", f"{key} is longer than {spec.max_chars} characters")
+        limit = spec.resolved_max_tokens()
+        if limit is not None:
+            n = count_tokens(value)
+            if n > limit:
+                raise DemoParamError("param_too_long", f"{key} is {n} tokens; the limit is {limit}")
+        return value
+    elif kind == "choice":
+        if value not in spec.choices:
+            raise DemoParamError("invalid_param", f"{key} must be one of {list(spec.choices)}")
+        return value
+    else:  # pragma: no cover - a programming error in a DemoSpec
+        raise DemoParamError("invalid_param", f"{key}: unsupported parameter kind {kind}")
+    lo, hi = spec.min_value, spec.resolved_max()
+    if lo is not None and value < lo:
+        raise DemoParamError("param_out_of_range", f"{key} must be at least {lo}")
+    if hi is not None and value > hi:
+        raise DemoParamError("param_out_of_range", f"{key} must be at most {hi}")
+    return value
+
+
+def validate(name: Any, params: Any) -> dict:
+    """Return cleaned params for demo `name`, or raise DemoParamError."""
+    spec = get_spec(name)
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise DemoParamError("invalid_params", "params must be a JSON object")
+    unknown = sorted(set(params) - set(spec.params))
+    if unknown:
+        raise DemoParamError("unknown_param", f"unknown parameter(s) for {spec.name}: {', '.join(map(str, unknown))[:200]}")
+    cleaned = {}
+    for key, pspec in spec.params.items():
+        if key in params:
+            cleaned[key] = _clean_one(key, pspec, params[key])
+        elif pspec.required:
+            raise DemoParamError("missing_param", f"{key} is required")
+        else:
+            cleaned[key] = pspec.default
+    return cleaned
+
+
+def is_deterministic(name: str, params: dict) -> bool:
+    """Greedy decoding or a fixed seed gives the same tokens for the same inputs."""
+    if "temperature" in params and params["temperature"] not in (0, 0.0):
+        return params.get("seed") is not None
+    return True

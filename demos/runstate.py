@@ -1,0 +1,71 @@
+"""Names and Redis state shared by the consumer (Daphne) and the worker (Celery).
+
+- Channels group per run: `run.<uuid hex>` (only the run's owner ever joins it).
+- `demos:cancel:<run>`: set → the worker stops between steps and finishes the run as cancelled.
+- `demos:detach:<run>`: the time its last socket closed; the worker cancels after DEMO_ORPHAN_GRACE
+  unless a `resume` deleted it.
+- `demos:hb:<run>`: the worker's heartbeat for a running run (expires after DEMO_HEARTBEAT_TTL).
+- `demos:worker:<hostname>:<pid>`: JSON stats of a worker process, for the dashboard.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+
+import redis
+import redis.asyncio as aioredis
+from django.conf import settings
+
+DASHBOARD_GROUP = "demos.dashboard"
+GPU_QUEUE = "gpu"
+CPU_QUEUE = "cpu"
+
+
+def run_group(run_id) -> str:
+    return f"run.{str(run_id).replace('-', '')}"
+
+
+def cancel_key(run_id) -> str:
+    return f"demos:cancel:{run_id}"
+
+
+def detach_key(run_id) -> str:
+    return f"demos:detach:{run_id}"
+
+
+def heartbeat_key(run_id) -> str:
+    return f"demos:hb:{run_id}"
+
+
+def worker_key(name: str) -> str:
+    return f"demos:worker:{name}"
+
+
+_sync_lock = threading.Lock()
+_sync_clients: dict[str, redis.Redis] = {}
+_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, aioredis.Redis]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def sync_redis() -> redis.Redis:
+    url = settings.REDIS_URL
+    with _sync_lock:
+        client = _sync_clients.get(url)
+        if client is None:
+            client = _sync_clients[url] = redis.Redis.from_url(
+                url, socket_timeout=5, socket_connect_timeout=5, health_check_interval=30
+            )
+        return client
+
+
+def async_redis() -> aioredis.Redis:
+    """A client bound to the running event loop (redis.asyncio connections can't cross loops)."""
+    loop = asyncio.get_running_loop()
+    url = settings.REDIS_URL
+    entry = _async_clients.get(loop)
+    if entry is None or entry[0] != url:
+        entry = (url, aioredis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5))
+        _async_clients[loop] = entry
+    return entry[1]

@@ -1,0 +1,344 @@
+"""Celery tasks. `run_demo` (queue `gpu`) runs one demo run on this worker's engine.
+
+The engine is loaded once per worker process (`get_engine`, also warmed when the worker starts)
+and shared by the task threads; steps of concurrent runs interleave under the engine's lock.
+Each run is one `async_to_sync` call, so one event loop (and one channel-layer connection)
+serves all of its events. Every event is persisted (RunEvent) before it is published to the
+run's Channels group, which is what lets a consumer resume without gaps or duplicates.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+
+from asgiref.sync import async_to_sync, sync_to_async
+from celery import shared_task
+from celery.signals import worker_ready, worker_shutting_down
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import close_old_connections
+from django.utils import timezone
+
+from demos import conf
+from demos.models import Run, RunEvent
+from demos.registry import get_spec
+from demos.runstate import cancel_key, detach_key, heartbeat_key, run_group, sync_redis, worker_key
+
+log = logging.getLogger(__name__)
+
+WORKER_NAME = f"{socket.gethostname()}:{os.getpid()}"
+
+# --- the engine, once per process -------------------------------------------------------------
+
+_engine_lock = threading.Lock()
+_engine = None
+
+
+def get_engine():
+    """The process's engine, loaded on first use (thread-safe: concurrent first calls load once)."""
+    global _engine
+    if _engine is None:
+        with _engine_lock:
+            if _engine is None:
+                from inference_core import load_engine
+
+                t0 = time.perf_counter()
+                _engine = load_engine(settings.ENGINE_MODEL)
+                log.info("engine %s loaded on %s in %.1fs", settings.ENGINE_MODEL, _engine.device,
+                         time.perf_counter() - t0)
+    return _engine
+
+
+def engine_version() -> str:
+    import inference_core
+
+    return str(getattr(inference_core, "__version__", "0"))
+
+
+# --- per-process stats for the dashboard ------------------------------------------------------
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.active = 0
+        self.runs_total = 0
+        self.runs_failed = 0
+        self.tokens_total = 0
+        self.token_times: list[float] = []  # monotonic times of recent tokens (last 10 s)
+        self.started = time.time()
+        self._thread = None
+
+    def token(self):
+        now = time.monotonic()
+        with self.lock:
+            self.tokens_total += 1
+            self.token_times.append(now)
+            if len(self.token_times) > 4096:
+                del self.token_times[:2048]
+
+    def snapshot(self) -> dict:
+        now = time.monotonic()
+        with self.lock:
+            self.token_times = [t for t in self.token_times if now - t <= 10.0]
+            recent = len(self.token_times)
+            window = min(10.0, max(1.0, now - self.token_times[0])) if recent else 10.0
+            engine = _engine
+            return {
+                "name": WORKER_NAME,
+                "pid": os.getpid(),
+                "model": settings.ENGINE_MODEL,
+                "device": str(engine.device) if engine is not None else None,
+                "engine_loaded": engine is not None,
+                "batch_size": self.active,  # sequences in flight on this worker right now
+                "tokens_per_s": round(recent / window, 2) if recent else 0.0,
+                "tokens_total": self.tokens_total,
+                "runs_total": self.runs_total,
+                "runs_failed": self.runs_failed,
+                "runs_active": self.active,
+                "uptime_s": round(time.time() - self.started, 1),
+                "updated": time.time(),
+            }
+
+    def publish(self):
+        interval = float(conf.get("DEMO_STATS_INTERVAL"))
+        try:
+            sync_redis().set(worker_key(WORKER_NAME), json.dumps(self.snapshot()), ex=max(5, int(interval * 5)))
+        except Exception as exc:  # noqa: BLE001 - stats are best effort
+            log.debug("stats publish failed: %s", exc)
+
+    def start_reporter(self):
+        if self._thread is not None:
+            return
+
+        def loop():
+            interval = float(conf.get("DEMO_STATS_INTERVAL"))
+            while True:
+                self.publish()
+                time.sleep(interval)
+
+        self._thread = threading.Thread(target=loop, name="demo-stats", daemon=True)
+        self._thread.start()
+
+
+STATS = Stats()
+
+
+@worker_ready.connect
+def _warm_up(sender=None, **kwargs):
+    STATS.start_reporter()
+    try:
+        get_engine()
+    except Exception:  # noqa: BLE001 - a run will report it to the user; keep the worker up
+        log.exception("engine warm-up failed")
+    STATS.publish()
+
+
+@worker_shutting_down.connect
+def _forget_worker(sender=None, **kwargs):
+    try:
+        sync_redis().delete(worker_key(WORKER_NAME))
+    except Exception:  # noqa: BLE001
+        pass
+
+
+# --- the task ---------------------------------------------------------------------------------
+
+
+class Heartbeat:
+    """Refreshes the run's heartbeat key from a thread, so a long step or the model load still counts."""
+
+    def __init__(self, run_id: str):
+        self.key = heartbeat_key(run_id)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"hb-{run_id[:8]}", daemon=True)
+
+    def _loop(self):
+        interval = float(conf.get("DEMO_HEARTBEAT_INTERVAL"))
+        ttl_ms = int(float(conf.get("DEMO_HEARTBEAT_TTL")) * 1000)
+        r = sync_redis()
+        while not self.stop.is_set():
+            try:
+                r.set(self.key, WORKER_NAME, px=ttl_ms)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("heartbeat failed: %s", exc)
+            self.stop.wait(interval)
+
+    def __enter__(self):
+        sync_redis().set(self.key, WORKER_NAME, px=int(float(conf.get("DEMO_HEARTBEAT_TTL")) * 1000))
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=2)
+        try:
+            sync_redis().delete(self.key)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class CancelCheck:
+    """`should_stop` for the engine: a user cancel, or a socket gone longer than the grace period."""
+
+    def __init__(self, run_id: str):
+        self.keys = [cancel_key(run_id), detach_key(run_id)]
+        self.grace = float(conf.get("DEMO_ORPHAN_GRACE"))
+        self.reason: str | None = None
+
+    def __call__(self) -> bool:
+        if self.reason:
+            return True
+        cancel, detached = sync_redis().mget(self.keys)
+        if cancel:
+            self.reason = cancel.decode() or "user"
+        elif detached and time.time() - float(detached) > self.grace:
+            self.reason = "client_gone"
+        return self.reason is not None
+
+
+@shared_task(name="workers.tasks.run_demo", queue="gpu", acks_late=True, ignore_result=True)
+def run_demo(run_id: str) -> str:
+    """Run one queued demo run to completion; returns its final status."""
+    close_old_connections()
+    try:
+        return async_to_sync(_run_demo)(str(run_id))
+    finally:
+        close_old_connections()
+
+
+async def _run_demo(run_id: str) -> str:
+    layer = get_channel_layer()
+    group = run_group(run_id)
+
+    async def publish(message: dict) -> None:
+        try:
+            await layer.group_send(group, message)
+        except Exception:  # noqa: BLE001 - the event is stored; a consumer can recover it from the DB
+            log.exception("publishing to %s failed", group)
+
+    run = await sync_to_async(_claim)(run_id)
+    if run is None:
+        return "skipped"
+    STATS.start_reporter()
+    with Heartbeat(run_id):
+        await publish({"type": "run.started", "run_id": run_id, "worker": WORKER_NAME})
+        state = _RunState(run)
+        try:
+            while True:
+                item = await sync_to_async(state.step)()  # runs in this task's thread
+                if item is None:
+                    break
+                seq, event = item
+                await publish({"type": "run.event", "run_id": run_id, "seq": seq, "event": event})
+        except Exception as exc:  # noqa: BLE001 - report any engine failure to the user
+            log.exception("run %s failed", run_id)
+            code, message = "engine_error", f"{type(exc).__name__}: {exc}"[:500]
+            await sync_to_async(state.fail)(code, message)
+            await publish({"type": "run.error", "run_id": run_id, "code": code, "message": message,
+                           "n_events": state.seq})
+            return Run.Status.ERROR
+        finally:
+            await sync_to_async(state.close)()
+        status, summary = await sync_to_async(state.finish)()
+        await publish({"type": "run.done", "run_id": run_id, "status": status, "summary": summary,
+                       "n_events": state.seq})
+        return status
+
+
+def _claim(run_id: str) -> Run | None:
+    """Queued → running, exactly once (a redelivered or cancelled task finds it no longer queued)."""
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, worker=WORKER_NAME, started_at=timezone.now()
+    )
+    if not claimed:
+        log.info("run %s is not queued any more; skipping", run_id)
+        return None
+    return Run.objects.get(pk=run_id)
+
+
+class _RunState:
+    """The sync side of one run: advance the engine, persist, account. Always used from one thread."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.seq = 0
+        self.t0 = time.monotonic()
+        self.gen = None
+        self.finished_event: dict | None = None
+        self.n_tokens = 0
+        self.check = CancelCheck(str(run.id))
+        self.engine = None
+        with STATS.lock:
+            STATS.active += 1
+            STATS.runs_total += 1
+        self._accounted = True
+
+    def _start(self):
+        self.engine = get_engine()
+        runner = get_spec(self.run.demo).load_runner()
+        self.gen = runner({**self.run.params, "model": settings.ENGINE_MODEL}, self.check)
+        self.t0 = time.monotonic()
+
+    def step(self) -> tuple[int, dict] | None:
+        if self.gen is None:
+            self._start()
+        with self.engine.lock:  # the engine is not thread-safe; steps of concurrent runs interleave
+            try:
+                event = next(self.gen)
+            except StopIteration:
+                return None
+        seq = self.seq
+        RunEvent.objects.create(run_id=self.run.id, seq=seq, t=time.monotonic() - self.t0,
+                                type=str(event.get("type", ""))[:32], event=event)
+        self.seq += 1
+        if event.get("type") == "token":
+            self.n_tokens += 1
+            STATS.token()
+        elif event.get("type") == "run_finished":
+            self.finished_event = event
+        return seq, event
+
+    def close(self):
+        if self.gen is not None:
+            self.gen.close()  # GeneratorExit inside the engine: its resources are released now
+        if self._accounted:
+            with STATS.lock:
+                STATS.active -= 1
+            self._accounted = False
+
+    def finish(self) -> tuple[str, dict]:
+        ev = self.finished_event or {}
+        summary = {k: v for k, v in ev.items() if k not in ("type", "schema_version", "token_ids")}
+        cancelled = ev.get("finish_reason") == "cancelled" or (not ev and self.check.reason is not None)
+        if cancelled:
+            summary.setdefault("n_generated", self.n_tokens)
+            summary["finish_reason"] = "cancelled"
+            summary["cancel_reason"] = self.check.reason or "user"
+        summary["worker"] = WORKER_NAME
+        status = Run.Status.CANCELLED if cancelled else Run.Status.DONE
+        Run.objects.filter(pk=self.run.id).update(
+            status=status, summary=summary, n_events=self.seq, finished_at=timezone.now()
+        )
+        _clear_flags(str(self.run.id))
+        return status, summary
+
+    def fail(self, code: str, message: str):
+        with STATS.lock:
+            STATS.runs_failed += 1
+        Run.objects.filter(pk=self.run.id).update(
+            status=Run.Status.ERROR, error_code=code, error_message=message, n_events=self.seq,
+            finished_at=timezone.now(),
+        )
+        _clear_flags(str(self.run.id))
+
+
+def _clear_flags(run_id: str) -> None:
+    try:
+        sync_redis().delete(cancel_key(run_id), detach_key(run_id))
+    except Exception:  # noqa: BLE001
+        pass
