@@ -201,7 +201,7 @@ class CancelCheck:
         return self.reason is not None
 
 
-@shared_task(name="workers.tasks.run_demo", queue="gpu", acks_late=True, ignore_result=True)
+@shared_task(name="workers.tasks.run_demo", acks_late=True, ignore_result=True)  # routed to `gpu`
 def run_demo(run_id: str) -> str:
     """Run one queued demo run to completion; returns its final status."""
     close_old_connections()

@@ -1,0 +1,47 @@
+"""Integration fixtures: real Redis + a real Celery worker (real engine) for the whole session."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from demo_stack import Stack, point_test_process_at
+
+
+
+
+def test_db_path() -> str:
+    return str(settings.DATABASES["default"]["TEST"]["NAME"])
+
+
+@pytest.fixture(scope="session")
+def demo_stack(django_db_setup, tmp_path_factory):
+    """Redis on a free port and one worker, pointed at the file-based test database."""
+    stack = Stack(tmp_path_factory.mktemp("demo-stack"), test_db_path())
+    try:
+        stack.start_redis()
+        point_test_process_at(stack.redis_url)
+        stack.start_worker()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def fast_watchdog(monkeypatch):
+    """Short stall/orphan timings so failure paths are detected within a test's budget."""
+    monkeypatch.setenv("DEMO_STALL_SECONDS", "1.5")
+    monkeypatch.setenv("DEMO_HEARTBEAT_TTL", "3")
+
+
+@pytest.fixture
+def session_cookie(transactional_db):
+    """A saved Django session: (header, owner) for a websocket that identifies as that visitor."""
+    from django.contrib.sessions.backends.db import SessionStore
+
+    s = SessionStore()
+    s["demos"] = True
+    s.save()
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode()), f"s:{s.session_key}"

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from channels.testing import WebsocketCommunicator
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+FINAL = ("done", "error")
+
+
+def communicator(*headers, path="/ws/demos/") -> WebsocketCommunicator:
+    from inferencelab.asgi import application
+
+    return WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
+
+
+async def connect(*headers, path="/ws/demos/") -> WebsocketCommunicator:
+    comm = communicator(*headers, path=path)
+    connected, _ = await comm.connect(timeout=10)
+    assert connected
+    return comm
+
+
+async def send(comm, obj) -> None:
+    await comm.send_to(text_data=json.dumps(obj))
+
+
+async def recv(comm, timeout=30.0) -> dict:
+    return json.loads(await comm.receive_from(timeout=timeout))
+
+
+async def collect(comm, timeout=90.0, until=FINAL, stop=None) -> list[dict]:
+    """Frames until one whose type is in `until` (included), or `stop(frame)` is true."""
+    frames = []
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no final frame within {timeout}s; got {[f.get('type') for f in frames]}")
+        frame = await recv(comm, timeout=left)
+        frames.append(frame)
+        if frame.get("type") in until or (stop and stop(frame)):
+            return frames
+
+
+async def start(comm, params, demo="kv-cache", **extra) -> str:
+    await send(comm, {"action": "start", "demo": demo, "params": params, **extra})
+    frame = await recv(comm)
+    assert frame["type"] == "accepted", frame
+    return frame["run_id"]
+
+
+def events_of(frames) -> list[dict]:
+    return [f for f in frames if f["type"] == "event"]
+
+
+def assert_contiguous(events, start=0) -> None:
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(start, start + len(seqs))), seqs
+
+
+async def wait_for(predicate, timeout=30.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await predicate()
+        if value:
+            return value
+        await asyncio.sleep(interval)
+    raise AssertionError("condition not met in time")
