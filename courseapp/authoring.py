@@ -1,0 +1,206 @@
+"""Instructor views: list, create, edit (with live preview), publish, reorder, narration, export.
+
+Every view requires the `courseapp.instructor` permission (the "instructor" group has it): anonymous
+visitors are redirected to the login page, signed-in students get 403.
+"""
+from __future__ import annotations
+
+from functools import wraps
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import F
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .forms import ModuleForm, NarrationUploadForm
+from .loader import export_course, save_module
+from .models import QUIZ_MARKER, Module, Narration, Track
+from .quiz import pass_mark
+from .rendering import ContentError, render_markdown
+from .tasks import attach_upload, enqueue_narration
+
+PERMISSION = "courseapp.instructor"
+
+
+def instructor_required(view):
+    """Login required (redirect), then the instructor permission (403)."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.has_perm(PERMISSION):
+            raise PermissionDenied("Only instructors can author course content.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _narration_state(module: Module) -> dict:
+    narration = getattr(module, "narration", None)
+    if narration is None:
+        return {"status": "none", "label": "Not generated", "progress": 0.0, "busy": False, "error": "",
+                "stale": False, "duration": 0.0}
+    return {
+        "status": narration.status,
+        "label": narration.get_status_display(),
+        "origin": narration.get_origin_display(),
+        "progress": narration.progress,
+        "busy": narration.is_busy,
+        "error": narration.error,
+        "stale": narration.is_ready and narration.is_stale,
+        "duration": round(narration.duration, 1),
+        "audio_url": narration.audio.url if narration.audio else "",
+    }
+
+
+@require_GET
+@instructor_required
+def module_list(request):
+    tracks = []
+    modules = Module.objects.in_course_order().select_related("narration")
+    by_track: dict[int, list] = {}
+    for module in modules:
+        by_track.setdefault(module.track_id, []).append({"module": module, "narration": _narration_state(module)})
+    for track in Track.objects.order_by("order", "slug"):
+        rows = by_track.get(track.pk, [])
+        for index, row in enumerate(rows):
+            row["first"], row["last"] = index == 0, index == len(rows) - 1
+        tracks.append({"track": track, "rows": rows})
+    return render(request, "courseapp/authoring/list.html", {"tracks": tracks,
+                                                            "content_dir": settings.CONTENT_DIR})
+
+
+def _preview_html(rendered) -> str:
+    """The student HTML, with the quiz shown read-only with its answers and explanations."""
+    quiz = render_to_string("courseapp/authoring/_quiz_preview.html", {
+        "questions": rendered.questions, "pass_mark": pass_mark(len(rendered.questions)),
+    }) if rendered.questions else ""
+    return rendered.html.replace(QUIZ_MARKER, quiz)
+
+
+def _edit_context(form, module: Module | None, preview: str = "") -> dict:
+    return {
+        "form": form,
+        "module": module,
+        "preview": preview,
+        "narration": _narration_state(module) if module else None,
+        "upload_form": NarrationUploadForm() if module else None,
+    }
+
+
+@require_http_methods(["GET", "POST"])
+@instructor_required
+def module_edit(request, slug: str | None = None):
+    module = get_object_or_404(Module.objects.select_related("track", "narration"), slug=slug) if slug else None
+    form = ModuleForm(request.POST or None, instance=module)
+    if request.method == "POST":
+        if form.is_valid():
+            if request.POST.get("action") == "preview":
+                return render(request, "courseapp/authoring/edit.html",
+                              _edit_context(form, module, _preview_html(form.rendered)))
+            row = module or Module()
+            with transaction.atomic():
+                save_module(row, form.front_matter(), form.cleaned_data["source"], form.rendered,
+                            form.cleaned_data["track"])
+            messages.success(request, f"Saved “{row.title}”" + (" (draft)." if row.draft else "."))
+            return redirect("courseapp:author_edit", slug=row.slug)
+        messages.error(request, "Not saved: please fix the errors below.")
+    preview = _preview_html(render_markdown(module.source)) if module and request.method == "GET" else ""
+    return render(request, "courseapp/authoring/edit.html", _edit_context(form, module, preview))
+
+
+@require_POST
+@instructor_required
+def preview(request):
+    """Live preview for authoring.js: the same renderer as the student page, as an HTML fragment."""
+    try:
+        rendered = render_markdown(request.POST.get("source", ""))
+    except ContentError as exc:
+        where = f"Line {exc.line}: " if exc.line else ""
+        return HttpResponse(render_to_string("courseapp/authoring/_preview_error.html",
+                                             {"message": f"{where}{exc.message}"}), status=422)
+    return HttpResponse(_preview_html(rendered))
+
+
+@require_POST
+@instructor_required
+def module_publish(request, slug: str):
+    module = get_object_or_404(Module, slug=slug)
+    module.draft = request.POST.get("draft") == "1"
+    module.save(update_fields=["draft", "updated_at"])
+    messages.success(request, f"“{module.title}” is now {'a draft' if module.draft else 'published'}.")
+    if request.POST.get("return") == "list":
+        return redirect("courseapp:author_list")
+    return redirect("courseapp:author_edit", slug=module.slug)
+
+
+@require_POST
+@instructor_required
+@transaction.atomic
+def module_move(request, slug: str):
+    """Move a module up or down within its track (orders are renumbered 1..n)."""
+    module = get_object_or_404(Module, slug=slug)
+    siblings = list(Module.objects.filter(track=module.track).order_by("order", "slug"))
+    index = siblings.index(module)
+    target = index - 1 if request.POST.get("direction") == "up" else index + 1
+    if 0 <= target < len(siblings):
+        siblings[index], siblings[target] = siblings[target], siblings[index]
+    for order, sibling in enumerate(siblings, start=1):
+        if sibling.order != order:
+            Module.objects.filter(pk=sibling.pk).update(order=order, updated_at=F("updated_at"))
+    return redirect(reverse("courseapp:author_list") + f"#track-{module.track.slug}")
+
+
+@require_POST
+@instructor_required
+def narration_generate(request, slug: str):
+    module = get_object_or_404(Module, slug=slug)
+    if not module.cues:
+        messages.error(request, "This module has no headings or paragraphs to narrate.")
+        return redirect("courseapp:author_edit", slug=slug)
+    record = enqueue_narration(module, force=request.POST.get("force") == "1")
+    if record.status == Narration.Status.FAILED:
+        messages.error(request, record.error)
+    else:
+        messages.info(request, "Narration queued: the progress bar below follows the synthesis.")
+    if request.headers.get("X-Requested-With") == "fetch":
+        return JsonResponse(_narration_state(module))
+    return redirect(reverse("courseapp:author_edit", args=[slug]) + "#narration")
+
+
+@require_GET
+@instructor_required
+def narration_status(request, slug: str):
+    module = get_object_or_404(Module.objects.select_related("narration"), slug=slug)
+    return JsonResponse(_narration_state(module))
+
+
+@require_POST
+@instructor_required
+def narration_upload(request, slug: str):
+    module = get_object_or_404(Module.objects.select_related("track", "narration"), slug=slug)
+    upload = NarrationUploadForm(request.POST, request.FILES)
+    if upload.is_valid():
+        attach_upload(module, upload.cleaned_data["audio"], upload.cleaned_data["vtt"], upload.duration())
+        messages.success(request, "Uploaded narration is now used for this module.")
+        return redirect(reverse("courseapp:author_edit", args=[slug]) + "#narration")
+    messages.error(request, "Upload rejected: please fix the errors below.")
+    context = _edit_context(ModuleForm(instance=module), module)
+    context["upload_form"] = upload
+    return render(request, "courseapp/authoring/edit.html", context, status=400)
+
+
+@require_POST
+@instructor_required
+def export(request):
+    written = export_course(settings.CONTENT_DIR)
+    messages.success(request, f"Exported {len(written)} file(s) to {settings.CONTENT_DIR}. Review and commit "
+                              "them with git: content/ is the source of truth.")
+    return redirect("courseapp:author_list")

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import wave
+
+from django import forms
+from django.contrib.auth.forms import UserCreationForm
+
+from .content import SLUG_RE
+from .models import Module, Track
+from .narration import VTTError, parse_vtt
+from .rendering import ContentError, render_markdown
+
+
+class SignupForm(UserCreationForm):
+    class Meta(UserCreationForm.Meta):
+        fields = ("username",)
+
+
+class PreferenceForm(forms.Form):
+    autoplay = forms.BooleanField(
+        required=False, label="Start the audio version automatically when I open a module"
+    )
+
+
+class ModuleForm(forms.ModelForm):
+    """Front matter + Markdown body; the body is rendered (and its demos validated) on clean."""
+
+    prerequisites = forms.CharField(
+        required=False,
+        help_text="Module slugs, separated by commas, e.g. prefill-decode, kv-cache.",
+    )
+
+    class Meta:
+        model = Module
+        fields = ["title", "short_title", "slug", "track", "order", "prerequisites", "summary", "source"]
+        widgets = {
+            "summary": forms.Textarea(attrs={"rows": 2}),
+            "source": forms.Textarea(attrs={"rows": 28, "spellcheck": "true", "class": "md-editor"}),
+        }
+        labels = {"source": "Lesson (Markdown)"}
+        help_texts = {
+            "source": "Directives: :::{demo} NAME with JSON props, :::{calculator} NAME, :::{callout} note|warning, "
+                      ":::{quiz} with a YAML list of questions. Close each with ':::'.",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rendered = None
+        self.fields["track"].queryset = Track.objects.order_by("order")
+        if self.instance.pk:
+            self.fields["slug"].disabled = True
+            self.fields["slug"].help_text = "The slug names the content file and URL; it is fixed once created."
+            self.initial["prerequisites"] = ", ".join(self.instance.prerequisites)
+
+    def clean_prerequisites(self) -> list[str]:
+        raw = self.cleaned_data.get("prerequisites") or ""
+        slugs = [s.strip() for s in raw.replace("\n", ",").split(",") if s.strip()]
+        bad = [s for s in slugs if not SLUG_RE.match(s)]
+        if bad:
+            raise forms.ValidationError(f"Not a slug: {', '.join(bad)}")
+        unknown = sorted(set(slugs) - set(Module.objects.filter(slug__in=slugs).values_list("slug", flat=True)))
+        if unknown:
+            raise forms.ValidationError(f"No module with slug: {', '.join(unknown)}")
+        if self.instance.slug and self.instance.slug in slugs:
+            raise forms.ValidationError("A module cannot be its own prerequisite.")
+        return slugs
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"]
+        if not SLUG_RE.match(slug):
+            raise forms.ValidationError("Use lowercase letters, digits and single hyphens, e.g. kv-cache.")
+        return slug
+
+    def clean_source(self) -> str:
+        source = self.cleaned_data.get("source") or ""
+        try:
+            self.rendered = render_markdown(source)
+        except ContentError as exc:
+            raise forms.ValidationError(f"Line {exc.line}: {exc.message}" if exc.line else exc.message) from None
+        return source
+
+    def front_matter(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "title": data["title"], "short_title": data.get("short_title", ""),
+            "slug": data["slug"] if not self.instance.pk else self.instance.slug,
+            "track": data["track"].slug, "order": data["order"],
+            "prerequisites": data["prerequisites"], "summary": data.get("summary", ""),
+            "draft": self.instance.draft if self.instance.pk else True,
+        }
+
+
+class NarrationUploadForm(forms.Form):
+    audio = forms.FileField(help_text="WAV, MP3, OGG or M4A.")
+    vtt = forms.FileField(label="Cues (WebVTT)",
+                          help_text="One cue per heading/paragraph, identified c1, c2, … as in the lesson.")
+
+    AUDIO_EXTENSIONS = (".wav", ".mp3", ".ogg", ".oga", ".m4a", ".opus")
+    MAX_BYTES = 200 * 1024 * 1024
+
+    def clean_audio(self):
+        audio = self.cleaned_data["audio"]
+        if not audio.name.lower().endswith(self.AUDIO_EXTENSIONS):
+            raise forms.ValidationError(f"Upload an audio file ({', '.join(self.AUDIO_EXTENSIONS)}).")
+        if audio.size > self.MAX_BYTES:
+            raise forms.ValidationError("The audio file is larger than 200 MB.")
+        return audio
+
+    def clean_vtt(self):
+        vtt = self.cleaned_data["vtt"]
+        try:
+            text = vtt.read().decode("utf-8")
+            self.cues = parse_vtt(text)
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The cue file is not UTF-8 text.") from None
+        except VTTError as exc:
+            raise forms.ValidationError(f"Not a valid WebVTT file: {exc}") from None
+        finally:
+            vtt.seek(0)
+        if not self.cues:
+            raise forms.ValidationError("The WebVTT file has no cues.")
+        return vtt
+
+    def duration(self) -> float:
+        """The audio length: from the WAV header when possible, else the last cue's end."""
+        audio = self.cleaned_data["audio"]
+        if audio.name.lower().endswith(".wav"):
+            try:
+                with wave.open(audio, "rb") as wav:
+                    return wav.getnframes() / wav.getframerate()
+            except (wave.Error, EOFError):
+                pass
+            finally:
+                audio.seek(0)
+        return max(cue.end for cue in self.cues)

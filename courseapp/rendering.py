@@ -1,0 +1,508 @@
+"""Markdown → sanitized lesson HTML, outline, narration cues, demos and quiz.
+
+One renderer serves the student page, the authoring preview and the loader, so what an instructor
+previews is exactly what a student gets. Pipeline:
+
+1. markdown-it (CommonMark + tables + strikethrough + `:::` colon fences for directives) parses the body;
+2. `_Annotator` walks the tokens: heading ids, `data-cue` ids on narrated blocks (headings, paragraphs,
+   list items), directive parsing and validation (errors carry the body line number);
+3. the HTML is sanitized with nh3 (an allowlist: no scripts, event handlers or `javascript:` URLs);
+4. trusted HTML produced by code (demo embeds, calculators, the quiz slot) replaces unguessable
+   placeholders *after* sanitization, so authored text can never smuggle such markup in.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import nh3
+import yaml
+from django.utils.html import format_html
+from django.utils.text import slugify
+from markdown_it import MarkdownIt
+from mdit_py_plugins.colon_fence import colon_fence_plugin
+
+from .models import QUIZ_MARKER
+
+logger = logging.getLogger(__name__)
+
+WORDS_PER_MINUTE = 200
+# Demo validation errors caused by the environment (not by the directive): never block authoring.
+ENVIRONMENT_ERRORS = {"engine_unavailable"}
+CALLOUT_KINDS = {"note": "Note", "warning": "Warning"}
+DIRECTIVES = ("demo", "calculator", "quiz", "callout")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+DIRECTIVE_RE = re.compile(r"^\{(?P<kind>[^}\s]*)\}\s*(?P<rest>.*)$", re.S)
+UNNARRATED_SECTIONS = {"sources", "references", "further reading", "bibliography"}
+RESERVED_IDS = {"main", "content", "lesson", "outline", "quiz", "player", "narration", "pager", "top"}
+
+CODE_LANGUAGES = {
+    "bash", "c", "console", "cpp", "css", "diff", "html", "javascript", "js", "json", "python", "py",
+    "shell", "sh", "sql", "text", "toml", "typescript", "ts", "yaml", "yml", "cuda", "rust", "go",
+}
+ALLOWED_TAGS = {
+    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+    "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "mark",
+    "ol", "p", "pre", "s", "samp", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td",
+    "tfoot", "th", "thead", "tr", "ul", "var",
+}
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "abbr": {"title"},
+    "img": {"src", "alt", "title", "width", "height"},
+    "ol": {"start"},
+    "th": {"style"},
+    "td": {"style"},
+    **{tag: {"data-cue"} for tag in ("p", "li")},
+    **{f"h{n}": {"id", "data-cue"} for n in range(1, 7)},
+}
+ALLOWED_CLASSES = {
+    "div": {"callout", "callout-note", "callout-warning"},
+    "p": {"callout-label"},
+    "code": {f"language-{lang}" for lang in CODE_LANGUAGES},
+}
+
+
+class ContentError(Exception):
+    """An authoring mistake, located by line (1-based, in the file when `path` is set)."""
+
+    def __init__(self, message: str, line: int | None = None, path: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.path = path
+
+    def shifted(self, offset: int) -> "ContentError":
+        """The same error with its line moved by `offset` (body line → file line)."""
+        line = self.line + offset if self.line is not None else None
+        return ContentError(self.message, line, self.path)
+
+    def at(self, path: str) -> "ContentError":
+        return ContentError(self.message, self.line, path)
+
+    def __str__(self) -> str:
+        where = self.path or ""
+        if self.line is not None:
+            where = f"{where}:{self.line}" if where else f"line {self.line}"
+        return f"{where}: {self.message}" if where else self.message
+
+
+@dataclass(frozen=True)
+class Cue:
+    id: str
+    text: str
+    kind: str  # "heading" | "paragraph" | "item"
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "text": self.text, "kind": self.kind}
+
+
+@dataclass
+class QuizChoice:
+    text: str
+    text_html: str
+    correct: bool
+    explanation: str
+    explanation_html: str
+
+
+@dataclass
+class QuizQuestion:
+    text: str
+    text_html: str
+    choices: list[QuizChoice]
+    line: int
+
+
+@dataclass
+class RenderedModule:
+    html: str
+    outline: list[dict]
+    cues: list[Cue]
+    questions: list[QuizQuestion]
+    demos: list[dict]
+    calculators: list[str]
+    word_count: int
+
+    @property
+    def reading_minutes(self) -> int:
+        return max(1, round(self.word_count / WORDS_PER_MINUTE))
+
+    @property
+    def cue_hash(self) -> str:
+        return cue_hash(self.cues)
+
+
+def cue_hash(cues, voice: str = "") -> str:
+    """Stable hash of what the narration says (ids and texts), optionally for one voice."""
+    payload = json.dumps([voice, [[c.id, c.text] for c in cues]], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": True, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.use(colon_fence_plugin)
+    md.add_render_rule("colon_fence", _render_directive)
+    return md
+
+
+def sanitize(html: str) -> str:
+    return nh3.clean(
+        html,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        allowed_classes=ALLOWED_CLASSES,
+        tag_attribute_values={"div": {"role": {"note"}}},
+        filter_style_properties={"text-align"},
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer",
+    )
+
+
+def render_inline(text: str) -> str:
+    """Inline Markdown (quiz questions, choices, explanations) → sanitized HTML."""
+    return sanitize(markdown().renderInline(text))
+
+
+def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule:
+    """Render a module body. Raises `ContentError` (line relative to the body) on a bad directive."""
+    md = markdown()
+    annotator = _Annotator(validate_demos=validate_demos)
+    env: dict = {"annotator": annotator}
+    tokens = md.parse(body, env)
+    annotator.walk(tokens, body.split("\n"), offset=0)
+    html = sanitize(md.renderer.render(tokens, md.options, env))
+    for marker, trusted in annotator.slots.items():
+        html = html.replace(marker, trusted, 1)
+    return RenderedModule(
+        html=html,
+        outline=annotator.outline,
+        cues=annotator.cues,
+        questions=annotator.questions,
+        demos=annotator.demos,
+        calculators=annotator.calculators,
+        word_count=annotator.word_count,
+    )
+
+
+# --- Token walking ---------------------------------------------------------------------------
+
+
+def _inline_text(token) -> str:
+    parts: list[str] = []
+    for child in token.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return re.sub(r"\s+", " ", "".join(parts)).strip()
+
+
+@dataclass
+class _Annotator:
+    validate_demos: bool = True
+    nonce: str = field(default_factory=lambda: secrets.token_hex(12))
+    cues: list[Cue] = field(default_factory=list)
+    outline: list[dict] = field(default_factory=list)
+    questions: list[QuizQuestion] = field(default_factory=list)
+    demos: list[dict] = field(default_factory=list)
+    calculators: list[str] = field(default_factory=list)
+    slots: dict[str, str] = field(default_factory=dict)
+    word_count: int = 0
+    _ids: set[str] = field(default_factory=lambda: set(RESERVED_IDS))
+    _quiz_line: int | None = None
+    _silent_below: int | None = None  # heading level of a section that is not narrated (Sources)
+
+    def _cue(self, token, text: str, kind: str) -> None:
+        if not text or self._silent_below is not None:
+            return
+        cue = Cue(id=f"c{len(self.cues) + 1}", text=text, kind=kind)
+        self.cues.append(cue)
+        token.attrSet("data-cue", cue.id)
+
+    def _heading_id(self, text: str) -> str:
+        base = slugify(text) or "section"
+        candidate, n = base, 1
+        while candidate in self._ids:
+            n += 1
+            candidate = f"{base}-{n}"
+        self._ids.add(candidate)
+        return candidate
+
+    def slot(self, token, trusted_html: str) -> None:
+        marker = f"<div>slot-{self.nonce}-{len(self.slots)}</div>"
+        self.slots[marker] = trusted_html
+        token.meta["slot"] = marker
+
+    def walk(self, tokens, lines: list[str], offset: int) -> None:
+        """Annotate `tokens` parsed from `lines`; `offset` maps their line numbers to the body's."""
+        item_depth = 0
+        for idx, token in enumerate(tokens):
+            if token.type == "inline":
+                self.word_count += len(re.findall(r"\w+", _inline_text(token)))
+            elif token.type == "heading_open":
+                text = _inline_text(tokens[idx + 1])
+                token.attrSet("id", self._heading_id(text))
+                if token.tag in ("h2", "h3"):
+                    self.outline.append({"id": token.attrGet("id"), "text": text, "level": int(token.tag[1])})
+                level = int(token.tag[1])
+                if self._silent_below is not None and level <= self._silent_below:
+                    self._silent_below = None
+                if text.strip().lower() in UNNARRATED_SECTIONS:
+                    self._silent_below = level
+                if item_depth == 0:
+                    self._cue(token, text, "heading")
+            elif token.type == "paragraph_open" and item_depth == 0:
+                self._cue(token, _inline_text(tokens[idx + 1]), "paragraph")
+            elif token.type == "list_item_open":
+                if item_depth == 0:
+                    self._cue(token, self._item_text(tokens, idx), "item")
+                item_depth += 1
+            elif token.type == "list_item_close":
+                item_depth -= 1
+            elif token.type == "colon_fence":
+                self._directive(token, lines, offset)
+
+    @staticmethod
+    def _item_text(tokens, start: int) -> str:
+        level, texts = 0, []
+        for token in tokens[start:]:
+            if token.type == "list_item_open":
+                level += 1
+            elif token.type == "list_item_close":
+                level -= 1
+                if level == 0:
+                    break
+            elif token.type == "inline":
+                text = _inline_text(token)
+                if text:
+                    texts.append(text if text[-1] in ".!?:;" else f"{text}.")
+        return " ".join(texts)
+
+    # --- Directives ---------------------------------------------------------------------------
+
+    def _directive(self, token, lines: list[str], offset: int) -> None:
+        start = token.map[0]
+        line = start + 1 + offset
+        last = token.map[1] - 1
+        closing = lines[last].strip() if last < len(lines) else ""
+        if last <= start or not (closing and set(closing) == {":"} and len(closing) >= len(token.markup)):
+            raise ContentError(
+                f"directive '{token.markup}{token.info}' is never closed: add a line '{token.markup}' after it",
+                line,
+            )
+        match = DIRECTIVE_RE.match(token.info.strip())
+        if not match:
+            raise ContentError(
+                f"'{token.markup}{token.info}' is not a directive: write ':::{{name}}' with name one of "
+                f"{', '.join(DIRECTIVES)}",
+                line,
+            )
+        kind, rest = match["kind"], match["rest"].strip()
+        if kind not in DIRECTIVES:
+            raise ContentError(f"unknown directive '{{{kind}}}': expected one of {', '.join(DIRECTIVES)}", line)
+        getattr(self, f"_directive_{kind}")(token, rest, line)
+
+    def _name_and_props(self, kind: str, token, rest: str, line: int) -> tuple[str, dict]:
+        name, _, inline_json = rest.partition(" ")
+        if not name:
+            raise ContentError(f"{{{kind}}} needs a name, e.g. ':::{{{kind}}} kv-cache'", line)
+        if not NAME_RE.match(name):
+            raise ContentError(f"{kind} name '{name}' must be lowercase letters, digits, '-' or '_'", line)
+        body = token.content.strip()
+        if inline_json.strip() and body:
+            raise ContentError(f"{{{kind}}} {name}: give the JSON props either on the directive line or "
+                               "in the block, not both", line)
+        raw, json_line = (inline_json.strip(), line) if inline_json.strip() else (body, line + 1)
+        if not raw:
+            return name, {}
+        try:
+            props = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            leading = len(token.content) - len(token.content.lstrip("\n")) if raw is body else 0
+            raise ContentError(
+                f"{{{kind}}} {name}: props are not valid JSON ({exc.msg} at column {exc.colno})",
+                json_line + leading + exc.lineno - 1,
+            ) from None
+        if not isinstance(props, dict):
+            raise ContentError(f"{{{kind}}} {name}: props must be a JSON object {{...}}, "
+                               f"not {type(props).__name__}", json_line)
+        return name, props
+
+    def _directive_demo(self, token, rest: str, line: int) -> None:
+        name, props = self._name_and_props("demo", token, rest, line)
+        if self.validate_demos:
+            validate_demo(name, props, line)
+        self.demos.append({"name": name, "props": props})
+        self.slot(token, demo_embed_html(name, props))
+
+    def _directive_calculator(self, token, rest: str, line: int) -> None:
+        name, props = self._name_and_props("calculator", token, rest, line)
+        if name not in self.calculators:
+            self.calculators.append(name)
+        self.slot(token, format_html(
+            '<div class="calculator" data-calculator="{}" data-props="{}">'
+            "<noscript><p>This interactive calculator needs JavaScript.</p></noscript></div>",
+            name, json.dumps(props, ensure_ascii=False),
+        ))
+
+    def _directive_callout(self, token, rest: str, line: int) -> None:
+        if rest not in CALLOUT_KINDS:
+            raise ContentError(f"callout kind '{rest}' is not supported: write ':::{{callout}} note' or "
+                               "':::{callout} warning'", line)
+        md = markdown()
+        children = md.parse(token.content, {})
+        self.walk(children, token.content.split("\n"), offset=line)
+        token.meta["callout"] = rest
+        token.meta["children"] = children
+
+    def _directive_quiz(self, token, rest: str, line: int) -> None:
+        if self._quiz_line is not None:
+            raise ContentError(f"a module has one quiz; another one starts on line {self._quiz_line}", line)
+        if rest:
+            raise ContentError("write the quiz questions inside the block, not on the ':::{quiz}' line", line)
+        self._quiz_line = line
+        self.questions = parse_quiz(token.content, first_line=line + 1)
+        self.slot(token, QUIZ_MARKER)
+
+
+def _render_directive(self, tokens, idx, options, env) -> str:
+    token = tokens[idx]
+    if "callout" in token.meta:
+        kind = token.meta["callout"]
+        inner = self.render(token.meta["children"], options, env)
+        return (f'<div class="callout callout-{kind}" role="note">'
+                f'<p class="callout-label"><strong>{CALLOUT_KINDS[kind]}</strong></p>\n{inner}</div>\n')
+    return token.meta.get("slot", "") + "\n"
+
+
+# --- Demos -----------------------------------------------------------------------------------
+
+
+def validate_demo(name: str, props: dict, line: int | None = None) -> dict:
+    """Check demo props against the demo's parameter schema (when the demos app provides one)."""
+    try:
+        from demos.registry import DemoParamError, validate
+    except ImportError:
+        return props
+    try:
+        return validate(name, props)
+    except DemoParamError as exc:
+        if getattr(exc, "code", "") in ENVIRONMENT_ERRORS:
+            logger.warning("demo '%s' not fully validated: %s", name, exc)
+            return props
+        message = getattr(exc, "message", None) or str(exc)
+        raise ContentError(f"demo '{name}': {message}", line) from None
+
+
+def demo_embed_html(name: str, props: dict) -> str:
+    """The demos app's embed (mount point + ES module), or a no-JS placeholder when it is unavailable."""
+    try:
+        from demos.embed import render_embed
+        from demos.registry import DemoParamError
+    except ImportError:
+        render_embed = None
+    if render_embed is not None:
+        try:
+            return str(render_embed(name, props))
+        except DemoParamError as exc:
+            logger.warning("demo '%s' embed unavailable: %s", name, exc)
+    return format_html(
+        '<div class="demo-embed" data-demo="{}" data-props="{}">'
+        "<noscript><p>This live demo runs the model in your browser session and needs JavaScript.</p>"
+        "</noscript></div>",
+        name, json.dumps(props, ensure_ascii=False),
+    )
+
+
+# --- Quiz ------------------------------------------------------------------------------------
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A safe YAML loader that remembers the line of every mapping as `__line__` (0-based)."""
+
+    def construct_mapping(self, node, deep=False):
+        mapping = super().construct_mapping(node, deep=deep)
+        mapping["__line__"] = node.start_mark.line
+        return mapping
+
+
+QUESTION_KEYS = {"question", "choices"}
+CHOICE_KEYS = {"text", "correct", "explanation"}
+
+
+def _yaml_error_line(exc: yaml.YAMLError) -> int:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    return mark.line if mark is not None else 0
+
+
+def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
+    """Parse a quiz block (YAML). `first_line` is the body line of the block's first line."""
+    try:
+        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ContentError(f"quiz is not valid YAML: {problem}", first_line + _yaml_error_line(exc)) from None
+    if not isinstance(data, list) or not data:
+        raise ContentError("a quiz is a YAML list of questions: '- question: ...' with 'choices:'", first_line - 1)
+    questions = []
+    for number, item in enumerate(data, start=1):
+        if not isinstance(item, dict):
+            raise ContentError(f"quiz question {number} must be a mapping with 'question' and 'choices'",
+                               first_line - 1)
+        q_line = first_line + item.pop("__line__")
+        unknown = set(item) - QUESTION_KEYS
+        if unknown:
+            raise ContentError(f"quiz question {number}: unknown key(s) {', '.join(sorted(unknown))}; "
+                               f"allowed: question, choices", q_line)
+        text_value = item.get("question")
+        if text_value is not None and not isinstance(text_value, str):
+            raise ContentError(f"quiz question {number}: 'question' must be text, but YAML read {text_value!r}: "
+                               "put it in quotes", q_line)
+        if not isinstance(text_value, str) or not text_value.strip():
+            raise ContentError(f"quiz question {number} needs a 'question' text", q_line)
+        choices_data = item.get("choices")
+        if not isinstance(choices_data, list) or len(choices_data) < 2:
+            raise ContentError(f"quiz question {number} needs a 'choices' list with at least two choices", q_line)
+        choices = [_parse_choice(number, c_number, c, q_line, first_line)
+                   for c_number, c in enumerate(choices_data, start=1)]
+        if not any(c.correct for c in choices):
+            raise ContentError(f"quiz question {number} has no correct choice: mark one with 'correct: true'",
+                               q_line)
+        questions.append(QuizQuestion(text_value.strip(), render_inline(text_value.strip()), choices, q_line))
+    return questions
+
+
+def _parse_choice(number: int, c_number: int, data, q_line: int, first_line: int) -> QuizChoice:
+    where = f"quiz question {number}, choice {c_number}"
+    if not isinstance(data, dict):
+        raise ContentError(f"{where} must be a mapping with 'text', 'explanation' and optionally "
+                           "'correct: true'", q_line)
+    c_line = first_line + data.pop("__line__")
+    unknown = set(data) - CHOICE_KEYS
+    if unknown:
+        raise ContentError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
+                           "text, correct, explanation", c_line)
+    text_value, explanation = data.get("text"), data.get("explanation")
+    if text_value is not None and not isinstance(text_value, str):
+        raise ContentError(f"{where}: 'text' must be text, but YAML read {text_value!r}: put it in quotes", c_line)
+    if not isinstance(text_value, str) or not text_value.strip():
+        raise ContentError(f"{where} needs a 'text'", c_line)
+    if explanation is not None and not isinstance(explanation, str):
+        raise ContentError(f"{where}: 'explanation' must be text, but YAML read {explanation!r}: put it in quotes",
+                           c_line)
+    if not isinstance(explanation, str) or not explanation.strip():
+        raise ContentError(f"{where} needs an 'explanation' (every choice explains why it is right or wrong)",
+                           c_line)
+    correct = data.get("correct", False)
+    if not isinstance(correct, bool):
+        raise ContentError(f"{where}: 'correct' must be true or false", c_line)
+    return QuizChoice(text_value.strip(), render_inline(text_value.strip()), correct,
+                      explanation.strip(), render_inline(explanation.strip()))

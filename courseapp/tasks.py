@@ -1,0 +1,89 @@
+"""Narration jobs: the Celery task (queue `cpu`) and the database bookkeeping around `narration.synthesize`."""
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.db import transaction
+
+from inferencelab.celery import app
+
+from . import narration
+from .models import Module, Narration
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_WRITE_INTERVAL_S = 0.5
+
+
+def run_narration(module_id: int, *, force: bool = False) -> Narration:
+    """Synthesize (or reuse cached audio for) a module's narration, updating `Narration.progress`."""
+    module = Module.objects.get(pk=module_id)
+    record, _ = Narration.objects.get_or_create(module=module)
+    record.status, record.progress, record.error = Narration.Status.RUNNING, 0.0, ""
+    record.save(update_fields=["status", "progress", "error", "updated_at"])
+    last_write = [0.0]
+
+    def report(fraction: float) -> None:
+        now = time.monotonic()
+        if fraction < 1 and now - last_write[0] < PROGRESS_WRITE_INTERVAL_S:
+            return
+        last_write[0] = now
+        Narration.objects.filter(pk=record.pk).update(progress=round(fraction, 3))
+
+    try:
+        result = narration.synthesize(
+            module.cues, settings.MEDIA_ROOT / narration.NARRATION_DIR, progress=report, force=force
+        )
+    except Exception as exc:  # recorded for the authoring UI, then re-raised for the worker log
+        Narration.objects.filter(pk=record.pk).update(status=Narration.Status.FAILED, error=str(exc)[:2000])
+        raise
+    record.refresh_from_db()
+    record.status = Narration.Status.READY
+    record.origin = Narration.Origin.PIPER
+    record.progress = 1.0
+    record.audio.name = f"{narration.NARRATION_DIR}/{result.audio_path.name}"
+    record.vtt.name = f"{narration.NARRATION_DIR}/{result.vtt_path.name}"
+    record.duration = result.duration
+    record.cue_hash = module.cue_hash
+    record.voice = narration.VOICE_NAME
+    record.save()
+    logger.info("Narration of %s %s (%.1f s)", module.slug, "reused" if result.cached else "synthesized",
+                result.duration)
+    return record
+
+
+@app.task(name="courseapp.generate_narration", queue="cpu", ignore_result=True)
+def generate_narration(module_id: int, force: bool = False) -> None:
+    run_narration(module_id, force=force)
+
+
+def enqueue_narration(module: Module, *, force: bool = False) -> Narration:
+    """Queue synthesis on the `cpu` workers; a broker outage is recorded on the narration, not raised."""
+    record, _ = Narration.objects.get_or_create(module=module)
+    record.status, record.progress, record.error = Narration.Status.PENDING, 0.0, ""
+    record.save()
+    try:
+        result = generate_narration.apply_async(args=[module.pk], kwargs={"force": force}, queue="cpu", retry=False)
+    except Exception as exc:  # kombu raises a variety of connection errors
+        record.status = Narration.Status.FAILED
+        record.error = (f"The task queue is not reachable ({exc.__class__.__name__}). Start the workers "
+                        f"(`make run`) or run `python manage.py narrate {module.slug}`.")
+        record.save(update_fields=["status", "error", "updated_at"])
+        return record
+    record.task_id = result.id or ""
+    record.save(update_fields=["task_id"])
+    return record
+
+
+@transaction.atomic
+def attach_upload(module: Module, audio, vtt, duration: float) -> Narration:
+    """Use instructor-provided audio + WebVTT instead of synthesized speech."""
+    record, _ = Narration.objects.get_or_create(module=module)
+    record.audio.save(audio.name, audio, save=False)
+    record.vtt.save(vtt.name, vtt, save=False)
+    record.status, record.origin, record.progress = Narration.Status.READY, Narration.Origin.UPLOAD, 1.0
+    record.duration, record.cue_hash, record.voice, record.error = duration, module.cue_hash, "", ""
+    record.save()
+    return record

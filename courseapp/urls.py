@@ -1,0 +1,27 @@
+from django.urls import path
+
+from . import authoring, media, views
+
+app_name = "courseapp"
+
+urlpatterns = [
+    path("", views.course_index, name="index"),
+    path("modules/<slug:slug>/", views.module_detail, name="module"),
+    path("modules/<slug:slug>/quiz/", views.quiz_submit, name="quiz"),
+    path("modules/<slug:slug>/complete/", views.module_complete, name="complete"),
+    path("modules/<slug:slug>/position/", views.save_position, name="position"),
+    path("preferences/", views.preferences, name="preferences"),
+    path("accounts/signup/", views.signup, name="signup"),
+    path("media/narration/<path:path>", media.narration_media, name="narration_media"),
+    # Instructors only.
+    path("author/", authoring.module_list, name="author_list"),
+    path("author/new/", authoring.module_edit, name="author_create"),
+    path("author/preview/", authoring.preview, name="author_preview"),
+    path("author/export/", authoring.export, name="author_export"),
+    path("author/<slug:slug>/", authoring.module_edit, name="author_edit"),
+    path("author/<slug:slug>/publish/", authoring.module_publish, name="author_publish"),
+    path("author/<slug:slug>/move/", authoring.module_move, name="author_move"),
+    path("author/<slug:slug>/narration/", authoring.narration_status, name="author_narration_status"),
+    path("author/<slug:slug>/narration/generate/", authoring.narration_generate, name="author_narrate"),
+    path("author/<slug:slug>/narration/upload/", authoring.narration_upload, name="author_upload"),
+]

@@ -1,0 +1,263 @@
+"""Student-facing pages: course index, module page, quiz grading, progress, preferences, sign-up."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.staticfiles import finders
+from django.db.models import Prefetch
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from . import progress as tracking
+from .forms import PreferenceForm, SignupForm
+from .models import Choice, Module, Preference, Question, Track
+from .quiz import QuizResult, grade, pass_mark
+
+
+# --- View models (templates only display what these prepare) ------------------------------
+
+
+@dataclass
+class ModuleCard:
+    module: Module
+    completed: bool
+    best_score: int | None
+    prerequisites: list[dict]
+    narration_minutes: int | None
+
+    @property
+    def missing_prerequisites(self) -> list[dict]:
+        return [p for p in self.prerequisites if not p["completed"]]
+
+
+def _narration_minutes(module: Module) -> int | None:
+    narration = getattr(module, "narration", None)
+    if narration is None or not narration.is_ready:
+        return None
+    return max(1, round(narration.duration / 60))
+
+
+def _visible_modules(request):
+    return Module.objects.visible_to(request.user)
+
+
+def _prerequisite_info(module: Module, by_slug: dict[str, Module], progress: dict) -> list[dict]:
+    info = []
+    for slug in module.prerequisites:
+        other = by_slug.get(slug)
+        if other is None:
+            continue
+        done = other.pk in progress and progress[other.pk].completed
+        info.append({"module": other, "completed": done})
+    return info
+
+
+@require_GET
+def course_index(request):
+    learner = tracking.Learner.from_request(request)
+    modules = list(_visible_modules(request).in_course_order().select_related("narration"))
+    progress = tracking.progress_by_module(learner)
+    by_slug = {m.slug: m for m in modules}
+    tracks: dict[int, dict] = {}
+    for track in Track.objects.order_by("order", "slug"):
+        tracks[track.pk] = {"track": track, "cards": []}
+    for module in modules:
+        entry = progress.get(module.pk)
+        tracks[module.track_id]["cards"].append(ModuleCard(
+            module=module,
+            completed=bool(entry and entry.completed),
+            best_score=entry.best_score if entry else None,
+            prerequisites=_prerequisite_info(module, by_slug, progress),
+            narration_minutes=_narration_minutes(module),
+        ))
+    resume = tracking.last_visited(learner, [m.pk for m in modules])
+    done = sum(1 for p in progress.values() if p.completed and p.module_id in {m.pk for m in modules})
+    return render(request, "courseapp/index.html", {
+        "tracks": [t for t in tracks.values() if t["cards"]],
+        "resume": resume,
+        "completed_count": done,
+        "module_count": len(modules),
+    })
+
+
+def _module_or_404(request, slug: str) -> Module:
+    queryset = _visible_modules(request).select_related("track", "narration").prefetch_related(
+        Prefetch("questions", queryset=Question.objects.order_by("order").prefetch_related(
+            Prefetch("choices", queryset=Choice.objects.order_by("order"))
+        ))
+    )
+    return get_object_or_404(queryset, slug=slug)
+
+
+def quiz_items(questions, result: QuizResult | None) -> list[dict]:
+    """Everything the quiz template shows, per question and choice (graded or not)."""
+    items = []
+    for question in questions:
+        outcome = result.outcome_for(question) if result else None
+        choices = []
+        for index, choice in enumerate(question.choices.all()):
+            choice_outcome = outcome.choices[index] if outcome else None
+            choices.append({
+                "choice": choice,
+                "input_id": f"{question.field_name}-{choice.order}",
+                "checked": bool(choice_outcome and choice_outcome.selected),
+                "verdict": choice_outcome.verdict if choice_outcome else "",
+                "show_explanation": bool(choice_outcome and choice_outcome.show_explanation),
+            })
+        if outcome is None:
+            status = ""
+        elif not outcome.answered:
+            status = "unanswered"
+        else:
+            status = "correct" if outcome.correct else "incorrect"
+        items.append({
+            "question": question,
+            "number": question.order,
+            "input_type": "checkbox" if question.multiple else "radio",
+            "choices": choices,
+            "status": status,
+        })
+    return items
+
+
+def _pager(request, module: Module) -> tuple[Module | None, Module | None]:
+    order = list(_visible_modules(request).in_course_order().only("slug", "title", "short_title", "track"))
+    index = next(i for i, m in enumerate(order) if m.pk == module.pk)
+    previous = order[index - 1] if index > 0 else None
+    following = order[index + 1] if index + 1 < len(order) else None
+    return previous, following
+
+
+def _calculator_scripts(module: Module) -> list[str]:
+    return [static(f"js/calculators/{name}.js") for name in module.calculators
+            if finders.find(f"js/calculators/{name}.js")]
+
+
+def autoplay_preference(request) -> bool:
+    if request.user.is_authenticated:
+        pref = Preference.objects.filter(user=request.user).only("autoplay").first()
+        return bool(pref and pref.autoplay)
+    return bool(request.session.get(tracking.AUTOPLAY_SESSION_KEY, False))
+
+
+def module_context(request, module: Module, result: QuizResult | None = None) -> dict:
+    learner = tracking.Learner.from_request(request)
+    progress = tracking.progress_by_module(learner)
+    mine = progress.get(module.pk)
+    prereq_modules = {m.slug: m for m in _visible_modules(request).filter(slug__in=module.prerequisites)}
+    prerequisites = _prerequisite_info(module, prereq_modules, progress)
+    previous, following = _pager(request, module)
+    questions = list(module.questions.all())
+    narration = getattr(module, "narration", None)
+    lesson_before, lesson_after = module.html_parts()
+    autoplay = autoplay_preference(request)
+    return {
+        "module": module,
+        "lesson_before": lesson_before,
+        "lesson_after": lesson_after,
+        "outline": module.outline,
+        "prerequisites": prerequisites,
+        "missing_prerequisites": [p for p in prerequisites if not p["completed"]],
+        "previous": previous,
+        "next": following,
+        "progress": mine,
+        "quiz": quiz_items(questions, result),
+        "quiz_result": result,
+        "quiz_pass_mark": pass_mark(len(questions)),
+        "quiz_total": len(questions),
+        "narration": narration if narration is not None and narration.is_ready else None,
+        "narration_busy": narration is not None and narration.is_busy,
+        "resume_position": mine.audio_position if mine else 0.0,
+        "autoplay": autoplay,
+        "preference_form": PreferenceForm(initial={"autoplay": autoplay}),
+        "needs_plotly": module.has_interactive,
+        "calculator_scripts": _calculator_scripts(module),
+    }
+
+
+@require_GET
+def module_detail(request, slug: str):
+    module = _module_or_404(request, slug)
+    tracking.touch(tracking.Learner.from_request(request, create=True), module)
+    return render(request, "courseapp/module.html", module_context(request, module))
+
+
+def _wants_fragment(request) -> bool:
+    return request.headers.get("X-Requested-With") == "fetch"
+
+
+@require_POST
+def quiz_submit(request, slug: str):
+    """Grade on the server. Without JS: the whole page again; with quiz.js: the quiz fragment."""
+    module = _module_or_404(request, slug)
+    questions = list(module.questions.all())
+    if not questions:
+        raise Http404("This module has no quiz")
+    result = grade(questions, request.POST)
+    tracking.record_attempt(tracking.Learner.from_request(request, create=True), module, result)
+    context = module_context(request, module, result)
+    if _wants_fragment(request):
+        return render(request, "courseapp/_quiz.html", context)
+    return render(request, "courseapp/module.html", context)
+
+
+@require_POST
+def module_complete(request, slug: str):
+    module = _module_or_404(request, slug)
+    tracking.mark_complete(tracking.Learner.from_request(request, create=True), module)
+    messages.success(request, f"“{module.label}” marked as complete.")
+    return redirect(reverse("courseapp:module", args=[module.slug]) + "#pager")
+
+
+@require_POST
+def save_position(request, slug: str):
+    module = _module_or_404(request, slug)
+    try:
+        seconds = float(request.POST.get("position", ""))
+    except ValueError:
+        return HttpResponseBadRequest("position must be a number of seconds")
+    if not 0 <= seconds < 24 * 3600:
+        return HttpResponseBadRequest("position out of range")
+    tracking.save_position(tracking.Learner.from_request(request, create=True), module, seconds)
+    return JsonResponse({"ok": True, "position": seconds})
+
+
+def _safe_next(request, fallback: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                       require_https=request.is_secure()):
+        return target
+    return fallback
+
+
+@require_POST
+def preferences(request):
+    form = PreferenceForm(request.POST)
+    if form.is_valid():
+        autoplay = form.cleaned_data["autoplay"]
+        if request.user.is_authenticated:
+            Preference.objects.update_or_create(user=request.user, defaults={"autoplay": autoplay})
+        else:
+            request.session[tracking.AUTOPLAY_SESSION_KEY] = autoplay
+        messages.success(request, "Autoplay turned on." if autoplay else "Autoplay turned off.")
+    return redirect(_safe_next(request, reverse("courseapp:index")))
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request):
+    if request.user.is_authenticated:
+        return redirect("courseapp:index")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user)  # merges the visitor's progress (signals.py)
+        messages.success(request, f"Welcome, {user.username}! Your progress so far is saved to your account.")
+        return redirect(_safe_next(request, reverse("courseapp:index")))
+    return render(request, "registration/signup.html", {"form": form, "next": request.GET.get("next", "")})
+

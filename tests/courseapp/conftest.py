@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from courseapp.loader import load_course
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
+
+
+@pytest.fixture
+def content_dir(tmp_path) -> Path:
+    """A writable copy of the small valid fixture course."""
+    target = tmp_path / "content"
+    shutil.copytree(FIXTURES / "valid", target)
+    return target
+
+
+@pytest.fixture
+def course(db, content_dir):
+    load_course(content_dir)
+    return content_dir
+
+
+@pytest.fixture(autouse=True)
+def media_root(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def student(db):
+    return User.objects.create_user("student", password="student-pass-123")
+
+
+@pytest.fixture
+def instructor(db):
+    user = User.objects.create_user("teacher", password="teacher-pass-123")
+    user.groups.add(Group.objects.get(name="instructor"))
+    return user
