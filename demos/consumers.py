@@ -147,11 +147,16 @@ class DemoConsumer(AsyncWebsocketConsumer):
     async def _error(self, code: str, message: str, **extra) -> None:
         frame = {"type": "error", "code": code, "message": message}
         frame.update({k: v for k, v in extra.items() if v is not None})
+        if getattr(self, "_ref", None):
+            frame["ref"] = self._ref
         await self._send(frame)
 
     async def receive(self, text_data=None, bytes_data=None):
+        self._ref = None  # a client's optional "ref" is echoed on the reply (accepted or error)
         try:
             msg = self._parse(text_data, bytes_data)
+            ref = msg.get("ref")
+            self._ref = ref if isinstance(ref, str) and len(ref) <= 64 else None
             action = msg["action"]
             if action == "ping":
                 await self._send({"type": "pong", "t": time.time()})
@@ -237,6 +242,8 @@ class DemoConsumer(AsyncWebsocketConsumer):
         w = Watch(run_id=run_id, source_id=str(source.id) if source else run_id, replay=bool(source))
         self.watches[run_id] = w
         accepted = {"type": "accepted", "run_id": run_id, "demo": demo, "params": cleaned}
+        if self._ref:
+            accepted["ref"] = self._ref
         if source:
             accepted["replayed_from"] = str(source.id)
             await self._send(accepted)
@@ -355,6 +362,7 @@ class DemoConsumer(AsyncWebsocketConsumer):
             w.last_seq = seq
 
     async def _finish(self, w: Watch, frame: dict, n_events: int | None = None) -> None:
+        frame.setdefault("run_id", w.run_id)
         async with w.lock:
             if w.finished:
                 return
@@ -472,9 +480,9 @@ class DemoConsumer(AsyncWebsocketConsumer):
 
 
 def _enqueue(run_id: str) -> None:
-    from workers.tasks import run_demo
+    from inferencelab.celery import app  # the configured app, not whatever app is "current"
 
-    run_demo.apply_async(args=[run_id], queue=GPU_QUEUE, task_id=run_id)
+    app.send_task("workers.tasks.run_demo", args=[run_id], queue=GPU_QUEUE, task_id=run_id)
 
 
 class DashboardConsumer(AsyncWebsocketConsumer):

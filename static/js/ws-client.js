@@ -1,0 +1,215 @@
+// One shared websocket client for live demos (protocol: docs/protocol.md).
+//
+//   import { getSocket } from "/static/js/ws-client.js";
+//   const sock = getSocket("/ws/demos/");
+//   const run = sock.start("kv-cache", {prompt: "Hi"}, {
+//     onAccepted(frame) {}, onEvent(event, seq, frame) {}, onDone(frame) {}, onError(frame) {},
+//   });
+//   run.cancel();
+//
+// Reconnects with exponential backoff (plus jitter) and, once reconnected, resumes every run that
+// had not finished from the last sequence number it saw, so each event is handled exactly once.
+
+const BACKOFF_MIN_MS = 500;
+const BACKOFF_MAX_MS = 8000;
+const PING_MS = 20000;
+
+let refCounter = 0;
+const sockets = new Map();
+
+export function wsUrl(path) {
+  if (/^wss?:\/\//.test(path)) return path;
+  const proto = window.location.protocol === "https:" ? "wss:" : "ws:";
+  return `${proto}//${window.location.host}${path}`;
+}
+
+/** The page's shared socket for `path` (created on first use). */
+export function getSocket(path = "/ws/demos/") {
+  const url = wsUrl(path);
+  if (!sockets.has(url)) sockets.set(url, new DemoSocket(url));
+  return sockets.get(url);
+}
+
+export class DemoSocket {
+  constructor(url) {
+    this.url = url;
+    this.ws = null;
+    this.state = "idle";
+    this.attempt = 0;
+    this.outbox = [];
+    this.pending = new Map(); // ref → run handle awaiting "accepted"
+    this.runs = new Map(); // run_id → run handle (not finished)
+    this.listeners = new Set();
+    this.closedByUser = false;
+    this.pingTimer = null;
+    this.reconnectTimer = null;
+    window.addEventListener("pagehide", () => this._onPageHide());
+  }
+
+  /** Subscribe to connection state changes: fn(state, detail). Returns an unsubscribe function. */
+  onState(fn) {
+    this.listeners.add(fn);
+    fn(this.state, {});
+    return () => this.listeners.delete(fn);
+  }
+
+  _setState(state, detail = {}) {
+    this.state = state;
+    for (const fn of this.listeners) {
+      try { fn(state, detail); } catch (e) { console.error(e); }
+    }
+  }
+
+  connect() {
+    if (this.ws && (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING)) return;
+    this.closedByUser = false;
+    this._setState(this.attempt ? "reconnecting" : "connecting", { attempt: this.attempt });
+    const ws = new WebSocket(this.url);
+    this.ws = ws;
+    ws.onopen = () => {
+      this.attempt = 0;
+      this._setState("open");
+      // Resume every unfinished run from the last event we handled.
+      for (const run of this.runs.values()) {
+        if (run.runId && !run.finished) {
+          this._sendNow({ action: "resume", run_id: run.runId, after_seq: run.lastSeq });
+        }
+      }
+      const queued = this.outbox;
+      this.outbox = [];
+      for (const msg of queued) this._sendNow(msg);
+      clearInterval(this.pingTimer);
+      this.pingTimer = setInterval(() => this._sendNow({ action: "ping" }), PING_MS);
+    };
+    ws.onmessage = (e) => this._onMessage(e);
+    ws.onclose = () => {
+      clearInterval(this.pingTimer);
+      if (this.ws !== ws) return;
+      this.ws = null;
+      // Starts that were never accepted cannot be resumed: report them.
+      for (const [ref, run] of this.pending) {
+        this.pending.delete(ref);
+        run._error({ type: "error", code: "disconnected", message: "connection lost before the run was accepted" });
+      }
+      if (this.closedByUser) { this._setState("closed"); return; }
+      const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
+      this.attempt += 1;
+      this._setState("reconnecting", { attempt: this.attempt, delayMs: Math.round(delay) });
+      clearTimeout(this.reconnectTimer);
+      this.reconnectTimer = setTimeout(() => this.connect(), delay);
+    };
+    ws.onerror = () => { /* onclose follows and schedules the reconnect */ };
+  }
+
+  close() {
+    this.closedByUser = true;
+    clearTimeout(this.reconnectTimer);
+    if (this.ws) this.ws.close();
+  }
+
+  /** For tests and debugging: drop the connection as a network failure would (then reconnect). */
+  dropConnection() {
+    if (this.ws) this.ws.close(4000, "simulated drop");
+  }
+
+  send(msg) {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this._sendNow(msg);
+    else { this.outbox.push(msg); this.connect(); }
+  }
+
+  _sendNow(msg) {
+    try { this.ws.send(JSON.stringify(msg)); } catch (e) { this.outbox.push(msg); }
+  }
+
+  /** Start a demo run. Returns a handle with .cancel(), .runId (once accepted), .lastSeq. */
+  start(demo, params, handlers = {}) {
+    const ref = `r${++refCounter}`;
+    const run = new RunHandle(this, ref, handlers);
+    this.pending.set(ref, run);
+    this.send({ action: "start", demo, params, ref });
+    return run;
+  }
+
+  _onMessage(e) {
+    let frame;
+    try { frame = JSON.parse(e.data); } catch { console.error("bad frame", e.data); return; }
+    if (frame.type === "pong") return;
+    if (frame.ref && this.pending.has(frame.ref)) {
+      const run = this.pending.get(frame.ref);
+      this.pending.delete(frame.ref);
+      if (frame.type === "accepted") {
+        run.runId = frame.run_id;
+        this.runs.set(frame.run_id, run);
+        run._call("onAccepted", frame);
+      } else if (frame.type === "error") {
+        run._error(frame);
+      }
+      return;
+    }
+    const run = frame.run_id ? this.runs.get(frame.run_id) : null;
+    if (!run) {
+      if (frame.type === "error") console.warn("demo socket error", frame);
+      return;
+    }
+    switch (frame.type) {
+      case "event":
+        if (frame.seq <= run.lastSeq) return; // already handled (resume overlap)
+        run.lastSeq = frame.seq;
+        run._call("onEvent", frame.event, frame.seq, frame);
+        break;
+      case "resumed":
+        run._call("onResumed", frame);
+        break;
+      case "done":
+        this.runs.delete(run.runId);
+        run.finished = true;
+        run._call("onDone", frame);
+        break;
+      case "error":
+        this.runs.delete(run.runId);
+        run._error(frame);
+        break;
+      default:
+        break;
+    }
+  }
+
+  _onPageHide() {
+    // A closed tab cancels its runs now rather than after the server's grace period.
+    for (const run of this.runs.values()) {
+      if (!run.finished && this.ws && this.ws.readyState === WebSocket.OPEN) {
+        this._sendNow({ action: "cancel", run_id: run.runId });
+      }
+    }
+  }
+}
+
+class RunHandle {
+  constructor(socket, ref, handlers) {
+    this.socket = socket;
+    this.ref = ref;
+    this.handlers = handlers;
+    this.runId = null;
+    this.lastSeq = -1;
+    this.finished = false;
+  }
+
+  cancel() {
+    if (this.finished) return;
+    if (this.runId) this.socket.send({ action: "cancel", run_id: this.runId });
+    else this._cancelWhenAccepted = true;
+  }
+
+  _call(name, ...args) {
+    const fn = this.handlers[name];
+    if (name === "onAccepted" && this._cancelWhenAccepted) this.cancel();
+    if (fn) {
+      try { fn(...args); } catch (e) { console.error(e); }
+    }
+  }
+
+  _error(frame) {
+    this.finished = true;
+    this._call("onError", frame);
+  }
+}

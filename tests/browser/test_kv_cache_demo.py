@@ -1,0 +1,91 @@
+"""The KV-cache demo page in a real browser against the real stack (Daphne + Celery worker + Redis)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
+from demo_stack import Stack  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(300)]
+
+SCREENSHOTS = Path(os.environ.get("DEMO_SCREENSHOT_DIR", settings.BASE_DIR / "var" / "screenshots"))
+
+
+@pytest.fixture(scope="module")
+def live_stack(django_db_setup, tmp_path_factory):
+    stack = Stack(tmp_path_factory.mktemp("browser-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
+    try:
+        stack.start_redis()
+        stack.start_worker(name="browser-worker")
+        stack.url = stack.start_daphne()
+        yield stack
+    finally:
+        stack.stop()
+
+
+RECORDER = """() => {
+  const root = document.querySelector('.ilab-demo');
+  const text = root.querySelector('.ilab-kv__text');
+  const kv = root.querySelector('.ilab-kv__kvchart');
+  window.__samples = [];
+  new MutationObserver(() => {
+    window.__samples.push({tokens: text.querySelectorAll('.t').length,
+                           points: kv.data && kv.data.length ? kv.data[0].x.length : 0});
+  }).observe(text, {childList: true});
+}"""
+
+
+def run_and_wait(page, timeout=90_000):
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function("document.querySelector('.ilab-demo').dataset.state === 'running'", timeout=10_000)
+    page.wait_for_function("['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
+                           timeout=timeout)
+    return page.evaluate("document.querySelector('.ilab-demo').dataset.state")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kv_cache_demo_streams_tokens_and_charts(live_stack, browser_page):
+    page = browser_page
+    page.goto(f"{live_stack.url}/demos/kv-cache/")
+    page.get_by_label("Max new tokens").fill("8")
+    assert page.get_by_label("Use the KV cache").is_checked()
+    page.evaluate(RECORDER)
+
+    state = run_and_wait(page)
+    assert state == "done", page.locator(".ilab-kv__status").inner_text() + live_stack.log("browser-worker")[-3000:]
+    tokens = page.locator(".ilab-kv__text .t")
+    assert tokens.count() == 8
+    generated = "".join(tokens.all_inner_texts())
+    assert generated.strip(), "generated text should be visible"
+    # The chart gained points as tokens arrived, not all at once at the end.
+    samples = page.evaluate("window.__samples")
+    assert len({s["points"] for s in samples}) >= 4, samples
+    kv = page.evaluate("""() => { const d = document.querySelector('.ilab-kv__kvchart').data;
+        return {traces: d.length, points: d[0].x.length, top: d.reduce((a, t) => a + t.y[t.y.length - 1], 0)}; }""")
+    assert kv["traces"] == 30 and kv["points"] == 8  # SmolLM2-135M: 30 layers, one point per token
+    assert kv["top"] > 0
+    assert page.locator('[data-metric="ttft"]').inner_text().endswith("ms")
+    assert page.locator('[data-metric="perToken"]').inner_text() != "–"
+
+    # Second run without the cache: its per-step times overlay the first run's.
+    page.get_by_label("Use the KV cache").uncheck()
+    assert run_and_wait(page) == "done"
+    traces = page.evaluate("document.querySelector('.ilab-kv__timechart').data.map(t => [t.name, t.y.length])")
+    assert [t[1] for t in traces] == [8, 8], traces
+    assert "cache on" in traces[0][0] and "cache off" in traces[1][0]
+    assert page.locator(".ilab-kv__text .t").count() == 8
+
+    # Third run, same as the first: greedy and already stored → replayed without the worker.
+    page.get_by_label("Use the KV cache").check()
+    assert run_and_wait(page) == "done"
+    assert page.get_by_text("replayed from a previous run").is_visible()
+    assert "".join(page.locator(".ilab-kv__text .t").all_inner_texts()) == generated
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "kv-cache-demo.png"), full_page=True)
+    assert not page.errors, page.errors
