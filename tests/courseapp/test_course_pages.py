@@ -1,0 +1,148 @@
+"""Student pages: index, module page, quiz grading without JS, progress and its merge on sign-up."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from courseapp.models import Module, ModuleProgress, QuizAttempt
+
+pytestmark = pytest.mark.django_db
+
+
+def module_url(slug):
+    return reverse("courseapp:module", args=[slug])
+
+
+def test_index_lists_tracks_modules_and_hides_drafts(client, course):
+    response = client.get("/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Basics" in html and "Introduction to inference" in html and "Caching" in html
+    assert "Batching" not in html  # draft
+    assert "min read" in html
+    assert "Builds on:" in html  # prerequisite hint for cache → intro
+
+
+def test_index_query_count_is_constant(client, course, django_assert_max_num_queries):
+    client.get(module_url("intro"))
+    with django_assert_max_num_queries(8):
+        client.get("/")
+
+
+def test_module_page_query_count(client, course, django_assert_max_num_queries):
+    with django_assert_max_num_queries(16):
+        response = client.get(module_url("intro"))
+    assert response.status_code == 200
+
+
+def test_draft_is_404_for_students_and_visible_to_instructors(client, course, student, instructor):
+    assert client.get(module_url("batching")).status_code == 404
+    client.force_login(student)
+    assert client.get(module_url("batching")).status_code == 404
+    client.force_login(instructor)
+    assert client.get(module_url("batching")).status_code == 200
+
+
+def test_module_page_parts(client, course):
+    html = client.get(module_url("cache")).content.decode()
+    assert 'href="#what-is-cached"' in html  # outline
+    assert 'id="what-is-cached" data-cue="c1"' in html
+    assert "Narration not generated yet" in html
+    assert "This module builds on" in html  # intro not completed yet
+    assert 'rel="prev"' in html and "Intro" in html
+    assert 'class="callout callout-warning" role="note"' in html
+    assert "Mark this module as complete" in html  # no quiz
+    assert "plotly" not in html  # no demos here
+
+
+def test_pager_works_across_a_gated_module(client, course):
+    html = client.get(module_url("intro")).content.decode()
+    assert f'rel="next" href="{module_url("cache")}"' in html
+    assert client.get(module_url("cache")).status_code == 200  # prerequisites are hints, not locks
+
+
+def test_quiz_graded_on_server_wrong_choice_shows_explanation(client, course):
+    response = client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "2", "q2": ["1"]})
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "You scored <strong>0/2</strong>" in html
+    assert "Aim for 2/2" in html
+    assert "Training happens once; inference happens for every request." in html  # explanation of wrong choice
+    assert "Each step reads all the weights." in html  # chosen (correct but incomplete) choice explained
+    assert "All prompt tokens go through in one pass." not in html  # not chosen: not explained
+    attempt = QuizAttempt.objects.get()
+    assert (attempt.score, attempt.total, attempt.answers) == (0, 2, {"1": [2], "2": [1]})
+
+
+def test_quiz_pass_completes_module(client, course):
+    response = client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    assert "You scored <strong>2/2</strong>" in response.content.decode()
+    progress = ModuleProgress.objects.get(module__slug="intro")
+    assert progress.completed and progress.best_score == 2
+    html = client.get("/").content.decode()
+    assert "1 of 2 modules completed" in html
+    assert "Resume where you left off" in html
+
+
+def test_quiz_fragment_for_fetch(client, course):
+    response = client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "2"}, HTTP_X_REQUESTED_WITH="fetch")
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section class="quiz"') and "<html" not in html
+    assert "Not answered." in html
+
+
+def test_mark_complete_and_position(client, course):
+    client.post(reverse("courseapp:complete", args=["cache"]))
+    assert ModuleProgress.objects.get(module__slug="cache").completed
+    response = client.post(reverse("courseapp:position", args=["cache"]), {"position": "12.5"})
+    assert response.json() == {"ok": True, "position": 12.5}
+    assert ModuleProgress.objects.get(module__slug="cache").audio_position == 12.5
+    assert client.post(reverse("courseapp:position", args=["cache"]), {"position": "x"}).status_code == 400
+
+
+def test_anonymous_progress_is_merged_on_signup(client, course):
+    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    client.post(reverse("courseapp:position", args=["cache"]), {"position": "30"})
+    response = client.post(reverse("courseapp:signup"), {
+        "username": "newbie", "password1": "a-long-password-42", "password2": "a-long-password-42"})
+    assert response.status_code == 302
+    rows = ModuleProgress.objects.filter(user__username="newbie")
+    assert {r.module.slug for r in rows} == {"intro", "cache"}
+    assert rows.get(module__slug="intro").completed
+    assert not ModuleProgress.objects.filter(user=None).exists()
+    assert QuizAttempt.objects.get().user.username == "newbie"
+
+
+def test_progress_merged_on_login_keeps_best(client, course, student):
+    intro = Module.objects.get(slug="intro")
+    ModuleProgress.objects.create(user=student, module=intro, best_score=1)
+    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    client.post(reverse("login"), {"username": "student", "password": "student-pass-123"})
+    progress = ModuleProgress.objects.get(user=student, module=intro)
+    assert progress.best_score == 2 and progress.completed
+    assert ModuleProgress.objects.count() == 1
+
+
+def test_autoplay_preference_off_by_default(client, course, student):
+    from courseapp.views import autoplay_preference
+
+    client.force_login(student)
+    request = client.get("/").wsgi_request
+    assert autoplay_preference(request) is False
+    client.post(reverse("courseapp:preferences"), {"autoplay": "on", "next": "/"})
+    request = client.get("/").wsgi_request
+    assert autoplay_preference(request) is True
+
+
+def test_pages_work_without_javascript_forms(client, course):
+    """Every student action is a plain HTML form posting to a server URL."""
+    html = client.get(module_url("intro")).content.decode()
+    assert f'action="{reverse("courseapp:quiz", args=["intro"])}#quiz"' in html
+    assert 'type="radio" name="q1"' in html and 'type="checkbox" name="q2"' in html
+    assert '<script type="module"' in html
+    assert "cdn" not in html.lower()
+
+
+def test_signup_and_login_pages(client, db):
+    assert client.get(reverse("courseapp:signup")).status_code == 200
+    assert client.get(reverse("login")).status_code == 200

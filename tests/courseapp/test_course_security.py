@@ -1,0 +1,165 @@
+"""Authored Markdown cannot inject script; authoring URLs are closed to anonymous users and students."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from courseapp.loader import load_course
+from courseapp.models import Module
+from courseapp.rendering import render_inline, render_markdown
+
+pytestmark = pytest.mark.django_db
+
+PAYLOADS = [
+    "<script>alert('xss')</script>",
+    "<img src=x onerror=alert(1)>",
+    "<a href=\"javascript:alert(1)\">click</a>",
+    "[click](javascript:alert(1))",
+    "[click](JaVaScRiPt:alert(1))",
+    "![img](javascript:alert(1))",
+    "<svg onload=alert(1)><circle r=5/></svg>",
+    "<iframe src=\"https://evil.example\"></iframe>",
+    "<div style=\"background:url(javascript:alert(1))\" onclick=\"alert(1)\">box</div>",
+    "<p onmouseover=alert(1)>hover</p>",
+    "<form action=\"https://evil.example\"><input name=x></form>",
+    "<object data=\"javascript:alert(1)\"></object>",
+    "<a href=\"data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==\">data</a>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>",
+    "<div class=\"demo-embed\" data-demo=\"kv-cache\" data-props='{}'>fake</div>",
+    "<!--quiz--> forged quiz marker",
+    "<div>slot-0000-0</div>",
+]
+
+
+def assert_inert(html: str) -> None:
+    lowered = html.lower()
+    assert "<script" not in lowered
+    # URLs in attributes (text that merely mentions "javascript:" is harmless)
+    assert not re.search(r"""=\s*["']?\s*(javascript|vbscript|data):""", lowered), html
+    assert not re.search(r"<[^>]+\son[a-z]+\s*=", lowered), html
+    for tag in ("<iframe", "<svg", "<object", "<form", "<style", "<math"):
+        assert tag not in lowered
+    assert "data-demo" not in lowered and "<!--quiz-->" not in lowered
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_payload_in_body_is_inert(payload):
+    assert_inert(render_markdown(f"## Title\n\n{payload}\n\nText {payload} inline.\n").html)
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_payload_in_callout_and_quiz_is_inert(payload):
+    quoted = payload.replace('"', '\\"')
+    body = (f":::{{callout}} note\n{payload}\n:::\n\n:::{{quiz}}\n- question: \"Q {quoted}\"\n  choices:\n"
+            f"    - text: \"A {quoted}\"\n      correct: true\n      explanation: \"E {quoted}\"\n"
+            f"    - text: B\n      explanation: b\n:::\n")
+    rendered = render_markdown(body)
+    assert_inert(rendered.html.replace("<!--quiz-->", "", 1))
+    question = rendered.questions[0]
+    for html in (question.text_html, question.choices[0].text_html, question.choices[0].explanation_html):
+        assert_inert(html)
+
+
+def test_payload_in_calculator_props_is_escaped():
+    html = render_markdown(':::{calculator} kv-size {"label": "\\"><script>alert(1)</script>"}\n:::\n').html
+    assert "<script" not in html
+    assert 'data-calculator="kv-size"' in html
+
+
+def test_inline_renderer_sanitizes():
+    assert_inert(render_inline("<b onclick=x>bold</b> [a](javascript:alert(1))"))
+
+
+def test_xss_module_page_end_to_end(client, tmp_path):
+    (tmp_path / "tracks.yaml").write_text("- slug: t\n  title: T\n  order: 1\n")
+    body = "\n\n".join(PAYLOADS)
+    (tmp_path / "evil.md").write_text(
+        "---\ntitle: \"<script>alert('t')</script>\"\nslug: evil\ntrack: t\norder: 1\n"
+        "summary: \"<img src=x onerror=alert(2)>\"\ndraft: false\n---\n" + body + "\n")
+    load_course(tmp_path)
+    for url in ("/", reverse("courseapp:module", args=["evil"])):
+        html = client.get(url).content.decode()
+        scripts = re.findall(r"<script[^>]*>(.*?)</script>", html, re.S | re.I)
+        assert not any("alert" in script for script in scripts)
+        assert not re.search(r"<[^>]+\son[a-z]+\s*=", html.lower())
+        assert "&lt;script&gt;alert" in html  # the title is shown as text, escaped
+    page = client.get(reverse("courseapp:module", args=["evil"])).content.decode()
+    assert_inert(page.split('id="lesson">', 1)[1].split('class="complete-form"', 1)[0].rsplit("<form", 1)[0])
+
+
+def test_safe_markdown_survives():
+    html = render_markdown("## Head\n\n**bold** `code` [link](https://example.org) ![alt](/static/x.png)\n\n"
+                           "```python\nx = 1\n```\n\n| a | b |\n|--:|---|\n| 1 | 2 |\n").html
+    assert '<a href="https://example.org" rel="noopener noreferrer">link</a>' in html
+    assert '<code class="language-python">' in html
+    assert '<th style="text-align:right">a</th>' in html
+    assert '<img src="/static/x.png" alt="alt">' in html
+
+
+# --- Permissions ------------------------------------------------------------------------------
+
+def authoring_requests():
+    return [
+        ("get", reverse("courseapp:author_list"), {}),
+        ("get", reverse("courseapp:author_create"), {}),
+        ("post", reverse("courseapp:author_create"),
+         {"title": "X", "slug": "x", "track": "1", "order": "1", "source": "Hi"}),
+        ("post", reverse("courseapp:author_preview"), {"source": "## Hi"}),
+        ("post", reverse("courseapp:author_export"), {}),
+        ("get", reverse("courseapp:author_edit", args=["intro"]), {}),
+        ("post", reverse("courseapp:author_edit", args=["intro"]),
+         {"title": "Hacked", "track": "1", "order": "1", "source": "Hacked"}),
+        ("post", reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"}),
+        ("post", reverse("courseapp:author_move", args=["intro"]), {"direction": "down"}),
+        ("get", reverse("courseapp:author_narration_status", args=["intro"]), {}),
+        ("post", reverse("courseapp:author_narrate", args=["intro"]), {}),
+        ("post", reverse("courseapp:author_upload", args=["intro"]), {}),
+    ]
+
+
+def test_every_authoring_url_is_covered():
+    from courseapp import urls
+
+    names = {p.name for p in urls.urlpatterns if p.name.startswith("author_")}
+    covered = set()
+    for _, url, _ in authoring_requests():
+        from django.urls import resolve
+
+        covered.add(resolve(url).url_name)
+    assert covered == names
+
+
+@pytest.mark.parametrize("index", range(len(authoring_requests())))
+def test_anonymous_is_redirected_to_login(client, course, index, settings):
+    method, url, data = authoring_requests()[index]
+    response = getattr(client, method)(url, data)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+    assert_unchanged()
+
+
+@pytest.mark.parametrize("index", range(len(authoring_requests())))
+def test_student_gets_403(client, course, student, index):
+    client.force_login(student)
+    method, url, data = authoring_requests()[index]
+    response = getattr(client, method)(url, data)
+    assert response.status_code == 403
+    assert_unchanged()
+
+
+def assert_unchanged():
+    intro = Module.objects.get(slug="intro")
+    assert intro.title == "Introduction to inference" and intro.order == 1
+    assert Module.objects.get(slug="batching").draft
+    assert not Module.objects.filter(slug="x").exists()
+    assert not hasattr(intro, "narration") or intro.narration is None
+
+
+def test_authoring_link_only_for_instructors(client, course, student, instructor):
+    client.force_login(student)
+    assert reverse("courseapp:author_list") not in client.get("/").content.decode()
+    client.force_login(instructor)
+    assert reverse("courseapp:author_list") in client.get("/").content.decode()
+    assert client.get(reverse("courseapp:author_list")).status_code == 200
