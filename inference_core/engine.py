@@ -123,7 +123,7 @@ class Engine:
                     finish = "cancelled"
                     break
                 if cache is None or step == 0:
-                    feed, start = seq, 0
+                    feed, start = list(seq), 0
                 else:
                     feed, start = seq[-1:], len(seq) - 1
                 tokens = torch.tensor([feed], device=self.device)
