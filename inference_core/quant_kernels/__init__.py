@@ -1,0 +1,69 @@
+"""The AVX2 low-bit GEMV extension (gemv.cpp), compiled on first use with torch.utils.cpp_extension.
+
+`load()` returns the compiled module, or None when it cannot be built or run here (no compiler, no AVX2,
+INFERENCE_QUANT_KERNELS=torch set): callers then fall back to dequantize-then-matmul in PyTorch, which
+gives the same numbers, only slower. `why_unavailable()` says why, for reports and the demo page.
+The build lands in the inference-lab cache (~/.cache/inference-lab/torch_extensions), keyed by the
+source's hash, so a changed kernel rebuilds and an unchanged one loads in milliseconds.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from types import ModuleType
+
+_SOURCE = Path(__file__).with_name("gemv.cpp")
+_lock = threading.Lock()
+_state: dict[str, object] = {}
+
+
+def _cpu_has_avx2() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return all(f" {f}" in flags for f in ("avx2", "fma", "f16c"))
+
+
+def load() -> ModuleType | None:
+    """The compiled kernels, built once per source version; None (with a reason) when unavailable."""
+    with _lock:
+        if "module" in _state:
+            return _state["module"]  # type: ignore[return-value]
+        module, reason = None, ""
+        if os.environ.get("INFERENCE_QUANT_KERNELS", "").lower() == "torch":
+            reason = "disabled by INFERENCE_QUANT_KERNELS=torch"
+        elif not _cpu_has_avx2():
+            reason = "CPU lacks AVX2/FMA/F16C"
+        else:
+            try:
+                module = _build()
+            except Exception as exc:  # compiler missing, headers missing, link error…
+                reason = f"build failed: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        _state["module"], _state["reason"] = module, reason
+        return module
+
+
+def why_unavailable() -> str:
+    load()
+    return str(_state.get("reason", ""))
+
+
+def _build() -> ModuleType:
+    from torch.utils.cpp_extension import load as cpp_load
+
+    from ..weights import cache_dir
+
+    digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
+    build_dir = cache_dir() / "torch_extensions" / f"quant_gemv_{digest}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return cpp_load(
+        name=f"quant_gemv_{digest}",
+        sources=[str(_SOURCE)],
+        extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp"],
+        extra_ldflags=["-fopenmp"],
+        build_directory=str(build_dir),
+        verbose=False,
+    )
