@@ -1,4 +1,4 @@
-"""Narration jobs: the Celery task (queue `cpu`) and the database bookkeeping around `narration.synthesize`."""
+"""Narration jobs: the Celery task (always sent to the `cpu` queue) and the database bookkeeping around `narration.synthesize`."""
 from __future__ import annotations
 
 import logging
@@ -54,7 +54,7 @@ def run_narration(module_id: int, *, force: bool = False) -> Narration:
     return record
 
 
-@app.task(name="courseapp.generate_narration", queue="cpu", ignore_result=True)
+@app.task(name="courseapp.generate_narration", ignore_result=True)
 def generate_narration(module_id: int, force: bool = False) -> None:
     run_narration(module_id, force=force)
 

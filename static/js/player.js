@@ -1,0 +1,240 @@
+// The sticky "Audio version of this page" player.
+//
+// Progressive enhancement of the native <audio controls> element that the server renders: custom
+// controls (play/pause, ±10 s, seek, time, speed 0.75–2×, volume), keyboard shortcuts while focus is in
+// the player, the paragraph being spoken highlighted from the WebVTT cues (`cuechange`), click a
+// paragraph to listen from there, and the listening position saved for the learner.
+
+const SPEEDS = [0.75, 1, 1.25, 1.5, 1.75, 2];
+const SAVE_EVERY_S = 10;
+const STORAGE = { rate: "ilab.player.rate", volume: "ilab.player.volume", follow: "ilab.player.follow" };
+const IGNORE_CLICKS = "a, button, input, label, select, textarea, summary, details, .quiz, .ilab-demo, .demo-embed, .calculator";
+
+function clock(seconds) {
+  if (!Number.isFinite(seconds) || seconds < 0) seconds = 0;
+  const total = Math.round(seconds);
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = String(total % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
+}
+
+function stored(key, fallback) {
+  try {
+    const value = window.localStorage.getItem(key);
+    return value === null ? fallback : value;
+  } catch {
+    return fallback;
+  }
+}
+
+function store(key, value) {
+  try {
+    window.localStorage.setItem(key, String(value));
+  } catch {
+    /* private mode: preferences are simply not remembered */
+  }
+}
+
+export function initPlayer(section) {
+  const audio = section.querySelector("audio");
+  const trackElement = audio.querySelector("track");
+  const controls = section.querySelector(".player-controls");
+  const lesson = document.getElementById("lesson");
+  const ui = {
+    toggle: controls.querySelector('[data-action="toggle"]'),
+    seek: controls.querySelector(".player-seek"),
+    current: controls.querySelector(".player-current"),
+    duration: controls.querySelector(".player-duration"),
+    speed: controls.querySelector(".player-speed"),
+    volume: controls.querySelector(".player-volume"),
+    follow: controls.querySelector(".player-follow-input"),
+  };
+  const cueStarts = new Map();
+  let speaking = null;
+  let seeking = false;
+  let lastSaved = Number(section.dataset.resume) || 0;
+  const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+
+  // Swap the native controls for ours (the native ones remain without JavaScript).
+  audio.controls = false;
+  controls.hidden = false;
+  document.body.classList.add("narration-ready");
+
+  const duration = () => (Number.isFinite(audio.duration) && audio.duration > 0 ? audio.duration : Number(ui.seek.max) || 0);
+
+  // --- Cues: highlight the paragraph being spoken -------------------------------------------
+  const track = trackElement.track;
+  track.mode = "hidden";
+  const readCues = () => {
+    if (!track.cues) return;
+    for (const cue of Array.from(track.cues)) cueStarts.set(cue.id, cue.startTime);
+    section.dataset.cues = String(cueStarts.size);
+  };
+  trackElement.addEventListener("load", readCues);
+  if (trackElement.readyState === 2) readCues();
+
+  function highlight(id) {
+    if (!id || id === (speaking && speaking.dataset.cue)) return;
+    const element = lesson && lesson.querySelector(`[data-cue="${CSS.escape(id)}"]`);
+    if (!element) return;
+    if (speaking) speaking.classList.remove("is-speaking");
+    speaking = element;
+    element.classList.add("is-speaking");
+    section.dataset.currentCue = id;
+    if (ui.follow.checked && !audio.paused) {
+      element.scrollIntoView({ block: "center", behavior: reducedMotion ? "auto" : "smooth" });
+    }
+  }
+
+  track.addEventListener("cuechange", () => {
+    const active = track.activeCues;
+    // Between cues (the short pauses) nothing is active: keep the last paragraph highlighted.
+    if (active && active.length) highlight(active[active.length - 1].id);
+  });
+
+  // --- Click a paragraph to listen from there ---------------------------------------------------
+  if (lesson) {
+    lesson.addEventListener("click", (event) => {
+      if (event.target.closest(IGNORE_CLICKS)) return;
+      const selection = window.getSelection();
+      if (selection && !selection.isCollapsed) return; // the reader is selecting text
+      const block = event.target.closest("[data-cue]");
+      if (!block || !cueStarts.has(block.dataset.cue)) return;
+      audio.currentTime = cueStarts.get(block.dataset.cue);
+      highlight(block.dataset.cue);
+      if (audio.paused) audio.play().catch(() => {});
+    });
+  }
+
+  // --- Transport ---------------------------------------------------------------------------------
+  const togglePlay = () => (audio.paused ? audio.play().catch(() => {}) : audio.pause());
+  const skip = (delta) => {
+    audio.currentTime = Math.min(Math.max(0, audio.currentTime + delta), duration());
+  };
+  const setRate = (rate) => {
+    const value = SPEEDS.includes(rate) ? rate : 1;
+    audio.playbackRate = value;
+    ui.speed.value = String(value);
+    store(STORAGE.rate, value);
+  };
+  const stepRate = (direction) => {
+    const index = SPEEDS.indexOf(audio.playbackRate);
+    setRate(SPEEDS[Math.min(SPEEDS.length - 1, Math.max(0, (index < 0 ? 1 : index) + direction))]);
+  };
+
+  controls.addEventListener("click", (event) => {
+    const action = event.target.closest("[data-action]")?.dataset.action;
+    if (action === "toggle") togglePlay();
+    else if (action === "back") skip(-10);
+    else if (action === "forward") skip(10);
+  });
+  ui.seek.addEventListener("input", () => {
+    seeking = true;
+    ui.current.textContent = clock(Number(ui.seek.value));
+  });
+  ui.seek.addEventListener("change", () => {
+    audio.currentTime = Number(ui.seek.value);
+    seeking = false;
+  });
+  ui.speed.addEventListener("change", () => setRate(Number(ui.speed.value)));
+  ui.volume.addEventListener("input", () => {
+    audio.volume = Number(ui.volume.value);
+    audio.muted = audio.volume === 0;
+    store(STORAGE.volume, audio.volume);
+  });
+  ui.follow.addEventListener("change", () => store(STORAGE.follow, ui.follow.checked ? "1" : "0"));
+
+  // Single-key shortcuts act only while focus is inside the player (WCAG 2.1.4).
+  section.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.target.matches("textarea, input[type='text']")) return;
+    const keys = {
+      k: togglePlay,
+      j: () => skip(-10),
+      l: () => skip(10),
+      ",": () => stepRate(-1),
+      ".": () => stepRate(1),
+      m: () => {
+        audio.muted = !audio.muted;
+      },
+    };
+    const handler = keys[event.key.toLowerCase()];
+    if (handler) {
+      event.preventDefault();
+      handler();
+    }
+  });
+
+  // --- State → UI --------------------------------------------------------------------------------
+  const render = () => {
+    const playing = !audio.paused;
+    section.classList.toggle("is-playing", playing);
+    ui.toggle.setAttribute("aria-label", playing ? "Pause" : "Play");
+  };
+  const renderTime = () => {
+    const total = duration();
+    ui.seek.max = String(total);
+    if (!seeking) {
+      ui.seek.value = String(audio.currentTime);
+      ui.current.textContent = clock(audio.currentTime);
+    }
+    ui.duration.textContent = clock(total);
+    ui.seek.setAttribute("aria-valuetext", `${clock(audio.currentTime)} of ${clock(total)}`);
+  };
+  audio.addEventListener("play", render);
+  audio.addEventListener("pause", render);
+  audio.addEventListener("ended", render);
+  audio.addEventListener("timeupdate", renderTime);
+  audio.addEventListener("durationchange", renderTime);
+  audio.addEventListener("volumechange", () => {
+    ui.volume.value = String(audio.muted ? 0 : audio.volume);
+  });
+  audio.addEventListener("error", () => {
+    const note = document.createElement("p");
+    note.className = "field-errors";
+    note.setAttribute("role", "alert");
+    note.textContent = "The audio could not be loaded.";
+    controls.after(note);
+  });
+
+  // --- Resume position, saved on the server per learner ----------------------------------------
+  const savePosition = (useBeacon = false) => {
+    const position = audio.currentTime;
+    if (!section.dataset.positionUrl || Math.abs(position - lastSaved) < 1) return;
+    lastSaved = position;
+    const body = new FormData();
+    body.append("csrfmiddlewaretoken", section.dataset.csrf);
+    body.append("position", position.toFixed(1));
+    if (useBeacon && navigator.sendBeacon) {
+      navigator.sendBeacon(section.dataset.positionUrl, body);
+    } else {
+      fetch(section.dataset.positionUrl, { method: "POST", body, credentials: "same-origin" }).catch(() => {});
+    }
+  };
+  audio.addEventListener("timeupdate", () => {
+    if (Math.abs(audio.currentTime - lastSaved) >= SAVE_EVERY_S) savePosition();
+  });
+  audio.addEventListener("pause", () => savePosition());
+  window.addEventListener("pagehide", () => savePosition(true));
+
+  const start = () => {
+    const resume = Number(section.dataset.resume) || 0;
+    if (resume > 1 && resume < duration() - 2) audio.currentTime = resume;
+    renderTime();
+    if (section.dataset.autoplay === "true") audio.play().catch(() => {}); // opt-in only (WCAG 1.4.2)
+  };
+  if (audio.readyState >= 1) start();
+  else audio.addEventListener("loadedmetadata", start, { once: true });
+
+  setRate(Number(stored(STORAGE.rate, "1")));
+  audio.volume = Math.min(1, Math.max(0, Number(stored(STORAGE.volume, "1"))));
+  ui.volume.value = String(audio.volume);
+  ui.follow.checked = stored(STORAGE.follow, "1") === "1";
+  render();
+  section.dataset.ready = "true";
+  return audio;
+}
+
+const section = document.getElementById("player");
+if (section && section.querySelector("audio")) initPlayer(section);

@@ -1,0 +1,166 @@
+"""Narration: real Piper synthesis → WAV + WebVTT whose cues match the lesson's paragraphs."""
+from __future__ import annotations
+
+import array
+import io
+import time
+import wave
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from courseapp import narration
+from courseapp.models import Module, Narration
+from courseapp.rendering import render_markdown
+from courseapp.tasks import run_narration
+
+SHORT_MODULE = """## The KV cache
+
+Keys and values of past tokens never change, so the engine keeps them.
+
+```python
+cache = {}  # code is not narrated
+```
+
+:::{callout} note
+Queries are used once.
+:::
+
+:::{quiz}
+- question: Is the quiz narrated?
+  choices:
+    - text: No.
+      correct: true
+      explanation: Quizzes are skipped.
+    - text: Yes.
+      explanation: They are not.
+:::
+"""
+
+
+def test_real_piper_synthesis_matches_paragraphs(tmp_path):
+    rendered = render_markdown(SHORT_MODULE)
+    assert [c.text for c in rendered.cues] == [
+        "The KV cache",
+        "Keys and values of past tokens never change, so the engine keeps them.",
+        "Queries are used once.",
+    ]
+    progress = []
+    result = narration.synthesize(rendered.cues, tmp_path, progress=progress.append)
+    assert not result.cached and progress[-1] == 1.0
+
+    with wave.open(str(result.audio_path), "rb") as wav:
+        assert (wav.getnchannels(), wav.getsampwidth()) == (1, 2)
+        duration = wav.getnframes() / wav.getframerate()
+        samples = array.array("h", wav.readframes(wav.getnframes()))
+    assert duration == pytest.approx(result.duration)
+    assert max(abs(s) for s in samples) > 1000  # speech, not silence
+
+    cues = narration.parse_vtt(result.vtt_path.read_text())
+    assert [c.id for c in cues] == ["c1", "c2", "c3"]  # one cue per heading/paragraph, ids = data-cue
+    assert len(cues) == len(rendered.cues)
+    assert all(c.start < c.end for c in cues)
+    assert all(a.end <= b.start for a, b in zip(cues, cues[1:]))
+    assert cues[-1].end <= duration
+    assert cues[1].end - cues[1].start > 2  # a sentence takes a couple of seconds to say
+    for cue in rendered.cues:
+        assert f'data-cue="{cue.id}"' in rendered.html
+
+    started = time.monotonic()
+    again = narration.synthesize(rendered.cues, tmp_path)
+    assert again.cached and again.key == result.key and time.monotonic() - started < 0.5
+
+
+def test_cache_key_follows_text():
+    a = render_markdown("Hello there.\n").cues
+    b = render_markdown("Hello there!\n").cues
+    assert narration.narration_key(a) != narration.narration_key(b)
+    assert narration.narration_key(a) == narration.narration_key(render_markdown("Hello there.\n").cues)
+
+
+def test_vtt_round_trip_and_errors():
+    cues = [narration.TimedCue("c1", 0.25, 1.5, "A <b> & --> c"), narration.TimedCue("c2", 3723.5, 3725, "B")]
+    text = narration.write_vtt(cues)
+    assert "01:02:03.500 --> 01:02:05.000" in text
+    parsed = narration.parse_vtt(text)
+    assert [(c.id, c.start, c.end) for c in parsed] == [("c1", 0.25, 1.5), ("c2", 3723.5, 3725.0)]
+    with pytest.raises(narration.VTTError, match="line 1"):
+        narration.parse_vtt("00:00.000 --> 00:01.000\nx\n")
+    with pytest.raises(narration.VTTError, match="line 4"):
+        narration.parse_vtt("WEBVTT\n\nc1\nnonsense\n")
+
+
+def test_speakable_text():
+    assert narration.speakable("2 × 32 × 8") == "2 times 32 times 8"
+    assert narration.speakable("4–8 times") == "4 to 8 times"
+
+
+@pytest.mark.django_db
+def test_narration_job_and_module_page(client, course):
+    module = Module.objects.get(slug="intro")
+    record = run_narration(module.pk)
+    assert record.status == Narration.Status.READY and record.progress == 1.0
+    assert record.cue_hash == module.cue_hash and not record.is_stale
+    html = client.get(reverse("courseapp:module", args=["intro"])).content.decode()
+    assert "Audio version of this page" in html
+    assert f'src="{record.audio.url}"' in html and f'src="{record.vtt.url}"' in html
+    assert 'kind="captions"' in html
+
+    audio = client.get(record.audio.url, HTTP_RANGE="bytes=0-99")
+    assert audio.status_code == 206 and len(audio.content) == 100
+    assert audio["Content-Range"].endswith(f"/{record.audio.size}")
+    vtt = client.get(record.vtt.url)
+    assert vtt.status_code == 200 and vtt["Content-Type"].startswith("text/vtt")
+    assert client.get("/media/narration/../../etc/passwd").status_code == 404
+
+    index = client.get("/").content.decode()
+    assert "min audio" in index
+
+
+@pytest.mark.django_db
+def test_instructor_generate_upload_and_status(client, course, instructor, monkeypatch):
+    queued = []
+    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
+                        lambda **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
+    client.force_login(instructor)
+    response = client.post(reverse("courseapp:author_narrate", args=["intro"]))
+    assert response.status_code == 302 and queued[0]["queue"] == "cpu"
+    status = client.get(reverse("courseapp:author_narration_status", args=["intro"])).json()
+    assert status["status"] == "pending" and status["busy"]
+
+    vtt = b"WEBVTT\n\nc1\n00:00:00.000 --> 00:00:01.000\nWhy it matters\n"
+
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(8000)
+        wav.writeframes(b"\x00\x00" * 16000)
+    response = client.post(reverse("courseapp:author_upload", args=["intro"]), {
+        "audio": SimpleUploadedFile("mine.wav", buffer.getvalue(), content_type="audio/wav"),
+        "vtt": SimpleUploadedFile("mine.vtt", vtt, content_type="text/vtt"),
+    })
+    assert response.status_code == 302
+    record = Narration.objects.get(module__slug="intro")
+    assert record.origin == Narration.Origin.UPLOAD and record.is_ready
+    assert record.duration == pytest.approx(2.0)
+
+    bad = client.post(reverse("courseapp:author_upload", args=["intro"]), {
+        "audio": SimpleUploadedFile("x.wav", buffer.getvalue()),
+        "vtt": SimpleUploadedFile("x.vtt", b"not a vtt"),
+    })
+    assert bad.status_code == 400 and "Not a valid WebVTT file" in bad.content.decode()
+
+
+@pytest.mark.django_db
+def test_generate_with_broker_down_is_reported(client, course, instructor, monkeypatch):
+    def refuse(**kwargs):
+        raise ConnectionRefusedError("no broker")
+
+    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async", refuse)
+    client.force_login(instructor)
+    response = client.post(reverse("courseapp:author_narrate", args=["intro"]), follow=True)
+    assert "task queue is not reachable" in response.content.decode()
+    assert Narration.objects.get(module__slug="intro").status == Narration.Status.FAILED
