@@ -1,0 +1,116 @@
+"""Trace events of the course's own demos (prefill vs decode, FlashAttention, serving load).
+
+Registered in the shared registry of `inference_core.trace` (so `validate_event` knows them) and documented
+in docs/trace-schema/course-demos.md. All times are seconds, sizes bytes, rates per second.
+"""
+from __future__ import annotations
+
+import typing
+
+from .trace import TraceEvent, event
+
+
+@event("prefill_decode_summary")
+class PrefillDecodeSummary(TraceEvent):
+    """Aggregates of one generate() run, split by phase. Rates are achieved (measured), not peak."""
+
+    n_prompt_tokens: int
+    n_generated: int
+    ttft_s: float  # the prefill forward (prompt → first token)
+    tpot_s: float  # mean decode step after the first token
+    itl_s: list[float]  # every inter-token gap (one per decode step)
+    prefill_tokens_per_s: float  # prompt tokens processed per second during prefill
+    decode_tokens_per_s: float
+    prefill_flops_per_s: float
+    decode_flops_per_s: float
+    decode_bytes_per_s: float  # median over decode steps of bytes_moved / step_time_s
+    prefill_intensity: float  # FLOPs per byte moved in the prefill forward
+    decode_intensity: float  # the same for one decode step
+    weight_bytes: int  # weights every forward reads once
+
+
+@event("attention_compare")
+class AttentionCompare(TraceEvent):
+    """Naive vs tiled attention on the real q/k/v of one layer for the student's prompt."""
+
+    layer: int
+    n_tokens: int
+    tokens: list[str]
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    dtype: str
+    block_q: int
+    block_k: int
+    max_abs_diff: float  # tiled vs naive
+    max_abs_diff_sdpa: float  # tiled vs torch's scaled_dot_product_attention (what the engine uses)
+    naive_time_s: float
+    tiled_time_s: float
+    naive_score_bytes: int  # the materialized [1, heads, N, N] score tensor
+    tile_bytes: int  # the largest score tile the tiled pass holds: [1, heads, block_q, block_k]
+    tiles_computed: int
+    tiles_skipped: int
+    last_row_weights: list[float]  # the last token's attention over the prompt, averaged over heads
+
+
+@event("attention_memory_curve")
+class AttentionMemoryCurve(TraceEvent):
+    """Modelled memory for one head of one layer as the sequence grows (see flash_attention.hbm_traffic)."""
+
+    head_dim: int
+    bytes_per_value: int
+    block_q: int
+    block_k: int
+    n: list[int]
+    naive_score_bytes: list[int]
+    tile_bytes: int
+    naive_traffic_bytes: list[int]
+    tiled_traffic_bytes: list[int]
+
+
+@event("load_request")
+class LoadRequest(TraceEvent):
+    """One finished request of the serving-load demo. Times are from the start of the load run."""
+
+    request_id: int
+    prompt: str
+    n_prompt_tokens: int
+    n_generated: int
+    arrival_s: float
+    start_s: float  # when the engine began its prefill (queueing = start − arrival)
+    first_token_s: float
+    end_s: float
+    ttft_s: float  # first_token − arrival: queueing included, as a user sees it
+    tpot_s: float
+    itl_s: list[float]
+    met_slo: bool
+    text: str
+
+
+@event("load_step")
+class LoadStep(TraceEvent):
+    """Progress of the load run after one engine forward (one batched step, or one token when sequential)."""
+
+    t_s: float
+    n_running: int
+    n_waiting: int
+    tokens_total: int  # generated so far, all requests
+
+
+@event("load_summary")
+class LoadSummary(TraceEvent):
+    mode: typing.Literal["batched", "sequential"]
+    note: str  # how requests were run (and why, when batching was unavailable)
+    n_requests: int
+    wall_s: float
+    output_tokens: int
+    throughput_tokens_per_s: float
+    requests_per_s: float
+    goodput_requests_per_s: float
+    ttft_slo_s: float
+    tpot_slo_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    tpot_p50_s: float
+    itl_p50_s: float
+    itl_p90_s: float

@@ -1,0 +1,65 @@
+"""The course's engine-backed demo runners: prefill vs decode, serving load (FlashAttention: its own file)."""
+from __future__ import annotations
+
+import pytest
+
+from inference_core import GenerationParams
+from inference_core.demos.prefill_decode import summarize
+from inference_core.demos.serving_load import percentile
+from inference_core.trace import TokenStep, validate_event
+
+
+def _step(phase, n_in, t, flops, moved):
+    return TokenStep(phase=phase, step=0, token_id=1, text="a", position=0, n_input_tokens=n_in, step_time_s=t,
+                     kv_bytes_total=0, kv_bytes_per_layer=[0], flops=flops, bytes_moved=moved)
+
+
+def test_summary_splits_phases():
+    steps = [_step("prefill", 100, 0.5, 2e10, 1e9), _step("decode", 1, 0.1, 2e8, 1e9), _step("decode", 1, 0.3, 2e8, 1e9)]
+    s = summarize(steps, weight_bytes=10**9)
+    validate_event(s.to_dict())
+    assert s.ttft_s == 0.5 and s.tpot_s == pytest.approx(0.2) and s.itl_s == [0.1, 0.3]
+    assert s.prefill_tokens_per_s == 200 and s.decode_tokens_per_s == pytest.approx(5)
+    assert s.prefill_intensity == 20 and s.decode_intensity == pytest.approx(0.2)
+    assert s.decode_bytes_per_s == pytest.approx((1e9 / 0.1 + 1e9 / 0.3) / 2)  # median of two steps' GB/s
+    assert s.n_generated == 3 and s.n_prompt_tokens == 100
+
+
+def test_percentile_nearest_rank():
+    assert percentile([], 0.5) == 0.0
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9) == 5.0
+
+
+@pytest.mark.model
+def test_prefill_decode_run_streams_valid_events(engine):
+    from inference_core.demos.prefill_decode import run
+
+    events = list(run({"prompt": "The capital of France is", "max_new_tokens": 3, "repeat_prompt": 2}))
+    for ev in events:
+        validate_event(ev)
+    kinds = [e["type"] for e in events]
+    assert kinds == ["run_started", "token", "token", "token", "run_finished", "prefill_decode_summary"]
+    summary = events[-1]
+    assert summary["n_prompt_tokens"] == len(events[0]["prompt_token_ids"])
+    assert summary["prefill_intensity"] > 5 * summary["decode_intensity"]  # prefill reuses each weight per token
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("mode", ["sequential", "batched"])
+def test_serving_load_same_text_either_way(engine, mode):
+    from inference_core.demos.serving_load import run
+
+    events = list(run({"n_requests": 2, "max_new_tokens": 3, "mode": mode}))
+    for ev in events:
+        validate_event(ev)
+    done = sorted((e for e in events if e["type"] == "load_request"), key=lambda e: e["request_id"])
+    summary = events[-1]
+    assert summary["type"] == "load_summary" and summary["mode"] == mode and summary["output_tokens"] == 6
+    assert [e["n_generated"] for e in done] == [3, 3]
+    params = GenerationParams(max_new_tokens=3, stop_at_eos=False)
+    greedy = [engine.tokenizer.decode(engine.generate_ids(engine.encode_prompt(e["prompt"], False), params),
+                                      skip_special=True) for e in done]
+    assert [e["text"] for e in done] == greedy  # batching changes timing, never the tokens
+    for e in done:
+        assert e["ttft_s"] >= e["first_token_s"] - e["arrival_s"] - 1e-9 and len(e["itl_s"]) == 2
