@@ -151,6 +151,71 @@ register(
     )
 )
 
+# --- Course demos (issue 7): prefill vs decode, FlashAttention, serving load ------------------------
+register(
+    DemoSpec(
+        name="prefill-decode",
+        title="Prefill vs decode, timed",
+        description=(
+            "Time every forward pass of a real generation: one prefill over the whole prompt, then one "
+            "decode step per token. Shows TTFT, TPOT, inter-token latency and the achieved FLOP/s and GB/s."
+        ),
+        runner="inference_core.demos.prefill_decode:run",
+        module="js/demos/prefill-decode.js",
+        params={
+            "prompt": ParamSpec("str", default="The capital of France is", label="Prompt", max_chars=4000,
+                                max_tokens=_max_prompt_tokens),
+            "repeat_prompt": ParamSpec("int", default=4, label="Repeat the prompt (longer prefill)",
+                                       min_value=1, max_value=16),
+            "max_new_tokens": ParamSpec("int", default=16, label="New tokens", min_value=2, max_value=48),
+        },
+        presets=(
+            {"label": "Capital of France", "prompt": "The capital of France is"},
+            {"label": "Story opening", "prompt": "Once upon a time, in a small village by the sea,"},
+        ),
+    )
+)
+register(
+    DemoSpec(
+        name="flash-attention",
+        title="Tiled attention vs the N×N matrix",
+        description=(
+            "Capture one layer's real queries, keys and values for your prompt, then compute attention twice: "
+            "naively with the whole score matrix, and tile by tile with an online softmax."
+        ),
+        runner="inference_core.demos.flash_attention:run",
+        module="js/demos/flash-attention.js",
+        params={
+            "prompt": ParamSpec("str", default="The quick brown fox jumps over the lazy dog because it was",
+                                label="Prompt", max_chars=4000, max_tokens=_max_prompt_tokens),
+            "layer": ParamSpec("int", default=0, label="Layer", min_value=0, max_value=29),
+            "block_size": ParamSpec("int", default=16, label="Tile size (queries and keys)", min_value=4,
+                                    max_value=128),
+        },
+    )
+)
+register(
+    DemoSpec(
+        name="serving-load",
+        title="A small load test against our engine",
+        description=(
+            "Send a handful of requests to the course engine and measure what a serving benchmark measures: "
+            "TTFT, TPOT, inter-token latency, throughput and goodput."
+        ),
+        runner="inference_core.demos.serving_load:run",
+        module="js/demos/serving-load.js",
+        params={
+            "n_requests": ParamSpec("int", default=4, label="Requests", min_value=1, max_value=6),
+            "max_new_tokens": ParamSpec("int", default=8, label="Tokens per request", min_value=2, max_value=24),
+            "spacing_s": ParamSpec("float", default=0.0, label="Seconds between arrivals", min_value=0.0,
+                                   max_value=2.0),
+            "mode": ParamSpec("choice", default="batched", label="Scheduling", choices=("batched", "sequential")),
+            "ttft_slo_s": ParamSpec("float", default=3.0, label="TTFT target (s)", min_value=0.05, max_value=60.0),
+            "tpot_slo_s": ParamSpec("float", default=0.5, label="TPOT target (s)", min_value=0.01, max_value=10.0),
+        },
+    )
+)
+
 
 @functools.lru_cache(maxsize=4)
 def _tokenizer(model: str):
