@@ -1,9 +1,6 @@
 """Integration fixtures: real Redis + a real Celery worker (real engine) for the whole session."""
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from django.conf import settings
 
@@ -19,7 +16,8 @@ def test_db_path() -> str:
 @pytest.fixture(scope="session")
 def demo_stack(django_db_setup, tmp_path_factory):
     """Redis on a free port and one worker, pointed at the file-based test database."""
-    stack = Stack(tmp_path_factory.mktemp("demo-stack"), test_db_path())
+    # A closed socket's run is cancelled 2 s after it went away (15 s by default).
+    stack = Stack(tmp_path_factory.mktemp("demo-stack"), test_db_path(), {"DEMO_ORPHAN_GRACE": "2"})
     try:
         stack.start_redis()
         point_test_process_at(stack.redis_url)

@@ -1,0 +1,236 @@
+"""Issue 8: persistence, resume, cancellation, a dying worker, limits, replay, isolation."""
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from demos.models import Run, RunEvent
+
+from demo_helpers import assert_contiguous, collect, connect, events_of, recv, send, start, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+SHORT = {"prompt": "The capital of France is", "max_new_tokens": 12, "temperature": 0.0}
+# No cache: every step re-reads the whole sequence, so the run lasts long enough to interrupt.
+LONG = {"prompt": "Once upon a time, in a small village by the sea,", "max_new_tokens": 64,
+        "use_cache": False, "temperature": 0.0}
+
+
+@sync_to_async
+def get_run(run_id) -> Run:
+    return Run.objects.get(pk=run_id)
+
+
+@sync_to_async
+def stored_seqs(run_id) -> list[int]:
+    return list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
+
+
+async def test_resume_after_disconnect_delivers_the_rest_without_gaps_or_duplicates(demo_stack, session_cookie):
+    cookie, _owner = session_cookie
+    comm = await connect(cookie)
+    run_id = await start(comm, SHORT)
+    first = await collect(comm, stop=lambda f: f["type"] == "event" and f["seq"] >= 3)
+    await comm.disconnect()
+    seen = events_of(first)
+    last = seen[-1]["seq"]
+    await asyncio.sleep(0.5)  # the run goes on while nobody listens
+
+    comm2 = await connect(cookie)
+    try:
+        await send(comm2, {"action": "resume", "run_id": run_id, "after_seq": last})
+        resumed = await recv(comm2)
+        assert resumed["type"] == "resumed" and resumed["after_seq"] == last
+        rest = await collect(comm2)
+    finally:
+        await comm2.disconnect()
+    assert rest[-1]["type"] == "done", rest[-1]
+    events = seen + events_of(rest)
+    assert_contiguous(events)
+    assert events[-1]["event"]["type"] == "run_finished"
+    assert [e["seq"] for e in events] == await stored_seqs(run_id)
+
+
+async def test_resume_of_a_finished_run_replays_from_storage(demo_stack, session_cookie):
+    cookie, _ = session_cookie
+    comm = await connect(cookie)
+    try:
+        run_id = await start(comm, {**SHORT, "max_new_tokens": 4})
+        original = events_of(await collect(comm))
+        await send(comm, {"action": "resume", "run_id": run_id, "after_seq": -1})
+        assert (await recv(comm))["status"] == "done"
+        again = await collect(comm)
+    finally:
+        await comm.disconnect()
+    assert [e["event"] for e in events_of(again)] == [e["event"] for e in original]
+    assert again[-1]["type"] == "done"
+
+
+async def test_no_event_of_one_users_run_reaches_another(demo_stack, session_cookie):
+    cookie, _ = session_cookie
+    from django.contrib.sessions.backends.db import SessionStore
+
+    other = await sync_to_async(SessionStore)()
+    other["demos"] = True
+    await sync_to_async(other.save)()
+    other_cookie = (b"cookie", f"sessionid={other.session_key}".encode())
+    a, b = await connect(cookie), await connect(other_cookie)
+    try:
+        run_a = await start(a, {**SHORT, "max_new_tokens": 6})
+        run_b = await start(b, {**SHORT, "max_new_tokens": 5, "prompt": "One, two, three,"})
+        frames_a, frames_b = await asyncio.gather(collect(a), collect(b))
+        # b may not resume (or cancel) a's run: it looks like it does not exist.
+        await send(b, {"action": "resume", "run_id": run_a, "after_seq": -1})
+        denied = await recv(b)
+        await send(b, {"action": "cancel", "run_id": run_a})
+        denied_cancel = await recv(b)
+        assert await b.receive_nothing(timeout=0.5)
+    finally:
+        await a.disconnect()
+        await b.disconnect()
+    assert {f["run_id"] for f in frames_a} == {run_a}
+    assert {f["run_id"] for f in frames_b} == {run_b}
+    assert denied["code"] == "not_found" and denied_cancel["code"] == "not_found"
+
+
+async def test_cancel_stops_the_worker_between_steps(demo_stack, session_cookie):
+    cookie, _ = session_cookie
+    comm = await connect(cookie)
+    try:
+        run_id = await start(comm, LONG)
+        await collect(comm, stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token")
+        await send(comm, {"action": "cancel", "run_id": run_id})
+        frames = await collect(comm, timeout=30)
+    finally:
+        await comm.disconnect()
+    done = frames[-1]
+    assert done["type"] == "done" and done["status"] == "cancelled", done
+    assert done["summary"]["finish_reason"] == "cancelled"
+    run = await get_run(run_id)
+    assert run.status == "cancelled" and run.summary["cancel_reason"] == "user"
+    assert run.summary["n_generated"] < LONG["max_new_tokens"]
+    assert await stored_seqs(run_id) == list(range(run.n_events))
+    # The engine's generator was closed and the worker is free: a new run works.
+    comm = await connect(cookie)
+    try:
+        await start(comm, {**SHORT, "max_new_tokens": 3, "prompt": "Hello"})
+        assert (await collect(comm))[-1]["type"] == "done"
+    finally:
+        await comm.disconnect()
+
+
+async def test_closed_tab_cancels_after_the_grace_period(demo_stack, session_cookie, monkeypatch):
+    cookie, _ = session_cookie
+    comm = await connect(cookie)
+    run_id = await start(comm, LONG)
+    await collect(comm, stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token")
+    await comm.disconnect()  # the tab went away and never came back
+    t0 = time.monotonic()
+
+    async def cancelled():
+        run = await get_run(run_id)
+        return run if run.status == "cancelled" else None
+
+    run = await wait_for(cancelled, timeout=60)
+    assert run.summary["cancel_reason"] == "client_gone"
+    assert time.monotonic() - t0 >= 1.5  # not before the grace period (2 s for tests)
+
+
+async def test_worker_killed_mid_run_gives_an_error_frame_not_a_hang(demo_stack, session_cookie, fast_watchdog):
+    cookie, _ = session_cookie
+    comm = await connect(cookie)
+    try:
+        run_id = await start(comm, LONG)
+        await collect(comm, stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token")
+        demo_stack.kill("worker")  # SIGKILL: no cleanup, no final message
+        t0 = time.monotonic()
+        frames = await collect(comm, timeout=30)
+        waited = time.monotonic() - t0
+    finally:
+        await comm.disconnect()
+        demo_stack.start_worker()  # later tests need one
+    err = frames[-1]
+    assert err["type"] == "error" and err["code"] == "worker_lost" and err["run_id"] == run_id, err
+    assert waited < 15
+    assert_contiguous(events_of(frames), start=events_of(frames)[0]["seq"] if events_of(frames) else 0)
+    assert (await get_run(run_id)).status == "error"
+
+
+async def test_concurrency_and_rate_limits_answer_with_retry_after(demo_stack, session_cookie, monkeypatch):
+    cookie, owner = session_cookie
+    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "1")
+    monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
+    comm = await connect(cookie)
+    try:
+        run_id = await start(comm, LONG)
+        await send(comm, {"action": "start", "demo": "kv-cache", "params": SHORT})
+        busy = await collect(comm, until=("error",))
+        assert busy[-1]["code"] == "too_many_runs" and busy[-1]["retry_after"] >= 1
+        assert "run_id" not in busy[-1]
+        await send(comm, {"action": "cancel", "run_id": run_id})
+        assert (await collect(comm))[-1]["status"] == "cancelled"
+
+        # Two more runs inside the minute: the third start is over the per-minute limit.
+        for _ in range(2):
+            await sync_to_async(Run.objects.create)(demo="kv-cache", owner=owner, status="done",
+                                                    params={}, summary={})
+        await send(comm, {"action": "start", "demo": "kv-cache", "params": SHORT})
+        limited = await recv(comm)
+        assert limited["type"] == "error" and limited["code"] == "rate_limited", limited
+        assert 1 <= limited["retry_after"] <= 60
+        # A minute later the window has room again.
+        await sync_to_async(Run.objects.filter(owner=owner).update)(created_at=timezone.now() - timedelta(seconds=61))
+        await start(comm, {**SHORT, "max_new_tokens": 2})
+        assert (await collect(comm))[-1]["type"] == "done"
+    finally:
+        await comm.disconnect()
+
+
+async def test_deterministic_repeat_is_replayed_from_storage_paced_like_the_original(demo_stack):
+    params = {**SHORT, "max_new_tokens": 8, "prompt": "Water boils at"}
+    comm = await connect()
+    try:
+        t0 = time.monotonic()
+        first_id = await start(comm, params)
+        first = await collect(comm)
+        first_s = time.monotonic() - t0
+        await sync_to_async(Run.objects.filter(pk=first_id).update)(worker="original-worker")
+
+        await send(comm, {"action": "start", "demo": "kv-cache", "params": params})
+        accepted = await recv(comm)
+        t1 = time.monotonic()
+        second = await collect(comm)
+        second_s = time.monotonic() - t1
+        # A sampled run without a seed is never replayed.
+        await send(comm, {"action": "start", "demo": "kv-cache", "params": {**params, "temperature": 0.8}})
+        sampled = await recv(comm)
+        await collect(comm)
+    finally:
+        await comm.disconnect()
+    assert accepted["replayed_from"] == first_id
+    assert second[-1]["type"] == "done" and second[-1]["replayed_from"] == first_id
+    assert second[-1]["summary"]["replayed"] is True
+    assert [e["event"] for e in events_of(second)] == [e["event"] for e in events_of(first)]
+    stored = await sync_to_async(lambda: list(RunEvent.objects.filter(run_id=first_id).values_list("t", flat=True)))()
+    assert second_s >= 0.8 * (max(stored) - min(stored))  # paced like the original
+    assert second_s < first_s + 5
+    replay = await get_run(accepted["run_id"])
+    assert replay.replay_of_id is not None and replay.worker == "replay" and replay.status == "done"
+    assert "replayed_from" not in sampled
+
+
+async def test_dashboard_streams_worker_stats_and_queue_length(demo_stack):
+    comm = await connect(path="/ws/demos/dashboard/")
+    try:
+        stats = await recv(comm, timeout=10)
+    finally:
+        await comm.disconnect()
+    assert stats["type"] == "stats"
+    assert stats["queue"]["gpu"] >= 0
+    assert any(w["engine_loaded"] and w["model"] for w in stats["workers"]), stats
+    assert {"batch_size", "tokens_per_s", "runs_total"} <= set(stats["workers"][0])
