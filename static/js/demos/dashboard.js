@@ -1,0 +1,68 @@
+// Engine dashboard: streams worker stats over /ws/demos/dashboard/ into a table and Plotly charts.
+import { wsUrl } from "../ws-client.js";
+
+const WINDOW = 120; // points kept per series (about two minutes)
+const $ = (id) => document.getElementById(id);
+const Plotly = window.Plotly;
+const series = new Map(); // worker name → trace index in the tokens/s chart
+
+const base = { margin: { l: 50, r: 10, t: 40, b: 40 }, font: { size: 12 }, legend: { orientation: "h", y: -0.2 } };
+Plotly.newPlot($("dash-tps"), [], { ...base, title: { text: "Tokens/s per worker" },
+  xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } }, { responsive: true, displaylogo: false });
+Plotly.newPlot($("dash-queue"), [
+  { x: [], y: [], name: "gpu queue length", mode: "lines" },
+  { x: [], y: [], name: "sequences in flight (all workers)", mode: "lines" },
+], { ...base, title: { text: "Queue and batch" }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } },
+{ responsive: true, displaylogo: false });
+
+function cell(text) { const td = document.createElement("td"); td.textContent = text; return td; }
+
+function render(stats) {
+  const t = new Date(stats.t * 1000);
+  const tbody = $("dash-workers").querySelector("tbody");
+  tbody.replaceChildren();
+  if (!stats.workers.length) {
+    const tr = document.createElement("tr");
+    const td = cell("No worker is running.");
+    td.colSpan = 8;
+    tr.append(td);
+    tbody.append(tr);
+  }
+  let inFlight = 0;
+  for (const w of stats.workers) {
+    inFlight += w.batch_size;
+    const tr = document.createElement("tr");
+    const name = document.createElement("th");
+    name.scope = "row";
+    name.textContent = w.name;
+    tr.append(name, cell(w.device || "loading"), cell(w.batch_size), cell(w.tokens_per_s.toFixed(1)),
+      cell(w.tokens_total), cell(w.runs_total), cell(w.runs_failed), cell(`${Math.round(w.uptime_s)} s`));
+    tbody.append(tr);
+    if (!series.has(w.name)) {
+      series.set(w.name, series.size);
+      Plotly.addTraces($("dash-tps"), { x: [], y: [], name: w.name, mode: "lines" });
+    }
+    Plotly.extendTraces($("dash-tps"), { x: [[t]], y: [[w.tokens_per_s]] }, [series.get(w.name)], WINDOW);
+  }
+  Plotly.extendTraces($("dash-queue"), { x: [[t], [t]], y: [[stats.queue.gpu], [inFlight]] }, [0, 1], WINDOW);
+  $("dash-queue-gpu").textContent = stats.queue.gpu;
+  $("dash-queue-cpu").textContent = stats.queue.cpu;
+  $("dash-runs").textContent = Object.entries(stats.runs_last_hour).map(([k, v]) => `${k} ${v}`).join(", ");
+}
+
+let attempt = 0;
+function connect() {
+  const ws = new WebSocket(wsUrl("/ws/demos/dashboard/"));
+  ws.onopen = () => { attempt = 0; $("dash-conn").textContent = "Live."; };
+  ws.onmessage = (e) => {
+    const msg = JSON.parse(e.data);
+    if (msg.type === "stats") render(msg);
+    else if (msg.type === "error") $("dash-conn").textContent = `Stats unavailable: ${msg.message}`;
+  };
+  ws.onclose = () => {
+    const delay = Math.min(8000, 500 * 2 ** attempt++);
+    $("dash-conn").textContent = `Disconnected; retrying in ${Math.round(delay / 1000)} s…`;
+    setTimeout(connect, delay);
+  };
+}
+connect();
