@@ -1,0 +1,156 @@
+// Shared DOM helpers for the course calculators and demos: elements, labelled fields, Plotly loading, styles.
+// Every control gets a visible <label>; every chart gets role="img", an aria-label and a text summary that
+// is updated with the numbers (screen readers read the summary, not the plot).
+
+const STYLE_ID = "ilab-calc-style";
+const CSS = `
+.ilab-calc { border: 1px solid #d0d7de; border-radius: 8px; padding: 1rem; margin: 1rem 0; background: #fff; }
+.ilab-calc h3 { margin-top: 0; font-size: 1.05rem; }
+.ilab-calc fieldset { border: 0; padding: 0; margin: 0; display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: .7rem; align-items: end; }
+.ilab-calc legend { font-weight: 600; margin-bottom: .4rem; }
+.ilab-calc label { display: flex; flex-direction: column; gap: .25rem; font-weight: 600; font-size: .9rem; }
+.ilab-calc label.ilab-calc__check { flex-direction: row; align-items: center; gap: .45rem; }
+.ilab-calc input, .ilab-calc select, .ilab-calc textarea { font: inherit; padding: .3rem; }
+.ilab-calc textarea { min-height: 3rem; }
+.ilab-calc .ilab-calc__wide { grid-column: 1 / -1; }
+.ilab-calc button { font: inherit; padding: .45rem 1.1rem; border-radius: 6px; border: 1px solid #14213d; cursor: pointer; background: #14213d; color: #fff; }
+.ilab-calc button[data-secondary] { background: #fff; color: #14213d; }
+.ilab-calc button:disabled { opacity: .5; cursor: not-allowed; }
+.ilab-calc__out { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: .4rem; margin: .8rem 0; }
+.ilab-calc__out div { background: #f6f8fa; border-radius: 6px; padding: .35rem .5rem; }
+.ilab-calc__out dt { font-size: .75rem; color: #555; }
+.ilab-calc__out dd { margin: 0; font-weight: 600; font-variant-numeric: tabular-nums; }
+.ilab-calc table { border-collapse: collapse; width: 100%; margin: .6rem 0; font-variant-numeric: tabular-nums; }
+.ilab-calc th, .ilab-calc td { border-bottom: 1px solid #e5e7eb; padding: .3rem .5rem; text-align: right; }
+.ilab-calc th:first-child, .ilab-calc td:first-child { text-align: left; }
+.ilab-calc__chart { min-height: 320px; }
+.ilab-calc__charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(360px, 1fr)); gap: .75rem; }
+.ilab-calc__summary { font-size: .9rem; color: #333; }
+.ilab-calc__status { min-height: 1.3em; color: #444; }
+.ilab-calc__status.is-error { color: #b00020; font-weight: 600; }
+.ilab-calc__text { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; background: #f6f8fa; padding: .6rem; border-radius: 6px; min-height: 2.5em; }
+.ilab-calc ol.ilab-calc__recs li { margin: .4rem 0; }
+`;
+
+export function injectStyle() {
+  if (document.getElementById(STYLE_ID)) return;
+  const style = document.createElement("style");
+  style.id = STYLE_ID;
+  style.textContent = CSS;
+  document.head.appendChild(style);
+}
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === false || v === null || v === undefined) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) node.append(c);
+  return node;
+}
+
+let uid = 0;
+export function nextId(prefix) {
+  uid += 1;
+  return `${prefix}-${uid}`;
+}
+
+/** A labelled <select>; options: [[value, text], ...]. Returns {label, input}. */
+export function selectField(text, options, value) {
+  const id = nextId("ilab-f");
+  const input = el("select", { id });
+  for (const [v, t] of options) input.append(el("option", { value: v, text: t }));
+  if (value !== undefined) input.value = String(value);
+  return { label: el("label", { for: id }, text, input), input };
+}
+
+/** A labelled number input. */
+export function numberField(text, value, { min, max, step = "any", help } = {}) {
+  const id = nextId("ilab-f");
+  const input = el("input", { id, type: "number", value: String(value), min, max, step, inputmode: "decimal" });
+  const label = el("label", { for: id }, text, input);
+  if (help) {
+    const hid = `${id}-help`;
+    input.setAttribute("aria-describedby", hid);
+    label.append(el("small", { id: hid, text: help }));
+  }
+  return { label, input };
+}
+
+export function checkField(text, checked) {
+  const id = nextId("ilab-f");
+  const input = el("input", { id, type: "checkbox" });
+  input.checked = Boolean(checked);
+  return { label: el("label", { for: id, class: "ilab-calc__check" }, input, text), input };
+}
+
+/** A <dl> of named outputs; returns {node, set(key, text)}. */
+export function outputs(pairs, ariaLabel) {
+  const node = el("dl", { class: "ilab-calc__out", "aria-label": ariaLabel, "aria-live": "polite" });
+  const cells = {};
+  for (const [key, label] of pairs) {
+    const dd = el("dd", { "data-out": key, text: "–" });
+    node.append(el("div", {}, el("dt", { text: label }), dd));
+    cells[key] = dd;
+  }
+  return { node, set: (k, v) => { cells[k].textContent = v; } };
+}
+
+/** A chart container with an accessible name and a visible text summary below it. */
+export function chartBlock(ariaLabel) {
+  const chart = el("div", { class: "ilab-calc__chart", role: "img", "aria-label": ariaLabel });
+  const summary = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
+  const figure = el("figure", {}, chart, el("figcaption", {}, summary));
+  return { figure, chart, summary };
+}
+
+let plotlyPromise = null;
+export function ensurePlotly(url) {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!plotlyPromise) {
+    plotlyPromise = new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = url || new URL("../../vendor/plotly.min.js", import.meta.url).href;
+      s.onload = () => resolve(window.Plotly);
+      s.onerror = () => reject(new Error("could not load the chart library"));
+      document.head.appendChild(s);
+    });
+  }
+  return plotlyPromise;
+}
+
+export const PLOT_CONFIG = { responsive: true, displaylogo: false };
+export const BASE_LAYOUT = { margin: { l: 70, r: 15, t: 40, b: 50 }, font: { size: 12 } };
+
+/** Parse a container's data-props JSON (the renderer writes it); {} when absent or malformed. */
+export function readProps(container) {
+  try {
+    return JSON.parse(container.dataset.props || "{}") || {};
+  } catch {
+    return {};
+  }
+}
+
+/** Mount `init(container, props)` on every `.calculator[data-calculator=name]` not mounted yet. */
+export function autoMount(name, init) {
+  const run = () => {
+    for (const node of document.querySelectorAll(`.calculator[data-calculator="${name}"]`)) {
+      if (node.dataset.mounted) continue;
+      node.dataset.mounted = "1";
+      injectStyle();
+      try {
+        init(node, readProps(node));
+      } catch (err) {
+        node.append(el("p", { class: "ilab-calc__status is-error", text: `Calculator error: ${err.message}` }));
+      }
+    }
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
+  else run();
+}
+
+export const fmtMs = (s) => (Number.isFinite(s) ? `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms` : "–");
+export const fmtNum = (x, d = 3) => (Number.isFinite(x) ? Number(x.toPrecision(d)).toLocaleString("en-US") : "–");
