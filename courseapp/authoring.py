@@ -56,7 +56,7 @@ def _narration_state(module: Module) -> dict:
         "error": narration.error,
         "stale": narration.is_ready and narration.is_stale,
         "duration": round(narration.duration, 1),
-        "audio_url": narration.audio.url if narration.audio else "",
+        "audio_url": narration.audio_url,
     }
 
 

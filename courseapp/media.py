@@ -1,8 +1,8 @@
 """Serve narration media with HTTP Range support.
 
 Browsers need byte ranges to seek in audio (Chrome resets `currentTime` to 0 without them), and neither
-`django.views.static.serve` nor Django's `FileResponse` answers ranges. A production front server
-(nginx, a CDN) may serve MEDIA_URL directly instead; this view keeps `runserver`/Daphne and tests working.
+`django.views.static.serve` nor Django's `FileResponse` answers ranges. Narration files are therefore
+linked through this view (`Narration.audio_url`, `/narration/...`), whatever serves MEDIA_URL.
 """
 from __future__ import annotations
 

@@ -264,6 +264,21 @@ class Narration(models.Model):
     def is_ready(self) -> bool:
         return self.status == self.Status.READY and bool(self.audio) and bool(self.vtt)
 
+    def _media_url(self, field) -> str:
+        prefix = "narration/"
+        if not field or not field.name.startswith(prefix):
+            return field.url if field else ""
+        return reverse("courseapp:narration_media", args=[field.name[len(prefix):]])
+
+    @property
+    def audio_url(self) -> str:
+        """Served by `courseapp.media` (HTTP Range support, needed to seek)."""
+        return self._media_url(self.audio)
+
+    @property
+    def vtt_url(self) -> str:
+        return self._media_url(self.vtt)
+
     @property
     def is_stale(self) -> bool:
         return self.origin == self.Origin.PIPER and self.cue_hash != self.module.cue_hash

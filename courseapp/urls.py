@@ -12,7 +12,7 @@ urlpatterns = [
     path("modules/<slug:slug>/position/", views.save_position, name="position"),
     path("preferences/", views.preferences, name="preferences"),
     path("accounts/signup/", views.signup, name="signup"),
-    path("media/narration/<path:path>", media.narration_media, name="narration_media"),
+    path("narration/<path:path>", media.narration_media, name="narration_media"),
     # Instructors only.
     path("author/", authoring.module_list, name="author_list"),
     path("author/new/", authoring.module_edit, name="author_create"),

@@ -104,15 +104,16 @@ def test_narration_job_and_module_page(client, course):
     assert record.cue_hash == module.cue_hash and not record.is_stale
     html = client.get(reverse("courseapp:module", args=["intro"])).content.decode()
     assert "Audio version of this page" in html
-    assert f'src="{record.audio.url}"' in html and f'src="{record.vtt.url}"' in html
+    assert f'src="{record.audio_url}"' in html and f'src="{record.vtt_url}"' in html
     assert 'kind="captions"' in html
 
-    audio = client.get(record.audio.url, HTTP_RANGE="bytes=0-99")
+    audio = client.get(record.audio_url, HTTP_RANGE="bytes=0-99")
     assert audio.status_code == 206 and len(audio.content) == 100
     assert audio["Content-Range"].endswith(f"/{record.audio.size}")
-    vtt = client.get(record.vtt.url)
+    vtt = client.get(record.vtt_url)
     assert vtt.status_code == 200 and vtt["Content-Type"].startswith("text/vtt")
-    assert client.get("/media/narration/../../etc/passwd").status_code == 404
+    assert client.get("/narration/../../etc/passwd").status_code == 404
+    assert client.get("/narration/%2E%2E/%2E%2E/settings.py").status_code == 404
 
     index = client.get("/").content.decode()
     assert "min audio" in index
