@@ -1,0 +1,90 @@
+"""Decode speed at batch 1: our engine vs transformers on the same weights, and vs the roofline.
+
+    .venv/bin/python bench/decode.py [--tokens 64] [--repeats 3]
+
+Both engines run greedy fp32 on the same prompt in this one process, alternating, so the ratio
+is robust to a busy machine. The roofline is this machine's measured streaming-read bandwidth
+divided by the bytes one decode step must read (all weights + the KV cache so far).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import measure_read_bandwidth  # noqa: E402
+from inference_core import GenerationParams, load_engine  # noqa: E402
+from inference_core.trace import TokenStep  # noqa: E402
+
+PROMPT = "Write a short story about a robot who learns to paint. Once upon a time"
+
+
+def ours_decode_tps(engine, ids, n_tokens: int) -> tuple[float, float]:
+    """(decode tokens/s, mean KV bytes read per decode step) from the trace's own step times."""
+    steps = [e for e in engine.generate_events(ids, GenerationParams(max_new_tokens=n_tokens, stop_at_eos=False))
+             if isinstance(e, TokenStep)]
+    decode = steps[1:]
+    kv = statistics.mean(s.kv_bytes_total for s in decode)
+    return len(decode) / sum(s.step_time_s for s in decode), kv
+
+
+def hf_decode_tps(model, ids, n_tokens: int, eos: int) -> float:
+    """transformers' generate: time for n+1 tokens minus time for 1 token (the prefill) → decode rate."""
+    tokens = torch.tensor([ids])
+
+    def run(n):
+        t0 = time.perf_counter()
+        model.generate(tokens, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=eos)
+        return time.perf_counter() - t0
+
+    with torch.inference_mode():
+        one = min(run(1) for _ in range(2))
+        many = run(n_tokens)
+    return (n_tokens - 1) / (many - one)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+
+    from transformers import AutoModelForCausalLM
+
+    from inference_core.weights import MODELS, gguf_path
+
+    engine = load_engine("smollm2-135m", device="cpu")
+    path = gguf_path(MODELS["smollm2-135m"])
+    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    ids = engine.tokenizer.encode(PROMPT)
+    cfg = engine.config
+    weight_bytes = cfg.matmul_params() * 4
+
+    ours, theirs, kv_read = [], [], []
+    ours_decode_tps(engine, ids, 8)  # warm-up both
+    hf_decode_tps(hf, ids, 4, cfg.eos_token_id)
+    for _ in range(args.repeats):
+        tps, kv = ours_decode_tps(engine, ids, args.tokens)
+        ours.append(tps)
+        kv_read.append(kv)
+        theirs.append(hf_decode_tps(hf, ids, args.tokens, cfg.eos_token_id))
+    bandwidth = measure_read_bandwidth()
+    ours_tps, hf_tps = statistics.median(ours), statistics.median(theirs)
+    bytes_per_token = weight_bytes + statistics.mean(kv_read)
+    roofline_tps = bandwidth * 1e9 / bytes_per_token
+    print(f"threads              {torch.get_num_threads()}")
+    print(f"bytes per decode step {bytes_per_token / 1e6:.1f} MB (weights {weight_bytes / 1e6:.1f} MB, fp32)")
+    print(f"measured bandwidth   {bandwidth:.1f} GB/s  → roofline {roofline_tps:.1f} tok/s")
+    print(f"ours                 {ours_tps:.1f} tok/s  ({ours_tps / roofline_tps:.0%} of roofline)")
+    print(f"transformers         {hf_tps:.1f} tok/s  ({hf_tps / roofline_tps:.0%} of roofline)")
+    print(f"ratio ours/transformers {ours_tps / hf_tps:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
