@@ -1,0 +1,93 @@
+"""Registry validation, the lesson embed and the demo pages (no worker needed)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from demos.embed import render_embed
+from demos.registry import DEMOS, DemoParamError, is_deterministic, validate
+
+
+def test_validate_fills_defaults_and_returns_clean_params():
+    params = validate("kv-cache", {"prompt": "Hello there", "max_new_tokens": 5})
+    assert params == {"prompt": "Hello there", "max_new_tokens": 5, "use_cache": True, "temperature": 0.0,
+                      "seed": None}
+    assert validate("kv-cache", {"max_new_tokens": 4.0})["max_new_tokens"] == 4
+
+
+@pytest.mark.parametrize("params, code", [
+    ({"max_new_tokens": True}, "invalid_param"),
+    ({"max_new_tokens": 0}, "param_out_of_range"),
+    ({"max_new_tokens": 129}, "param_out_of_range"),
+    ({"use_cache": "yes"}, "invalid_param"),
+    ({"temperature": math.nan}, "invalid_param"),
+    ({"temperature": 3}, "param_out_of_range"),
+    ({"seed": -1}, "param_out_of_range"),
+    ({"prompt": "   "}, "invalid_param"),
+    ({"prompt": 5}, "invalid_param"),
+    ({"prompt": "x" * 9000}, "param_too_long"),
+    ({"model": "gpt-5"}, "unknown_param"),
+])
+def test_validate_rejects_bad_params_with_stable_codes(params, code):
+    with pytest.raises(DemoParamError) as exc:
+        validate("kv-cache", params)
+    assert exc.value.code == code and exc.value.message
+
+
+def test_prompt_limit_is_in_tokens(settings):
+    settings.DEMO_MAX_PROMPT_TOKENS = 5
+    validate("kv-cache", {"prompt": "The capital of France is"})  # 5 tokens
+    with pytest.raises(DemoParamError) as exc:
+        validate("kv-cache", {"prompt": "The capital of France is Paris"})
+    assert exc.value.code == "param_too_long" and "6 tokens" in exc.value.message
+
+
+def test_unknown_demo_and_determinism():
+    with pytest.raises(DemoParamError) as exc:
+        validate("nope", {})
+    assert exc.value.code == "unknown_demo" and "kv-cache" in exc.value.message
+    assert is_deterministic("kv-cache", {"temperature": 0.0, "seed": None})
+    assert is_deterministic("kv-cache", {"temperature": 0.7, "seed": 3})
+    assert not is_deterministic("kv-cache", {"temperature": 0.7, "seed": None})
+    assert DEMOS["kv-cache"].load_runner().__name__ == "run"
+
+
+def test_render_embed_is_self_contained_and_script_safe():
+    html = render_embed("kv-cache", {"prompt": "</script><script>alert(1)</script>", "max_new_tokens": 6})
+    assert '<script type="module">' in html and "/static/js/demos/kv-cache.js" in html
+    assert "</script><script>alert" not in html
+    config = json.loads(html.split('class="ilab-demo__config">')[1].split("</script>")[0])
+    assert config["params"]["prompt"].startswith("</script>") and config["params"]["max_new_tokens"] == 6
+    assert config["plotlyUrl"] == "/static/vendor/plotly.min.js" and config["wsPath"] == "/ws/demos/"
+    with pytest.raises(DemoParamError):
+        render_embed("kv-cache", {"max_new_tokens": "many"})
+
+
+@pytest.mark.django_db
+def test_demo_pages(client):
+    page = client.get("/demos/kv-cache/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "ilab-demo" in body and "kv-cache.js" in body and "cdn" not in body.lower()
+    assert client.cookies.get("sessionid"), "the page makes sure the socket has a session to own runs"
+    assert client.get("/demos/no-such-demo/").status_code == 404
+    dash = client.get("/demos/dashboard/")
+    assert dash.status_code == 200 and "dashboard.js" in dash.content.decode()
+    assert client.get("/demos/").status_code == 200
+    assert client.get("/static/vendor/plotly.min.js").status_code == 200
+
+
+@pytest.mark.django_db
+def test_run_trace_download_is_owner_only(client):
+    from demos.models import Run, RunEvent
+
+    client.get("/demos/kv-cache/")
+    owner = f"s:{client.session.session_key}"
+    mine = Run.objects.create(demo="kv-cache", owner=owner, params={"prompt": "x"}, status="done")
+    RunEvent.objects.create(run=mine, seq=0, type="run_started", event={"type": "run_started"})
+    theirs = Run.objects.create(demo="kv-cache", owner="s:someone-else", params={}, status="done")
+    data = client.get(f"/demos/runs/{mine.id}/events.json").json()
+    assert data["events"] == [{"seq": 0, "t": 0.0, "event": {"type": "run_started"}}]
+    assert client.get(f"/demos/runs/{theirs.id}/events.json").status_code == 404
