@@ -1,0 +1,107 @@
+// A small harness shared by the course's own live demos (prefill-decode, flash-attention, serving-load):
+// a settings form with Run/Stop, a status line, and one websocket run at a time. Each demo supplies its
+// fields, reads their values into params, and handles the trace events.
+import { getSocket } from "../ws-client.js";
+import { el, ensurePlotly, injectStyle } from "../calculators/ui.js";
+
+/**
+ * Build the shell inside `root`. fields: label elements from ui.js; getParams(): params or throws Error
+ * (shown to the student); handlers.onStart(), onEvent(ev), onDone(frame).
+ * Returns {body, setStatus, plotly (Promise)} — append the demo's outputs to `body`.
+ */
+export function demoShell(root, config, { title, fields, getParams, onStart, onEvent, onDone }) {
+  injectStyle();
+  const socket = getSocket(config.wsPath || "/ws/demos/");
+  const runBtn = el("button", { type: "submit", text: "Run" });
+  const stopBtn = el("button", { type: "button", "data-secondary": true, text: "Stop", disabled: true });
+  const form = el("form", { "aria-label": `${title}: settings` },
+    el("fieldset", {}, el("legend", { text: "Settings" }), ...fields, el("div", {}, runBtn, " ", stopBtn)));
+  const status = el("p", { class: "ilab-calc__status", role: "status", "aria-live": "polite" });
+  const body = el("div");
+  root.append(el("div", { class: "ilab-calc" }, form, status, body));
+
+  let current = null;
+  const setStatus = (msg, isError = false) => {
+    status.textContent = msg;
+    status.classList.toggle("is-error", isError);
+  };
+  const setRunning = (running) => {
+    runBtn.disabled = running;
+    stopBtn.disabled = !running;
+    root.dataset.state = running ? "running" : "idle";
+  };
+  const plotly = ensurePlotly(config.plotlyUrl).catch((err) => {
+    setStatus(`Charts unavailable: ${err.message}`, true);
+    return null;
+  });
+
+  async function run() {
+    let params;
+    try {
+      params = getParams();
+    } catch (err) {
+      setStatus(err.message, true);
+      return;
+    }
+    await plotly;
+    const token = {};
+    current = token;
+    setRunning(true);
+    setStatus("Queued… (the course server runs one demo at a time on its CPU)");
+    onStart && onStart(params);
+    token.handle = socket.start(config.demo, params, {
+      onAccepted(frame) {
+        root.dataset.runId = frame.run_id;
+        setStatus(frame.replayed_from ? "Replaying a recorded run with the same settings…" : "Running…");
+      },
+      onResumed() { setStatus("Reconnected; catching up…"); },
+      onEvent(ev) { if (current === token) onEvent(ev); },
+      onDone(frame) {
+        if (current !== token) return;
+        setRunning(false);
+        setStatus(frame.status === "cancelled" ? "Stopped." : "Done.");
+        root.dataset.state = frame.status === "cancelled" ? "cancelled" : "done";
+        onDone && onDone(frame);
+      },
+      onError(frame) {
+        if (current !== token) return;
+        setRunning(false);
+        const retry = frame.retry_after ? ` Try again in ${frame.retry_after} s.` : "";
+        setStatus(`Error: ${frame.message}${retry}`, true);
+        root.dataset.state = "error";
+      },
+    });
+  }
+
+  form.addEventListener("submit", (e) => { e.preventDefault(); run(); });
+  stopBtn.addEventListener("click", () => {
+    if (current && current.handle) { current.handle.cancel(); setStatus("Stopping…"); }
+  });
+  socket.connect();
+  setRunning(false);
+  return { body, setStatus, plotly, run };
+}
+
+/** A labelled textarea for the prompt; Ctrl/Cmd+Enter submits its form. */
+export function promptField(text, value) {
+  const id = `ilab-prompt-${Math.random().toString(36).slice(2, 8)}`;
+  const input = el("textarea", { id, rows: "2", required: true });
+  input.value = value || "";
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); input.form && input.form.requestSubmit(); }
+  });
+  return { label: el("label", { for: id, class: "ilab-calc__wide" }, `${text} (Ctrl+Enter runs)`, input), input };
+}
+
+/** Read an integer input within [min, max] or throw an Error naming the field. */
+export function intIn(input, name, min, max) {
+  const v = Number(input.value);
+  if (!Number.isInteger(v) || v < min || v > max) throw new Error(`${name} must be a whole number from ${min} to ${max}.`);
+  return v;
+}
+
+export function numIn(input, name, min, max) {
+  const v = Number(input.value);
+  if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be a number from ${min} to ${max}.`);
+  return v;
+}

@@ -1,0 +1,95 @@
+// FlashAttention demo: the real q/k/v of one layer for your prompt, attended naively (whole N×N matrix)
+// and tile by tile with an online softmax; shows they agree, which tiles a causal pass skips, and how the
+// N×N matrix outgrows a tile as the sequence gets longer.
+//   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs } from "../calculators/ui.js";
+import { formatBytes } from "../calculators/formulas.js";
+import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+
+export function mount(root, config = {}) {
+  const p = config.params || {};
+  const limits = (config.spec && config.spec.params) || {};
+  const maxLayer = (limits.layer && limits.layer.max) ?? 29;
+  const maxBlock = (limits.block_size && limits.block_size.max) || 128;
+  const prompt = promptField("Prompt", p.prompt || "The quick brown fox jumps over the lazy dog because it was");
+  const layer = numberField("Layer", p.layer ?? 0, { min: 0, max: maxLayer, step: 1 });
+  const block = numberField("Tile size", p.block_size || 16, { min: 4, max: maxBlock, step: 1, help: "queries and keys per tile" });
+  const out = outputs([["n", "Tokens (N)"], ["diff", "Max |tiled − naive|"], ["diffSdpa", "Max |tiled − PyTorch SDPA|"],
+    ["scores", "Naive: score matrix held"], ["tile", "Tiled: largest score tile held"], ["ratio", "Ratio"],
+    ["tiles", "Tiles computed / skipped"], ["times", "Time naive / tiled (CPU)"]], "Naive vs tiled attention");
+  const weights = chartBlock("Bar chart: how much the last token attends to each earlier token");
+  const grid = chartBlock("Grid: which query-by-key tiles a causal tiled pass computes and which it skips");
+  const curve = chartBlock("Log-log line chart: bytes of the N by N score matrix and of memory traffic against sequence length, naive against tiled");
+  let Plotly = null;
+
+  const shell = demoShell(root, config, {
+    title: "FlashAttention",
+    fields: [prompt.label, layer.label, block.label],
+    getParams() {
+      if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
+      return { prompt: prompt.input.value, layer: intIn(layer.input, "Layer", 0, maxLayer), block_size: intIn(block.input, "Tile size", 4, maxBlock) };
+    },
+    onStart() {
+      for (const k of ["n", "diff", "diffSdpa", "scores", "tile", "ratio", "tiles", "times"]) out.set(k, "–");
+    },
+    onEvent(ev) {
+      if (ev.type === "attention_compare") showCompare(ev);
+      else if (ev.type === "attention_memory_curve") showCurve(ev);
+    },
+  });
+  shell.body.append(out.node, weights.figure, el("div", { class: "ilab-calc__charts" }, grid.figure, curve.figure));
+  shell.plotly.then((P) => { Plotly = P; });
+
+  let lastN = null;
+  function showCompare(ev) {
+    lastN = ev.n_tokens;
+    out.set("n", String(ev.n_tokens));
+    out.set("diff", ev.max_abs_diff.toExponential(2));
+    out.set("diffSdpa", ev.max_abs_diff_sdpa.toExponential(2));
+    out.set("scores", `${formatBytes(ev.naive_score_bytes)} (${ev.n_heads} heads × ${ev.n_tokens}²)`);
+    out.set("tile", `${formatBytes(ev.tile_bytes)} (${ev.n_heads} heads × ${Math.min(ev.block_q, ev.n_tokens)}×${Math.min(ev.block_k, ev.n_tokens)})`);
+    out.set("ratio", `${(ev.naive_score_bytes / ev.tile_bytes).toFixed(1)}×`);
+    out.set("tiles", `${ev.tiles_computed} / ${ev.tiles_skipped}`);
+    out.set("times", `${fmtMs(ev.naive_time_s)} / ${fmtMs(ev.tiled_time_s)}`);
+    const top = ev.last_row_weights.map((w, i) => [w, i]).sort((a, b) => b[0] - a[0]).slice(0, 3);
+    weights.summary.textContent = `Layer ${ev.layer}, ${ev.dtype}: the two results differ by at most ${ev.max_abs_diff.toExponential(1)} ` +
+      `(rounding). The last token attends most to ${top.map(([w, i]) => `"${ev.tokens[i]}" (${(100 * w).toFixed(0)}%)`).join(", ")}.`;
+    const nb = Math.ceil(ev.n_tokens / ev.block_q);
+    const kb = Math.ceil(ev.n_tokens / ev.block_k);
+    const z = [];
+    for (let i = 0; i < nb; i += 1) {
+      const row = [];
+      for (let j = 0; j < kb; j += 1) row.push(j * ev.block_k <= Math.min((i + 1) * ev.block_q, ev.n_tokens) - 1 ? 1 : 0);
+      z.push(row);
+    }
+    grid.summary.textContent = `${nb} × ${kb} tiles of ${ev.block_q} queries × ${ev.block_k} keys: ${ev.tiles_computed} computed, ` +
+      `${ev.tiles_skipped} skipped because every key in them comes after every query (causal mask).`;
+    if (!Plotly) return;
+    Plotly.react(weights.chart, [{ type: "bar", x: ev.tokens.map((t, i) => `${i}:${t}`), y: ev.last_row_weights,
+      hovertemplate: "%{x}: %{y:.3f}<extra></extra>" }], { ...BASE_LAYOUT, title: { text: `Attention of the last token (layer ${ev.layer}, mean over ${ev.n_heads} heads)` },
+      xaxis: { title: { text: "position:token" }, tickangle: -45, automargin: true }, yaxis: { title: { text: "weight" }, rangemode: "tozero" } }, PLOT_CONFIG);
+    Plotly.react(grid.chart, [{ type: "heatmap", z, colorscale: [[0, "#eeeeee"], [1, "#1f77b4"]], showscale: false, xgap: 2, ygap: 2,
+      hovertemplate: "query block %{y}, key block %{x}: %{z}<extra>1 = computed</extra>" }],
+    { ...BASE_LAYOUT, title: { text: "Tiles computed (blue) and skipped (grey)" }, xaxis: { title: { text: "key block" } },
+      yaxis: { title: { text: "query block" }, autorange: "reversed" } }, PLOT_CONFIG);
+  }
+
+  function showCurve(ev) {
+    const last = ev.n.length - 1;
+    curve.summary.textContent = `Per head and layer in ${ev.bytes_per_value}-byte values: at ${ev.n[last].toLocaleString("en-US")} tokens the ` +
+      `score matrix alone is ${formatBytes(ev.naive_score_bytes[last])} while a ${ev.block_q}×${ev.block_k} tile stays ${formatBytes(ev.tile_bytes)}; ` +
+      `modelled main-memory traffic is ${formatBytes(ev.naive_traffic_bytes[last])} naive vs ${formatBytes(ev.tiled_traffic_bytes[last])} tiled.`;
+    if (!Plotly) return;
+    const traces = [
+      { x: ev.n, y: ev.naive_score_bytes, name: "naive: N×N scores held", mode: "lines+markers", line: { color: "#d62728" } },
+      { x: ev.n, y: ev.n.map(() => ev.tile_bytes), name: "tiled: one tile held", mode: "lines", line: { color: "#1f77b4" } },
+      { x: ev.n, y: ev.naive_traffic_bytes, name: "naive: memory traffic", mode: "lines", line: { color: "#d62728", dash: "dot" } },
+      { x: ev.n, y: ev.tiled_traffic_bytes, name: "tiled: memory traffic", mode: "lines", line: { color: "#1f77b4", dash: "dot" } },
+    ];
+    const shapes = lastN ? [{ type: "line", x0: lastN, x1: lastN, yref: "paper", y0: 0, y1: 1, line: { color: "#555", dash: "dash" } }] : [];
+    Plotly.react(curve.chart, traces, { ...BASE_LAYOUT, title: { text: "As the sequence grows (one head, one layer)" }, shapes,
+      xaxis: { title: { text: "sequence length N (dashed: your prompt)" }, type: "log" }, yaxis: { title: { text: "bytes" }, type: "log" },
+      legend: { orientation: "h", y: -0.3 } }, PLOT_CONFIG);
+  }
+  return shell;
+}

@@ -1,0 +1,100 @@
+// Prefill vs decode, timed on the real model: one bar per forward pass (step 0 is the prefill over the
+// whole prompt), the cost per token of each phase, and the achieved FLOP/s and bytes/s. Every number comes
+// from the run's trace. Publishes `ilab:measured` so a roofline calculator on the page can plot the run.
+//   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs } from "../calculators/ui.js";
+import { formatDecimal } from "../calculators/formulas.js";
+import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+
+export function mount(root, config = {}) {
+  const p = config.params || {};
+  const limits = (config.spec && config.spec.params) || {};
+  const maxRepeat = (limits.repeat_prompt && limits.repeat_prompt.max) || 16;
+  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 48;
+  const prompt = promptField("Prompt", p.prompt || "The capital of France is");
+  const repeat = numberField("Repeat the prompt", p.repeat_prompt || 4, { min: 1, max: maxRepeat, step: 1, help: "more prompt tokens, one prefill" });
+  const newTokens = numberField("New tokens", p.max_new_tokens || 16, { min: 2, max: maxNew, step: 1 });
+  const text = el("div", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Generated text" });
+  const out = outputs([["prompt", "Prompt tokens"], ["ttft", "TTFT (prefill)"], ["tpot", "TPOT (mean decode step)"],
+    ["itl", "ITL median / max"], ["prefillRate", "Prefill: tokens/s"], ["decodeRate", "Decode: tokens/s"],
+    ["prefillFlops", "Prefill achieved FLOP/s"], ["decodeBw", "Decode achieved bytes/s"], ["intensity", "FLOP per byte: prefill / decode"]],
+  "Measured on this run");
+  const steps = chartBlock("Bar chart: milliseconds for each forward pass; the first bar is the prefill");
+  const perToken = chartBlock("Bar chart: milliseconds per token processed, prefill against decode");
+  let Plotly = null;
+  let state = null;
+
+  const shell = demoShell(root, config, {
+    title: "Prefill vs decode",
+    fields: [prompt.label, repeat.label, newTokens.label],
+    getParams() {
+      if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
+      return { prompt: prompt.input.value, repeat_prompt: intIn(repeat.input, "Repeat", 1, maxRepeat),
+        max_new_tokens: intIn(newTokens.input, "New tokens", 2, maxNew) };
+    },
+    onStart() {
+      state = { x: [], y: [], colors: [], nPrompt: 0 };
+      text.replaceChildren();
+      for (const k of ["prompt", "ttft", "tpot", "itl", "prefillRate", "decodeRate", "prefillFlops", "decodeBw", "intensity"]) out.set(k, "–");
+      steps.summary.textContent = "";
+      perToken.summary.textContent = "";
+      if (Plotly) { Plotly.react(steps.chart, [], stepLayout()); Plotly.react(perToken.chart, [], perTokenLayout()); }
+    },
+    onEvent(ev) {
+      if (ev.type === "run_started") {
+        state.nPrompt = ev.prompt_token_ids.length;
+        out.set("prompt", String(state.nPrompt));
+        text.append(el("span", { style: "color:#666", text: ev.prompt_tokens.join("") }));
+      } else if (ev.type === "token") {
+        text.append(el("span", { text: ev.text }));
+        state.x.push(ev.step);
+        state.y.push(ev.step_time_s * 1000);
+        state.colors.push(ev.phase === "prefill" ? "#d62728" : "#1f77b4");
+        if (ev.phase === "prefill") out.set("ttft", fmtMs(ev.step_time_s));
+        if (Plotly) Plotly.react(steps.chart, [{ type: "bar", x: state.x, y: state.y, marker: { color: state.colors },
+          hovertemplate: "step %{x}: %{y:.1f} ms<extra></extra>" }], stepLayout());
+      } else if (ev.type === "prefill_decode_summary") {
+        showSummary(ev);
+      }
+    },
+  });
+  shell.body.append(text, out.node, el("div", { class: "ilab-calc__charts" }, steps.figure, perToken.figure));
+  shell.plotly.then((P) => {
+    Plotly = P;
+    if (!Plotly) return;
+    Plotly.newPlot(steps.chart, [], stepLayout(), PLOT_CONFIG);
+    Plotly.newPlot(perToken.chart, [], perTokenLayout(), PLOT_CONFIG);
+  });
+
+  function stepLayout() {
+    return { ...BASE_LAYOUT, title: { text: "Time per forward pass (red: prefill, blue: decode)" },
+      xaxis: { title: { text: "step (0 = prefill)" } }, yaxis: { title: { text: "ms" }, rangemode: "tozero" } };
+  }
+  function perTokenLayout() {
+    return { ...BASE_LAYOUT, title: { text: "Cost per token processed" }, yaxis: { title: { text: "ms per token" }, rangemode: "tozero" } };
+  }
+
+  function showSummary(s) {
+    const itl = [...s.itl_s].sort((a, b) => a - b);
+    const median = itl.length ? itl[Math.floor((itl.length - 1) / 2)] : NaN;
+    out.set("tpot", fmtMs(s.tpot_s));
+    out.set("itl", `${fmtMs(median)} / ${fmtMs(itl[itl.length - 1])}`);
+    out.set("prefillRate", s.prefill_tokens_per_s.toFixed(1));
+    out.set("decodeRate", s.decode_tokens_per_s.toFixed(2));
+    out.set("prefillFlops", formatDecimal(s.prefill_flops_per_s, "FLOP/s"));
+    out.set("decodeBw", formatDecimal(s.decode_bytes_per_s, "B/s"));
+    out.set("intensity", `${s.prefill_intensity.toFixed(1)} / ${s.decode_intensity.toFixed(2)}`);
+    const prefillPer = (s.ttft_s / s.n_prompt_tokens) * 1000;
+    const decodePer = s.tpot_s * 1000;
+    steps.summary.textContent = `Prefill handled ${s.n_prompt_tokens} prompt tokens in one pass of ${fmtMs(s.ttft_s)}; ` +
+      `each of the ${s.n_generated - 1} decode steps took ${fmtMs(s.tpot_s)} on average for a single token.`;
+    perToken.summary.textContent = `Per token, prefill cost ${prefillPer.toFixed(2)} ms and decode ${decodePer.toFixed(1)} ms: ` +
+      `${(decodePer / prefillPer).toFixed(1)}× more per token in decode, because every decode step streams all ` +
+      `${formatDecimal(s.weight_bytes, "B")} of weights for one token.`;
+    if (Plotly) Plotly.react(perToken.chart, [{ type: "bar", x: ["prefill (per prompt token)", "decode (per new token)"],
+      y: [prefillPer, decodePer], marker: { color: ["#d62728", "#1f77b4"] }, hovertemplate: "%{x}: %{y:.2f} ms<extra></extra>" }], perTokenLayout());
+    document.dispatchEvent(new CustomEvent("ilab:measured", { detail: { bandwidth: s.decode_bytes_per_s,
+      decodeIntensity: s.decode_intensity, prefillIntensity: s.prefill_intensity, prefillFlops: s.prefill_flops_per_s } }));
+  }
+  return shell;
+}
