@@ -464,8 +464,8 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
                                f"allowed: question, choices", q_line)
         text_value = item.get("question")
         if text_value is not None and not isinstance(text_value, str):
-            raise ContentError(f"quiz question {number}: 'question' must be text, but YAML read {text_value!r}: "
-                               "put it in quotes", q_line)
+            raise ContentError(f"quiz question {number}: 'question' must be text, but YAML read {text_value!r} "
+                               "(yes/no/on/off/true/false and numbers are not text in YAML): put it in quotes", q_line)
         if not isinstance(text_value, str) or not text_value.strip():
             raise ContentError(f"quiz question {number} needs a 'question' text", q_line)
         choices_data = item.get("choices")
@@ -492,11 +492,11 @@ def _parse_choice(number: int, c_number: int, data, q_line: int, first_line: int
                            "text, correct, explanation", c_line)
     text_value, explanation = data.get("text"), data.get("explanation")
     if text_value is not None and not isinstance(text_value, str):
-        raise ContentError(f"{where}: 'text' must be text, but YAML read {text_value!r}: put it in quotes", c_line)
+        raise ContentError(f"{where}: 'text' must be text, but YAML read {text_value!r} (yes/no/on/off/true/false and numbers are not text in YAML): put it in quotes", c_line)
     if not isinstance(text_value, str) or not text_value.strip():
         raise ContentError(f"{where} needs a 'text'", c_line)
     if explanation is not None and not isinstance(explanation, str):
-        raise ContentError(f"{where}: 'explanation' must be text, but YAML read {explanation!r}: put it in quotes",
+        raise ContentError(f"{where}: 'explanation' must be text, but YAML read {explanation!r} (yes/no/on/off/true/false and numbers are not text in YAML): put it in quotes",
                            c_line)
     if not isinstance(explanation, str) or not explanation.strip():
         raise ContentError(f"{where} needs an 'explanation' (every choice explains why it is right or wrong)",
