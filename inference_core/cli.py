@@ -60,6 +60,7 @@ def cmd_generate(args) -> int:
 # Each feature module contributes one sub-command: (module, function that adds its parser).
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("inference_core.cli", "add_generate"),
+    ("inference_core.speculative", "add_speculate"),
 ]
 
 
