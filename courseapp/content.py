@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from .rendering import ContentError, _LineLoader, _yaml_error_line
+from .rendering import ContentError, _LineLoader, _yaml_error_line, yaml_problem
 
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FRONT_MATTER_FIELDS = ("title", "short_title", "slug", "track", "order", "prerequisites", "summary", "draft")
@@ -101,8 +101,7 @@ def parse_module_text(text: str, path: str = "<text>") -> ModuleFile:
     try:
         data = yaml.safe_load(fm_text) if fm_text.strip() else {}
     except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ContentError(f"front matter is not valid YAML: {problem}", 2 + _yaml_error_line(exc), path) from None
+        raise ContentError(f"front matter is not valid YAML: {yaml_problem(exc)}", 2 + _yaml_error_line(exc), path) from None
     if not isinstance(data, dict):
         raise ContentError("front matter must be 'key: value' lines", 2, path)
     field_lines = {}
@@ -169,8 +168,7 @@ def parse_tracks_file(path: Path | str) -> list[TrackFile]:
     try:
         data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ContentError(f"not valid YAML: {problem}", 1 + _yaml_error_line(exc), str(path)) from None
+        raise ContentError(f"not valid YAML: {yaml_problem(exc)}", 1 + _yaml_error_line(exc), str(path)) from None
     if not isinstance(data, list):
         raise ContentError("tracks.yaml must be a list of tracks: '- slug: ...' with title, order, summary",
                            1, str(path))

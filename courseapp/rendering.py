@@ -438,6 +438,16 @@ QUESTION_KEYS = {"question", "choices"}
 CHOICE_KEYS = {"text", "correct", "explanation"}
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """The YAML parser's complaint, with a hint for the mistakes authors actually make."""
+    problem = getattr(exc, "problem", None) or str(exc)
+    if "mapping values are not allowed" in problem:
+        problem += " (a text containing ': ' must be put in quotes)"
+    elif "found character '\\t'" in problem:
+        problem += " (indent with spaces, not tabs)"
+    return problem
+
+
 def _yaml_error_line(exc: yaml.YAMLError) -> int:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     return mark.line if mark is not None else 0
@@ -448,8 +458,8 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
     try:
         data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ContentError(f"quiz is not valid YAML: {problem}", first_line + _yaml_error_line(exc)) from None
+        raise ContentError(f"quiz is not valid YAML: {yaml_problem(exc)}",
+                           first_line + _yaml_error_line(exc)) from None
     if not isinstance(data, list) or not data:
         raise ContentError("a quiz is a YAML list of questions: '- question: ...' with 'choices:'", first_line - 1)
     questions = []
