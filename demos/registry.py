@@ -217,6 +217,38 @@ register(
 )
 
 
+# --- Speculative decoding (issue 5) ------------------------------------------------------------------
+register(
+    DemoSpec(
+        name="speculative",
+        title="Speculative decoding, round by round",
+        description=(
+            "A cheap draft guesses k tokens; the real model checks them all in one forward pass. Watch each "
+            "guess get accepted, rejected (and replaced) or topped up with a bonus token, with the measured speedup."
+        ),
+        runner="inference_core.demos.speculative:run",
+        module="js/demos/speculative.js",
+        params={
+            "prompt": ParamSpec("str", default="Repeat this sentence exactly: the quick brown fox jumps over the lazy dog.",
+                                label="Prompt", max_chars=4000, max_tokens=_max_prompt_tokens),
+            "chat": ParamSpec("bool", default=True, label="Use the chat template"),
+            "draft": ParamSpec("choice", default="ngram", label="Draft",
+                               choices=("ngram", "self-early-exit", "self-int8")),
+            "exit_layers": ParamSpec("int", default=20, label="Early-exit layers (of 30)", min_value=1, max_value=29),
+            "k": ParamSpec("int", default=4, label="Tokens drafted per round (k)", min_value=1, max_value=8),
+            "temperature": ParamSpec("float", default=0.0, label="Temperature", min_value=0.0, max_value=1.5),
+            "max_new_tokens": ParamSpec("int", default=32, label="New tokens", min_value=4, max_value=64),
+            "seed": ParamSpec("int", default=None, label="Seed", min_value=0, max_value=2**31 - 1, nullable=True),
+            "baseline": ParamSpec("bool", default=True, label="Time plain decoding too (for the speedup)"),
+        },
+        presets=(
+            {"label": "Copy a sentence (n-gram wins)", "prompt": "Repeat this sentence exactly: the quick brown fox jumps over the lazy dog.", "draft": "ngram"},
+            {"label": "Edit code", "prompt": "Rename the function add to plus and return only the code:\n\ndef add(a, b):\n    \"\"\"Return a + b.\"\"\"\n    return a + b\n", "draft": "ngram"},
+            {"label": "Free text (drafts struggle)", "prompt": "Write a haiku about autumn.", "draft": "self-early-exit"},
+        ),
+    )
+)
+
 @functools.lru_cache(maxsize=4)
 def _tokenizer(model: str):
     from inference_core import load_tokenizer  # cheap: vocabulary only, no weights

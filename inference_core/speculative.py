@@ -388,17 +388,14 @@ _INT8: dict[int, Transformer] = {}
 
 def int8_copy(engine: Engine) -> Transformer:
     """A weight-only int8 copy of the target (cached per engine): same tokenizer by construction."""
-    import copy
-
     key = id(engine.model)
     if key not in _INT8:
         try:
             from .quant import quantize_model
         except ImportError as exc:  # the quantization module is another issue's work
             raise ValueError("self-int8 needs inference_core.quant (not available)") from exc
-        clone = copy.deepcopy(engine.model)
-        quantize_model(clone, "int8")
-        _INT8[key] = clone
+        # a copy with int8 projections and head; embedding, norms and RoPE tables shared with the target
+        _INT8[key] = quantize_model(engine.model, "int8", inplace=False)
     return _INT8[key]
 
 

@@ -1,0 +1,122 @@
+"""Speculative decoding vs plain decoding on the same prompts, per draft kind and k (greedy, exact).
+
+    .venv/bin/python bench/speculative.py [--tokens 48] [--repeats 3] [--threads N] [--quick]
+
+One process; for every (workload, draft, k) plain and speculative runs alternate, and the medians give
+the speedup (end-to-end, prefill included on both sides). Every speculative output is checked token for
+token against plain greedy decoding. Also prints the cost of one target forward over 1, 2, 3, 5, 9
+positions (what a verify pass costs relative to a decode step on this CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from inference_core import load_engine  # noqa: E402
+from inference_core.speculative import SpecParams, make_draft, plain_timed, run_speculative  # noqa: E402
+
+CODE = '''def moving_average(values, window):
+    """Average of each run of `window` consecutive values."""
+    if window <= 0:
+        raise ValueError("window must be positive")
+    out = []
+    for i in range(len(values) - window + 1):
+        chunk = values[i:i + window]
+        out.append(sum(chunk) / window)
+    return out
+'''
+QUOTE = ("The KV cache stores the keys and values of every past token, so each decode step only computes "
+         "attention for the newest token. Its size grows linearly with the context: two tensors per layer, "
+         "one vector per key-value head per token. Grouped-query attention shares each key-value head among "
+         "several query heads, which divides the cache by that group size.")
+
+WORKLOADS = {
+    # (chat?, prompt): the instruct model copies most of the input back, which an n-gram draft predicts
+    "code-edit": (True, f"Rename the function moving_average to rolling_mean and keep everything else the "
+                        f"same. Return only the code.\n\n```python\n{CODE}```"),
+    "quote": (True, f"Repeat the following paragraph word for word, then summarize it in one sentence.\n\n{QUOTE}"),
+    "free-text": (True, "Write a short story about a lighthouse keeper who finds a message in a bottle."),
+}
+DRAFTS = [("ngram", 2), ("ngram", 4), ("ngram", 6), ("self-early-exit:20", 3), ("self-int8", 3)]
+QUICK = [("ngram", 4), ("self-early-exit:20", 3)]
+
+
+def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, float]:
+    """Median ms of one target forward over T new positions with `context` tokens already cached."""
+    model = engine.model
+    ids = list(range(1000, 1000 + context + 9))
+    cache = engine.new_cache(context + 16)
+    out = {}
+    with torch.inference_mode():
+        model(torch.tensor([ids[:context]]), torch.arange(context), cache, last_only=True)
+        for t in (1, 2, 3, 5, 9):
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                model(torch.tensor([ids[context:context + t]]), torch.arange(context, context + t), cache)
+                times.append(time.perf_counter() - t0)
+                cache.truncate(context)
+            out[t] = 1000 * statistics.median(times)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--quick", action="store_true", help="code-edit and free-text only, two drafts")
+    ap.add_argument("--workloads", default="", help="comma-separated subset of " + ",".join(WORKLOADS))
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    engine = load_engine("smollm2-135m", device="cpu")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, smollm2-135m fp32 on CPU, "
+          f"{args.tokens} new tokens, median of {args.repeats}")
+    costs = verify_cost(engine)
+    print("target forward cost by positions verified (ms): " +
+          ", ".join(f"T={t}: {ms:.1f} ({ms / costs[1]:.2f}×)" for t, ms in costs.items()))
+    names = [w for w in (args.workloads.split(",") if args.workloads else WORKLOADS) if w]
+    drafts = QUICK if args.quick else DRAFTS
+    if args.quick and not args.workloads:
+        names = ["code-edit", "free-text"]
+    print(f"\n{'workload':<10} {'draft':<19} {'k':>2} {'plain s':>8} {'spec s':>8} {'speedup':>7} {'accept':>6} "
+          f"{'tok/pass':>8} {'pass/tok':>8} {'draft/verify':>12} {'same':>5}  acceptance by position")
+    for wname in names:
+        chat, prompt = WORKLOADS[wname]
+        ids = engine.encode_prompt(prompt, chat)
+        params = SpecParams(max_new_tokens=args.tokens, stop_at_eos=False)
+        ref, _, _ = plain_timed(engine, ids, params)  # warm-up and the reference output
+        for kind, k in drafts:
+            try:
+                draft = make_draft(engine, kind)
+            except ValueError as exc:
+                print(f"{wname:<10} {kind:<19} {k:>2} skipped: {exc}")
+                continue
+            sp = SpecParams(k=k, max_new_tokens=args.tokens, stop_at_eos=False)
+            run_speculative(engine, ids, draft, sp)  # warm-up (e.g. the int8 kernels, the draft's cache)
+            plain_s, spec_s, same, m = [], [], True, {}
+            for _ in range(args.repeats):
+                _, t_plain, _ = plain_timed(engine, ids, params)
+                t0 = time.perf_counter()
+                out, m = run_speculative(engine, ids, draft, sp)
+                spec_s.append(time.perf_counter() - t0)
+                plain_s.append(t_plain)
+                same = same and out == ref
+            p, s = statistics.median(plain_s), statistics.median(spec_s)
+            by_pos = " ".join("-" if a is None else f"{a:.2f}" for a in m["acceptance_by_position"])
+            print(f"{wname:<10} {kind:<19} {k:>2} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {m['acceptance_rate']:>6.2f} "
+                  f"{m['mean_accept_length']:>8.2f} {m['target_forwards_per_token']:>8.2f} "
+                  f"{m['draft_cost_ratio']:>12.2f} {'yes' if same else 'NO':>5}  {by_pos}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,236 @@
+// Speculative decoding, round by round: the draft's guesses appear tentatively, then are marked accepted
+// (green, underlined), rejected (red, struck through, followed by the target's replacement) or topped up with
+// a bonus token. Charts: acceptance per draft position, and the running speedup against plain decoding
+// (timed first, on the same server) with target passes per token. Every number comes from the run's trace.
+// Notation: p = the draft's distribution, q = the target's (docs/trace-schema/speculative.md).
+//   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, checkField, el, fmtMs, numberField, outputs, selectField } from "../calculators/ui.js";
+import { demoShell, intIn, numIn, promptField } from "./course-demo-kit.js";
+
+const STYLE_ID = "ilab-spec-style";
+const CSS = `
+.ilab-spec__legend { display: flex; flex-wrap: wrap; gap: .8rem; font-size: .85rem; margin: .4rem 0; padding: 0; list-style: none; }
+.ilab-spec__text .p { color: #666; }
+.ilab-spec__text .tok { border-radius: 2px; }
+.ilab-spec__text .draft { background: #e5e7eb; color: #374151; outline: 1px dashed #9ca3af; }
+.ilab-spec__text .acc { background: #bbf7d0; text-decoration: underline; text-decoration-color: #15803d; }
+.ilab-spec__text .rej { background: #fecaca; color: #7f1d1d; text-decoration: line-through; }
+.ilab-spec__text .res { background: #fde68a; font-weight: 600; }
+.ilab-spec__text .bonus { background: #bfdbfe; font-weight: 600; }
+.ilab-spec__text .bonus::after { content: "+"; font-size: .7em; vertical-align: super; color: #1d4ed8; }
+.ilab-spec__text .res::after { content: "↺"; font-size: .7em; vertical-align: super; color: #92400e; }
+.ilab-spec__sr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+.ilab-spec__round caption { text-align: left; font-weight: 600; padding: .3rem 0; }
+`;
+
+const OUTCOME_LABEL = { accepted: "accepted", rejected: "rejected", not_reached: "not reached" };
+
+function injectOwnStyle() {
+  if (document.getElementById(STYLE_ID)) return;
+  const style = document.createElement("style");
+  style.id = STYLE_ID;
+  style.textContent = CSS;
+  document.head.appendChild(style);
+}
+
+const show = (s) => JSON.stringify(s).slice(1, -1); // make spaces and newlines in tokens visible in tables
+const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : "–");
+
+export function mount(root, config = {}) {
+  injectOwnStyle();
+  const p = config.params || {};
+  const limits = (config.spec && config.spec.params) || {};
+  const maxK = (limits.k && limits.k.max) || 8;
+  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 64;
+  const presets = (config.spec && config.spec.presets) || [];
+
+  const prompt = promptField("Prompt", p.prompt || "");
+  const preset = selectField("Preset", [["", "Custom prompt"], ...presets.map((x, i) => [String(i), x.label])], "");
+  const chat = checkField("Use the chat template", p.chat !== false);
+  const draft = selectField("Draft", [["ngram", "n-gram lookup in the context"], ["self-early-exit", "self: first L layers + shared head"],
+    ["self-int8", "self: int8 copy of the model"]], p.draft || "ngram");
+  const exitLayers = numberField("Early-exit layers L (of 30)", p.exit_layers || 20, { min: 1, max: 29, step: 1 });
+  const k = numberField("Guesses per round (k)", p.k || 4, { min: 1, max: maxK, step: 1 });
+  const temperature = numberField("Temperature", p.temperature ?? 0, { min: 0, max: 1.5, step: 0.1, help: "0 = greedy" });
+  const newTokens = numberField("New tokens", p.max_new_tokens || 32, { min: 4, max: maxNew, step: 1 });
+  const baseline = checkField("Time plain decoding too (for the speedup)", p.baseline !== false);
+  const syncExit = () => { exitLayers.input.disabled = draft.input.value !== "self-early-exit"; };
+  draft.input.addEventListener("change", syncExit);
+  syncExit();
+  preset.input.addEventListener("change", () => {
+    const x = presets[Number(preset.input.value)];
+    if (preset.input.value === "" || !x) return;
+    prompt.input.value = x.prompt;
+    if (x.draft) { draft.input.value = x.draft; syncExit(); }
+  });
+  prompt.input.addEventListener("input", () => { preset.input.value = ""; });
+
+  const legend = el("ul", { class: "ilab-spec__legend", "aria-label": "How tokens are marked" },
+    el("li", {}, el("span", { class: "tok draft", text: "guess" }), " drafted, not yet checked"),
+    el("li", {}, el("span", { class: "tok acc", text: "accepted" }), " target agreed"),
+    el("li", {}, el("span", { class: "tok rej", text: "rejected" }), " target disagreed"),
+    el("li", {}, el("span", { class: "tok res", text: "fix" }), " target's replacement (residual)"),
+    el("li", {}, el("span", { class: "tok bonus", text: "bonus" }), " extra token when all k were accepted"));
+  const text = el("div", { class: "ilab-calc__text ilab-spec__text", "aria-label": "Generated text with each round's guesses marked" });
+  const live = el("p", { class: "ilab-spec__sr", "aria-live": "polite" });
+  const out = outputs([["rounds", "Rounds (target passes)"], ["accept", "Guesses accepted"], ["perPass", "Tokens per target pass"],
+    ["passPerTok", "Target passes per token"], ["draftCost", "Draft cost / verify pass"], ["plain", "Plain decoding, per token"],
+    ["spec", "Speculative, per token"], ["speedup", "Speedup (wall clock)"], ["same", "Same tokens as plain?"]],
+  "Measured on this run");
+  const roundTable = el("table", { class: "ilab-spec__round" });
+  const posChart = chartBlock("Bar chart: fraction of guesses accepted at each draft position 1 to k");
+  const speedChart = chartBlock("Line chart: running wall-clock speedup over plain decoding and target passes per token, by tokens generated");
+  let Plotly = null;
+  let s = null;
+
+  const shell = demoShell(root, config, {
+    title: "Speculative decoding",
+    fields: [preset.label, draft.label, k.label, temperature.label, newTokens.label, exitLayers.label, chat.label, baseline.label, prompt.label],
+    getParams() {
+      if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
+      const temp = numIn(temperature.input, "Temperature", 0, 1.5);
+      return { prompt: prompt.input.value, chat: chat.input.checked, draft: draft.input.value,
+        exit_layers: intIn(exitLayers.input, "Early-exit layers", 1, 29), k: intIn(k.input, "k", 1, maxK),
+        temperature: temp, max_new_tokens: intIn(newTokens.input, "New tokens", 4, maxNew),
+        seed: temp > 0 ? 0 : null, baseline: baseline.input.checked };
+    },
+    onStart(params) {
+      s = { k: params.k, drafted: [], accepted: [], x: [], speedup: [], passes: [], rounds: 0, acc: 0, nDrafted: 0,
+        perToken: null, baselineIds: null, out: [] };
+      text.replaceChildren();
+      roundTable.replaceChildren();
+      live.textContent = "";
+      for (const key of ["rounds", "accept", "perPass", "passPerTok", "draftCost", "plain", "spec", "speedup", "same"]) out.set(key, "–");
+      posChart.summary.textContent = "";
+      speedChart.summary.textContent = "";
+      drawCharts();
+    },
+    onEvent(ev) {
+      if (ev.type === "run_started") {
+        text.append(el("span", { class: "p", text: ev.prompt_tokens.join("") }));
+      } else if (ev.type === "spec_baseline") {
+        s.perToken = ev.time_per_token_s;
+        s.baselineIds = ev.token_ids;
+        out.set("plain", fmtMs(ev.time_per_token_s));
+      } else if (ev.type === "spec_started") {
+        s.k = ev.k;
+        s.drafted = new Array(ev.k).fill(0);
+        s.accepted = new Array(ev.k).fill(0);
+      } else if (ev.type === "spec_round") {
+        onRound(ev);
+      } else if (ev.type === "spec_finished") {
+        onFinished(ev);
+      }
+    },
+  });
+  shell.body.append(legend, text, live, out.node, roundTable,
+    el("div", { class: "ilab-calc__charts" }, posChart.figure, speedChart.figure));
+  shell.plotly.then((P) => { Plotly = P; drawCharts(); });
+
+  function onRound(ev) {
+    // tentative guesses first, then the verdict a moment later (the target checked them all in one pass)
+    const spans = ev.drafted_text.map((t, i) => el("span", { class: "tok draft", text: t,
+      title: `guess ${i + 1}: p(draft) = ${fmt(ev.p_draft[i], 3)}` }));
+    text.append(...spans);
+    setTimeout(() => {
+      ev.outcome.forEach((o, i) => {
+        const sp = spans[i];
+        if (o === "accepted") { sp.className = "tok acc"; }
+        else if (o === "rejected") { sp.className = "tok rej"; }
+        else { sp.remove(); return; }
+        sp.title = `guess ${i + 1}: p(draft) = ${fmt(ev.p_draft[i], 3)}, q(target) = ${fmt(ev.q_target[i], 3)}, ` +
+          `accept with min(1, q/p) = ${fmt(ev.accept_prob[i], 3)} → ${OUTCOME_LABEL[o]}`;
+      });
+      const used = ev.emitted.length;
+      if (used > ev.n_accepted) {
+        text.append(el("span", { class: `tok ${ev.next_kind === "bonus" ? "bonus" : "res"}`, text: ev.next_text,
+          title: ev.next_kind === "bonus" ? "bonus token sampled from the target's last distribution"
+            : "the target's replacement, sampled from norm(max(0, q − p))" }));
+      }
+    }, 120);
+    for (let i = 0; i < ev.drafted.length; i += 1) {
+      s.drafted[i] += 1;
+      if (ev.outcome[i] === "accepted") s.accepted[i] += 1;
+    }
+    s.rounds += 1;
+    s.acc += ev.n_accepted;
+    s.nDrafted += ev.drafted.length;
+    s.x.push(ev.n_generated);
+    s.passes.push(s.rounds / ev.n_generated);
+    if (s.perToken) s.speedup.push((s.perToken * ev.n_generated) / ev.elapsed_s);
+    out.set("rounds", String(s.rounds));
+    out.set("accept", `${s.acc} / ${s.nDrafted}`);
+    out.set("perPass", fmt(ev.n_generated / s.rounds));
+    out.set("passPerTok", fmt(s.rounds / ev.n_generated));
+    out.set("spec", fmtMs(ev.elapsed_s / ev.n_generated));
+    if (s.perToken) out.set("speedup", `${fmt(s.speedup[s.speedup.length - 1])}×`);
+    const rejected = ev.outcome.indexOf("rejected");
+    live.textContent = `Round ${ev.round + 1}: ${ev.drafted.length} guessed, ${ev.n_accepted} accepted` +
+      (rejected >= 0 ? `; the target replaced ${show(ev.drafted_text[rejected])} with ${show(ev.next_text)}.`
+        : `; bonus token ${show(ev.next_text)}.`);
+    showRound(ev);
+    drawCharts();
+  }
+
+  function showRound(ev) {
+    const greedy = ev.uniform.every((u) => u === null);
+    roundTable.replaceChildren(
+      el("caption", { text: `Last round (${ev.round + 1}): p = draft, q = target${greedy ? " (greedy: both one-hot)" : ""}` }),
+      el("thead", {}, el("tr", {}, ...["position", "guess", "p(guess)", "q(guess)", "min(1, q/p)", "r ~ U(0,1)", "outcome"]
+        .map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, ...ev.drafted.map((_, i) => el("tr", {},
+        el("td", { text: String(ev.position + i) }), el("td", { text: show(ev.drafted_text[i]) }),
+        el("td", { text: fmt(ev.p_draft[i], 3) }), el("td", { text: fmt(ev.q_target[i], 3) }),
+        el("td", { text: fmt(ev.accept_prob[i], 3) }), el("td", { text: ev.uniform[i] === null ? "–" : fmt(ev.uniform[i], 3) }),
+        el("td", { text: OUTCOME_LABEL[ev.outcome[i]] }))),
+      el("tr", {}, el("td", { text: String(ev.position + ev.n_accepted) }), el("td", { text: show(ev.next_text) }),
+        el("td", { colspan: "5", text: ev.next_kind === "bonus" ? "bonus: sampled from q at the last position"
+          : "replacement: sampled from norm(max(0, q − p))" }))));
+  }
+
+  function onFinished(ev) {
+    const m = ev.metrics;
+    out.set("perPass", fmt(m.mean_accept_length));
+    out.set("passPerTok", fmt(m.target_forwards_per_token));
+    out.set("draftCost", m.draft_forwards ? `${fmt(m.draft_ms_per_forward, 1)} ms / ${fmt(m.verify_ms_per_forward, 1)} ms`
+      : `free / ${fmt(m.verify_ms_per_forward, 1)} ms`);
+    out.set("spec", fmtMs(m.total_time_s / Math.max(m.n_generated, 1)));
+    if (s.perToken) {
+      const speed = (s.perToken * m.n_generated) / m.total_time_s;
+      out.set("speedup", `${fmt(speed)}×`);
+    }
+    if (s.baselineIds) {
+      const same = s.baselineIds.length === ev.token_ids.length && s.baselineIds.every((t, i) => t === ev.token_ids[i]);
+      out.set("same", same ? "yes, token for token" : "no (sampling: same distribution, different draws)");
+    }
+    const byPos = m.acceptance_by_position.map((a, i) => `${i + 1}: ${a === null ? "–" : `${Math.round(a * 100)}%`}`).join(", ");
+    posChart.summary.textContent = `Acceptance by draft position — ${byPos}. Overall ${m.accepted} of ${m.drafted} guesses ` +
+      `(${Math.round(m.acceptance_rate * 100)}%); ${fmt(m.mean_accept_length)} tokens per target pass.`;
+    speedChart.summary.textContent = s.perToken
+      ? `${m.n_generated} tokens in ${m.rounds} target passes; ${fmt((s.perToken * m.n_generated) / m.total_time_s)}× the speed of plain decoding ` +
+        `on this server (plain ${fmtMs(s.perToken)} per token, speculative ${fmtMs(m.total_time_s / m.n_generated)}). ` +
+        `One verify pass took ${fmt(m.verify_ms_per_forward, 1)} ms.`
+      : `${m.n_generated} tokens in ${m.rounds} target passes (plain decoding was not timed).`;
+    drawCharts();
+  }
+
+  function drawCharts() {
+    if (!Plotly || !s) return;
+    const n = s.drafted.length;
+    const xs = Array.from({ length: n }, (_, i) => i + 1);
+    const rates = s.drafted.map((d, i) => (d ? s.accepted[i] / d : 0));
+    Plotly.react(posChart.chart, [{ type: "bar", x: xs, y: rates, marker: { color: "#16a34a" },
+      customdata: s.drafted, hovertemplate: "position %{x}: %{y:.0%} of %{customdata} guesses<extra></extra>" }],
+    { ...BASE_LAYOUT, title: { text: "Acceptance by draft position" }, xaxis: { title: { text: "guess number in the round" }, dtick: 1 },
+      yaxis: { title: { text: "accepted" }, range: [0, 1], tickformat: ".0%" } }, PLOT_CONFIG);
+    const traces = [{ type: "scatter", mode: "lines+markers", name: "target passes per token", x: s.x, y: s.passes,
+      line: { color: "#6b7280" } }];
+    if (s.speedup.length) traces.push({ type: "scatter", mode: "lines+markers", name: "speedup vs plain", x: s.x, y: s.speedup,
+      line: { color: "#1d4ed8" } });
+    Plotly.react(speedChart.chart, traces, { ...BASE_LAYOUT, title: { text: "Running speedup and target passes per token" },
+      xaxis: { title: { text: "tokens generated" } }, yaxis: { title: { text: "ratio" }, rangemode: "tozero" },
+      legend: { orientation: "h", y: -0.25 },
+      shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#9ca3af" } }] }, PLOT_CONFIG);
+  }
+  return shell;
+}
