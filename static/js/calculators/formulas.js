@@ -195,7 +195,7 @@ export function chooseDeployment(answers) {
       add("tensorrt-llm", "TensorRT-LLM", "Peak throughput on NVIDIA GPUs at steady high load, if you can afford the engine build step.");
     }
   }
-  const precision = quality === "max" ? "bf16" : quality === "balanced" ? "fp8 or int8" : "int4 (AWQ/GPTQ)";
+  const precision = quality === "max" ? "BF16" : quality === "balanced" ? "FP8 or INT8" : "INT4 (AWQ or GPTQ)";
   add("precision", `Weights in ${precision}`, quality === "max"
     ? "Keep 16-bit weights when every point of quality matters."
     : "Decode is bandwidth-bound: fewer bytes per weight raise tokens/s and free memory for the KV cache.");

@@ -18,8 +18,8 @@ export function mount(root, props = {}) {
   const batch = numberField("Concurrent sequences", props.batch || 1, { min: 1, max: 1024, step: 1 });
   const overhead = numberField("Runtime overhead (%)", props.overhead ?? 10, { min: 0, max: 100, step: 1, help: "activations, CUDA context, fragmentation" });
   const out = outputs([["weights", "Weights"], ["kv", "KV cache (bf16)"], ["total", "Total with overhead"], ["gpus", "GPUs needed"],
-    ["ceiling", "Decode ceiling, batch 1"]], "Memory and speed");
-  const chart = chartBlock("Bar chart: batch-1 decode ceiling in tokens per second on each GPU");
+    ["ceiling", "Decode ceiling, batch 1 (on those GPUs)"]], "Memory and speed");
+  const chart = chartBlock("Bar chart: batch-1 decode ceiling in tokens per second on each GPU type, with the model split over as many GPUs as it needs");
   const memChart = chartBlock("Bar chart: weight memory at each precision against the chosen GPU's memory");
   root.append(el("div", { class: "ilab-calc" }, el("h3", { text: "Memory and decode ceiling per GPU" }),
     el("form", { "aria-label": "GPU memory calculator inputs" }, el("fieldset", {}, el("legend", { text: "Model and deployment" }),
@@ -49,14 +49,16 @@ export function mount(root, props = {}) {
     out.set("gpus", r.fitsOneGpu ? `1 (${g.memoryGB} GB)` : `${r.nGpus} × ${g.memoryGB} GB`);
     out.set("ceiling", `${fmtNum(r.decodeTokensPerS)} tokens/s`);
     const all = Object.entries(GPUS).map(([k, gg]) => ({ k, g: gg, r: plan(gg, p) }));
-    chart.summary.textContent = all.map(({ g: gg, r: rr }) => `${gg.label}: ${fmtNum(rr.decodeTokensPerS)} tokens/s on ${rr.nGpus} GPU(s)`).join("; ") + ".";
+    chart.summary.textContent = all.map(({ g: gg, r: rr }) => `${gg.label}: ${fmtNum(rr.decodeTokensPerS)} tokens/s on ${rr.nGpus} GPU(s)`).join("; ") +
+      ". With several GPUs each reads its share of the weights in parallel; the time they spend exchanging results is ignored, so real speeds are lower.";
     const perPrecision = PRECISIONS.map(([k]) => ({ k, bytes: +params.input.value * 1e9 * BYTES_PER_VALUE[k] }));
     memChart.summary.textContent = `Weights: ${perPrecision.map(({ k, bytes }) => `${k.toUpperCase()} ${formatDecimal(bytes, "B")}`).join(", ")}; the ${g.label} holds ${g.memoryGB} GB.`;
     if (!Plotly) return;
     Plotly.react(chart.chart, [{ type: "bar", x: all.map(({ g: gg }) => gg.label), y: all.map(({ r: rr }) => rr.decodeTokensPerS),
       text: all.map(({ r: rr }) => `${rr.nGpus} GPU${rr.nGpus > 1 ? "s" : ""}`), textposition: "outside",
       hovertemplate: "%{x}: %{y:.0f} tokens/s (%{text})<extra></extra>" }],
-    { ...BASE_LAYOUT, title: { text: `Decode ceiling at batch 1, ${p.toUpperCase()} weights` }, yaxis: { title: { text: "tokens/s (upper bound)" } } }, PLOT_CONFIG);
+    { ...BASE_LAYOUT, title: { text: `Decode ceiling at batch 1, ${p.toUpperCase()} weights split over the GPUs needed` },
+      xaxis: { automargin: true, tickangle: -30 }, yaxis: { title: { text: "tokens/s (upper bound)" } } }, PLOT_CONFIG);
     Plotly.react(memChart.chart, [{ type: "bar", x: perPrecision.map(({ k }) => k.toUpperCase()), y: perPrecision.map(({ bytes }) => bytes / GB),
       hovertemplate: "%{x}: %{y:.1f} GB<extra></extra>", name: "weights" }],
     { ...BASE_LAYOUT, title: { text: "Weights by precision" }, yaxis: { title: { text: "GB" } },

@@ -5,10 +5,16 @@
 // prefill-decode demo and plots what the live run achieved.
 import { GB, GPUS, attainableFlops, formatDecimal, matmulIntensity, ridgePoint } from "./formulas.js";
 import {
-  BASE_LAYOUT, PLOT_CONFIG, autoMount, chartBlock, el, ensurePlotly, numberField, outputs, selectField,
+  BASE_LAYOUT, PLOT_CONFIG, autoMount, chartBlock, el, ensurePlotly, fmtNum, numberField, outputs, selectField,
 } from "./ui.js";
 
 const ROOF_GPUS = ["a100-80gb", "h100-sxm", "h200"];
+
+/** Share of peak as text: one decimal below 10% (decode is often well under 1%). */
+function pct(x, peak) {
+  const v = (100 * x) / peak;
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)}%`;
+}
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
 export function mount(root, props = {}) {
@@ -22,7 +28,7 @@ export function mount(root, props = {}) {
   const prompt = numberField("Prompt tokens in one prefill", props.prompt_tokens || 1000, { min: 1, max: 1_000_000, step: 1 });
   const out = outputs([["decodeI", "Decode intensity (FLOP/byte)"], ["prefillI", "Prefill intensity (FLOP/byte)"]], "Operating points");
   const table = el("table", {}, el("caption", { text: "Each device's ridge point and what the two phases can reach on it" }),
-    el("thead", {}, el("tr", {}, ...["Device", "Bandwidth", "Peak", "Ridge (FLOP/byte)", "Decode reaches", "Prefill reaches"].map((t) => el("th", { scope: "col", text: t })))),
+    el("thead", {}, el("tr", {}, ...["Device", "Ridge (FLOP/byte)", "Decode reaches", "Prefill reaches"].map((t) => el("th", { scope: "col", text: t })))),
     el("tbody"));
   const chart = chartBlock("Log-log roofline chart: attainable FLOP per second against arithmetic intensity for each device, with decode and prefill marked");
   const live = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
@@ -42,8 +48,8 @@ export function mount(root, props = {}) {
     const n = Math.max(1, Math.round(+prompt.input.value));
     const dI = matmulIntensity(b, p);
     const pI = matmulIntensity(n, p);
-    out.set("decodeI", dI.toPrecision(3));
-    out.set("prefillI", pI.toPrecision(3));
+    out.set("decodeI", fmtNum(dI));
+    out.set("prefillI", fmtNum(pI));
     const rows = devices.map((d) => {
       const ridge = ridgePoint(d.peak, d.bandwidth);
       const dec = attainableFlops(dI, d.peak, d.bandwidth);
@@ -51,14 +57,14 @@ export function mount(root, props = {}) {
       return { d, ridge, dec, pre };
     });
     table.querySelector("tbody").replaceChildren(...rows.map(({ d, ridge, dec, pre }) => el("tr", {},
-      el("th", { scope: "row", text: `${d.label} (${d.note})` }), el("td", { text: formatDecimal(d.bandwidth, "B/s") }),
-      el("td", { text: formatDecimal(d.peak, "FLOP/s") }), el("td", { text: ridge.toPrecision(3) }),
-      el("td", { text: `${formatDecimal(dec, "FLOP/s")} (${Math.round((100 * dec) / d.peak)}% of peak)` }),
-      el("td", { text: `${formatDecimal(pre, "FLOP/s")} (${Math.round((100 * pre) / d.peak)}% of peak)` }))));
+      el("th", { scope: "row" }, d.label, el("br"), el("small", { text: `${formatDecimal(d.bandwidth, "B/s")}, ${formatDecimal(d.peak, "FLOP/s")} (${d.note})` })),
+      el("td", { text: fmtNum(ridge) }),
+      el("td", { text: `${formatDecimal(dec, "FLOP/s")} (${pct(dec, d.peak)} of peak)` }),
+      el("td", { text: `${formatDecimal(pre, "FLOP/s")} (${pct(pre, d.peak)} of peak)` }))));
     const h100 = rows.find((r) => r.d.key === "h100-sxm");
     chart.summary.textContent = `Decode at batch ${b} does ${dI.toPrecision(3)} FLOPs per byte of ${p} weights; ` +
       `an H100 needs about ${h100.ridge.toFixed(0)} to keep its tensor cores busy, so decode reaches ` +
-      `${Math.round((100 * h100.dec) / h100.d.peak)}% of peak there, while a ${n.toLocaleString("en-US")}-token prefill reaches ${Math.round((100 * h100.pre) / h100.d.peak)}%.`;
+      `${pct(h100.dec, h100.d.peak)} of peak there, while a ${n.toLocaleString("en-US")}-token prefill reaches ${pct(h100.pre, h100.d.peak)}.`;
     if (measured) {
       live.textContent = `Live run on the course server: decode achieved ${formatDecimal(measured.bandwidth, "B/s")} at ` +
         `${measured.decodeIntensity.toPrecision(3)} FLOP/byte; prefill ${formatDecimal(measured.prefillFlops, "FLOP/s")} at ` +
@@ -73,7 +79,7 @@ export function mount(root, props = {}) {
       traces.push({ x: xs, y: xs.map((x) => attainableFlops(x, d.peak, d.bandwidth)), name: d.label, mode: "lines",
         line: { color }, hovertemplate: `${d.label}: %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte<extra></extra>` });
       traces.push({ x: [dI, pI], y: [attainableFlops(dI, d.peak, d.bandwidth), attainableFlops(pI, d.peak, d.bandwidth)],
-        mode: "markers+text", text: ["decode", "prefill"], textposition: "top center", showlegend: false,
+        mode: i === 0 || d.key === "machine" ? "markers+text" : "markers", text: ["decode", "prefill"], textposition: "top center", showlegend: false,
         marker: { color, size: 9, symbol: ["circle", "diamond"] }, hovertemplate: `${d.label} %{text}: %{y:.3s}FLOP/s<extra></extra>` });
     });
     if (measured) {
@@ -82,8 +88,9 @@ export function mount(root, props = {}) {
         marker: { color: "#000", size: 11, symbol: "x" } });
     }
     Plotly.react(chart.chart, traces, { ...BASE_LAYOUT, title: { text: "Roofline (log-log)" },
-      xaxis: { title: { text: "arithmetic intensity (FLOPs per byte moved)" }, type: "log" },
-      yaxis: { title: { text: "attainable FLOP/s" }, type: "log" }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
+      xaxis: { title: { text: "arithmetic intensity (FLOPs per byte moved)" }, type: "log", exponentformat: "SI" },
+      yaxis: { title: { text: "attainable FLOP/s" }, type: "log", exponentformat: "SI" }, legend: { orientation: "h", y: -0.35 },
+      margin: { ...BASE_LAYOUT.margin, b: 90 } }, PLOT_CONFIG);
   }
   update();
 }

@@ -20,7 +20,8 @@ const CSS = `
 .ilab-calc__out div { background: #f6f8fa; border-radius: 6px; padding: .35rem .5rem; }
 .ilab-calc__out dt { font-size: .75rem; color: #555; }
 .ilab-calc__out dd { margin: 0; font-weight: 600; font-variant-numeric: tabular-nums; }
-.ilab-calc table { border-collapse: collapse; width: 100%; margin: .6rem 0; font-variant-numeric: tabular-nums; }
+.ilab-calc table { border-collapse: collapse; width: 100%; margin: .6rem 0; font-variant-numeric: tabular-nums; font-size: .9rem; display: block; overflow-x: auto; }
+.ilab-calc th small { font-weight: 400; color: #555; }
 .ilab-calc th, .ilab-calc td { border-bottom: 1px solid #e5e7eb; padding: .3rem .5rem; text-align: right; }
 .ilab-calc th:first-child, .ilab-calc td:first-child { text-align: left; }
 .ilab-calc__chart { min-height: 320px; }

@@ -1,0 +1,66 @@
+"""The course's own live demos (prefill-decode, flash-attention, serving-load) in a real browser against the
+real stack (Daphne + Celery worker + Redis), with small settings so each run takes seconds."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
+from demo_stack import Stack  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(420)]
+
+
+@pytest.fixture(scope="module")
+def live_stack(django_db_setup, tmp_path_factory):
+    stack = Stack(tmp_path_factory.mktemp("course-demo-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
+    try:
+        stack.start_redis()
+        stack.start_worker(name="course-demo-worker")
+        stack.url = stack.start_daphne()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def run_and_wait(page, stack, timeout=150_000) -> None:
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function("['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
+                           timeout=timeout)
+    state = page.evaluate("document.querySelector('.ilab-demo').dataset.state")
+    assert state == "done", page.locator(".ilab-calc__status").first.inner_text() + stack.log("course-demo-worker")[-3000:]
+
+
+def out(page, key: str) -> str:
+    return page.locator(f'dd[data-out="{key}"]').inner_text()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_course_demos_run_and_chart(live_stack, browser_page):
+    page = browser_page
+
+    page.goto(f"{live_stack.url}/demos/prefill-decode/")
+    page.get_by_label("Repeat the prompt").fill("2")
+    page.get_by_label("New tokens").fill("3")
+    run_and_wait(page, live_stack)
+    assert out(page, "ttft").endswith("ms") and out(page, "decodeBw").endswith("B/s")
+    bars = page.evaluate("document.querySelectorAll('.ilab-calc__chart')[0].data[0].x.length")
+    assert bars == 3  # one bar per forward: the prefill and two decode steps
+
+    page.goto(f"{live_stack.url}/demos/flash-attention/")
+    page.get_by_label("Tile size").fill("4")
+    run_and_wait(page, live_stack)
+    assert float(out(page, "diff")) < 1e-4
+    assert "/" in out(page, "tiles") and int(out(page, "tiles").split("/")[1]) > 0  # causal tiles were skipped
+
+    page.goto(f"{live_stack.url}/demos/serving-load/")
+    page.get_by_label("Requests").fill("2")
+    page.get_by_label("Tokens per request").fill("3")
+    page.get_by_label("Scheduling").select_option("sequential")
+    run_and_wait(page, live_stack)
+    assert page.locator("table").first.locator("tbody tr").count() == 2
+    assert "sequential" in out(page, "mode") and out(page, "throughput").endswith("tokens/s")
+    assert not page.errors, page.errors
