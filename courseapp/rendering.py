@@ -39,6 +39,8 @@ DIRECTIVES = ("demo", "calculator", "quiz", "callout")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 DIRECTIVE_RE = re.compile(r"^\{(?P<kind>[^}\s]*)\}\s*(?P<rest>.*)$", re.S)
 UNNARRATED_SECTIONS = {"sources", "references", "further reading", "bibliography"}
+# `[text](other-module.md#part)` works on GitHub and, rewritten to the module URL, on the site.
+MODULE_LINK_RE = re.compile(r"^(?:\./)?(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)\.md(?P<anchor>#[^\s]*)?$")
 RESERVED_IDS = {"main", "content", "lesson", "outline", "quiz", "player", "narration", "pager", "top"}
 
 CODE_LANGUAGES = {
@@ -205,6 +207,15 @@ def _inline_text(token) -> str:
     return re.sub(r"\s+", " ", "".join(parts)).strip()
 
 
+def _rewrite_module_links(inline_token) -> None:
+    for child in inline_token.children or []:
+        if child.type != "link_open":
+            continue
+        match = MODULE_LINK_RE.match(child.attrGet("href") or "")
+        if match:
+            child.attrSet("href", f"/modules/{match['slug']}/{match['anchor'] or ''}")
+
+
 @dataclass
 class _Annotator:
     validate_demos: bool = True
@@ -247,6 +258,7 @@ class _Annotator:
         for idx, token in enumerate(tokens):
             if token.type == "inline":
                 self.word_count += len(re.findall(r"\w+", _inline_text(token)))
+                _rewrite_module_links(token)
             elif token.type == "heading_open":
                 text = _inline_text(tokens[idx + 1])
                 token.attrSet("id", self._heading_id(text))

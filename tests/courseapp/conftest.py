@@ -27,6 +27,12 @@ def course(db, content_dir):
 
 
 @pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """PBKDF2's deliberate slowness costs seconds per test user on a small CI machine."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT

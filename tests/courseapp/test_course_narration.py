@@ -96,8 +96,19 @@ def test_speakable_text():
     assert narration.speakable("4–8 times") == "4 to 8 times"
 
 
+class FakeVoice:
+    """Stands in for Piper where a test is about bookkeeping, not speech (that is tested above)."""
+
+    class config:  # noqa: N801 (mirrors PiperVoice.config)
+        sample_rate = 16000
+
+    def synthesize(self, text):
+        yield type("Chunk", (), {"audio_int16_bytes": b"\x00\x01" * 400 * len(text)})()
+
+
 @pytest.mark.django_db
-def test_narration_job_and_module_page(client, course):
+def test_narration_job_and_module_page(client, course, monkeypatch):
+    monkeypatch.setattr(narration, "load_voice", FakeVoice)
     module = Module.objects.get(slug="intro")
     record = run_narration(module.pk)
     assert record.status == Narration.Status.READY and record.progress == 1.0
@@ -165,3 +176,18 @@ def test_generate_with_broker_down_is_reported(client, course, instructor, monke
     response = client.post(reverse("courseapp:author_narrate", args=["intro"]), follow=True)
     assert "task queue is not reachable" in response.content.decode()
     assert Narration.objects.get(module__slug="intro").status == Narration.Status.FAILED
+
+
+@pytest.mark.django_db
+def test_narrate_command(course, monkeypatch, capsys):
+    from django.core.management import CommandError, call_command
+
+    monkeypatch.setattr(narration, "load_voice", FakeVoice)
+    call_command("narrate", "intro")
+    assert "intro:" in capsys.readouterr().out
+    call_command("narrate", "--all")
+    assert Narration.objects.filter(status=Narration.Status.READY).count() == 3
+    with pytest.raises(CommandError, match="no such module"):
+        call_command("narrate", "ghost")
+    with pytest.raises(CommandError, match="slugs or --all"):
+        call_command("narrate")

@@ -89,6 +89,11 @@ def test_xss_module_page_end_to_end(client, tmp_path):
     assert_inert(page.split('id="lesson">', 1)[1].split('class="complete-form"', 1)[0].rsplit("<form", 1)[0])
 
 
+def test_links_to_module_files_point_to_module_pages():
+    html = render_markdown("See [the cache](kv-cache.md#how-big-does-it-get) and [x](./overview.md).\n").html
+    assert 'href="/modules/kv-cache/#how-big-does-it-get"' in html and 'href="/modules/overview/"' in html
+
+
 def test_safe_markdown_survives():
     html = render_markdown("## Head\n\n**bold** `code` [link](https://example.org) ![alt](/static/x.png)\n\n"
                            "```python\nx = 1\n```\n\n| a | b |\n|--:|---|\n| 1 | 2 |\n").html
