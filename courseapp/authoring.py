@@ -189,7 +189,10 @@ def narration_upload(request, slug: str):
     upload = NarrationUploadForm(request.POST, request.FILES)
     if upload.is_valid():
         attach_upload(module, upload.cleaned_data["audio"], upload.cleaned_data["vtt"], upload.duration())
-        messages.success(request, "Uploaded narration is now used for this module.")
+        lesson_ids = {cue["id"] for cue in module.cues}
+        matched = sum(1 for cue in upload.cues if cue.id in lesson_ids)
+        messages.success(request, f"Uploaded narration is now used for this module: {matched} of "
+                                  f"{len(upload.cues)} cues match a paragraph of the lesson (ids c1…c{len(lesson_ids)}).")
         return redirect(reverse("courseapp:author_edit", args=[slug]) + "#narration")
     messages.error(request, "Upload rejected: please fix the errors below.")
     context = _edit_context(ModuleForm(instance=module), module)

@@ -80,18 +80,6 @@ def record_attempt(learner: Learner, module, result) -> QuizAttempt:
     return attempt
 
 
-def last_visited(learner: Learner, visible_modules) -> ModuleProgress | None:
-    if not learner.known:
-        return None
-    return (
-        ModuleProgress.objects.for_learner(learner)
-        .filter(module__in=visible_modules)
-        .select_related("module")
-        .order_by("-visited_at")
-        .first()
-    )
-
-
 @transaction.atomic
 def merge_visitor(visitor: str, user) -> int:
     """Move an anonymous visitor's progress and attempts to `user`; returns the rows merged."""

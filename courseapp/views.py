@@ -76,11 +76,14 @@ def course_index(request):
             prerequisites=_prerequisite_info(module, by_slug, progress),
             narration_minutes=_narration_minutes(module),
         ))
-    resume = tracking.last_visited(learner, [m.pk for m in modules])
-    done = sum(1 for p in progress.values() if p.completed and p.module_id in {m.pk for m in modules})
+    visible = {m.pk: m for m in modules}
+    mine = [p for p in progress.values() if p.module_id in visible]
+    resume = max(mine, key=lambda p: p.visited_at, default=None)
+    resume_module = visible[resume.module_id] if resume else None
+    done = sum(1 for p in mine if p.completed)
     return render(request, "courseapp/index.html", {
         "tracks": [t for t in tracks.values() if t["cards"]],
-        "resume": resume,
+        "resume": resume_module,
         "completed_count": done,
         "module_count": len(modules),
     })
