@@ -85,9 +85,22 @@ def _preview_html(rendered) -> str:
     return rendered.html.replace(QUIZ_MARKER, quiz)
 
 
+def _error_summary(form) -> list[dict]:
+    """Field errors with links to the fields, shown above the form."""
+    summary = [{"label": "", "anchor": "", "messages": form.non_field_errors()}] if form.non_field_errors() else []
+    for name, errors in form.errors.items():
+        if name in form.fields:
+            summary.append({"label": form[name].label, "anchor": form[name].id_for_label, "messages": errors})
+    return summary
+
+
 def _edit_context(form, module: Module | None, preview: str = "") -> dict:
+    if not preview and form.is_bound and "source" in form.errors:
+        preview = render_to_string("courseapp/authoring/_preview_error.html",
+                                   {"message": " ".join(form.errors["source"])})
     return {
         "form": form,
+        "error_summary": _error_summary(form) if form.is_bound else [],
         "module": module,
         "preview": preview,
         "narration": _narration_state(module) if module else None,

@@ -47,6 +47,8 @@ def test_edit_validates_demo_directives_with_line_numbers(author):
     assert response.status_code == 200
     assert "Line 3: demo &#x27;kv-cache&#x27;" in html and "max_new_tokens" in html
     assert "Not saved" in html
+    assert 'class="error-summary"' in html and 'href="#id_source"' in html
+    assert 'class="preview-error"' in html  # the preview pane says why, too
     assert Module.objects.get(slug="intro").title == "Introduction to inference"
 
 
