@@ -210,7 +210,7 @@ def plain_reference(engine):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("kind,k", [("ngram", 2), ("ngram", 5), ("self-early-exit:12", 3), ("self-int8", 4)])
+@pytest.mark.parametrize("kind,k", [("ngram", 2), ("ngram", 5), ("self-early-exit:4", 3), ("self-int8", 4)])
 def test_greedy_is_token_identical_to_plain_decoding(engine, plain_reference, kind, k):
     ids, reference = plain_reference
     try:
