@@ -15,6 +15,15 @@ from inference_core.paged import (BlockAllocator, BlockTable, NoFreeBlocks, Page
                                   forward_rows)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one intra-op thread is faster and immune to a busy shared CPU (restored after)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 # ---- allocator ------------------------------------------------------------------------------------------
 @settings(max_examples=60, deadline=None)
 @given(n_blocks=st.integers(1, 12), ops=st.lists(st.tuples(st.sampled_from("afs"), st.integers(0, 10**6)), max_size=80))

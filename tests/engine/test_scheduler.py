@@ -1,0 +1,177 @@
+"""Batched scheduler: greedy outputs identical to single-request decoding in every mode; metrics; events."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from inference_core.config import tiny_config
+from inference_core.engine import Engine, GenerationParams, build_model
+from inference_core.kv_cache import KVCache
+from inference_core.sampling import SamplingParams, sample
+from inference_core.scheduler import Request, Scheduler, SchedulerConfig, drive, request_metrics
+from inference_core.trace import validate_event
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one intra-op thread is faster and immune to a busy shared CPU (restored after)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class Ticks:
+    """A clock that advances one unit per call: deterministic latencies for metric tests."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+@pytest.fixture(scope="module")
+def tiny_engine():
+    model = build_model(tiny_config(), None, torch.device("cpu"))
+    return Engine("tiny", model, None, torch.device("cpu"))  # no tokenizer: texts come back empty
+
+
+def single_request(model, prompt: list[int], n: int, params: SamplingParams = SamplingParams(),
+                   seed: int | None = None, eos: int | None = None) -> list[int]:
+    """Reference decoding, one request alone with a contiguous cache (what Engine.generate_ids does)."""
+    cfg = model.config
+    cache = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, len(prompt) + n, cfg.head_dim, torch.float32, "cpu")
+    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    seq, out = list(prompt), []
+    with torch.inference_mode():
+        for step in range(n):
+            feed, start = (seq, 0) if step == 0 else (seq[-1:], len(seq) - 1)
+            logits = model(torch.tensor([feed]), torch.arange(start, start + len(feed)), cache, last_only=True)
+            tok = sample(logits[0, -1], params, gen)
+            seq.append(tok)
+            out.append(tok)
+            if tok == eos:
+                break
+    return out
+
+
+def workload(seed: int, n: int, vocab: int = 97) -> list[tuple[list[int], int]]:
+    rng = random.Random(seed)
+    return [([rng.randrange(3, vocab) for _ in range(rng.randint(1, 40))], rng.randint(1, 24)) for _ in range(n)]
+
+
+CONFIGS = {
+    "continuous": SchedulerConfig(block_size=4, num_blocks=200),
+    "static": SchedulerConfig(mode="static", block_size=4, num_blocks=200, max_num_seqs=3),
+    "preempt": SchedulerConfig(block_size=4, num_blocks=18),  # too small for all: forces preemption
+    "static-preempt": SchedulerConfig(mode="static", block_size=2, num_blocks=34, max_num_seqs=4),
+    "token-budget": SchedulerConfig(block_size=8, num_blocks=100, max_num_batched_tokens=16, max_num_seqs=2),
+    "prefix": SchedulerConfig(block_size=4, num_blocks=40, prefix_caching=True),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_greedy_batched_equals_single_request(tiny_engine, name):
+    jobs = workload(1, 8)
+    # shared prefixes so that prefix caching has something to hit
+    jobs += [(jobs[0][0] + [5, 6, 7, 8, 9, 10, 11, 12, 13], 6), (jobs[0][0] + [5, 6, 7], 9)]
+    reqs = [Request(f"r{i}", p, max_new_tokens=n, stop_at_eos=False) for i, (p, n) in enumerate(jobs)]
+    arrivals = {f"r{i}": 2 * i for i in range(len(jobs))}
+    sched, events = drive(tiny_engine, reqs, CONFIGS[name], arrival_steps=arrivals)
+    for i, (p, n) in enumerate(jobs):
+        assert sched.requests[f"r{i}"].output_ids == single_request(tiny_engine.model, p, n), f"r{i}"
+    assert sched.allocator.num_free == CONFIGS[name].num_blocks  # cached blocks are free (refcount 0)
+    sched.allocator.check()
+    assert all(sched.allocator.refcount[b] == 0 for b in range(CONFIGS[name].num_blocks))
+    for ev in events:
+        validate_event(ev.to_dict())
+    if "preempt" in name:
+        assert sched.num_preemptions > 0
+        assert any(ev.type == "preemption" for ev in events)
+
+
+def test_seeded_sampling_matches_single_request(tiny_engine):
+    params = SamplingParams(temperature=0.8, top_k=20)
+    jobs = workload(2, 4)
+    reqs = [Request(f"r{i}", p, max_new_tokens=n, temperature=0.8, top_k=20, seed=100 + i, stop_at_eos=False)
+            for i, (p, n) in enumerate(jobs)]
+    sched, _ = drive(tiny_engine, reqs, SchedulerConfig(block_size=4, num_blocks=30))
+    for i, (p, n) in enumerate(jobs):
+        assert sched.requests[f"r{i}"].output_ids == single_request(tiny_engine.model, p, n, params, seed=100 + i)
+
+
+def test_continuous_admits_and_retires_every_step_static_waits(tiny_engine):
+    jobs = [([3, 4, 5], 2), ([6, 7, 8], 10), ([9, 10], 3)]
+    for mode, expect_steps in (("continuous", 10), ("static", 13)):
+        reqs = [Request(f"r{i}", p, max_new_tokens=n) for i, (p, n) in enumerate(jobs)]
+        sched, events = drive(tiny_engine, reqs, SchedulerConfig(mode=mode, block_size=4, num_blocks=20, max_num_seqs=2))
+        steps = [e for e in events if e.type == "batch_step"]
+        assert len(steps) == expect_steps, mode
+        if mode == "continuous":  # r2 takes r0's slot on the step right after r0 finishes
+            assert {x["request_id"] for x in steps[2].entries} == {"r1", "r2"}
+        else:  # r2 waits until the slowest of the first batch (r1, 10 tokens) is done
+            assert {x["request_id"] for x in steps[10].entries} == {"r2"}
+            assert steps[5].idle == ["r0"]
+
+
+def test_abort_frees_blocks(tiny_engine):
+    sched = Scheduler(tiny_engine, SchedulerConfig(block_size=4, num_blocks=20))
+    sched.add_request(Request("a", list(range(3, 20)), max_new_tokens=30))
+    sched.add_request(Request("b", [3, 4], max_new_tokens=30))
+    sched.step()
+    assert sched.allocator.num_used == 5 + 1
+    events = sched.abort("a")
+    assert sched.allocator.num_used == 1
+    assert [e.finish_reason for e in events if e.type == "request_finished"] == ["aborted"]
+    sched.abort("b")
+    assert not sched.has_work() and sched.allocator.num_free == 20
+
+
+def test_metrics_follow_vllm_definitions(tiny_engine):
+    sched = Scheduler(tiny_engine, SchedulerConfig(block_size=4, num_blocks=20), clock=Ticks())
+    sched.add_request(Request("a", [3, 4, 5], max_new_tokens=4))
+    while sched.has_work():
+        sched.step()
+    req = sched.requests["a"]
+    m = request_metrics(req)
+    assert m["ttft_s"] == req.token_times[0] - req.arrival_time
+    assert m["e2e_s"] == req.token_times[-1] - req.arrival_time
+    assert m["tpot_s"] == pytest.approx((m["e2e_s"] - m["ttft_s"]) / 3)
+    assert len(m["itl_s"]) == 3 and sum(m["itl_s"]) == pytest.approx(m["e2e_s"] - m["ttft_s"])
+    run = sched.run_metrics()
+    assert run["total_output_tokens"] == 4 and run["completed"] == 1
+    assert run["output_throughput"] == pytest.approx(4 / run["duration_s"])
+    assert run["total_token_throughput"] == pytest.approx(7 / run["duration_s"])
+    assert 0 <= run["kv_waste_pct"] < 100 * 3 / 4  # fewer than one block's slots idle
+    assert run["contiguous_model_max_waste_pct"] > 90
+
+
+def test_rejects_requests_that_can_never_fit(tiny_engine):
+    sched = Scheduler(tiny_engine, SchedulerConfig(block_size=4, num_blocks=2))
+    with pytest.raises(ValueError):
+        sched.add_request(Request("a", list(range(3, 10)), max_new_tokens=4))
+    with pytest.raises(ValueError):
+        sched.add_request(Request("b", [], max_new_tokens=4))
+
+
+@pytest.mark.model
+def test_real_model_batched_equals_generate_ids(engine):
+    tok = engine.tokenizer
+    system = "You are a helpful assistant who answers questions about geography in one short sentence. "
+    prompts = [system + "Q: What is the capital of France? A:", system + "Q: Where is Mount Everest? A:",
+               "def fibonacci(n):", "1, 2, 3, 4,"]
+    n_new = [6, 8, 5, 7]
+    want = [engine.generate_ids(tok.encode(p), GenerationParams(max_new_tokens=n)) for p, n in zip(prompts, n_new)]
+    for config in (SchedulerConfig(block_size=4, num_blocks=14, prefix_caching=True),  # tiny pool: preempts
+                   SchedulerConfig(mode="static", block_size=16, num_blocks=16, max_num_seqs=3)):
+        reqs = [Request(f"r{i}", tok.encode(p), max_new_tokens=n) for i, (p, n) in enumerate(zip(prompts, n_new))]
+        sched, events = drive(engine, reqs, config, arrival_steps={"r1": 2})
+        got = [sched.requests[f"r{i}"].output_ids for i in range(len(prompts))]
+        assert got == want, config
+        if config.prefix_caching:
+            assert sched.requests["r1"].num_cached_tokens > 0
+            assert sched.num_preemptions > 0
