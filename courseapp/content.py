@@ -220,7 +220,7 @@ def serialize_module(front_matter: dict, body: str) -> str:
         if key in ("short_title", "summary") and not value:
             continue
         if key == "prerequisites":
-            lines.append(f"prerequisites: [{', '.join(value or [])}]")
+            lines.append(f"prerequisites: [{', '.join(yaml_scalar(slug) for slug in value or [])}]")
         else:
             lines.append(f"{key}: {yaml_scalar(value)}")
     lines.append("---")

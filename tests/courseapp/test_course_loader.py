@@ -195,3 +195,29 @@ def test_single_file_load(content_dir):
 def test_missing_path():
     with pytest.raises(CourseLoadError):
         load_course(Path("/nonexistent/content"))
+
+
+# --- Property: any front matter the UI can produce survives export → load unchanged ----------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+from courseapp.content import parse_module_text, serialize_module  # noqa: E402
+
+one_line = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"), blacklist_characters="\ufeff"),
+                   max_size=60)
+slugs = st.from_regex(r"[a-z0-9]{1,8}(-[a-z0-9]{1,8}){0,2}", fullmatch=True)
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(title=one_line.filter(lambda s: s.strip()), short=one_line, summary=one_line, slug=slugs,
+       order=st.integers(-1000, 1000), draft=st.booleans(), prereqs=st.lists(slugs, max_size=3, unique=True),
+       body=st.text(max_size=200))
+def test_front_matter_round_trip_property(title, short, summary, slug, order, draft, prereqs, body):
+    prereqs = [p for p in prereqs if p != slug]
+    front = {"title": title, "short_title": short, "slug": slug, "track": "basics", "order": order,
+             "prerequisites": prereqs, "summary": summary, "draft": draft}
+    text = serialize_module(front, body)
+    parsed = parse_module_text(text)
+    assert parsed.front_matter == front
+    assert parsed.body == body
+    assert serialize_module(parsed.front_matter, parsed.body) == text
