@@ -61,6 +61,7 @@ def cmd_generate(args) -> int:
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("inference_core.cli", "add_generate"),
     ("inference_core.speculative", "add_speculate"),
+    ("inference_core.scheduler", "add_batch"),
 ]
 
 
