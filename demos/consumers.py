@@ -351,14 +351,17 @@ class DemoConsumer(AsyncWebsocketConsumer):
             await self._send({"type": "event", "run_id": w.run_id, "seq": seq, "event": event})
             w.last_seq = seq
 
-    async def _deliver(self, w: Watch, seq: int, event: dict) -> None:
+    async def _deliver(self, w: Watch, seq: int, event: dict, ts: float | None = None) -> None:
         async with w.lock:
             w.last_activity = time.monotonic()
             if w.finished or seq <= w.last_seq:
                 return  # already sent (from storage on resume, or a duplicate)
             if seq > w.last_seq + 1:
                 await self._send_stored(w, upto=seq - 1)
-            await self._send({"type": "event", "run_id": w.run_id, "seq": seq, "event": event})
+            frame = {"type": "event", "run_id": w.run_id, "seq": seq, "event": event}
+            if ts is not None:
+                frame["ts"] = ts  # when the worker published it (live events only)
+            await self._send(frame)
             w.last_seq = seq
 
     async def _finish(self, w: Watch, frame: dict, n_events: int | None = None) -> None:
@@ -388,7 +391,7 @@ class DemoConsumer(AsyncWebsocketConsumer):
     async def run_event(self, message):
         w = self.watches.get(message["run_id"])
         if w and not w.replay:
-            await self._deliver(w, int(message["seq"]), message["event"])
+            await self._deliver(w, int(message["seq"]), message["event"], message.get("ts"))
 
     async def run_done(self, message):
         w = self.watches.get(message["run_id"])

@@ -234,7 +234,8 @@ async def _run_demo(run_id: str) -> str:
                 if item is None:
                     break
                 seq, event = item
-                await publish({"type": "run.event", "run_id": run_id, "seq": seq, "event": event})
+                await publish({"type": "run.event", "run_id": run_id, "seq": seq, "event": event,
+                               "ts": time.time()})  # publish time, for worker→client latency
         except Exception as exc:  # noqa: BLE001 - report any engine failure to the user
             log.exception("run %s failed", run_id)
             code, message = "engine_error", f"{type(exc).__name__}: {exc}"[:500]

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Load test: N concurrent websocket clients run demos against a running stack (`make run`).
+
+    .venv/bin/python bench/load.py --url http://127.0.0.1:8000 --clients 8 --runs 2 --max-new-tokens 8
+
+Each client gets its own session (GET of the demo page), opens /ws/demos/, and starts its runs one
+after another with distinct prompts (so nothing is served from the replay cache unless --replay).
+Reports runs completed, events lost or duplicated (seq must be 0..n-1 and match the run's
+n_generated), errors by code, and worker→client latency p50/p99 (from the worker's publish time
+`ts` on live event frames; same machine clock). Bounded: every client stops after --timeout seconds.
+Only loopback targets are allowed.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections import Counter
+
+from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol
+
+LOOPBACK = ("127.", "localhost", "[::1]", "::1")
+
+
+def session_cookie(base: str) -> str:
+    with urllib.request.urlopen(f"{base}/demos/kv-cache/", timeout=30) as resp:
+        for header in resp.headers.get_all("Set-Cookie") or []:
+            if header.startswith("sessionid="):
+                return header.split(";", 1)[0]
+    raise RuntimeError("the demo page set no session cookie")
+
+
+class Client(WebSocketClientProtocol):
+    def onOpen(self):
+        self.factory.opened.set_result(self)
+
+    def onMessage(self, payload, is_binary):
+        self.factory.inbox.put_nowait((time.time(), json.loads(payload.decode())))
+
+    def onClose(self, was_clean, code, reason):
+        if not self.factory.opened.done():
+            self.factory.opened.set_exception(ConnectionError(f"closed: {code} {reason}"))
+        self.factory.inbox.put_nowait((time.time(), {"type": "_closed"}))
+
+    def send_json(self, obj):
+        self.sendMessage(json.dumps(obj).encode())
+
+
+async def connect(base: str, cookie: str):
+    u = urllib.parse.urlparse(base)
+    ws_url = f"{'wss' if u.scheme == 'https' else 'ws'}://{u.netloc}/ws/demos/"
+    factory = WebSocketClientFactory(ws_url, origin=base, headers={"Cookie": cookie})
+    factory.protocol = Client
+    factory.inbox = asyncio.Queue()
+    factory.opened = asyncio.get_running_loop().create_future()
+    await asyncio.get_running_loop().create_connection(factory, u.hostname, u.port or 80)
+    proto = await asyncio.wait_for(factory.opened, 30)
+    return proto, factory.inbox
+
+
+async def client(i: int, args, results: dict, deadline: float):
+    cookie = await asyncio.to_thread(session_cookie, args.url)
+    proto, inbox = await connect(args.url, cookie)
+    try:
+        for j in range(args.runs):
+            prompt = args.prompt if args.replay else f"Client {i}, run {j}: {args.prompt}"
+            params = {"prompt": prompt, "max_new_tokens": args.max_new_tokens, "use_cache": True,
+                      "temperature": 0.0}
+            t0 = time.time()
+            proto.send_json({"action": "start", "demo": "kv-cache", "params": params, "ref": f"{i}-{j}"})
+            seqs, first_token_at, final = [], None, None
+            while final is None:
+                left = deadline - time.time()
+                if left <= 0:
+                    results["timeouts"] += 1
+                    return
+                try:
+                    at, frame = await asyncio.wait_for(inbox.get(), left)
+                except asyncio.TimeoutError:
+                    results["timeouts"] += 1
+                    return
+                kind = frame.get("type")
+                if kind == "event":
+                    seqs.append(frame["seq"])
+                    if "ts" in frame:
+                        results["latency"].append(at - frame["ts"])
+                    if frame["event"].get("type") == "token" and first_token_at is None:
+                        first_token_at = at
+                elif kind in ("done", "error", "_closed"):
+                    final = frame
+            if final["type"] != "done":
+                results["errors"][final.get("code", final["type"])] += 1
+                if final.get("retry_after"):
+                    await asyncio.sleep(min(final["retry_after"], 10))
+                continue
+            expected = final["summary"].get("n_generated", 0) + 2  # run_started + tokens + run_finished
+            results["completed"] += 1
+            results["replayed"] += bool(final.get("replayed_from"))
+            results["events"] += len(seqs)
+            results["lost"] += max(0, expected - len(set(seqs)))
+            results["duplicates"] += len(seqs) - len(set(seqs))
+            results["out_of_order"] += seqs != sorted(seqs)
+            results["tokens"] += final["summary"].get("n_generated", 0)
+            results["run_s"].append(time.time() - t0)
+            if first_token_at:
+                results["ttft_client"].append(first_token_at - t0)
+    finally:
+        proto.sendClose()
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+async def main_async(args) -> dict:
+    results = {"completed": 0, "replayed": 0, "events": 0, "lost": 0, "duplicates": 0, "out_of_order": 0,
+               "tokens": 0, "timeouts": 0, "errors": Counter(), "latency": [], "run_s": [], "ttft_client": []}
+    t0 = time.time()
+    deadline = t0 + args.timeout
+    await asyncio.gather(*(client(i, args, results, deadline) for i in range(args.clients)),
+                         return_exceptions=False)
+    wall = time.time() - t0
+    lat = results.pop("latency")
+    run_s = results.pop("run_s")
+    ttft = results.pop("ttft_client")
+    results["errors"] = dict(results["errors"])
+    results.update({
+        "clients": args.clients, "runs_per_client": args.runs, "max_new_tokens": args.max_new_tokens,
+        "wall_s": round(wall, 2), "tokens_per_s": round(results["tokens"] / wall, 2) if wall else 0,
+        "latency_ms_p50": round(pct(lat, 50) * 1000, 2), "latency_ms_p99": round(pct(lat, 99) * 1000, 2),
+        "latency_samples": len(lat),
+        "run_s_p50": round(pct(run_s, 50), 2), "run_s_max": round(max(run_s), 2) if run_s else None,
+        "client_ttft_s_p50": round(pct(ttft, 50), 3) if ttft else None,
+        "client_ttft_s_mean": round(statistics.mean(ttft), 3) if ttft else None,
+    })
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8000")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=2, help="runs per client, one after another")
+    ap.add_argument("--max-new-tokens", type=int, default=8)
+    ap.add_argument("--prompt", default="The capital of France is")
+    ap.add_argument("--replay", action="store_true", help="same prompt for all: exercise the replay cache")
+    ap.add_argument("--timeout", type=float, default=300, help="hard stop for the whole benchmark (s)")
+    args = ap.parse_args()
+    host = urllib.parse.urlparse(args.url).hostname or ""
+    if not host.startswith(LOOPBACK):
+        sys.exit("bench/load.py only targets a stack on this machine (loopback addresses)")
+    results = asyncio.run(main_async(args))
+    print(json.dumps(results, indent=2))
+    ok = results["lost"] == 0 and results["duplicates"] == 0 and results["completed"] == args.clients * args.runs
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
