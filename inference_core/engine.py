@@ -12,7 +12,7 @@ import torch
 
 from .config import ModelConfig
 from .kv_cache import KVCache, NoCache
-from .model import Transformer, load_state_into
+from .model import Transformer, load_state_into, rope_table, store_wide_weights_column_major
 from .sampling import SamplingParams, sample
 from .tokenizer import Tokenizer, load_tokenizer
 from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
@@ -163,7 +163,7 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
     with torch.device("meta"):
         model = Transformer(cfg)
     model = model.to_empty(device=device)
-    cos, sin = __import__("inference_core.model", fromlist=["rope_table"]).rope_table(cfg, device)
+    cos, sin = rope_table(cfg, device)
     model.rope_cos, model.rope_sin = cos, sin
     if state is None:
         torch.manual_seed(0)
@@ -176,7 +176,10 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
         load_state_into(model, state)
     if cfg.tie_embeddings:
         model.output.weight = model.tok_embeddings.weight
-    return model.to(dtype).eval()
+    model = model.to(dtype).eval()
+    if device.type == "cpu":
+        store_wide_weights_column_major(model)
+    return model
 
 
 @lru_cache(maxsize=2)

@@ -118,6 +118,22 @@ class Transformer(nn.Module):
         return self.output(self.norm(x))
 
 
+def store_wide_weights_column_major(model: Transformer, min_ratio: int = 2) -> None:
+    """Lay out projections with out ≥ min_ratio × in (fused gate/up, the vocabulary head) column-major.
+
+    The weight keeps its [out, in] shape and meaning; only its strides change, so x @ Wᵀ reads one
+    contiguous [in, out] block. On this 2-core AVX2 CPU that took the 576→49,152 head from ~5 to ~9 GB/s
+    and gate/up from ~18 to ~40 GB/s at batch 1 (bench/decode.py shows the end-to-end effect).
+    The tied embedding shares the head's storage, so its row lookups become strided: a few
+    hundred gathers per prompt, negligible next to the head's 113 MB read per token.
+    """
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            out_features, in_features = module.weight.shape
+            if out_features >= min_ratio * in_features and module.weight.is_contiguous():
+                module.weight.data = module.weight.data.t().contiguous().t()
+
+
 def load_state_into(model: Transformer, state: dict[str, torch.Tensor]) -> None:
     """Strict load: every parameter present and every tensor used (tied head excluded)."""
     missing, unexpected = model.load_state_dict(state, strict=False)

@@ -122,6 +122,7 @@ class TokenStep(TraceEvent):
     kv_bytes_per_layer: list[int]
     flops: float
     bytes_moved: float
+    batch_size: int = 1  # requests that shared this forward (the batching service runs several at once)
 
 
 @event("run_finished")

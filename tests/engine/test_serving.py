@@ -1,0 +1,88 @@
+"""The batching service: concurrent callers share forward passes and still get their own exact outputs."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from inference_core import GenerationParams
+from inference_core.scheduler import SchedulerConfig
+from inference_core.serving import EngineService
+from inference_core.trace import RunFinished, TokenStep, validate_event
+
+PROMPTS = ["The capital of France is", "def add(a, b):\n    return", "Once upon a time, a robot",
+           "The three primary colors are"]
+
+
+@pytest.fixture(scope="module")
+def service(engine):
+    return EngineService(engine, SchedulerConfig(num_blocks=64, max_num_seqs=8, prefix_caching=True))
+
+
+@pytest.mark.model
+def test_concurrent_requests_are_batched_and_token_identical(engine, service):
+    params = GenerationParams(max_new_tokens=10)
+    results: dict[int, list] = {}
+
+    def client(i: int) -> None:
+        results[i] = list(service.generate(PROMPTS[i], params))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(results) == list(range(len(PROMPTS)))
+    for i, events in results.items():
+        for ev in events:
+            validate_event(ev.to_dict())
+        steps = [e for e in events if isinstance(e, TokenStep)]
+        final = events[-1]
+        assert isinstance(final, RunFinished) and final.finish_reason in ("length", "eos")
+        expected = engine.generate_ids(engine.tokenizer.encode(PROMPTS[i]), params)
+        assert [s.token_id for s in steps] == expected == final.token_ids
+        assert [s.step for s in steps] == list(range(len(steps)))
+        per_token = engine.config.kv_bytes_per_token(4)
+        assert all(s.kv_bytes_total == per_token * s.position for s in steps)
+    assert max(s.batch_size for ev in results.values() for s in ev if isinstance(s, TokenStep)) > 1
+    assert service.stats.max_batch_size > 1
+    assert service.stats.running == 0 and service.stats.blocks_used <= service.stats.blocks_total
+
+
+@pytest.mark.model
+def test_closing_the_stream_aborts_and_frees_blocks(service):
+    events = service.generate("Count slowly: one, two, three,", GenerationParams(max_new_tokens=60))
+    for ev in events:
+        if isinstance(ev, TokenStep) and ev.step == 2:
+            break
+    events.close()  # the client went away
+    done = list(service.generate("Hi", GenerationParams(max_new_tokens=2)))  # the service keeps serving
+    assert isinstance(done[-1], RunFinished)
+    assert service.stats.running == 0
+
+
+@pytest.mark.model
+def test_should_stop_cancels_with_a_final_event(service):
+    calls = {"n": 0}
+
+    def stop() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 3
+
+    params = GenerationParams(max_new_tokens=100, stop_at_eos=False)
+    events = list(service.generate("Tell me a long story about the sea.", params, stop))
+    assert events[-1].finish_reason == "cancelled"
+    assert len([e for e in events if isinstance(e, TokenStep)]) < 100
+
+
+def test_no_cache_requests_are_refused(tiny_model):
+    from inference_core.engine import Engine
+
+    class _Tok:
+        def token_text(self, t):
+            return str(t)
+
+    eng = Engine("tiny", tiny_model, _Tok(), tiny_model.tok_embeddings.weight.device)
+    svc = EngineService(eng, SchedulerConfig(num_blocks=8))
+    with pytest.raises(ValueError, match="always uses the KV cache"):
+        list(svc.generate_events([1, 2], GenerationParams(use_cache=False)))
