@@ -44,8 +44,9 @@ WORKLOADS = {
     "quote": (True, f"Repeat the following paragraph word for word, then summarize it in one sentence.\n\n{QUOTE}"),
     "free-text": (True, "Write a short story about a lighthouse keeper who finds a message in a bottle."),
 }
-DRAFTS = [("ngram", 2), ("ngram", 4), ("ngram", 6), ("self-early-exit:20", 3), ("self-int8", 3)]
-QUICK = [("ngram", 4), ("self-early-exit:20", 3)]
+DRAFTS = [("ngram", 2), ("ngram", 4), ("ngram", 6), ("ngram:2", 4), ("self-early-exit:20", 3), ("self-int8", 2),
+          ("self-int8", 4)]
+QUICK = [("ngram", 4), ("ngram:2", 4), ("self-int8", 3)]
 
 
 def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, float]:

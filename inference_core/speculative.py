@@ -364,9 +364,16 @@ DEFAULT_EXIT_LAYERS = 12
 
 
 def make_draft(engine: Engine, kind: str) -> Draft:
-    """'ngram' | 'self-early-exit[:L]' | 'self-int8' | another model name sharing the tokenizer."""
-    if kind == "ngram":
-        return NgramDraft()
+    """'ngram[:N]' | 'self-early-exit[:L]' | 'self-int8' | another model name sharing the tokenizer.
+
+    'ngram:N' only proposes after a match of at least N tokens (default 1): fewer, better guesses.
+    """
+    if kind == "ngram" or kind.startswith("ngram:"):
+        _, _, n_min = kind.partition(":")
+        n = int(n_min) if n_min else 1
+        if not 1 <= n <= 3:
+            raise ValueError("ngram:N needs N in 1..3")
+        return NgramDraft(n_max=3, n_min=n, name=kind)
     if kind.startswith("self-early-exit"):
         _, _, layers = kind.partition(":")
         n = int(layers) if layers else DEFAULT_EXIT_LAYERS

@@ -223,10 +223,14 @@ def test_greedy_is_token_identical_to_plain_decoding(engine, plain_reference, ki
 
 
 @pytest.mark.model
-def test_engine_stream_events_validate(engine):
-    ids = engine.tokenizer.encode("one two three one two three one two")
-    events = [e.to_dict() for e in speculate(engine, ids, "ngram", SpecParams(k=3, max_new_tokens=6))]
-    assert [e["type"] for e in events[:2]] == ["run_started", "spec_started"]
-    assert [e["type"] for e in events[-2:]] == ["spec_finished", "run_finished"]
+def test_demo_runner_streams_valid_events(engine):
+    from inference_core.demos.speculative import run
+
+    events = list(run({"prompt": "one two three one two three one two", "chat": False, "draft": "ngram", "k": 3,
+                       "max_new_tokens": 6}))
+    types = [e["type"] for e in events]
+    assert types[:3] == ["run_started", "spec_baseline", "spec_started"]
+    assert types[-2:] == ["spec_finished", "run_finished"]
     for e in events:
         validate_event(e)
+    assert events[1]["token_ids"] == events[-1]["token_ids"]  # greedy: the timed baseline made the same tokens
