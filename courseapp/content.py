@@ -87,6 +87,7 @@ def parse_module_file(path: Path | str) -> ModuleFile:
 
 def parse_module_text(text: str, path: str = "<text>") -> ModuleFile:
     """Parse front matter + body. Errors are located in `path` (file line numbers)."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors add
     lines = text.split("\n")
     if not lines or lines[0].rstrip() != "---":
         raise ContentError("a module file must start with a front matter block: a line '---', then "
