@@ -47,9 +47,12 @@ def _narration_state(module: Module) -> dict:
     if narration is None:
         return {"status": "none", "label": "Not generated", "progress": 0.0, "busy": False, "error": "",
                 "stale": False, "duration": 0.0}
+    label = narration.get_status_display()
+    if narration.is_stalled:
+        label = "Stalled: no progress for 10 minutes (is a worker running the cpu queue?); generate again"
     return {
         "status": narration.status,
-        "label": narration.get_status_display(),
+        "label": label,
         "origin": narration.get_origin_display(),
         "progress": narration.progress,
         "busy": narration.is_busy,

@@ -65,6 +65,10 @@ class ModuleForm(forms.ModelForm):
             raise forms.ValidationError("A module cannot be its own prerequisite.")
         return slugs
 
+    def clean_summary(self) -> str:
+        """One line, as in the front matter (a pasted line break would not survive export)."""
+        return " ".join((self.cleaned_data.get("summary") or "").split())
+
     def clean_slug(self) -> str:
         slug = self.cleaned_data["slug"]
         if not SLUG_RE.match(slug):

@@ -6,12 +6,15 @@ from `content/*.md`; everything else on the module (HTML, outline, cues, quiz ro
 """
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
 QUIZ_MARKER = "<!--quiz-->"
+NARRATION_STALL_AFTER = timedelta(minutes=10)
 
 
 class Track(models.Model):
@@ -284,5 +287,13 @@ class Narration(models.Model):
         return self.origin == self.Origin.PIPER and self.cue_hash != self.module.cue_hash
 
     @property
+    def is_stalled(self) -> bool:
+        """Queued or running without any progress for a long time (a worker died, or none is running)."""
+        from django.utils import timezone
+
+        in_flight = self.status in (self.Status.PENDING, self.Status.RUNNING)
+        return in_flight and timezone.now() - self.updated_at > NARRATION_STALL_AFTER
+
+    @property
     def is_busy(self) -> bool:
-        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+        return self.status in (self.Status.PENDING, self.Status.RUNNING) and not self.is_stalled

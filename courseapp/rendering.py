@@ -328,20 +328,22 @@ class _Annotator:
             raise ContentError(f"{{{kind}}} needs a name, e.g. ':::{{{kind}}} kv-cache'", line)
         if not NAME_RE.match(name):
             raise ContentError(f"{kind} name '{name}' must be lowercase letters, digits, '-' or '_'", line)
-        body = token.content.strip()
-        if inline_json.strip() and body:
+        inline_json, block = inline_json.strip(), token.content.strip()
+        if inline_json and block:
             raise ContentError(f"{{{kind}}} {name}: give the JSON props either on the directive line or "
                                "in the block, not both", line)
-        raw, json_line = (inline_json.strip(), line) if inline_json.strip() else (body, line + 1)
+        if inline_json:
+            raw, json_line = inline_json, line
+        else:  # the block's first non-blank line
+            raw, json_line = block, line + 1 + len(token.content) - len(token.content.lstrip("\n"))
         if not raw:
             return name, {}
         try:
             props = json.loads(raw)
         except json.JSONDecodeError as exc:
-            leading = len(token.content) - len(token.content.lstrip("\n")) if raw is body else 0
             raise ContentError(
                 f"{{{kind}}} {name}: props are not valid JSON ({exc.msg} at column {exc.colno})",
-                json_line + leading + exc.lineno - 1,
+                json_line + exc.lineno - 1,
             ) from None
         if not isinstance(props, dict):
             raise ContentError(f"{{{kind}}} {name}: props must be a JSON object {{...}}, "

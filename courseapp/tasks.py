@@ -6,6 +6,7 @@ import time
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from inferencelab.celery import app
 
@@ -30,7 +31,7 @@ def run_narration(module_id: int, *, force: bool = False) -> Narration:
         if fraction < 1 and now - last_write[0] < PROGRESS_WRITE_INTERVAL_S:
             return
         last_write[0] = now
-        Narration.objects.filter(pk=record.pk).update(progress=round(fraction, 3))
+        Narration.objects.filter(pk=record.pk).update(progress=round(fraction, 3), updated_at=timezone.now())
 
     try:
         result = narration.synthesize(

@@ -191,3 +191,19 @@ def test_narrate_command(course, monkeypatch, capsys):
         call_command("narrate", "ghost")
     with pytest.raises(CommandError, match="slugs or --all"):
         call_command("narrate")
+
+
+@pytest.mark.django_db
+def test_stalled_narration_is_reported(client, course, instructor):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    module = Module.objects.get(slug="intro")
+    record = Narration.objects.create(module=module, status=Narration.Status.RUNNING, progress=0.4)
+    client.force_login(instructor)
+    url = reverse("courseapp:author_narration_status", args=["intro"])
+    assert client.get(url).json()["busy"] is True
+    Narration.objects.filter(pk=record.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
+    state = client.get(url).json()
+    assert state["busy"] is False and state["label"].startswith("Stalled")
