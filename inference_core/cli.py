@@ -25,6 +25,7 @@ def add_generate(sub) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompute every position each step")
     p.add_argument("--chat", action="store_true", help="apply the model's chat template")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quant", default=None, help="weight format: int8, w8a8, int4-g128, nf4, fp8, llm-int8, …")
     p.set_defaults(func=cmd_generate)
 
 
@@ -35,9 +36,9 @@ def cmd_generate(args) -> int:
         seed=args.seed, use_cache=not args.no_cache, chat=args.chat,
     )
     if getattr(args, "quant", None):
-        from .quant import quantize_model  # noqa: F401  (added by the quantization module)
+        from .quant import quantized_engine
 
-        quantize_model(engine.model, args.quant)
+        engine = quantized_engine(engine, args.quant)  # a quantized copy: the cached engine stays fp32
     final = None
     for event in engine.generate(args.prompt, params):
         if isinstance(event, RunFinished):
@@ -60,6 +61,7 @@ def cmd_generate(args) -> int:
 # Each feature module contributes one sub-command: (module, function that adds its parser).
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("inference_core.cli", "add_generate"),
+    ("inference_core.quant_report", "add_quantize_report"),
     ("inference_core.speculative", "add_speculate"),
     ("inference_core.scheduler", "add_batch"),
 ]
