@@ -2,6 +2,7 @@
 real stack (Daphne + Celery worker + Redis), with small settings so each run takes seconds."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
 from demo_stack import Stack  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(420)]
+
+SCREENSHOTS = Path(os.environ.get("DEMO_SCREENSHOT_DIR", settings.BASE_DIR / "var" / "screenshots"))
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +57,14 @@ def test_course_demos_run_and_chart(live_stack, browser_page):
     assert out(page, "ttft").endswith("ms") and out(page, "decodeBw").endswith("B/s")
     bars = page.evaluate("document.querySelectorAll('.ilab-calc__chart')[0].data[0].x.length")
     assert bars == 3  # one bar per forward: the prefill and two decode steps
+    shot(page, "prefill-decode-demo")
 
     page.goto(f"{live_stack.url}/demos/flash-attention/")
     page.get_by_label("Tile size").fill("4")
     run_and_wait(page, live_stack)
     assert float(out(page, "diff")) < 1e-4
     assert "/" in out(page, "tiles") and int(out(page, "tiles").split("/")[1]) > 0  # causal tiles were skipped
+    shot(page, "flash-attention-demo")
 
     page.goto(f"{live_stack.url}/demos/serving-load/")
     page.get_by_label("Requests").fill("2")
@@ -62,5 +72,9 @@ def test_course_demos_run_and_chart(live_stack, browser_page):
     page.get_by_label("Scheduling").select_option("sequential")
     run_and_wait(page, live_stack)
     assert page.locator("table").first.locator("tbody tr").count() == 2
-    assert "sequential" in out(page, "mode") and out(page, "throughput").endswith("tokens/s")
+    assert out(page, "mode") == "Sequential" and out(page, "throughput").endswith("tokens/s")
+    page.get_by_label("Scheduling").select_option("batched")
+    run_and_wait(page, live_stack)
+    assert page.locator("table").nth(1).locator("tbody tr").count() == 2  # both runs listed for comparison
+    shot(page, "serving-load-demo")
     assert not page.errors, page.errors

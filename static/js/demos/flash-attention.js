@@ -70,8 +70,8 @@ export function mount(root, config = {}) {
       xaxis: { title: { text: "position:token" }, tickangle: -45, automargin: true }, yaxis: { title: { text: "weight" }, rangemode: "tozero" } }, PLOT_CONFIG);
     Plotly.react(grid.chart, [{ type: "heatmap", z, colorscale: [[0, "#eeeeee"], [1, "#1f77b4"]], showscale: false, xgap: 2, ygap: 2,
       hovertemplate: "query block %{y}, key block %{x}: %{z}<extra>1 = computed</extra>" }],
-    { ...BASE_LAYOUT, title: { text: "Tiles computed (blue) and skipped (grey)" }, xaxis: { title: { text: "key block" } },
-      yaxis: { title: { text: "query block" }, autorange: "reversed" } }, PLOT_CONFIG);
+    { ...BASE_LAYOUT, title: { text: "Tiles computed (blue) and skipped (grey)" }, xaxis: { title: { text: "key block" }, dtick: 1 },
+      yaxis: { title: { text: "query block" }, autorange: "reversed", dtick: 1 } }, PLOT_CONFIG);
   }
 
   function showCurve(ev) {
@@ -84,11 +84,12 @@ export function mount(root, config = {}) {
       { x: ev.n, y: ev.naive_score_bytes, name: "naive: N×N scores held", mode: "lines+markers", line: { color: "#d62728" } },
       { x: ev.n, y: ev.n.map(() => ev.tile_bytes), name: "tiled: one tile held", mode: "lines", line: { color: "#1f77b4" } },
       { x: ev.n, y: ev.naive_traffic_bytes, name: "naive: memory traffic", mode: "lines", line: { color: "#d62728", dash: "dot" } },
-      { x: ev.n, y: ev.tiled_traffic_bytes, name: "tiled: memory traffic", mode: "lines", line: { color: "#1f77b4", dash: "dot" } },
+      { x: ev.n, y: ev.tiled_traffic_bytes, name: "tiled: memory traffic", mode: "lines", line: { color: "#1f77b4", dash: "dot", width: 3 } },
     ];
     const shapes = lastN ? [{ type: "line", x0: lastN, x1: lastN, yref: "paper", y0: 0, y1: 1, line: { color: "#555", dash: "dash" } }] : [];
     Plotly.react(curve.chart, traces, { ...BASE_LAYOUT, title: { text: "As the sequence grows (one head, one layer)" }, shapes,
-      xaxis: { title: { text: "sequence length N (dashed: your prompt)" }, type: "log" }, yaxis: { title: { text: "bytes" }, type: "log" },
+      xaxis: { title: { text: "sequence length N (dashed: your prompt)" }, type: "log", exponentformat: "SI" },
+      yaxis: { title: { text: "bytes" }, type: "log", exponentformat: "SI" },
       legend: { orientation: "h", y: -0.3 } }, PLOT_CONFIG);
   }
   return shell;

@@ -155,8 +155,9 @@ export function mount(root, config = {}) {
     Plotly = P;
     const base = { margin: { l: 60, r: 10, t: 40, b: 45 }, font: { size: 12 } };
     Plotly.newPlot(kvChart, [], {
-      ...base, title: { text: "KV cache bytes after each token, stacked per layer" },
-      xaxis: { title: { text: "token position" } }, yaxis: { title: { text: "bytes" } }, showlegend: false,
+      ...base, title: { text: "KV cache size, stacked by layer" },
+      xaxis: { title: { text: "token position" } }, yaxis: { title: { text: "bytes" }, rangemode: "tozero" },
+      showlegend: false,
     }, { responsive: true, displaylogo: false });
     Plotly.newPlot(timeChart, [], {
       ...base, title: { text: "Time per step" },
@@ -196,8 +197,10 @@ export function mount(root, config = {}) {
         line: { width: 0.5, color: `hsl(${hue},65%,45%)` },
         hovertemplate: `layer ${i}: %{y:,} B<extra></extra>` });
     }
-    Plotly.react(kvChart, traces, { ...kvChart.layout,
-      title: { text: `KV cache bytes after each token, stacked per layer (${ev.n_layers})${c.useCache ? "" : " (cache off: nothing kept)"}` } });
+    const note = c.useCache ? [] : [{ text: "Cache off: nothing kept;<br>K and V recomputed every step",
+      xref: "paper", yref: "paper", x: 0.5, y: 0.6, showarrow: false, font: { size: 13, color: "#b00020" } }];
+    Plotly.react(kvChart, traces, { ...kvChart.layout, annotations: note,
+      title: { text: `KV cache size, stacked by layer (${ev.n_layers})` } });
     if (timeTraces >= MAX_TIME_TRACES) { Plotly.deleteTraces(timeChart, 0); timeTraces -= 1; }
     Plotly.addTraces(timeChart, { x: [], y: [], type: "scatter", mode: "lines+markers",
       name: `run ${c.number}: cache ${c.useCache ? "on" : "off"}`, line: { color: COLORS[(c.number - 1) % COLORS.length] },
@@ -293,5 +296,7 @@ export function mount(root, config = {}) {
   });
   socket.connect();
   setRunning(false);
-  return { run, stop: () => stopBtn.click(), socket };
+  const api = { run, stop: () => stopBtn.click(), socket };
+  root.ilabDemo = api; // for debugging and tests
+  return api;
 }

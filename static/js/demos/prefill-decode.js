@@ -51,7 +51,8 @@ export function mount(root, config = {}) {
         state.y.push(ev.step_time_s * 1000);
         state.colors.push(ev.phase === "prefill" ? "#d62728" : "#1f77b4");
         if (ev.phase === "prefill") out.set("ttft", fmtMs(ev.step_time_s));
-        if (Plotly) Plotly.react(steps.chart, [{ type: "bar", x: state.x, y: state.y, marker: { color: state.colors },
+        // New arrays each time: Plotly.react skips redrawing data arrays it has already seen.
+        if (Plotly) Plotly.react(steps.chart, [{ type: "bar", x: [...state.x], y: [...state.y], marker: { color: [...state.colors] },
           hovertemplate: "step %{x}: %{y:.1f} ms<extra></extra>" }], stepLayout());
       } else if (ev.type === "prefill_decode_summary") {
         showSummary(ev);
@@ -68,7 +69,7 @@ export function mount(root, config = {}) {
 
   function stepLayout() {
     return { ...BASE_LAYOUT, title: { text: "Time per forward pass (red: prefill, blue: decode)" },
-      xaxis: { title: { text: "step (0 = prefill)" } }, yaxis: { title: { text: "ms" }, rangemode: "tozero" } };
+      xaxis: { title: { text: "step (0 = prefill)" }, tickformat: "d", dtick: 1 }, yaxis: { title: { text: "ms" }, rangemode: "tozero" } };
   }
   function perTokenLayout() {
     return { ...BASE_LAYOUT, title: { text: "Cost per token processed" }, yaxis: { title: { text: "ms per token" }, rangemode: "tozero" } };

@@ -16,6 +16,7 @@ export function mount(root, config = {}) {
   const mode = selectField("Scheduling", [["batched", "Batched (continuous batching)"], ["sequential", "One request at a time"]], p.mode || "batched");
   const ttftSlo = numberField("TTFT target (s)", p.ttft_slo_s ?? 3, { min: 0.05, max: 60, step: 0.05 });
   const tpotSlo = numberField("TPOT target (s)", p.tpot_slo_s ?? 0.5, { min: 0.01, max: 10, step: 0.01 });
+  const note = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
   const out = outputs([["mode", "How requests ran"], ["throughput", "Throughput"], ["goodput", "Goodput"], ["ttft", "TTFT p50 / p90"],
     ["tpot", "TPOT p50"], ["itl", "ITL p50 / p90"], ["wall", "Wall time"]], "Load test results");
   const tokens = chartBlock("Line chart: tokens generated so far against time; the slope is the throughput");
@@ -48,16 +49,18 @@ export function mount(root, config = {}) {
         state.t.push(ev.t_s);
         state.n.push(ev.tokens_total);
         tokens.summary.textContent = `${ev.tokens_total} tokens after ${ev.t_s.toFixed(1)} s; ${ev.n_running} running, ${ev.n_waiting} waiting.`;
-        if (Plotly) Plotly.react(tokens.chart, [{ x: state.t, y: state.n, mode: "lines+markers", line: { shape: "hv" },
+        // New arrays each time: Plotly.react skips redrawing data arrays it has already seen.
+        if (Plotly) Plotly.react(tokens.chart, [{ x: [...state.t], y: [...state.n], mode: "lines+markers", line: { shape: "hv" },
           hovertemplate: "%{x:.2f} s: %{y} tokens<extra></extra>" }], tokensLayout());
       } else if (ev.type === "load_request") {
         state.reqs.push(ev);
-        requests.querySelector("tbody").append(el("tr", {}, el("td", { text: String(ev.request_id) }), el("td", { text: ev.prompt }),
+        requests.querySelector("tbody").append(el("tr", {}, el("td", { text: String(ev.request_id) }), el("td", { style: "text-align:left", text: ev.prompt }),
           el("td", { text: fmtMs(ev.ttft_s) }), el("td", { text: fmtMs(ev.tpot_s) }), el("td", { text: ev.met_slo ? "yes" : "no" }),
-          el("td", { text: ev.text })));
+          el("td", { style: "text-align:left", text: ev.text })));
         drawTimeline();
       } else if (ev.type === "load_summary") {
-        out.set("mode", ev.note);
+        out.set("mode", ev.mode === "batched" ? "Batched" : "Sequential");
+        note.textContent = `How the requests ran: ${ev.note}.`;
         out.set("throughput", `${ev.throughput_tokens_per_s.toFixed(2)} tokens/s`);
         out.set("goodput", `${ev.goodput_requests_per_s.toFixed(3)} req/s (of ${ev.requests_per_s.toFixed(3)})`);
         out.set("ttft", `${fmtMs(ev.ttft_p50_s)} / ${fmtMs(ev.ttft_p90_s)}`);
@@ -70,7 +73,7 @@ export function mount(root, config = {}) {
       }
     },
   });
-  shell.body.append(out.node, el("div", { class: "ilab-calc__charts" }, tokens.figure, timeline.figure), requests, runs);
+  shell.body.append(out.node, note, el("div", { class: "ilab-calc__charts" }, tokens.figure, timeline.figure), requests, runs);
   shell.plotly.then((P) => {
     Plotly = P;
     if (!Plotly) return;
