@@ -89,3 +89,32 @@ def test_kv_cache_demo_streams_tokens_and_charts(live_stack, browser_page):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "kv-cache-demo.png"), full_page=True)
     assert not page.errors, page.errors
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dropped_connection_resumes_and_stop_cancels(live_stack, browser_page):
+    page = browser_page
+    page.goto(f"{live_stack.url}/demos/kv-cache/")
+    page.get_by_label("Prompt (Ctrl+Enter runs)").fill("Counting slowly: one, two, three,")
+    page.get_by_label("Max new tokens").fill("24")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function("document.querySelectorAll('.ilab-kv__text .t').length >= 3", timeout=60_000)
+    page.evaluate("document.querySelector('.ilab-demo').ilabDemo.socket.dropConnection()")
+    page.wait_for_function("['done','error'].includes(document.querySelector('.ilab-demo').dataset.state)",
+                           timeout=90_000)
+    assert page.evaluate("document.querySelector('.ilab-demo').dataset.state") == "done"
+    # Every token exactly once despite the reconnect: no gap, no duplicate, in the text and the chart.
+    assert page.locator(".ilab-kv__text .t").count() == 24
+    points = page.evaluate("document.querySelector('.ilab-kv__kvchart').data[0].x")
+    assert points == sorted(set(points)) and len(points) == 24
+
+    # Stop: the worker stops between steps and the run ends cancelled.
+    page.get_by_label("Use the KV cache").uncheck()
+    page.get_by_label("Max new tokens").fill("100")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function("document.querySelectorAll('.ilab-kv__text .t').length >= 2", timeout=60_000)
+    page.get_by_role("button", name="Stop").click()
+    page.wait_for_function("document.querySelector('.ilab-demo').dataset.state === 'cancelled'", timeout=30_000)
+    assert page.locator(".ilab-kv__text .t").count() < 100
+    assert "Stopped" in page.locator(".ilab-kv__status").inner_text()
+    assert not page.errors, page.errors
