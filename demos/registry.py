@@ -249,6 +249,67 @@ register(
     )
 )
 
+# --- Paged attention, continuous batching, prefix caching (issue 3) ---------------------------------
+register(
+    DemoSpec(
+        name="paged-attention",
+        title="Paged KV cache: blocks and block tables",
+        description=(
+            "Several requests decode together. Watch the physical KV blocks fill, each request's block table "
+            "grow, and compare with reserving a contiguous region for each request's maximum length."
+        ),
+        runner="inference_core.demos.paged_attention:run",
+        module="js/demos/paged-attention.js",
+        params={
+            "prompts": ParamSpec("str", default="The capital of France is\nOnce upon a time, in a small village by the sea,\n"
+                                 "def fibonacci(n):\nThe three primary colours are", label="Prompts (one per line, up to 6)",
+                                 max_chars=1200, max_tokens=200),
+            "max_new_tokens": ParamSpec("int", default=12, label="New tokens per request", min_value=2, max_value=24),
+            "block_size": ParamSpec("choice", default=8, label="Block size (tokens)", choices=(4, 8, 16)),
+            "num_blocks": ParamSpec("int", default=24, label="Physical blocks in the pool", min_value=6, max_value=64),
+            "arrival_every": ParamSpec("int", default=2, label="A new request every … steps", min_value=0, max_value=8),
+        },
+    )
+)
+register(
+    DemoSpec(
+        name="batching",
+        title="Continuous vs static batching",
+        description=(
+            "The same requests run twice: a static batch that waits for its slowest member, and continuous "
+            "batching that admits and retires requests every step."
+        ),
+        runner="inference_core.demos.batching:run",
+        module="js/demos/batching.js",
+        params={
+            "workload": ParamSpec("str", default="12@0, 3@0, 4@0, 8@1, 3@2, 6@4", max_chars=200,
+                                  label="Requests as tokens@arrival_step, comma-separated (up to 8)"),
+            "batch_size": ParamSpec("int", default=3, label="Batch size (sequence slots)", min_value=1, max_value=8),
+            "modes": ParamSpec("choice", default="both", label="Modes", choices=("both", "continuous", "static")),
+        },
+    )
+)
+register(
+    DemoSpec(
+        name="prefix-caching",
+        title="Prefix caching: reuse a shared system prompt",
+        description=(
+            "Questions that share a long system prompt, served without and then with the prefix cache: cached "
+            "blocks are reused instead of recomputed, and the time to first token drops."
+        ),
+        runner="inference_core.demos.prefix_caching:run",
+        module="js/demos/prefix-caching.js",
+        params={
+            "questions": ParamSpec("str", default="When are you open on Saturday?\nHow long can I keep a film?\n"
+                                   "How much does printing cost?", label="Questions (one per line, up to 4)",
+                                   max_chars=600, max_tokens=120),
+            "max_new_tokens": ParamSpec("int", default=8, label="New tokens per answer", min_value=1, max_value=16),
+            "block_size": ParamSpec("choice", default=16, label="Block size (tokens)", choices=(8, 16, 32)),
+        },
+    )
+)
+
+
 @functools.lru_cache(maxsize=4)
 def _tokenizer(model: str):
     from inference_core import load_tokenizer  # cheap: vocabulary only, no weights

@@ -374,7 +374,8 @@ class Scheduler:
         live = len(self.running) + len(self.held)
         stats = {"n_tokens": n_tokens, "n_seqs": len(entries), "duration_s": now - t_start,
                  "blocks_used": self.allocator.num_used, "slots_allocated": allocated, "slots_filled": filled,
-                 "reserved_request_max": reserved_req, "reserved_model_max": live * self.engine.config.max_seq_len}
+                 "reserved_request_max": reserved_req, "reserved_model_max": live * self.engine.config.max_seq_len,
+                 "lengths": [r.num_computed for r in self.running + self.held]}
         self.step_stats.append(stats)
         if self.trace:
             self._events.append(BatchStep(

@@ -1,0 +1,39 @@
+"""Prefix-caching demo: questions that share a long system prompt, served without and then with the
+prefix cache. Shared blocks arrive as `kv_block` events with op "shared"; TTFT per question is in
+`request_finished`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ..engine import load_engine
+from ..scheduler import Request, SchedulerConfig, run_batch
+from .paged_attention import prompt_lines
+
+DEFAULT_SYSTEM = (
+    "You are the help desk of the city library. Opening hours: Monday to Friday 9:00 to 19:00, Saturday 10:00 "
+    "to 16:00, closed on Sunday and public holidays. Members may borrow up to twelve items at a time. Books are "
+    "lent for three weeks, films and games for one week. A loan can be renewed twice online unless someone has "
+    "reserved the item. Late returns cost 20 cents per item per day, capped at five euros per item. Membership "
+    "is free for residents; bring an identity card and a proof of address. The reading room on the second "
+    "floor is quiet; group rooms can be booked for two hours. Printing costs 10 cents a page. Answer briefly.\n"
+)
+DEFAULT_QUESTIONS = "When are you open on Saturday?\nHow long can I keep a film?\nHow much does printing cost?"
+
+
+def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    engine = load_engine(params.get("model", "smollm2-135m"))
+    system = params.get("system_prompt", DEFAULT_SYSTEM)
+    questions = prompt_lines(params.get("questions", DEFAULT_QUESTIONS), limit=4)
+    max_new = int(params.get("max_new_tokens", 8))
+    block_size = int(params.get("block_size", 16))
+    spacing = max_new + 1  # each question arrives after the previous answer: a chat-like sequence
+    for cached in (False, True):
+        reqs = [Request(f"q{i}", engine.tokenizer.encode(f"{system}Question: {q}\nAnswer:"), max_new_tokens=max_new)
+                for i, q in enumerate(questions)]
+        arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
+        config = SchedulerConfig(block_size=block_size, num_blocks=128, prefix_caching=cached)
+        for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):
+            yield ev.to_dict()
+        if should_stop is not None and should_stop():
+            return
