@@ -184,6 +184,7 @@ class ModuleProgress(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     best_score = models.PositiveIntegerField(null=True, blank=True)
     audio_position = models.FloatField(default=0.0)
+    last_section = models.CharField(max_length=120, blank=True, help_text="Id of the heading last read.")
 
     objects = LearnerQuerySet.as_manager()
 

@@ -62,10 +62,18 @@ def mark_complete(learner: Learner, module) -> ModuleProgress:
     return progress
 
 
-def save_position(learner: Learner, module, seconds: float) -> None:
+def save_place(learner: Learner, module, *, seconds: float | None = None, section: str | None = None) -> None:
+    """Remember where the learner is: audio position and/or the section being read."""
     progress = touch(learner, module)
-    progress.audio_position = max(0.0, seconds)
-    progress.save(update_fields=["audio_position"])
+    fields = []
+    if seconds is not None:
+        progress.audio_position = max(0.0, seconds)
+        fields.append("audio_position")
+    if section is not None:
+        progress.last_section = section
+        fields.append("last_section")
+    if fields:
+        progress.save(update_fields=fields)
 
 
 def record_attempt(learner: Learner, module, result) -> QuizAttempt:
@@ -98,6 +106,7 @@ def merge_visitor(visitor: str, user) -> int:
             existing.best_score = max(existing.best_score or 0, anon.best_score or 0) or None
             if anon.visited_at > existing.visited_at:
                 existing.audio_position = anon.audio_position
+                existing.last_section = anon.last_section
             existing.save()
             anon.delete()
         merged += 1

@@ -149,6 +149,15 @@ def autoplay_preference(request) -> bool:
     return bool(request.session.get(tracking.AUTOPLAY_SESSION_KEY, False))
 
 
+def _resume_section(module: Module, progress) -> dict | None:
+    """The outline entry the learner last read, unless that is where the page starts anyway."""
+    if progress is None or not progress.last_section or not module.outline:
+        return None
+    if progress.last_section == module.outline[0]["id"]:
+        return None
+    return next((item for item in module.outline if item["id"] == progress.last_section), None)
+
+
 def module_context(request, module: Module, result: QuizResult | None = None) -> dict:
     learner = tracking.Learner.from_request(request)
     progress = tracking.progress_by_module(learner)
@@ -177,6 +186,7 @@ def module_context(request, module: Module, result: QuizResult | None = None) ->
         "narration": narration if narration is not None and narration.is_ready else None,
         "narration_busy": narration is not None and narration.is_busy,
         "resume_position": mine.audio_position if mine else 0.0,
+        "resume_section": _resume_section(module, mine),
         "autoplay": autoplay,
         "preference_form": PreferenceForm(initial={"autoplay": autoplay}),
         "needs_plotly": module.has_interactive,
@@ -219,16 +229,26 @@ def module_complete(request, slug: str):
 
 
 @require_POST
-def save_position(request, slug: str):
+def save_place(request, slug: str):
+    """Where the learner is in a module: `position` (audio seconds) and/or `section` (a heading id)."""
     module = _module_or_404(request, slug)
-    try:
-        seconds = float(request.POST.get("position", ""))
-    except ValueError:
-        return HttpResponseBadRequest("position must be a number of seconds")
-    if not 0 <= seconds < 24 * 3600:
-        return HttpResponseBadRequest("position out of range")
-    tracking.save_position(tracking.Learner.from_request(request, create=True), module, seconds)
-    return JsonResponse({"ok": True, "position": seconds})
+    seconds = section = None
+    if "position" in request.POST:
+        try:
+            seconds = float(request.POST["position"])
+        except ValueError:
+            return HttpResponseBadRequest("position must be a number of seconds")
+        if not 0 <= seconds < 24 * 3600:
+            return HttpResponseBadRequest("position out of range")
+    if "section" in request.POST:
+        section = request.POST["section"]
+        if section not in {item["id"] for item in module.outline}:
+            return HttpResponseBadRequest("section must be the id of one of the module's headings")
+    if seconds is None and section is None:
+        return HttpResponseBadRequest("send position and/or section")
+    tracking.save_place(tracking.Learner.from_request(request, create=True), module, seconds=seconds,
+                        section=section)
+    return JsonResponse({"ok": True, "position": seconds, "section": section})
 
 
 def _safe_next(request, fallback: str) -> str:

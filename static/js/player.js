@@ -1,6 +1,7 @@
-// The sticky "Audio version of this page" player.
+// Module page behaviour: the sticky "Audio version of this page" player, and the reading bookmark
+// behind "Resume where you left off".
 //
-// Progressive enhancement of the native <audio controls> element that the server renders: custom
+// The player is a progressive enhancement of the native <audio controls> element that the server renders: custom
 // controls (play/pause, ±10 s, seek, time, speed 0.75–2×, volume), keyboard shortcuts while focus is in
 // the player, the paragraph being spoken highlighted from the WebVTT cues (`cuechange`), click a
 // paragraph to listen from there, and the listening position saved for the learner.
@@ -236,5 +237,44 @@ export function initPlayer(section) {
   return audio;
 }
 
+// Reading bookmark: remember the section heading the learner has scrolled to (sent at most every few
+// seconds, only when it changes); the server offers "Resume where you left off" on the next visit.
+export function trackReading(article) {
+  const headings = Array.from(article.querySelectorAll("#lesson h2[id], #lesson h3[id]"));
+  if (!headings.length || !article.dataset.placeUrl || !("IntersectionObserver" in window)) return;
+  let current = null;
+  let sent = null;
+  let timer = null;
+  const send = (useBeacon = false) => {
+    if (!current || current === sent) return;
+    sent = current;
+    const body = new FormData();
+    body.append("csrfmiddlewaretoken", article.dataset.csrf);
+    body.append("section", current);
+    if (useBeacon && navigator.sendBeacon) navigator.sendBeacon(article.dataset.placeUrl, body);
+    else fetch(article.dataset.placeUrl, { method: "POST", body, credentials: "same-origin" }).catch(() => {});
+  };
+  const observer = new IntersectionObserver(
+    (entries) => {
+      for (const entry of entries) {
+        // A heading leaving through the top means its section is being read.
+        if (!entry.isIntersecting && entry.boundingClientRect.top < 0) current = entry.target.id;
+        else if (entry.isIntersecting) {
+          const index = headings.indexOf(entry.target);
+          if (entry.boundingClientRect.top < window.innerHeight / 2) current = entry.target.id;
+          else if (current === entry.target.id && index > 0) current = headings[index - 1].id;
+        }
+      }
+      clearTimeout(timer);
+      timer = setTimeout(send, 3000);
+    },
+    { rootMargin: "0px 0px -50% 0px" },
+  );
+  for (const heading of headings) observer.observe(heading);
+  window.addEventListener("pagehide", () => send(true));
+}
+
 const section = document.getElementById("player");
 if (section && section.querySelector("audio")) initPlayer(section);
+const article = document.querySelector("article.lesson");
+if (article) trackReading(article);

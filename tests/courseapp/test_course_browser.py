@@ -146,3 +146,22 @@ def test_author_edits_and_publishes_then_student_sees_it(live_course, browser_pa
     finally:
         student.close()
     assert page.errors == []
+
+
+def test_reading_position_is_remembered(transactional_db, content_dir, live_server, browser_page):
+    sections = "\n\n".join(f"## Part {n}\n\n" + "\n\n".join(["Lorem ipsum dolor sit amet. " * 12] * 4)
+                           for n in range(1, 6))
+    (content_dir / "long.md").write_text("---\ntitle: Long read\nslug: long\ntrack: basics\norder: 9\ndraft: false\n"
+                                         "---\n" + sections + "\n")
+    load_course(content_dir)
+    page = browser_page
+    page.goto(f"{live_server.url}/modules/long/")
+    assert page.get_by_text("Resume where you left off").count() == 0
+    with page.expect_request(lambda r: r.url.endswith("/modules/long/place/") and r.method == "POST"):
+        page.locator("#part-4").scroll_into_view_if_needed()
+        page.mouse.wheel(0, 300)
+    page.goto(f"{live_server.url}/modules/long/")
+    link = page.get_by_role("link", name="Resume where you left off: Part 4")
+    link.click()
+    assert page.url.endswith("#part-4")
+    assert page.errors == []

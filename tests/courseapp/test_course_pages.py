@@ -118,15 +118,29 @@ def test_quiz_fragment_for_fetch(client, course):
 def test_mark_complete_and_position(client, course):
     client.post(reverse("courseapp:complete", args=["cache"]))
     assert ModuleProgress.objects.get(module__slug="cache").completed
-    response = client.post(reverse("courseapp:position", args=["cache"]), {"position": "12.5"})
-    assert response.json() == {"ok": True, "position": 12.5}
+    place = reverse("courseapp:place", args=["cache"])
+    response = client.post(place, {"position": "12.5"})
+    assert response.json() == {"ok": True, "position": 12.5, "section": None}
     assert ModuleProgress.objects.get(module__slug="cache").audio_position == 12.5
-    assert client.post(reverse("courseapp:position", args=["cache"]), {"position": "x"}).status_code == 400
+    assert client.post(place, {"position": "x"}).status_code == 400
+    assert client.post(place, {"section": "not-a-heading"}).status_code == 400
+    assert client.post(place, {}).status_code == 400
+
+
+def test_resume_where_you_left_off_in_a_module(client, course):
+    module = Module.objects.get(slug="intro")
+    module.outline = [{"id": "one", "text": "One", "level": 2}, {"id": "two", "text": "Part two", "level": 2}]
+    module.save()
+    client.post(reverse("courseapp:place", args=["intro"]), {"section": "two"})
+    html = client.get(module_url("intro")).content.decode()
+    assert '<a class="button button-secondary" href="#two">Resume where you left off: Part two</a>' in html
+    client.post(reverse("courseapp:place", args=["intro"]), {"section": "one"})
+    assert "Resume where you left off" not in client.get(module_url("intro")).content.decode()
 
 
 def test_anonymous_progress_is_merged_on_signup(client, course):
     client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
-    client.post(reverse("courseapp:position", args=["cache"]), {"position": "30"})
+    client.post(reverse("courseapp:place", args=["cache"]), {"position": "30"})
     response = client.post(reverse("courseapp:signup"), {
         "username": "newbie", "password1": "a-long-password-42", "password2": "a-long-password-42"})
     assert response.status_code == 302
