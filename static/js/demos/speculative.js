@@ -12,13 +12,14 @@ const CSS = `
 .ilab-spec__legend { display: flex; flex-wrap: wrap; gap: .8rem; font-size: .85rem; margin: .4rem 0; padding: 0; list-style: none; }
 .ilab-spec__text .p { color: #666; }
 .ilab-spec__text .tok { border-radius: 2px; }
-.ilab-spec__text .draft { background: #e5e7eb; color: #374151; outline: 1px dashed #9ca3af; }
-.ilab-spec__text .acc { background: #bbf7d0; text-decoration: underline; text-decoration-color: #15803d; }
-.ilab-spec__text .rej { background: #fecaca; color: #7f1d1d; text-decoration: line-through; }
-.ilab-spec__text .res { background: #fde68a; font-weight: 600; }
-.ilab-spec__text .bonus { background: #bfdbfe; font-weight: 600; }
-.ilab-spec__text .bonus::after { content: "+"; font-size: .7em; vertical-align: super; color: #1d4ed8; }
-.ilab-spec__text .res::after { content: "↺"; font-size: .7em; vertical-align: super; color: #92400e; }
+.ilab-spec__legend .tok { border-radius: 2px; padding: 0 .2rem; }
+.ilab-spec__text .draft, .ilab-spec__legend .draft { background: #e5e7eb; color: #374151; outline: 1px dashed #9ca3af; }
+.ilab-spec__text .acc, .ilab-spec__legend .acc { background: #bbf7d0; text-decoration: underline; text-decoration-color: #15803d; }
+.ilab-spec__text .rej, .ilab-spec__legend .rej { background: #fecaca; color: #7f1d1d; text-decoration: line-through; }
+.ilab-spec__text .res, .ilab-spec__legend .res { background: #fde68a; font-weight: 600; }
+.ilab-spec__text .bonus, .ilab-spec__legend .bonus { background: #bfdbfe; font-weight: 600; }
+.ilab-spec__text .bonus::after, .ilab-spec__legend .bonus::after { content: "+"; font-size: .7em; vertical-align: super; color: #1d4ed8; }
+.ilab-spec__text .res::after, .ilab-spec__legend .res::after { content: "↺"; font-size: .7em; vertical-align: super; color: #92400e; }
 .ilab-spec__sr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 .ilab-spec__round caption { text-align: left; font-weight: 600; padding: .3rem 0; }
 `;
@@ -223,9 +224,10 @@ export function mount(root, config = {}) {
       customdata: s.drafted, hovertemplate: "position %{x}: %{y:.0%} of %{customdata} guesses<extra></extra>" }],
     { ...BASE_LAYOUT, title: { text: "Acceptance by draft position" }, xaxis: { title: { text: "guess number in the round" }, dtick: 1 },
       yaxis: { title: { text: "accepted" }, range: [0, 1], tickformat: ".0%" } }, PLOT_CONFIG);
-    const traces = [{ type: "scatter", mode: "lines+markers", name: "target passes per token", x: s.x, y: s.passes,
+    // copies: Plotly.react compares data arrays by reference, so mutated arrays would not redraw
+    const traces = [{ type: "scatter", mode: "lines+markers", name: "target passes per token", x: [...s.x], y: [...s.passes],
       line: { color: "#6b7280" } }];
-    if (s.speedup.length) traces.push({ type: "scatter", mode: "lines+markers", name: "speedup vs plain", x: s.x, y: s.speedup,
+    if (s.speedup.length) traces.push({ type: "scatter", mode: "lines+markers", name: "speedup vs plain", x: [...s.x], y: [...s.speedup],
       line: { color: "#1d4ed8" } });
     Plotly.react(speedChart.chart, traces, { ...BASE_LAYOUT, title: { text: "Running speedup and target passes per token" },
       xaxis: { title: { text: "tokens generated" } }, yaxis: { title: { text: "ratio" }, rangemode: "tozero" },
