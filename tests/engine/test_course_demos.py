@@ -63,3 +63,21 @@ def test_serving_load_same_text_either_way(engine, mode):
     assert [e["text"] for e in done] == greedy  # batching changes timing, never the tokens
     for e in done:
         assert e["ttft_s"] >= e["first_token_s"] - e["arrival_s"] - 1e-9 and len(e["itl_s"]) == 2
+
+
+def test_overview_model_table_matches_the_real_config():
+    """The course overview states SmolLM2-135M's shape; it must be what the engine actually loads."""
+    from pathlib import Path
+
+    from inference_core.weights import load_config
+
+    cfg = load_config("smollm2-135m")
+    text = (Path(__file__).resolve().parents[2] / "content" / "overview.md").read_text()
+    rows = {
+        "Layers": str(cfg.n_layers), "Hidden size": str(cfg.dim),
+        "Query heads / key-value heads": f"{cfg.n_heads} / {cfg.n_kv_heads}", "Head dimension": str(cfg.head_dim),
+        "Feed-forward size": f"{cfg.ffn_dim:,}", "Vocabulary": f"{cfg.vocab_size:,} tokens",
+        "Parameters": f"{cfg.n_params():,}", "Weights in fp32": f"about {round(cfg.n_params() * 4 / 1e6)} MB",
+    }
+    for name, value in rows.items():
+        assert f"| {name} | {value} |" in text, f"overview.md should state {name} = {value}"
