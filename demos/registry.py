@@ -167,7 +167,7 @@ register(
                                 max_tokens=_max_prompt_tokens),
             "repeat_prompt": ParamSpec("int", default=4, label="Repeat the prompt (longer prefill)",
                                        min_value=1, max_value=16),
-            "max_new_tokens": ParamSpec("int", default=16, label="New tokens", min_value=2, max_value=48),
+            "max_new_tokens": ParamSpec("int", default=12, label="New tokens", min_value=2, max_value=48),
         },
         presets=(
             {"label": "Capital of France", "prompt": "The capital of France is"},
@@ -205,8 +205,8 @@ register(
         runner="inference_core.demos.serving_load:run",
         module="js/demos/serving-load.js",
         params={
-            "n_requests": ParamSpec("int", default=4, label="Requests", min_value=1, max_value=6),
-            "max_new_tokens": ParamSpec("int", default=8, label="Tokens per request", min_value=2, max_value=24),
+            "n_requests": ParamSpec("int", default=3, label="Requests", min_value=1, max_value=6),
+            "max_new_tokens": ParamSpec("int", default=6, label="Tokens per request", min_value=2, max_value=24),
             "spacing_s": ParamSpec("float", default=0.0, label="Seconds between arrivals", min_value=0.0,
                                    max_value=2.0),
             "mode": ParamSpec("choice", default="batched", label="Scheduling", choices=("batched", "sequential")),
