@@ -31,6 +31,7 @@ from .rendering import ContentError, _LineLoader, _yaml_error_line, yaml_problem
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FRONT_MATTER_FIELDS = ("title", "short_title", "slug", "track", "order", "prerequisites", "summary", "draft")
 REQUIRED_FIELDS = ("title", "slug", "track", "order")
+COMPUTED_FIELDS = {"reading_time", "reading_minutes", "duration", "narration_length", "word_count"}
 TRACK_FIELDS = ("slug", "title", "order", "summary")
 TRACKS_FILE = "tracks.yaml"
 
@@ -115,6 +116,8 @@ def parse_module_text(text: str, path: str = "<text>") -> ModuleFile:
         raise ContentError(message, field_lines.get(key, 1) if key else 1, path)
 
     for key in data:
+        if key in COMPUTED_FIELDS:
+            fail(f"'{key}' is computed from the text (reading time, narration length): remove this field", str(key))
         if key not in FRONT_MATTER_FIELDS:
             fail(f"unknown front matter field '{key}'; allowed: {', '.join(FRONT_MATTER_FIELDS)}", str(key))
     for key in REQUIRED_FIELDS:

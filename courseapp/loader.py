@@ -88,6 +88,7 @@ def load_course(path: Path | str) -> LoadReport:
             if slug not in seen and slug not in known_modules:
                 errors.append(ContentError(f"prerequisite '{slug}' is not a module (no {slug}.md and not in "
                                            "the database)", module.line_of("prerequisites"), module.path))
+    errors.extend(_prerequisite_cycles(seen))
     if errors:
         raise CourseLoadError(errors)
 
@@ -115,6 +116,31 @@ def load_course(path: Path | str) -> LoadReport:
         report.notes.append(f"in the database but not in {path} (left as is; run exportcourse to write them): "
                             + ", ".join(stray))
     return report
+
+
+def _prerequisite_cycles(files: dict[str, ModuleFile]) -> list[ContentError]:
+    """Modules that (indirectly) list themselves as prerequisites, with the cycle spelled out."""
+    graph = dict(Module.objects.exclude(slug__in=files).values_list("slug", "prerequisites"))
+    graph.update({slug: module.prerequisites for slug, module in files.items()})
+    errors, reported = [], set()
+    for start, module in files.items():
+        stack = [(start, [start])]
+        visited = set()
+        while stack:
+            slug, path = stack.pop()
+            for nxt in graph.get(slug, []):
+                if nxt == start:
+                    cycle = path + [start]
+                    if frozenset(cycle) not in reported:
+                        reported.add(frozenset(cycle))
+                        errors.append(ContentError(f"prerequisites form a cycle: {' → '.join(cycle)}",
+                                                   module.line_of("prerequisites"), module.path))
+                    stack.clear()
+                    break
+                if nxt not in visited:
+                    visited.add(nxt)
+                    stack.append((nxt, path + [nxt]))
+    return errors
 
 
 def _front_matter(row: Module) -> dict:

@@ -120,6 +120,10 @@ BROKEN = {
     "order not a number": ("---\ntitle: B\nslug: broken\ntrack: basics\norder: first\n---\n", 5, "'order'"),
     "draft not bool": ("---\ntitle: B\nslug: broken\ntrack: basics\norder: 1\ndraft: maybe\n---\n", 6,
                        "'draft' must be true or false"),
+    "computed field": ("---\ntitle: B\nslug: broken\ntrack: basics\norder: 1\nreading_time: 5\n---\n", 6,
+                       "computed from the text"),
+    "prerequisite cycle": ("---\ntitle: B\nslug: broken\ntrack: basics\norder: 1\nprerequisites: [broken-b]\n---\n",
+                           6, "cycle: broken-b → broken → broken-b"),
     "unknown track": ("---\ntitle: B\nslug: broken\ntrack: nowhere\norder: 1\n---\n", 4, "unknown track 'nowhere'"),
     "unknown prerequisite": ("---\ntitle: B\nslug: broken\ntrack: basics\norder: 1\nprerequisites: [ghost]\n---\n",
                              6, "prerequisite 'ghost'"),
@@ -159,10 +163,15 @@ def test_broken_file_fails_with_file_and_line_and_changes_nothing(case, content_
     text, line, message = BROKEN[case]
     broken = content_dir / "broken.md"
     broken.write_text(text)
+    if case == "prerequisite cycle":
+        (content_dir / "broken-b.md").write_text(
+            "---\ntitle: B2\nslug: broken-b\ntrack: basics\norder: 2\nprerequisites: [intro, broken]\n---\n")
     with pytest.raises(CourseLoadError) as excinfo:
         load_course(content_dir)
     errors = [str(e) for e in excinfo.value.errors]
     assert len(errors) == 1, errors
+    if case == "prerequisite cycle":  # reported once, at the first file of the cycle
+        broken = content_dir / "broken-b.md"
     assert errors[0].startswith(f"{broken}:{line}: "), errors[0]
     if message:
         assert message in errors[0]
