@@ -6,6 +6,7 @@ from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
 from .content import SLUG_RE
+from .loader import prerequisite_cycle
 from .models import Module, Track
 from .narration import VTTError, parse_vtt
 from .rendering import ContentError, render_markdown
@@ -63,6 +64,12 @@ class ModuleForm(forms.ModelForm):
             raise forms.ValidationError(f"No module with slug: {', '.join(unknown)}")
         if self.instance.slug and self.instance.slug in slugs:
             raise forms.ValidationError("A module cannot be its own prerequisite.")
+        if self.instance.pk:
+            graph = dict(Module.objects.values_list("slug", "prerequisites"))
+            graph[self.instance.slug] = slugs
+            cycle = prerequisite_cycle(graph, self.instance.slug)
+            if cycle:
+                raise forms.ValidationError(f"These prerequisites form a cycle: {' → '.join(cycle)}.")
         return slugs
 
     def clean_summary(self) -> str:

@@ -118,28 +118,31 @@ def load_course(path: Path | str) -> LoadReport:
     return report
 
 
+def prerequisite_cycle(graph: dict[str, list[str]], start: str) -> list[str] | None:
+    """A path start → … → start through `graph` (slug → prerequisite slugs), or None."""
+    stack, visited = [(start, [start])], set()
+    while stack:
+        slug, path = stack.pop()
+        for nxt in graph.get(slug, []):
+            if nxt == start:
+                return path + [start]
+            if nxt not in visited:
+                visited.add(nxt)
+                stack.append((nxt, path + [nxt]))
+    return None
+
+
 def _prerequisite_cycles(files: dict[str, ModuleFile]) -> list[ContentError]:
-    """Modules that (indirectly) list themselves as prerequisites, with the cycle spelled out."""
+    """Modules that (indirectly) list themselves as prerequisites, each cycle reported once."""
     graph = dict(Module.objects.exclude(slug__in=files).values_list("slug", "prerequisites"))
     graph.update({slug: module.prerequisites for slug, module in files.items()})
     errors, reported = [], set()
     for start, module in files.items():
-        stack = [(start, [start])]
-        visited = set()
-        while stack:
-            slug, path = stack.pop()
-            for nxt in graph.get(slug, []):
-                if nxt == start:
-                    cycle = path + [start]
-                    if frozenset(cycle) not in reported:
-                        reported.add(frozenset(cycle))
-                        errors.append(ContentError(f"prerequisites form a cycle: {' → '.join(cycle)}",
-                                                   module.line_of("prerequisites"), module.path))
-                    stack.clear()
-                    break
-                if nxt not in visited:
-                    visited.add(nxt)
-                    stack.append((nxt, path + [nxt]))
+        cycle = prerequisite_cycle(graph, start)
+        if cycle and frozenset(cycle) not in reported:
+            reported.add(frozenset(cycle))
+            errors.append(ContentError(f"prerequisites form a cycle: {' → '.join(cycle)}",
+                                       module.line_of("prerequisites"), module.path))
     return errors
 
 

@@ -60,6 +60,12 @@ def test_edit_rejects_unknown_demo_and_prerequisite(author):
     assert "Line 1: demo &#x27;nope&#x27;: unknown demo" in html
 
 
+def test_edit_rejects_prerequisite_cycle(author):
+    response = author.post(reverse("courseapp:author_edit", args=["intro"]), form_data(slug="intro", prerequisites="cache"))
+    assert "These prerequisites form a cycle: intro → cache → intro." in response.content.decode()
+    assert Module.objects.get(slug="intro").prerequisites == []
+
+
 def test_edit_saves_and_rerenders_quiz(author):
     source = (":::{quiz}\n- question: Only one?\n  choices:\n    - text: Sure\n      correct: true\n"
               "      explanation: Indeed.\n    - text: Never\n      explanation: Nope.\n:::\n")
