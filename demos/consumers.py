@@ -464,14 +464,19 @@ class DemoConsumer(AsyncWebsocketConsumer):
             await self._finish(w, self._final_frame(run))
             return
         if run.status == Run.Status.RUNNING:
-            if not await async_redis().exists(heartbeat_key(w.run_id)):
-                msg = "the worker running this demo stopped responding"
-                if await _set_status(w.run_id, Run.Status.ERROR, only_if=ACTIVE,
-                                     error_code="worker_lost", error_message=msg):
-                    await self._finish(w, {"type": "error", "run_id": w.run_id, "code": "worker_lost",
-                                           "message": msg})
-                else:
-                    await self._finish(w, self._final_frame(await _get_run(w.run_id)))
+            if await async_redis().exists(heartbeat_key(w.run_id)):
+                # Alive but quiet here: catch up from storage in case live messages went missing.
+                async with w.lock:
+                    if not w.finished:
+                        await self._send_stored(w)
+                return
+            msg = "the worker running this demo stopped responding"
+            if await _set_status(w.run_id, Run.Status.ERROR, only_if=ACTIVE,
+                                 error_code="worker_lost", error_message=msg):
+                await self._finish(w, {"type": "error", "run_id": w.run_id, "code": "worker_lost",
+                                       "message": msg})
+            else:
+                await self._finish(w, self._final_frame(await _get_run(w.run_id)))
             return
         if run.status == Run.Status.QUEUED and time.time() - run.created_at.timestamp() > queue_timeout:
             await async_redis().set(cancel_key(w.run_id), "queue_timeout", ex=3600)
