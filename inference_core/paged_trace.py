@@ -78,8 +78,9 @@ class BatchStep(TraceEvent):
     blocks_free: int
     blocks_cached: int
     kv_usage: float  # used blocks / all blocks (vLLM kv_cache_usage_perc, as a fraction)
-    kv_slots_allocated: int
-    kv_slots_filled: int
+    kv_slots_allocated: int  # block_size × used blocks (each physical block once)
+    kv_slots_filled: int  # of those, slots holding a token's K/V
+    contiguous_slots_reserved: int  # what reserving prompt + max_new_tokens per live request would hold
 
 
 @event("request_finished")

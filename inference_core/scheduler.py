@@ -384,7 +384,7 @@ class Scheduler:
                 waiting=len(self.waiting), blocks_used=self.allocator.num_used, blocks_free=self.allocator.num_free,
                 blocks_cached=self.prefix.num_cached if self.prefix else 0,
                 kv_usage=self.allocator.num_used / self.cfg.num_blocks, kv_slots_allocated=allocated,
-                kv_slots_filled=filled))
+                kv_slots_filled=filled, contiguous_slots_reserved=reserved_req))
 
 
 def request_finished_event(req: Request, sched: Scheduler) -> RequestFinished:
@@ -468,11 +468,11 @@ def run_metrics(sched: Scheduler) -> dict:
 
 def run_batch(engine, requests: Iterable[Request], config: SchedulerConfig,
               arrival_steps: dict[str, int] | None = None, should_stop: Callable[[], bool] | None = None,
-              trace: bool = True) -> Iterator[TraceEvent]:
+              trace: bool = True, clock: Callable[[], float] = time.perf_counter) -> Iterator[TraceEvent]:
     """Drive a scheduler over `requests` (each added when the step counter reaches its arrival step, default
     0) until all finish; yields every event, ending with `batch_run_finished`. Returns the scheduler via
     StopIteration.value (use `sched = yield from run_batch(...)` or `drive`)."""
-    sched = Scheduler(engine, config, trace=trace)
+    sched = Scheduler(engine, config, trace=trace, clock=clock)
     pending = sorted(requests, key=lambda r: (arrival_steps or {}).get(r.request_id, 0))
     yield from sched._drain()
     while pending or sched.has_work():

@@ -1,0 +1,180 @@
+"""Batching benchmark: paged continuous batching vs transformers, KV waste, prefix-cache TTFT (one process).
+
+Run:  .venv/bin/python bench/batching.py            (BENCH_THREADS=1 by default, see below)
+      BENCH_QUICK=1 .venv/bin/python bench/batching.py   (smaller workload, skips transformers' generate_batch)
+
+Figures from a run on the shared 2-core CPU (load average 8-13 from other jobs), fp32, SmolLM2-135M,
+torch intra-op threads = 1 on both sides (with 2 threads the contended machine ran 4× slower):
+  PLACEHOLDER_RESULTS
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from inference_core import load_engine  # noqa: E402
+from inference_core.scheduler import Request, SchedulerConfig, drive  # noqa: E402
+
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
+# Every duration is process CPU time (one intra-op thread on both sides): the shared 2-core machine runs other
+# jobs, and CPU seconds count only the work this process did. BENCH_CLOCK=wall switches to wall time.
+CLOCK = time.perf_counter if os.environ.get("BENCH_CLOCK") == "wall" else time.process_time
+QUICK = bool(os.environ.get("BENCH_QUICK"))
+torch.set_num_threads(THREADS)
+
+TOPICS = ["the history of the printing press", "how bridges carry load", "why the sky is blue", "the water cycle",
+          "how vaccines train the immune system", "the rules of chess", "photosynthesis in plants",
+          "how a compiler works", "the causes of the French Revolution", "how batteries store energy"]
+
+
+def workload(n: int, seed: int = 0, uniform_out: int | None = None) -> list[tuple[str, int]]:
+    """Mixed prompts (≈10-70 tokens) and output lengths (8-40 tokens)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        extra = " Please be precise, give an example, and keep it short." * rng.randint(0, 5)
+        prompt = f"Question {i}: explain {topic} to a curious student.{extra}\nAnswer:"
+        out.append((prompt, uniform_out or rng.randint(8, 40)))
+    return out
+
+
+def ours(engine, jobs, concurrency: int, **cfg) -> tuple[dict, list[list[int]], object]:
+    reqs = [Request(f"r{i}", engine.tokenizer.encode(p), max_new_tokens=n, stop_at_eos=False)
+            for i, (p, n) in enumerate(jobs)]
+    config = SchedulerConfig(max_num_seqs=concurrency, num_blocks=cfg.pop("num_blocks", 512), **cfg)
+    sched, _ = drive(engine, reqs, config, trace=False, clock=CLOCK)
+    return sched.run_metrics(), [r.output_ids for r in reqs], sched
+
+
+def load_hf():
+    from transformers import AutoModelForCausalLM
+
+    from inference_core.weights import MODELS, gguf_path
+
+    path = gguf_path(MODELS["smollm2-135m"])
+    return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+
+
+def hf_sequential(hf, engine, jobs) -> tuple[float, list[list[int]]]:
+    """transformers `generate`, one request at a time (greedy, exactly n new tokens). Returns tok/s, outputs."""
+    toks, secs, outs = 0, 0.0, []
+    for prompt, n in jobs:
+        ids = torch.tensor([engine.tokenizer.encode(prompt)])
+        t0 = CLOCK()
+        with torch.inference_mode():
+            o = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
+                            do_sample=False, pad_token_id=0)
+        secs += CLOCK() - t0
+        toks += n
+        outs.append(o[0, ids.shape[1]:].tolist())
+    return toks / secs, outs
+
+
+def hf_generate_batch(hf, engine, jobs) -> tuple[float, list[list[int]]]:
+    from transformers import GenerationConfig
+
+    inputs = [engine.tokenizer.encode(p) for p, _ in jobs]
+    n = jobs[0][1]
+    gc = GenerationConfig(max_new_tokens=n, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    t0 = CLOCK()
+    out = hf.generate_batch(inputs=inputs, generation_config=gc, progress_bar=False)
+    dt = CLOCK() - t0
+    ordered = [out[k].generated_tokens for k in sorted(out, key=lambda k: int(k.split("_")[-1]))]
+    return sum(len(o) for o in ordered) / dt, ordered
+
+
+def waste_for_block_size(step_lengths: list[list[int]], bs: int) -> float:
+    """Allocated-but-unfilled slots / allocated slots over the same schedule, had blocks been `bs` tokens."""
+    alloc = sum(math.ceil(n / bs) * bs for lens in step_lengths for n in lens)
+    filled = sum(n for lens in step_lengths for n in lens)
+    return 100 * (alloc - filled) / alloc
+
+
+def prefix_ttft(engine, reps: int = 1) -> dict:
+    """TTFT of a question after a ~1000-token shared document, with and without the prefix cache."""
+    doc = " ".join(f"Section {i}: the library opens at nine, closes at five, and lends books for three weeks."
+                   for i in range(60))
+    system = f"You answer questions about this document.\n{doc}\n"
+    prefix_len = len(engine.tokenizer.encode(system))
+    first = Request("warm", engine.tokenizer.encode(system + "Q: When does the library open? A:"), max_new_tokens=2)
+    q = system + "Q: How long can I keep a book? A:"
+    res = {"prefix_tokens": prefix_len}
+    for cached in (False, True):
+        ttfts = []
+        for rep in range(reps):
+            reqs = [Request("q", engine.tokenizer.encode(q), max_new_tokens=2)]
+            arrivals = {"q": 0}
+            if cached:  # a previous request with the same document has filled the cache
+                reqs.insert(0, Request("warm", list(first.prompt_ids), max_new_tokens=2))
+                arrivals = {"warm": 0, "q": 2}
+            sched, _ = drive(engine, reqs, SchedulerConfig(block_size=16, num_blocks=160, prefix_caching=cached),
+                             arrival_steps=arrivals, trace=False, clock=CLOCK)
+            r = sched.requests["q"]
+            ttfts.append(r.token_times[0] - r.arrival_time)
+            res[f"cached_tokens_{cached}"] = r.num_cached_tokens
+        res[f"ttft_s_{'cached' if cached else 'uncached'}"] = statistics.median(ttfts)
+    return res
+
+
+def main() -> None:
+    engine = load_engine("smollm2-135m", device="cpu")
+    print(f"torch threads {torch.get_num_threads()}, quick={QUICK}, clock={CLOCK.__name__}", flush=True)
+    levels = [1, 4, 16] if QUICK else [1, 4, 16, 32]
+    jobs = workload(max(levels))
+    ours(engine, workload(2, seed=9, uniform_out=3), 2)  # warm-up
+    results = {}
+    for c in levels:
+        m, outs, sched = ours(engine, jobs[:c], c)
+        results[c] = (m, outs, sched)
+        print(f"ours  c={c:>2}: {m['output_throughput']:6.2f} out tok/s  ({m['total_output_tokens']} tokens in "
+              f"{m['duration_s']:.1f} s, mean TTFT {m['mean_ttft_ms']:.0f} ms, mean TPOT {m['mean_tpot_ms']:.0f} ms)",
+              flush=True)
+
+    m32, outs32, sched32 = results[max(levels)]
+    lengths = [s["lengths"] for s in sched32.step_stats]
+    print(f"\nKV waste over the c={max(levels)} run (allocated-but-unfilled / allocated, mean over steps):")
+    print(f"  paged, block 16: {m32['kv_waste_pct']:.1f}%   (recomputed from lengths: {waste_for_block_size(lengths, 16):.1f}%)")
+    for bs in (1, 4, 8, 32):
+        print(f"  paged, block {bs:>2}: {waste_for_block_size(lengths, bs):.1f}%")
+    print(f"  contiguous, reserve prompt+max_new_tokens: {m32['contiguous_request_max_waste_pct']:.1f}%")
+    print(f"  contiguous, reserve the model's {engine.config.max_seq_len} positions: "
+          f"{m32['contiguous_model_max_waste_pct']:.1f}%", flush=True)
+
+    p = prefix_ttft(engine)
+    print(f"\nprefix cache: {p['prefix_tokens']}-token shared prefix; TTFT uncached {p['ttft_s_uncached'] * 1000:.0f} ms, "
+          f"cached {p['ttft_s_cached'] * 1000:.0f} ms ({p['cached_tokens_True']} tokens hit) → "
+          f"{p['ttft_s_uncached'] / p['ttft_s_cached']:.1f}× lower", flush=True)
+
+    hf = load_hf()
+    n_seq = 4 if QUICK else 8
+    seq_tps, seq_outs = hf_sequential(hf, engine, jobs[:n_seq])
+    same = sum(a == b for a, b in zip(seq_outs, results[max(levels)][1][:n_seq]))
+    print(f"\ntransformers sequential generate: {seq_tps:.2f} out tok/s (measured on {n_seq} requests; "
+          f"{same}/{n_seq} outputs token-identical to ours)")
+    for c in levels:
+        print(f"  ours c={c:>2} / sequential transformers = {results[c][0]['output_throughput'] / seq_tps:.1f}×")
+    if not QUICK:
+        ujobs = workload(32, seed=1, uniform_out=24)
+        try:
+            gb_tps, gb_outs = hf_generate_batch(hf, engine, ujobs)
+            mu, uouts, _ = ours(engine, ujobs, 32)
+            same = sum(a == b for a, b in zip(gb_outs, uouts))
+            print(f"\ntransformers generate_batch (32 requests × 24 tokens): {gb_tps:.2f} out tok/s; ours "
+                  f"{mu['output_throughput']:.2f} → {mu['output_throughput'] / gb_tps:.2f}× "
+                  f"({same}/32 outputs identical)")
+        except Exception as exc:  # noqa: BLE001 — report why, keep the rest of the numbers
+            print(f"\ntransformers generate_batch failed: {type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+// Continuous vs static batching: the same requests run in both modes. Per mode, a step-by-step Gantt chart
+// (waiting, prefill, decode, finished-but-holding-a-slot) and the batch occupancy per step; a table puts
+// throughput and latency side by side. All numbers come from the trace (batch_step, request_finished,
+// batch_run_finished).
+//   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, selectField } from "../calculators/ui.js";
+import { demoShell, intIn } from "./course-demo-kit.js";
+
+const STATES = ["", "waiting", "prefill", "decode", "done, slot held"];
+const STATE_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"], [0.4, "#d1d5db"], [0.4, "#f59e0b"], [0.6, "#f59e0b"],
+  [0.6, "#2563eb"], [0.8, "#2563eb"], [0.8, "#fca5a5"], [1, "#fca5a5"]];
+
+export function mount(root, config = {}) {
+  const p = config.params || {};
+  const wid = `ilab-wl-${Math.random().toString(36).slice(2, 8)}`;
+  const workload = el("input", { id: wid, type: "text", value: p.workload || "12@0, 3@0, 4@0, 8@1, 3@2, 6@4",
+    "aria-describedby": `${wid}-help`, size: "40" });
+  const wlLabel = el("label", { for: wid, class: "ilab-calc__wide" }, "Requests: new tokens @ arrival step, comma-separated", workload,
+    el("small", { id: `${wid}-help`, text: "Example: 12@0 is a request for 12 tokens arriving at step 0. Up to 8 requests, 1–32 tokens, arrival 0–40." }));
+  const batch = numberField("Batch size (sequence slots)", p.batch_size || 3, { min: 1, max: 8, step: 1 });
+  const modes = selectField("Modes", [["both", "Both, one after the other"], ["continuous", "Continuous only"], ["static", "Static only"]], p.modes || "both");
+
+  const gantt = chartBlock("Gantt chart per mode: one row per request, one column per step, coloured by the request's state");
+  const occ = chartBlock("Line chart: sequences in the batch at each step, per mode, against the number of slots");
+  const results = el("table", {}, el("caption", { text: "Same requests, both modes (latencies are wall-clock on the course CPU)" }),
+    el("thead", {}, el("tr", {}, ...["Mode", "Steps", "Wall time", "Output tokens/s", "Mean TTFT", "Mean end-to-end", "Mean slots busy"]
+      .map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
+  const note = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
+
+  let Plotly = null;
+  let s = null;
+
+  const shell = demoShell(root, config, {
+    title: "Continuous vs static batching",
+    fields: [wlLabel, batch.label, modes.label],
+    getParams() {
+      const parts = workload.value.split(",").map((x) => x.trim()).filter(Boolean);
+      if (!parts.length || parts.length > 8) throw new Error("Give one to eight requests, like 8@0, 4@2.");
+      for (const part of parts) {
+        const m = /^(\d+)\s*@\s*(\d+)$/.exec(part);
+        if (!m || +m[1] < 1 || +m[1] > 32 || +m[2] > 40) throw new Error(`"${part}": write tokens@step with 1–32 tokens and step 0–40.`);
+      }
+      return { workload: workload.value, batch_size: intIn(batch.input, "Batch size", 1, 8), modes: modes.input.value };
+    },
+    onStart() {
+      s = { runs: [], cur: null };
+      results.querySelector("tbody").replaceChildren();
+      note.textContent = "";
+      draw();
+    },
+    onEvent(ev) {
+      if (ev.type === "batch_run_started") {
+        s.cur = { mode: ev.mode, slots: ev.max_num_seqs, queued: {}, order: [], steps: [], done: {} };
+        s.runs.push(s.cur);
+      } else if (ev.type === "request_queued") {
+        s.cur.queued[ev.request_id] = ev.step;
+        s.cur.order.push(ev.request_id);
+      } else if (ev.type === "batch_step") {
+        s.cur.steps.push(ev);
+        draw();
+      } else if (ev.type === "request_finished") {
+        s.cur.done[ev.request_id] = ev;
+      } else if (ev.type === "batch_run_finished") {
+        const m = ev.metrics;
+        const run = s.cur;
+        const busy = run.steps.reduce((a, e) => a + e.entries.length, 0) / Math.max(1, run.steps.length);
+        results.querySelector("tbody").append(el("tr", {}, el("th", { scope: "row", text: run.mode }),
+          el("td", { text: String(run.steps.length) }), el("td", { text: `${m.duration_s.toFixed(2)} s` }),
+          el("td", { text: m.output_throughput.toFixed(2) }), el("td", { text: fmtMs(m.mean_ttft_ms / 1000) }),
+          el("td", { text: fmtMs(m.mean_e2el_ms / 1000) }), el("td", { text: `${busy.toFixed(2)} of ${run.slots}` })));
+        if (s.runs.length === 2) {
+          const [a, b] = s.runs;
+          note.textContent = `Continuous batching took ${a.steps.length} steps, static ${b.steps.length}: static keeps finished requests' ` +
+            "slots until its slowest member is done and admits no one in the meantime, so later arrivals wait longer.";
+        }
+      }
+    },
+  });
+  shell.body.append(el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note);
+  shell.plotly.then((P) => { Plotly = P; draw(); });
+
+  function matrix(run) {
+    const nSteps = run.steps.length ? run.steps[run.steps.length - 1].step + 1 : 1;
+    const z = run.order.map(() => new Array(nSteps).fill(0));
+    const row = Object.fromEntries(run.order.map((id, i) => [id, i]));
+    const started = {};
+    for (const e of run.steps) {
+      for (const x of e.entries) {
+        z[row[x.request_id]][e.step] = x.phase === "prefill" ? 2 : 3;
+        started[x.request_id] = started[x.request_id] ?? e.step;
+      }
+      for (const id of e.idle) z[row[id]][e.step] = 4;
+    }
+    for (const id of run.order) {
+      const end = started[id] ?? nSteps;
+      for (let t = run.queued[id]; t < end; t += 1) if (z[row[id]][t] === 0) z[row[id]][t] = 1;
+    }
+    // Waiting again after a preemption: between two scheduled steps with nothing in between.
+    return { z, nSteps };
+  }
+
+  function draw() {
+    if (!Plotly || !s) return;
+    const traces = [];
+    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each step" }, height: 160 + 40 * Math.max(2, s.runs.length * 3),
+      grid: { rows: Math.max(1, s.runs.length), columns: 1, pattern: "independent" }, showlegend: false,
+      annotations: [] };
+    const lines = [];
+    s.runs.forEach((run, i) => {
+      const { z, nSteps } = matrix(run);
+      const ax = i === 0 ? "" : String(i + 1);
+      traces.push({ type: "heatmap", z, x: [...Array(nSteps).keys()], y: run.order, zmin: 0, zmax: 4, colorscale: STATE_COLORS,
+        showscale: false, xgap: 1, ygap: 2, xaxis: `x${ax}`, yaxis: `y${ax}`,
+        text: z.map((r) => r.map((v) => STATES[v])), hovertemplate: `${run.mode}: %{y}, step %{x}: %{text}<extra></extra>` });
+      layout[`yaxis${ax}`] = { title: { text: run.mode }, autorange: "reversed" };
+      layout[`xaxis${ax}`] = { title: { text: "step" }, dtick: nSteps > 30 ? 5 : 1 };
+      lines.push(`${run.mode}: ${nSteps} steps; ` + run.order.map((id) => {
+        const row = z[run.order.indexOf(id)];
+        const waited = row.filter((v) => v === 1).length;
+        const held = row.filter((v) => v === 4).length;
+        return `${id} waited ${waited}${held ? `, held a finished slot ${held}` : ""}`;
+      }).join("; "));
+    });
+    layout.annotations.push({ text: "grey waiting · orange prefill · blue decode · pink finished but holding its slot", xref: "paper",
+      yref: "paper", x: 0, y: -0.12, showarrow: false, xanchor: "left", font: { size: 11 } });
+    Plotly.react(gantt.chart, traces, layout, PLOT_CONFIG);
+    gantt.summary.textContent = lines.join(". ");
+    const occTraces = s.runs.map((run) => ({ x: run.steps.map((e) => e.step), y: run.steps.map((e) => e.entries.length),
+      name: `${run.mode}: sequences computed`, mode: "lines+markers", line: { shape: "hv" } }));
+    if (s.runs.length) {
+      const maxStep = Math.max(...s.runs.map((r) => (r.steps.length ? r.steps[r.steps.length - 1].step : 0)));
+      occTraces.push({ x: [0, maxStep], y: [s.runs[0].slots, s.runs[0].slots], name: "slots", mode: "lines", line: { dash: "dot", color: "#555" } });
+    }
+    Plotly.react(occ.chart, occTraces, { ...BASE_LAYOUT, title: { text: "Batch occupancy per step" }, xaxis: { title: { text: "step" } },
+      yaxis: { title: { text: "sequences in the forward pass" }, rangemode: "tozero", dtick: 1 }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
+    occ.summary.textContent = s.runs.map((run) => `${run.mode}: ${run.steps.map((e) => e.entries.length).join(", ")}`).join(". ");
+  }
+  return shell;
+}

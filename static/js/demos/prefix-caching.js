@@ -1,0 +1,115 @@
+// Prefix-caching demo: questions sharing a long system prompt, served without and then with the prefix
+// cache. Each prompt is drawn as a strip of KV blocks — reused (shared from the cache) or computed — and
+// the time to first token of each question is compared across the two runs. Numbers come from the trace.
+//   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField } from "../calculators/ui.js";
+import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+
+export function mount(root, config = {}) {
+  const p = config.params || {};
+  const limits = (config.spec && config.spec.params) || {};
+  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 16;
+  const questions = promptField("Questions, one per line (up to 4)", p.questions ||
+    "When are you open on Saturday?\nHow long can I keep a film?\nHow much does printing cost?");
+  questions.input.rows = 4;
+  const newTok = numberField("New tokens per answer", p.max_new_tokens || 8, { min: 1, max: maxNew, step: 1 });
+  const blockSize = selectField("Block size (tokens)", [["8", "8"], ["16", "16"], ["32", "32"]], String(p.block_size || 16));
+
+  const out = outputs([["prompt", "Prompt tokens per question"], ["hit", "Prefix-cache hit rate"], ["skipped", "Prefill tokens skipped"],
+    ["ttft", "Mean TTFT without → with"], ["same", "Answers identical?"]], "Prefix caching results");
+  const strips = chartBlock("Block strips: one row per question in the cached run; each cell is one KV block, reused from the cache or computed");
+  const ttft = chartBlock("Bar chart: time to first token per question, without and with the prefix cache");
+  const answers = el("table", {}, el("caption", { text: "Answers (greedy; the cache must not change them)" }),
+    el("thead", {}, el("tr", {}, ...["Question", "Without cache", "With cache", "Cached tokens"].map((t) => el("th", { scope: "col", text: t })))),
+    el("tbody"));
+
+  let Plotly = null;
+  let s = null;
+
+  const shell = demoShell(root, config, {
+    title: "Prefix caching",
+    fields: [questions.label, newTok.label, blockSize.label],
+    getParams() {
+      const lines = questions.input.value.split("\n").filter((l) => l.trim());
+      if (!lines.length || lines.length > 4) throw new Error("Give one to four questions, one per line.");
+      return { questions: questions.input.value, max_new_tokens: intIn(newTok.input, "New tokens", 1, maxNew),
+        block_size: Number(blockSize.input.value) };
+    },
+    onStart() {
+      s = { runs: [], cur: null };
+      answers.querySelector("tbody").replaceChildren();
+      for (const k of ["prompt", "hit", "skipped", "ttft", "same"]) out.set(k, "–");
+      draw();
+    },
+    onEvent(ev) {
+      if (ev.type === "batch_run_started") {
+        s.cur = { cached: ev.prefix_caching, bs: ev.block_size, order: [], prompt: {}, blocks: {}, fin: {} };
+        s.runs.push(s.cur);
+      } else if (ev.type === "request_queued") {
+        s.cur.order.push(ev.request_id);
+        s.cur.prompt[ev.request_id] = ev.prompt_len;
+        s.cur.blocks[ev.request_id] = [];
+        out.set("prompt", String(ev.prompt_len));
+      } else if (ev.type === "kv_block" && ev.request_id && (ev.op === "allocated" || ev.op === "shared")) {
+        const b = s.cur.blocks[ev.request_id];
+        if (b && b[ev.logical_index] === undefined) b[ev.logical_index] = ev.op === "shared" ? 1 : 0;
+      } else if (ev.type === "request_finished") {
+        s.cur.fin[ev.request_id] = ev;
+        draw();
+      } else if (ev.type === "batch_run_finished") {
+        if (s.cur.cached) {
+          const m = ev.metrics;
+          out.set("hit", `${(100 * m.prefix_cache_hit_rate).toFixed(0)}% (${m.prefix_cache_hits} of ${m.prefix_cache_queries} prompt tokens)`);
+          out.set("skipped", String(m.prefix_cache_hits));
+        }
+        summarize();
+      }
+    },
+  });
+  shell.body.append(out.node, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
+  shell.plotly.then((P) => { Plotly = P; draw(); });
+
+  function summarize() {
+    const [a, b] = s.runs;
+    const body = answers.querySelector("tbody");
+    body.replaceChildren(...a.order.map((id) => {
+      const x = a.fin[id], y = b && b.fin[id];
+      return el("tr", {}, el("th", { scope: "row", text: id }), el("td", { style: "text-align:left", text: x ? x.text : "" }),
+        el("td", { style: "text-align:left", text: y ? y.text : "…" }), el("td", { text: y ? String(y.n_cached_tokens) : "…" }));
+    }));
+    if (b && b.order.every((id) => b.fin[id])) {
+      const mean = (run) => run.order.reduce((t, id) => t + run.fin[id].ttft_s, 0) / run.order.length;
+      out.set("ttft", `${fmtMs(mean(a))} → ${fmtMs(mean(b))} (${(mean(a) / mean(b)).toFixed(1)}× lower)`);
+      const same = a.order.every((id) => JSON.stringify(a.fin[id].token_ids) === JSON.stringify(b.fin[id].token_ids));
+      out.set("same", same ? "yes, token for token" : "no (see the table)");
+    }
+  }
+
+  function draw() {
+    if (!Plotly || !s) return;
+    const run = s.runs.find((r) => r.cached) || s.runs[0];
+    if (run) {
+      const width = Math.max(1, ...run.order.map((id) => run.blocks[id].length));
+      const z = run.order.map((id) => Array.from({ length: width }, (_, i) => (run.blocks[id][i] === undefined ? null : run.blocks[id][i])));
+      Plotly.react(strips.chart, [{ type: "heatmap", z, y: run.order, x: [...Array(width).keys()], zmin: 0, zmax: 1, xgap: 2, ygap: 4,
+        colorscale: [[0, "#f59e0b"], [0.5, "#f59e0b"], [0.5, "#16a34a"], [1, "#16a34a"]], showscale: false,
+        text: z.map((r) => r.map((v) => (v === 1 ? "reused from the cache" : v === 0 ? "computed" : ""))),
+        hovertemplate: "%{y}, block %{x}: %{text}<extra></extra>" }],
+      { ...BASE_LAYOUT, title: { text: `Prompt blocks (${run.cached ? "with" : "without"} cache): green reused, orange computed` },
+        xaxis: { title: { text: `logical block (${run.bs} tokens each)` } }, yaxis: { autorange: "reversed" }, height: 140 + 45 * run.order.length },
+      PLOT_CONFIG);
+      strips.summary.textContent = run.order.map((id) => {
+        const b = run.blocks[id];
+        return `${id}: ${b.filter((v) => v === 1).length} of ${b.length} blocks reused`;
+      }).join("; ");
+    }
+    const bars = s.runs.map((r) => ({ type: "bar", name: r.cached ? "with prefix cache" : "without", x: r.order,
+      y: r.order.map((id) => (r.fin[id] ? r.fin[id].ttft_s * 1000 : null)), marker: { color: r.cached ? "#16a34a" : "#9ca3af" },
+      hovertemplate: "%{x}: %{y:.0f} ms<extra></extra>" }));
+    Plotly.react(ttft.chart, bars, { ...BASE_LAYOUT, title: { text: "Time to first token" }, barmode: "group",
+      yaxis: { title: { text: "ms" }, rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 } }, PLOT_CONFIG);
+    ttft.summary.textContent = s.runs.map((r) => `${r.cached ? "with" : "without"} cache: ` +
+      r.order.map((id) => `${id} ${r.fin[id] ? fmtMs(r.fin[id].ttft_s) : "…"}`).join(", ")).join(". ");
+  }
+  return shell;
+}
