@@ -61,7 +61,8 @@ def _prerequisite_info(module: Module, by_slug: dict[str, Module], progress: dic
 @require_GET
 def course_index(request):
     learner = tracking.Learner.from_request(request)
-    modules = list(_visible_modules(request).in_course_order().select_related("narration"))
+    modules = list(_visible_modules(request).in_course_order().select_related("narration")
+                   .defer("source", "html", "outline", "cues", "demos"))
     progress = tracking.progress_by_module(learner)
     by_slug = {m.slug: m for m in modules}
     tracks: dict[int, dict] = {}
