@@ -16,6 +16,7 @@ run: migrate
 	$(PY) scripts/run_stack.py
 
 test: setup chromium
+	mkdir -p var
 	$(PY) -m pytest -ra --timeout=600 $(PYTEST_ARGS)
 
 setup: $(STAMP)

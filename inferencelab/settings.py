@@ -71,6 +71,7 @@ TEMPLATES = [
 WSGI_APPLICATION = None
 ASGI_APPLICATION = "inferencelab.asgi.application"
 
+(BASE_DIR / "var").mkdir(exist_ok=True)  # SQLite files, test databases, Redis working dir
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}", conn_max_age=60
