@@ -3,7 +3,9 @@
     .venv/bin/python bench/speculative.py [--tokens 48] [--repeats 3] [--threads N] [--quick]
 
 One process; for every (workload, draft, k) plain and speculative runs alternate, and the medians give
-the speedup (end-to-end, prefill included on both sides). Every speculative output is checked token for
+the speedup (end-to-end, prefill included on both sides) by two clocks: wall time, and this process's CPU
+time (with --threads 1 the CPU time is what an idle machine's wall time would be, and it is far less
+disturbed by other processes on a shared machine). Every speculative output is checked token for
 token against plain greedy decoding. Also prints the cost of one target forward over 1, 2, 3, 5, 9
 positions (what a verify pass costs relative to a decode step on this CPU).
 """
@@ -44,13 +46,17 @@ WORKLOADS = {
     "quote": (True, f"Repeat the following paragraph word for word, then summarize it in one sentence.\n\n{QUOTE}"),
     "free-text": (True, "Write a short story about a lighthouse keeper who finds a message in a bottle."),
 }
-DRAFTS = [("ngram", 2), ("ngram", 4), ("ngram", 6), ("ngram:2", 4), ("self-early-exit:20", 3), ("self-int8", 2),
-          ("self-int8", 4)]
-QUICK = [("ngram", 4), ("ngram:2", 4), ("self-int8", 3)]
+DRAFTS = {
+    "code-edit": [("ngram", 2), ("ngram", 4), ("ngram", 6), ("ngram:2", 4), ("self-early-exit:20", 3), ("self-int8", 2),
+                  ("self-int8", 4)],
+    "quote": [("ngram", 4), ("ngram:2", 4), ("self-int8", 3)],
+    "free-text": [("ngram", 4), ("ngram:2", 4), ("self-int8", 3)],
+}
+QUICK = [("ngram:2", 4), ("self-int8", 3)]
 
 
-def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, float]:
-    """Median ms of one target forward over T new positions with `context` tokens already cached."""
+def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, tuple[float, float]]:
+    """(wall ms, CPU ms), medians, of one target forward over T new positions with `context` tokens cached."""
     model = engine.model
     ids = list(range(1000, 1000 + context + 9))
     cache = engine.new_cache(context + 16)
@@ -58,13 +64,14 @@ def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, float
     with torch.inference_mode():
         model(torch.tensor([ids[:context]]), torch.arange(context), cache, last_only=True)
         for t in (1, 2, 3, 5, 9):
-            times = []
+            wall, cpu = [], []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 model(torch.tensor([ids[context:context + t]]), torch.arange(context, context + t), cache)
-                times.append(time.perf_counter() - t0)
+                wall.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
                 cache.truncate(context)
-            out[t] = 1000 * statistics.median(times)
+            out[t] = (1000 * statistics.median(wall), 1000 * statistics.median(cpu))
     return out
 
 
@@ -82,20 +89,21 @@ def main() -> int:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, smollm2-135m fp32 on CPU, "
           f"{args.tokens} new tokens, median of {args.repeats}")
     costs = verify_cost(engine)
-    print("target forward cost by positions verified (ms): " +
-          ", ".join(f"T={t}: {ms:.1f} ({ms / costs[1]:.2f}×)" for t, ms in costs.items()))
+    print("target forward over T positions, wall ms (× T=1): " +
+          ", ".join(f"T={t}: {w:.1f} ({w / costs[1][0]:.2f}×)" for t, (w, _) in costs.items()))
+    print("                               CPU ms (× T=1): " +
+          ", ".join(f"T={t}: {c:.1f} ({c / costs[1][1]:.2f}×)" for t, (_, c) in costs.items()))
     names = [w for w in (args.workloads.split(",") if args.workloads else WORKLOADS) if w]
-    drafts = QUICK if args.quick else DRAFTS
     if args.quick and not args.workloads:
         names = ["code-edit", "free-text"]
-    print(f"\n{'workload':<10} {'draft':<19} {'k':>2} {'plain s':>8} {'spec s':>8} {'speedup':>7} {'accept':>6} "
+    print(f"\n{'workload':<10} {'draft':<19} {'k':>2} {'plain s':>8} {'spec s':>8} {'speedup':>7} {'cpu×':>6} {'accept':>6} "
           f"{'tok/pass':>8} {'pass/tok':>8} {'draft/verify':>12} {'same':>5}  acceptance by position")
     for wname in names:
         chat, prompt = WORKLOADS[wname]
         ids = engine.encode_prompt(prompt, chat)
         params = SpecParams(max_new_tokens=args.tokens, stop_at_eos=False)
         ref, _, _ = plain_timed(engine, ids, params)  # warm-up and the reference output
-        for kind, k in drafts:
+        for kind, k in (QUICK if args.quick else DRAFTS[wname]):
             try:
                 draft = make_draft(engine, kind)
             except ValueError as exc:
@@ -103,17 +111,22 @@ def main() -> int:
                 continue
             sp = SpecParams(k=k, max_new_tokens=args.tokens, stop_at_eos=False)
             run_speculative(engine, ids, draft, sp)  # warm-up (e.g. the int8 kernels, the draft's cache)
-            plain_s, spec_s, same, m = [], [], True, {}
+            plain_s, spec_s, plain_cpu, spec_cpu, same, m = [], [], [], [], True, {}
             for _ in range(args.repeats):
+                c0 = time.process_time()
                 _, t_plain, _ = plain_timed(engine, ids, params)
+                c1 = time.process_time()
                 t0 = time.perf_counter()
                 out, m = run_speculative(engine, ids, draft, sp)
                 spec_s.append(time.perf_counter() - t0)
+                spec_cpu.append(time.process_time() - c1)
+                plain_cpu.append(c1 - c0)
                 plain_s.append(t_plain)
                 same = same and out == ref
             p, s = statistics.median(plain_s), statistics.median(spec_s)
+            cpu = statistics.median(plain_cpu) / statistics.median(spec_cpu)
             by_pos = " ".join("-" if a is None else f"{a:.2f}" for a in m["acceptance_by_position"])
-            print(f"{wname:<10} {kind:<19} {k:>2} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {m['acceptance_rate']:>6.2f} "
+            print(f"{wname:<10} {kind:<19} {k:>2} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {cpu:>5.2f}× {m['acceptance_rate']:>6.2f} "
                   f"{m['mean_accept_length']:>8.2f} {m['target_forwards_per_token']:>8.2f} "
                   f"{m['draft_cost_ratio']:>12.2f} {'yes' if same else 'NO':>5}  {by_pos}", flush=True)
     return 0
