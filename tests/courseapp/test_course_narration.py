@@ -128,6 +128,10 @@ def test_narration_job_and_module_page(client, course, monkeypatch):
 
     index = client.get("/").content.decode()
     assert "min audio" in index
+    assert "earlier version of this page" not in html
+    Module.objects.filter(pk=module.pk).update(cue_hash="changed")
+    html = client.get(reverse("courseapp:module", args=["intro"])).content.decode()
+    assert "earlier version of this page" in html
 
 
 @pytest.mark.django_db
