@@ -35,6 +35,11 @@ class LoadReport:
     notes: list[str] = field(default_factory=list)
 
 
+def is_module_file(path: Path) -> bool:
+    """Every `*.md` in the content directory is a module, except README.md and `_draft-notes.md`-style files."""
+    return path.name.lower() != "readme.md" and not path.name.startswith(("_", "."))
+
+
 def render_module_file(module: ModuleFile) -> RenderedModule:
     """Render a parsed file's body, with errors located at file lines."""
     try:
@@ -52,7 +57,7 @@ def load_course(path: Path | str) -> LoadReport:
     path = Path(path)
     if not path.exists():
         raise CourseLoadError([ContentError("no such file or directory", None, str(path))])
-    files = [path] if path.is_file() else sorted(path.glob("*.md"))
+    files = [path] if path.is_file() else sorted(p for p in path.glob("*.md") if is_module_file(p))
     tracks_path = (path.parent if path.is_file() else path) / TRACKS_FILE
     errors: list[ContentError] = []
 

@@ -196,6 +196,12 @@ def test_broken_tracks_file(content_dir):
     assert str(excinfo.value.errors[0]).startswith(f"{content_dir / 'tracks.yaml'}:1: ")
 
 
+def test_readme_and_underscore_files_are_not_modules(content_dir):
+    (content_dir / "README.md").write_text("# How to write modules\n")
+    (content_dir / "_notes.md").write_text("scratch\n")
+    assert sorted(load_course(content_dir).created) == ["batching", "cache", "intro"]
+
+
 def test_single_file_load(content_dir):
     load_course(content_dir / "intro.md")
     assert list(Module.objects.values_list("slug", flat=True)) == ["intro"]
