@@ -10,6 +10,7 @@ measured with other windows or texts.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kv_cache import NoCache
+from .kv_cache import AttentionBackend, NoCache
 
 HELDOUT_PATH = Path(__file__).parent / "data" / "heldout.txt"
 
@@ -65,11 +66,15 @@ class QualityStats:
 
 @torch.inference_mode()
 def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], window: int = 512,
-            should_stop=None) -> dict[str, QualityStats]:
+            should_stop=None, backends: dict[str, Callable[[int], AttentionBackend]] | None = None,
+            ) -> dict[str, QualityStats]:
     """Score every model on the same windows; the reference's log-probs are computed once per window.
 
     `reference` is also reported under its own name if it appears in `models` (KL 0 by construction).
+    `backends[name](n_tokens)` gives that entry a different attention backend (e.g. an int8 KV cache, so
+    every query attends over quantized keys and values); the default recomputes with `NoCache`.
     """
+    backends = backends or {}
     stats = {name: QualityStats() for name in models}
     for chunk in windows(ids, window):
         if should_stop is not None and should_stop():
@@ -79,8 +84,9 @@ def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], 
         targets = tokens[0, 1:]
         ref_logp = F.log_softmax(reference(tokens, positions, NoCache())[0, :-1].float(), dim=-1)
         for name, model in models.items():
-            logp = ref_logp if model is reference else F.log_softmax(
-                model(tokens, positions, NoCache())[0, :-1].float(), dim=-1)
+            backend = backends[name](len(chunk)) if name in backends else NoCache()
+            logp = ref_logp if (model is reference and name not in backends) else F.log_softmax(
+                model(tokens, positions, backend)[0, :-1].float(), dim=-1)
             s = stats[name]
             s.nll_sum += float(-logp.gather(1, targets[:, None]).sum())
             # KL(ref ‖ model) = Σ p_ref (log p_ref − log p_model), per position

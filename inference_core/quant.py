@@ -173,7 +173,7 @@ def quantize_nf4(w: torch.Tensor, block: int = NF4_BLOCK) -> tuple[torch.Tensor,
     absmax = g.abs().amax(dim=2).clamp_min(1e-12)
     normed = g / absmax[..., None]
     mids = (NF4_CODEBOOK[1:] + NF4_CODEBOOK[:-1]) / 2
-    codes = torch.bucketize(normed, mids)
+    codes = torch.bucketize(normed.contiguous(), mids)
     return pack_nibbles(_ungrouped(codes, w.shape[1]).to(torch.uint8)), absmax.contiguous()
 
 

@@ -1,0 +1,128 @@
+"""Decode speed per weight format at batch 1, side by side in one process.
+
+    .venv/bin/python bench/quant.py [--threads 2] [--tokens 32] [--rounds 5] [--formats ...] [--no-hf]
+
+Rounds are interleaved (fp32, int8, …, fp32, int8, …) so load from other processes hits every format
+alike; each figure is the median over rounds. Also times each layer shape alone (one linear, batch 1),
+which isolates the kernels from the Python overhead of a decode step. Ratios are against our fp32.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from inference_core import load_engine  # noqa: E402
+from inference_core.engine import Engine, GenerationParams  # noqa: E402
+from inference_core.quant import kernels_used, matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
+from inference_core.trace import RunFinished  # noqa: E402
+
+PROMPT = "The old lighthouse keeper looked out at the sea and"
+
+
+def ours(engine: Engine, tokens: int) -> float:
+    params = GenerationParams(max_new_tokens=tokens, stop_at_eos=False)
+    return [e for e in engine.generate(PROMPT, params) if isinstance(e, RunFinished)][0].tokens_per_s
+
+
+def hf_decode(model, ids: list[int], tokens: int) -> float:
+    with torch.inference_mode():
+        out = model(torch.tensor([ids]), use_cache=True)
+        past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        t0 = time.perf_counter()
+        for _ in range(tokens - 1):
+            out = model(nxt, past_key_values=past, use_cache=True)
+            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        return (tokens - 1) / (time.perf_counter() - t0)
+
+
+def load_hf():
+    from transformers import AutoModelForCausalLM
+
+    from inference_core.weights import MODELS, gguf_path
+
+    path = gguf_path(MODELS["smollm2-135m"])
+    return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+
+
+def time_call(fn, reps: int) -> float:
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+def layer_table(formats: list[str], rounds: int) -> None:
+    shapes = [("wqkv", 576, 960), ("wo", 576, 576), ("w_gate_up", 576, 3072), ("w_down", 1536, 576),
+              ("head", 576, 49152)]
+    print("\nper-layer time at batch 1, µs (median of rounds), speed-up vs F.linear fp32")
+    print(f"{'layer':<10}" + "".join(f"{f:>18}" for f in formats))
+    for name, k, n in shapes:
+        w, x = torch.randn(n, k) * 0.02, torch.randn(1, k)
+        layers = {f: quantize_linear(w, f) for f in formats if f != "fp32"}
+        reps = 20 if n > 10_000 else 200
+        samples: dict[str, list[float]] = {f: [] for f in formats}
+        with torch.inference_mode():
+            for _ in range(rounds):
+                for f in formats:
+                    fn = (lambda: F.linear(x, w)) if f == "fp32" else (lambda layer=layers[f]: layer(x))
+                    samples[f].append(time_call(fn, reps))
+        base = statistics.median(samples["fp32"]) if "fp32" in samples else None
+        cells = []
+        for f in formats:
+            t = statistics.median(samples[f])
+            cells.append(f"{t * 1e6:8.0f} ({base / t:4.1f}×)" if base else f"{t * 1e6:8.0f}")
+        print(f"{name:<10}" + "".join(f"{c:>18}" for c in cells))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--formats", default="fp32,int8,w8a8,int4-g128,int4-g32,nf4,fp8")
+    ap.add_argument("--no-hf", action="store_true", help="skip the transformers fp32 reference")
+    ap.add_argument("--no-layers", action="store_true", help="skip the per-layer table")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    formats = [f for f in args.formats.split(",") if f]
+    base = load_engine("smollm2-135m", device="cpu")
+    engines = {f: base if f == "fp32" else Engine(f"q:{f}", quantize_model(base.model, f), base.tokenizer, base.device)
+               for f in formats}
+    hf = None if args.no_hf else load_hf()
+    ids = base.tokenizer.encode(PROMPT)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.tokens} tokens, "
+          f"{args.rounds} interleaved rounds, batch 1")
+    speeds: dict[str, list[float]] = {f: [] for f in formats}
+    if hf is not None:
+        speeds["transformers fp32"] = []
+    for f in formats:  # warm-up: first calls allocate and build kernels
+        ours(engines[f], 4)
+    for _ in range(args.rounds):
+        for f in formats:
+            speeds[f].append(ours(engines[f], args.tokens))
+        if hf is not None:
+            speeds["transformers fp32"].append(hf_decode(hf, ids, args.tokens))
+    ref = statistics.median(speeds["fp32"]) if "fp32" in speeds else None
+    print(f"\n{'format':<18} {'weights MiB':>11} {'tok/s':>8} {'min':>7} {'max':>7} {'vs our fp32':>12}  kernel")
+    for name, vals in speeds.items():
+        med = statistics.median(vals)
+        eng = engines.get(name)
+        mib = f"{matmul_weight_bytes(eng.model) / 2**20:11.1f}" if eng else f"{'':>11}"
+        kern = ",".join(kernels_used(eng.model)) if eng else "transformers LlamaForCausalLM"
+        ratio = f"{med / ref:11.2f}×" if ref else ""
+        print(f"{name:<18} {mib} {med:8.1f} {min(vals):7.1f} {max(vals):7.1f} {ratio:>12}  {kern}")
+    if not args.no_layers:
+        layer_table(formats, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
