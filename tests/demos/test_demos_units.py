@@ -91,3 +91,21 @@ def test_run_trace_download_is_owner_only(client):
     data = client.get(f"/demos/runs/{mine.id}/events.json").json()
     assert data["events"] == [{"seq": 0, "t": 0.0, "event": {"type": "run_started"}}]
     assert client.get(f"/demos/runs/{theirs.id}/events.json").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_from_a_foreign_origin_is_refused(demo_stack):  # consumers need the Redis layer
+    from channels.testing import WebsocketCommunicator
+
+    from inferencelab.asgi import application
+
+    for origin in (b"http://evil.example", None):
+        headers = [(b"origin", origin)] if origin else []
+        comm = WebsocketCommunicator(application, "/ws/demos/", headers=headers)
+        connected, _ = await comm.connect(timeout=10)
+        assert not connected
+        await comm.disconnect()
+    comm = WebsocketCommunicator(application, "/ws/demos/", headers=[(b"origin", b"http://localhost:8000")])
+    connected, _ = await comm.connect(timeout=10)
+    assert connected
+    await comm.disconnect()
