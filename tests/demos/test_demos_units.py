@@ -109,3 +109,14 @@ async def test_websocket_from_a_foreign_origin_is_refused(demo_stack):  # consum
     connected, _ = await comm.connect(timeout=10)
     assert connected
     await comm.disconnect()
+
+
+@pytest.mark.django_db
+def test_admin_lists_runs_and_their_events(admin_client):
+    from demos.models import Run, RunEvent
+
+    run = Run.objects.create(demo="kv-cache", owner="s:x", params={"prompt": "hi"}, status="done", worker="w1")
+    RunEvent.objects.create(run=run, seq=0, type="run_started", event={"type": "run_started"})
+    assert admin_client.get("/admin/demos/run/").status_code == 200
+    page = admin_client.get(f"/admin/demos/run/{run.pk}/change/")
+    assert page.status_code == 200 and b"run_started" in page.content
