@@ -1,0 +1,155 @@
+"""The quantization demo: one layer's weights under a format's grid, activation outliers for the student's
+prompt, and the same prompt generated in fp32 and in the chosen format, token by token.
+
+Events, in order: `quant_layer`, `quant_outliers`, `quant_token`… (fp32 and quantized interleaved, one pair
+per step), `quant_summary`, `quant_formats` (the recorded quantize-report table, for the trade-off chart).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from ..engine import Engine, GenerationParams, load_engine
+from ..kv_cache import NoCache
+from ..quant import (NF4_CODEBOOK, QuantizedLinear, kernels_used, matmul_weight_bytes, parse_format,
+                     quantize_linear, quantize_model)
+from ..quant_trace import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
+from ..trace import RunFinished, TokenStep
+
+PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "feed_forward.w_gate_up",
+               "w_down": "feed_forward.w_down"}
+DEMO_FORMATS = ("int8", "w8a8", "int4-g32", "int4-g128", "nf4", "fp8", "llm-int8")
+MEASURED_PATH = Path(__file__).resolve().parents[1] / "data" / "quant_measured.json"
+HEAT = 48  # heatmap tile: the first HEAT rows × HEAT input columns
+
+
+@lru_cache(maxsize=2)
+def quantized_engine_for(model_name: str, fmt_name: str) -> Engine:
+    """Quantizing all 30 blocks takes seconds; keep the last two formats per worker process."""
+    base = load_engine(model_name)
+    fmt = parse_format(fmt_name)
+    return Engine(f"{model_name}:{fmt.name}", quantize_model(base.model, fmt), base.tokenizer, base.device)
+
+
+def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
+    """Representable weights of a typical group: the format's levels × the median scale of the matrix."""
+    kind = layer.fmt.kind
+    if kind == "nf4":
+        scale = float(layer.absmax.median())
+        levels = NF4_CODEBOOK
+    elif kind == "int4":
+        scale = float(layer.scale.median())
+        levels = torch.arange(-7, 8, dtype=torch.float32)
+    elif kind == "fp8":
+        scale = float(layer.scale.median())
+        every = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+        levels = every[torch.isfinite(every)].unique()
+    else:  # int8, w8a8, llm-int8: 255 levels
+        scale = float(layer.scale.median())
+        levels = torch.arange(-127, 128, dtype=torch.float32)
+    return [float(v) * scale for v in levels], scale
+
+
+def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer:
+    block = model.layers[layer]
+    parent, attr = PROJECTIONS[projection].split(".")
+    w = getattr(getattr(block, parent), attr).weight.detach().float()
+    q = quantize_linear(w, fmt_name)
+    err = (q.dequantize() - w).abs()
+    counts, edges = torch.histogram(w.flatten(), bins=80)
+    grid, scale = format_grid(q)
+    rmse = float(err.pow(2).mean().sqrt())
+    return QuantLayer(
+        format=q.fmt.name, layer=layer, projection=projection, shape=list(w.shape), kernel=q.kernel,
+        fp32_bytes=w.nbytes, quant_bytes=q.weight_bytes(), hist_edges=[float(e) for e in edges],
+        hist_counts=[int(c) for c in counts], grid=grid, grid_scale=scale,
+        heatmap=[[round(float(v), 7) for v in row] for row in err[:HEAT, :HEAT]],
+        rmse=rmse, max_abs_error=float(err.max()), rel_rmse=rmse / float(w.pow(2).mean().sqrt()),
+    )
+
+
+@torch.inference_mode()
+def outliers_event(engine: Engine, prompt_ids: list[int], layer: int, projection: str,
+                   threshold: float = 6.0) -> QuantOutliers:
+    """Run the fp32 model once on the prompt with hooks recording max |x| per input channel of each projection."""
+    model = engine.model
+    absmax: dict[tuple[int, str], torch.Tensor] = {}
+    hooks = []
+    for i, block in enumerate(model.layers):
+        for name, path in PROJECTIONS.items():
+            parent, attr = path.split(".")
+            mod = getattr(getattr(block, parent), attr)
+
+            def hook(_m, args, key=(i, name)):
+                absmax[key] = args[0].detach().abs().amax(dim=(0, 1))
+
+            hooks.append(mod.register_forward_pre_hook(hook))
+    try:
+        tokens = torch.tensor([prompt_ids], device=engine.device)
+        model(tokens, torch.arange(len(prompt_ids), device=engine.device), NoCache(), last_only=True)
+    finally:
+        for h in hooks:
+            h.remove()
+    n = len(model.layers)
+    chosen = absmax[(layer, projection)].cpu()
+    return QuantOutliers(
+        threshold=threshold, layer=layer, projection=projection,
+        channel_absmax=[round(float(v), 4) for v in chosen],
+        outliers_per_layer_attn=[int((absmax[(i, "wqkv")] > threshold).sum()) for i in range(n)],
+        outliers_per_layer_mlp=[int((absmax[(i, "w_down")] > threshold).sum()) for i in range(n)],
+        top_channels=[int(c) for c in chosen.argsort(descending=True)[:8]],
+    )
+
+
+def recorded_formats() -> QuantFormats:
+    data = json.loads(MEASURED_PATH.read_text()) if MEASURED_PATH.exists() else {"source": "not recorded", "rows": []}
+    return QuantFormats(source=data.get("source", ""), rows=data.get("rows", []))
+
+
+def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    model_name = params.get("model", "smollm2-135m")
+    fmt = parse_format(params.get("format", "int4-g128"))
+    layer = int(params.get("layer", 0))
+    projection = params.get("projection", "w_down")
+    if projection not in PROJECTIONS:
+        raise ValueError(f"projection must be one of {sorted(PROJECTIONS)}")
+    base = load_engine(model_name)
+    if not 0 <= layer < base.config.n_layers:
+        raise ValueError(f"layer must be in [0, {base.config.n_layers})")
+    prompt_ids = base.encode_prompt(params.get("prompt", "The capital of France is"), chat=False)
+    yield layer_event(base.model, fmt.name, layer, projection).to_dict()
+    yield outliers_event(base, prompt_ids, layer, projection).to_dict()
+    if should_stop is not None and should_stop():
+        return
+    quant = quantized_engine_for(model_name, fmt.name)
+    gen = GenerationParams(max_new_tokens=int(params.get("max_new_tokens", 16)), stop_at_eos=False)
+    streams = {"fp32": base.generate_events(prompt_ids, gen, should_stop),
+               fmt.name: quant.generate_events(prompt_ids, gen, should_stop)}
+    tokens: dict[str, list[int]] = {"fp32": [], fmt.name: []}
+    finals: dict[str, RunFinished] = {}
+    for pair in zip(*streams.values()):
+        for variant, ev in zip(streams, pair):
+            if isinstance(ev, TokenStep):
+                tokens[variant].append(ev.token_id)
+                ref = tokens["fp32"][ev.step] if len(tokens["fp32"]) > ev.step else ev.token_id
+                yield QuantToken(variant=variant, step=ev.step, token_id=ev.token_id, text=ev.text,
+                                 step_time_s=ev.step_time_s, same_as_fp32=ev.token_id == ref).to_dict()
+            elif isinstance(ev, RunFinished):
+                finals[variant] = ev
+    if len(finals) == 2 and all(f.finish_reason != "cancelled" for f in finals.values()):
+        a, b = tokens["fp32"], tokens[fmt.name]
+        same = [x == y for x, y in zip(a, b)]
+        yield QuantSummary(
+            format=fmt.name, kernels=kernels_used(quant.model), fp32_matmul_bytes=matmul_weight_bytes(base.model),
+            quant_matmul_bytes=matmul_weight_bytes(quant.model),
+            fp32_decode_tokens_per_s=finals["fp32"].tokens_per_s,
+            quant_decode_tokens_per_s=finals[fmt.name].tokens_per_s, n_generated=len(b),
+            first_divergence=same.index(False) if False in same else -1,
+            agreement=sum(same) / len(same) if same else 1.0,
+            fp32_text=finals["fp32"].text, quant_text=finals[fmt.name].text,
+        ).to_dict()
+    yield recorded_formats().to_dict()
