@@ -38,10 +38,17 @@ _SPOKEN = [
     (re.compile(r"×"), " times "),
     (re.compile(r"≈|~(?=\d)"), " about "),
     (re.compile(r"→"), " to "),
-    (re.compile(r"(?<=\d)\s*[–-]\s*(?=\d)"), " to "),
+    (re.compile(r"(?<=\d)\s*–\s*(?=\d)|(?<=\d) - (?=\d)"), " to "),  # ranges, not SmolLM2-135M
     (re.compile(r"\bO\(N²\)"), "order N squared"),
     (re.compile(r"\bO\(N\)"), "order N"),
     (re.compile(r"²"), " squared"),
+    *[(re.compile(rf"(?<=\d)\s*{unit}(?![\w/])"), f" {spoken}") for unit, spoken in [
+        ("KiB", "kibibytes"), ("MiB", "mebibytes"), ("GiB", "gibibytes"), ("TiB", "tebibytes"),
+        ("KB", "kilobytes"), ("MB", "megabytes"), ("GB", "gigabytes"), ("TB", "terabytes"),
+    ]],
+    (re.compile(r"(?<=\d)\s*GB/s\b"), " gigabytes per second"),
+    (re.compile(r"(?<=\d)\s*TB/s\b"), " terabytes per second"),
+    (re.compile(r"(?<=\d)\s*ms\b"), " milliseconds"),
     (re.compile(r"\s+"), " "),
 ]
 

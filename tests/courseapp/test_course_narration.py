@@ -94,6 +94,9 @@ def test_vtt_round_trip_and_errors():
 def test_speakable_text():
     assert narration.speakable("2 × 32 × 8") == "2 times 32 times 8"
     assert narration.speakable("4–8 times") == "4 to 8 times"
+    assert narration.speakable("SmolLM2-135M") == "SmolLM2-135M"
+    assert narration.speakable("128 KiB per token, 3.35 TB/s") == "128 kibibytes per token, 3.35 terabytes per second"
+    assert narration.speakable("GiB of cache") == "GiB of cache"  # only after a number
 
 
 class FakeVoice:
