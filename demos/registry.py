@@ -309,6 +309,30 @@ register(
     )
 )
 
+# --- Quantization (issue 4) ---------------------------------------------------------------------------
+register(
+    DemoSpec(
+        name="quantization",
+        title="Quantization: fewer bits per weight, live",
+        description=(
+            "One layer's weights under a format's grid with its error, activation outliers for your prompt, and "
+            "the same prompt generated in fp32 and in the chosen format, token by token."
+        ),
+        runner="inference_core.demos.quantization:run",
+        module="js/demos/quantization.js",
+        params={
+            "prompt": ParamSpec("str", default="The capital of France is", label="Prompt", max_chars=2000,
+                                max_tokens=64),
+            "format": ParamSpec("choice", default="int4-g128", label="Format",
+                                choices=("int8", "w8a8", "int4-g32", "int4-g128", "nf4", "fp8", "llm-int8")),
+            "layer": ParamSpec("int", default=3, label="Layer", min_value=0, max_value=29),
+            "projection": ParamSpec("choice", default="w_down", label="Projection",
+                                    choices=("wqkv", "wo", "w_gate_up", "w_down")),
+            "max_new_tokens": ParamSpec("int", default=16, label="New tokens", min_value=1, max_value=24),
+        },
+    )
+)
+
 
 @functools.lru_cache(maxsize=4)
 def _tokenizer(model: str):
