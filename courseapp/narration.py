@@ -31,6 +31,8 @@ VOICE_NAME = "en_US-joe-medium"
 PAUSE_SECONDS = 0.5
 LEAD_IN_SECONDS = 0.25
 NARRATION_DIR = "narration"
+# Bump when `speakable`, pauses or timing change, so cached audio made the old way is not reused.
+SYNTHESIS_VERSION = 2
 
 # Symbols the lessons use that espeak would otherwise spell out or skip.
 _SPOKEN = [
@@ -102,7 +104,7 @@ def _as_cues(cues: Iterable) -> list[Cue]:
 
 
 def narration_key(cues: Iterable) -> str:
-    return cue_hash(_as_cues(cues), voice=VOICE_NAME)
+    return cue_hash(_as_cues(cues), voice=f"{VOICE_NAME}/v{SYNTHESIS_VERSION}")
 
 
 def synthesize(
