@@ -47,6 +47,17 @@ async def test_run_delivers_every_event_then_done(demo_stack):
     assert all(b.t >= a.t for a, b in zip(stored, stored[1:]))
 
 
+async def test_the_worker_loads_the_engine_once_and_reuses_it(demo_stack):
+    comm = await connect()
+    try:
+        for prompt in ("Red, green,", "Monday, Tuesday,"):
+            await start(comm, {"prompt": prompt, "max_new_tokens": 2})
+            assert (await collect(comm))[-1]["type"] == "done"
+    finally:
+        await comm.disconnect()
+    assert demo_stack.log("worker").count("engine smollm2-135m loaded") == 1
+
+
 async def test_bad_messages_get_error_frames_and_socket_stays_usable(demo_stack, settings):
     comm = await connect()
     try:
