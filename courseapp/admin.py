@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .loader import save_module
+from .loader import normalize_newlines, save_module
 from .models import Choice, Module, ModuleProgress, Narration, Preference, Question, QuizAttempt, Track
 from .rendering import ContentError, render_markdown
 
@@ -36,6 +36,7 @@ class ModuleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         """Re-render derived fields (HTML, cues, quiz rows) from the edited source."""
+        obj.source = normalize_newlines(obj.source)
         try:
             rendered = render_markdown(obj.source)
         except ContentError as exc:

@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .forms import ModuleForm, NarrationUploadForm
-from .loader import export_course, save_module
+from .loader import export_course, normalize_newlines, save_module
 from .models import QUIZ_MARKER, Module, Narration, Track
 from .quiz import pass_mark
 from .rendering import ContentError, render_markdown
@@ -137,7 +137,7 @@ def module_edit(request, slug: str | None = None):
 def preview(request):
     """Live preview for authoring.js: the same renderer as the student page, as an HTML fragment."""
     try:
-        rendered = render_markdown(request.POST.get("source", ""))
+        rendered = render_markdown(normalize_newlines(request.POST.get("source", "")))
     except ContentError as exc:
         where = f"Line {exc.line}: " if exc.line else ""
         return HttpResponse(render_to_string("courseapp/authoring/_preview_error.html",

@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
 from .content import SLUG_RE
-from .loader import prerequisite_cycle
+from .loader import normalize_newlines, prerequisite_cycle
 from .models import Module, Track
 from .narration import VTTError, parse_vtt
 from .rendering import ContentError, render_markdown
@@ -83,7 +83,7 @@ class ModuleForm(forms.ModelForm):
         return slug
 
     def clean_source(self) -> str:
-        source = self.cleaned_data.get("source") or ""
+        source = normalize_newlines(self.cleaned_data.get("source") or "")  # browsers post CRLF
         try:
             self.rendered = render_markdown(source)
         except ContentError as exc:

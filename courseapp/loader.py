@@ -159,8 +159,14 @@ def _front_matter(row: Module) -> dict:
     }
 
 
+def normalize_newlines(text: str) -> str:
+    """LF only, as in the files (form fields arrive with CRLF)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def save_module(row: Module, front_matter: dict, body: str, rendered: RenderedModule, track: Track) -> Module:
     """Write front matter, body and everything derived from them (quiz rows included)."""
+    body = normalize_newlines(body)
     row.title = front_matter["title"]
     row.short_title = front_matter.get("short_title") or ""
     row.slug = front_matter["slug"]
