@@ -1,0 +1,154 @@
+// Quantization, live: one layer's weight histogram with the format's grid overlaid and an error heatmap,
+// the activation outliers of the student's prompt, fp32 vs quantized generation token by token (divergences
+// marked), and bytes vs perplexity vs tokens/s for every format from the recorded quantize-report table.
+//   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtNum, numberField, outputs, selectField } from "../calculators/ui.js";
+import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+
+const FORMATS = [["int8", "int8 per-channel (weight-only)"], ["w8a8", "int8 weights × int8 activations (FBGEMM)"],
+  ["int4-g32", "int4, groups of 32"], ["int4-g128", "int4, groups of 128"], ["nf4", "NF4, blocks of 64"],
+  ["fp8", "FP8 e4m3, per-channel"], ["llm-int8", "LLM.int8() with fp32 outliers"]];
+const PROJECTIONS = [["w_down", "MLP down (w_down)"], ["w_gate_up", "MLP gate+up"], ["wqkv", "attention QKV"], ["wo", "attention output"]];
+const MiB = 1024 * 1024;
+
+export function mount(root, config = {}) {
+  const p = config.params || {};
+  const limits = (config.spec && config.spec.params) || {};
+  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 24;
+  const prompt = promptField("Prompt", p.prompt || "The capital of France is");
+  const format = selectField("Format", FORMATS, p.format || "int4-g128");
+  const layer = numberField("Layer (0–29)", p.layer ?? 3, { min: 0, max: 29, step: 1 });
+  const proj = selectField("Projection", PROJECTIONS, p.projection || "w_down");
+  const newTokens = numberField("New tokens", p.max_new_tokens || 16, { min: 1, max: maxNew, step: 1 });
+
+  const layerOut = outputs([["kernel", "Kernel at batch 1"], ["bytes", "Bytes: fp32 → quantized"], ["rmse", "Weight error (RMS, relative)"],
+    ["maxerr", "Largest weight error"]], "The chosen layer");
+  const hist = chartBlock("Histogram of the layer's weights with the format's representable values overlaid");
+  const heat = chartBlock("Heatmap of absolute quantization error for the top-left 48 by 48 weights");
+  const outl = chartBlock("Bar chart: activation channels above the outlier threshold in each layer");
+  const textFp = el("p", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "fp32 generation" });
+  const textQ = el("p", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Quantized generation" });
+  const qLabel = el("strong", { text: "quantized" });
+  const runOut = outputs([["agree", "Same token as fp32"], ["first", "First divergence"], ["speed", "Decode tokens/s: fp32 / quantized (this run)"],
+    ["stream", "Bytes streamed per token: fp32 → quantized"]], "Side-by-side generation");
+  const trade = chartBlock("Scatter chart: weight bytes against perplexity for each format, marker size shows decode speed");
+  const tradeTable = el("table", { class: "ilab-calc__table" });
+  let Plotly = null;
+  let state = null;
+
+  const shell = demoShell(root, config, {
+    title: "Quantization",
+    fields: [prompt.label, format.label, layer.label, proj.label, newTokens.label],
+    getParams() {
+      if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
+      return { prompt: prompt.input.value, format: format.input.value, layer: intIn(layer.input, "Layer", 0, 29),
+        projection: proj.input.value, max_new_tokens: intIn(newTokens.input, "New tokens", 1, maxNew) };
+    },
+    onStart(params) {
+      state = { fmt: params.format };
+      qLabel.textContent = params.format;
+      textFp.replaceChildren(el("strong", { text: "fp32: " }));
+      textQ.replaceChildren(qLabel, ": ");
+      for (const k of ["kernel", "bytes", "rmse", "maxerr"]) layerOut.set(k, "–");
+      for (const k of ["agree", "first", "speed", "stream"]) runOut.set(k, "–");
+      for (const b of [hist, heat, outl, trade]) b.summary.textContent = "";
+    },
+    onEvent(ev) {
+      if (ev.type === "quant_layer") showLayer(ev);
+      else if (ev.type === "quant_outliers") showOutliers(ev);
+      else if (ev.type === "quant_token") showToken(ev);
+      else if (ev.type === "quant_summary") showSummary(ev);
+      else if (ev.type === "quant_formats") showFormats(ev);
+    },
+  });
+  shell.body.append(
+    layerOut.node, el("div", { class: "ilab-calc__charts" }, hist.figure, heat.figure), outl.figure,
+    el("h4", { text: "The same prompt, greedy, fp32 vs quantized (underlined: a different token)" }), textFp, textQ, runOut.node,
+    el("h4", { text: "All formats: bytes, quality and speed (recorded by quantize-report)" }), trade.figure, tradeTable,
+  );
+  shell.plotly.then((P) => { Plotly = P; });
+
+  function showLayer(ev) {
+    layerOut.set("kernel", ev.kernel);
+    layerOut.set("bytes", `${fmtNum(ev.fp32_bytes / MiB)} MiB → ${fmtNum(ev.quant_bytes / MiB)} MiB (${(ev.fp32_bytes / ev.quant_bytes).toFixed(1)}× smaller)`);
+    layerOut.set("rmse", `${ev.rmse.toExponential(2)} (${(ev.rel_rmse * 100).toFixed(2)} % of the weights' RMS)`);
+    layerOut.set("maxerr", ev.max_abs_error.toExponential(2));
+    const centers = ev.hist_counts.map((_, i) => (ev.hist_edges[i] + ev.hist_edges[i + 1]) / 2);
+    const lo = ev.hist_edges[0], hi = ev.hist_edges[ev.hist_edges.length - 1];
+    const grid = ev.grid.filter((g) => g >= lo && g <= hi);
+    const top = Math.max(...ev.hist_counts);
+    if (Plotly) {
+      Plotly.react(hist.chart, [
+        { type: "bar", x: centers, y: ev.hist_counts, name: "weights", marker: { color: "#1f77b4" }, hovertemplate: "%{x:.4f}: %{y}<extra></extra>" },
+        { type: "scatter", mode: "markers", x: grid, y: grid.map(() => top * 1.03), name: `${ev.format} levels`, marker: { symbol: "line-ns-open", size: 14, color: "#d62728" },
+          hovertemplate: "level %{x:.4f}<extra></extra>" },
+      ], { ...BASE_LAYOUT, title: { text: `Layer ${ev.layer} ${ev.projection} [${ev.shape.join("×")}]` }, bargap: 0,
+        xaxis: { title: { text: "weight value" } }, yaxis: { title: { text: "count" } }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
+      Plotly.react(heat.chart, [{ type: "heatmap", z: ev.heatmap, colorscale: "Viridis", colorbar: { title: { text: "|error|" } },
+        hovertemplate: "row %{y}, col %{x}: %{z:.2e}<extra></extra>" }],
+      { ...BASE_LAYOUT, title: { text: "|w − dequantized w|, top-left 48×48" }, xaxis: { title: { text: "input channel" } },
+        yaxis: { title: { text: "output channel" }, autorange: "reversed" } }, PLOT_CONFIG);
+    }
+    hist.summary.textContent = `${grid.length} of the format's levels (red ticks, spaced by a typical group's scale ${ev.grid_scale.toExponential(2)}) ` +
+      `fall inside the weights' range ${lo.toFixed(3)} … ${hi.toFixed(3)}; every weight is rounded to one of them.`;
+    heat.summary.textContent = `Errors are largest where a group's scale is large: one big weight widens the grid for its whole group. ` +
+      `Largest error here ${ev.max_abs_error.toExponential(2)}.`;
+  }
+
+  function showOutliers(ev) {
+    const layers = ev.outliers_per_layer_attn.map((_, i) => i);
+    if (Plotly) {
+      Plotly.react(outl.chart, [
+        { type: "bar", x: layers, y: ev.outliers_per_layer_attn, name: "into wqkv" },
+        { type: "bar", x: layers, y: ev.outliers_per_layer_mlp, name: "into w_down" },
+      ], { ...BASE_LAYOUT, barmode: "group", title: { text: `Input channels with |x| > ${ev.threshold} for your prompt` },
+        xaxis: { title: { text: "layer" }, dtick: 2 }, yaxis: { title: { text: "outlier channels" } }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
+    }
+    const total = ev.outliers_per_layer_mlp.reduce((a, b) => a + b, 0) + ev.outliers_per_layer_attn.reduce((a, b) => a + b, 0);
+    const maxA = Math.max(...ev.channel_absmax);
+    outl.summary.textContent = `${total} channel-layer pairs exceed ${ev.threshold} in magnitude; LLM.int8() keeps exactly those columns in floating point. ` +
+      `In layer ${ev.layer}'s ${ev.projection} input the largest channel reaches ${maxA.toFixed(2)} (channels ${ev.top_channels.slice(0, 3).join(", ")} lead).`;
+  }
+
+  function showToken(ev) {
+    const span = el("span", { text: ev.text });
+    if (ev.variant !== "fp32" && !ev.same_as_fp32) {
+      span.style.textDecoration = "underline wavy #d62728";
+      span.title = `step ${ev.step}: differs from fp32`;
+    }
+    (ev.variant === "fp32" ? textFp : textQ).append(span);
+  }
+
+  function showSummary(s) {
+    runOut.set("agree", `${Math.round(s.agreement * 100)} % of ${s.n_generated} tokens`);
+    runOut.set("first", s.first_divergence < 0 ? "none: identical text" : `step ${s.first_divergence}`);
+    runOut.set("speed", `${s.fp32_decode_tokens_per_s.toFixed(1)} / ${s.quant_decode_tokens_per_s.toFixed(1)} (shared CPU; kernel ${s.kernels.join(", ")})`);
+    runOut.set("stream", `${fmtNum(s.fp32_matmul_bytes / MiB)} MiB → ${fmtNum(s.quant_matmul_bytes / MiB)} MiB`);
+  }
+
+  function showFormats(ev) {
+    const rows = ev.rows || [];
+    tradeTable.replaceChildren(el("caption", { text: `Recorded: ${ev.source}` }),
+      el("tr", {}, ...["format", "weights MiB", "perplexity", "KL vs fp32", "decode tok/s", "kernel"].map((h) => el("th", { scope: "col", text: h }))),
+      ...rows.map((r) => el("tr", { "data-current": r.format === state.fmt ? "true" : null },
+        el("th", { scope: "row", text: r.format }), el("td", { text: (r.matmul_weight_bytes / MiB).toFixed(1) }),
+        el("td", { text: r.perplexity.toFixed(2) }), el("td", { text: r.kl_vs_fp32.toFixed(4) }),
+        el("td", { text: r.decode_tokens_per_s.toFixed(1) }), el("td", { text: r.kernels.join(", ") }))));
+    if (!rows.length) { trade.summary.textContent = "No recorded table on this server."; return; }
+    const maxSpeed = Math.max(...rows.map((r) => r.decode_tokens_per_s));
+    if (Plotly) {
+      Plotly.react(trade.chart, [{ type: "scatter", mode: "markers+text", x: rows.map((r) => r.matmul_weight_bytes / MiB), y: rows.map((r) => r.perplexity),
+        text: rows.map((r) => r.format), textposition: "top center",
+        marker: { size: rows.map((r) => 10 + 30 * r.decode_tokens_per_s / maxSpeed), color: rows.map((r) => (r.format === state.fmt ? "#d62728" : "#1f77b4")), opacity: 0.7 },
+        customdata: rows.map((r) => r.decode_tokens_per_s),
+        hovertemplate: "%{text}: %{x:.0f} MiB, perplexity %{y:.2f}, %{customdata:.1f} tok/s<extra></extra>" }],
+      { ...BASE_LAYOUT, title: { text: "Bytes streamed per token vs perplexity (bigger marker = faster decode)" },
+        xaxis: { title: { text: "matmul weights, MiB" }, type: "log" }, yaxis: { title: { text: "perplexity (held-out text)" } } }, PLOT_CONFIG);
+    }
+    const fp = rows.find((r) => r.format === "fp32");
+    const best = [...rows].sort((a, b) => b.decode_tokens_per_s - a.decode_tokens_per_s)[0];
+    trade.summary.textContent = fp ? `fp32 streams ${(fp.matmul_weight_bytes / MiB).toFixed(0)} MiB per token at ${fp.decode_tokens_per_s.toFixed(1)} tok/s; ` +
+      `the fastest format, ${best.format}, streams ${(best.matmul_weight_bytes / MiB).toFixed(0)} MiB at ${best.decode_tokens_per_s.toFixed(1)} tok/s with perplexity ${best.perplexity.toFixed(2)} vs ${fp.perplexity.toFixed(2)}.` : "";
+  }
+  return shell;
+}
