@@ -176,7 +176,7 @@ class Scheduler:
                                   torch.tensor(rows, device=device))
             picked = self._sample(scheduled, logits)
         now = self.clock()
-        entries = []
+        entries, finished = [], []
         eos = self.engine.config.eos_token_id
         for (req, n_new), token in zip(scheduled, picked):
             phase = "decode" if n_new == 1 and req.output_ids else "prefill"
@@ -189,10 +189,14 @@ class Scheduler:
                             "context_len": req.num_computed, "n_cached": req.num_cached_tokens if phase == "prefill" else 0,
                             "token_id": token, "text": self._text(token), "finished": done})
             if done:
-                self.running.remove(req)
-                self._finish(req, "eos" if token == eos and req.stop_at_eos else "length", now)
-        self._release_static_batch()
+                finished.append((req, "eos" if token == eos and req.stop_at_eos else "length"))
+        # The step is recorded with the batch that ran (finishing requests still hold their blocks), then
+        # finished requests retire: request_finished and their freed blocks follow the batch_step event.
         self._record_step(entries, len(tokens), t_start, now)
+        for req, reason in finished:
+            self.running.remove(req)
+            self._finish(req, reason, now)
+        self._release_static_batch()
         self.step_count += 1
         return self._drain()
 

@@ -52,6 +52,7 @@ export function mount(root, config = {}) {
     onEvent(ev) {
       if (ev.type === "batch_run_started") {
         s.bs = ev.block_size; s.nb = ev.num_blocks;
+        out.set("preempt", "0");
         out.set("per", `${(ev.kv_bytes_per_block / 1024).toFixed(0)} KiB (${ev.block_size} tokens × ${(ev.kv_bytes_per_token / 1024).toFixed(1)} KiB)`);
         drawGrid();
       } else if (ev.type === "request_queued") {
@@ -134,8 +135,9 @@ export function mount(root, config = {}) {
   }
 
   function gridLayout(rows) {
-    return { ...BASE_LAYOUT, title: { text: "Physical block pool" }, height: 90 + rows * 38,
-      xaxis: { title: { text: "block id (mod 8)" }, dtick: 1, side: "top" }, yaxis: { autorange: "reversed", dtick: 1, title: { text: "row" } } };
+    return { ...BASE_LAYOUT, title: { text: "Physical block pool (block id = 8 × row + column)" }, height: 130 + rows * 46,
+      margin: { l: 50, r: 15, t: 50, b: 40 }, xaxis: { title: { text: "column" }, dtick: 1, range: [-0.6, 7.6], zeroline: false },
+      yaxis: { title: { text: "row" }, autorange: "reversed", dtick: 1, zeroline: false } };
   }
 
   function drawGrid() {
@@ -160,7 +162,7 @@ export function mount(root, config = {}) {
     }
     Plotly.react(grid.chart, [{ type: "scatter", mode: "markers+text", x: xs, y: ys, text: texts, hovertext: hovers,
       hoverinfo: "text", textfont: { size: 10, color: "#111" },
-      marker: { symbol: "square", size: 34, color: colors, line: { color: "#555", width: 1 }, opacity: 0.85 } }],
+      marker: { symbol: "square", size: 40, color: colors, line: { color: "#555", width: 1 }, opacity: 0.85 } }],
     gridLayout(rows), PLOT_CONFIG);
   }
 
