@@ -30,19 +30,19 @@ class ModuleForm(forms.ModelForm):
         required=False,
         help_text="Module slugs, separated by commas, e.g. prefill-decode, kv-cache.",
     )
+    source = forms.CharField(
+        required=False,
+        strip=False,  # whitespace is content: the body must round-trip to the file byte for byte
+        label="Lesson (Markdown)",
+        widget=forms.Textarea(attrs={"rows": 28, "spellcheck": "true", "class": "md-editor"}),
+        help_text="Directives: :::{demo} NAME with JSON props, :::{calculator} NAME, :::{callout} note|warning, "
+                  ":::{quiz} with a YAML list of questions. Close each with ':::'.",
+    )
 
     class Meta:
         model = Module
         fields = ["title", "short_title", "slug", "track", "order", "prerequisites", "summary", "source"]
-        widgets = {
-            "summary": forms.Textarea(attrs={"rows": 2}),
-            "source": forms.Textarea(attrs={"rows": 28, "spellcheck": "true", "class": "md-editor"}),
-        }
-        labels = {"source": "Lesson (Markdown)"}
-        help_texts = {
-            "source": "Directives: :::{demo} NAME with JSON props, :::{calculator} NAME, :::{callout} note|warning, "
-                      ":::{quiz} with a YAML list of questions. Close each with ':::'.",
-        }
+        widgets = {"summary": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

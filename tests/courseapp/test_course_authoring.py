@@ -108,8 +108,8 @@ def test_reorder_within_track(author):
 def test_export_writes_content_that_loads_back(author, settings, tmp_path):
     settings.CONTENT_DIR = tmp_path / "exported"
     author.post(reverse("courseapp:author_edit", args=["intro"]), form_data(
-        slug="intro", prerequisites="", title="Edited in the UI", source="## Hi\r\n\r\nCRLF from a browser.\r\n"))
-    assert Module.objects.get(slug="intro").source == "## Hi\n\nCRLF from a browser.\n"
+        slug="intro", prerequisites="", title="Edited in the UI", source="## Hi\r\n\r\nCRLF from a browser.\r\n\r\n"))
+    assert Module.objects.get(slug="intro").source == "## Hi\n\nCRLF from a browser.\n\n"  # not stripped
     response = author.post(reverse("courseapp:author_export"), follow=True)
     assert "Exported 4 file(s)" in response.content.decode()
     assert b"\r" not in (settings.CONTENT_DIR / "intro.md").read_bytes()
