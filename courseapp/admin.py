@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin
 
 from .loader import normalize_newlines, save_module
@@ -24,8 +25,18 @@ class QuestionInline(admin.TabularInline):
         return False  # quizzes live in the Markdown source
 
 
+class ModuleAdminForm(forms.ModelForm):
+    source = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 30, "cols": 100}),
+                             help_text="Markdown body; whitespace is kept so the file round-trips exactly.")
+
+    class Meta:
+        model = Module
+        fields = "__all__"
+
+
 @admin.register(Module)
 class ModuleAdmin(admin.ModelAdmin):
+    form = ModuleAdminForm
     list_display = ("title", "slug", "track", "order", "draft", "reading_minutes", "updated_at")
     list_filter = ("track", "draft")
     list_editable = ("order", "draft")

@@ -126,7 +126,15 @@ def test_admin_registered(client, course):
     for name in ("module", "track", "question", "narration", "moduleprogress", "quizattempt"):
         assert client.get(reverse(f"admin:courseapp_{name}_changelist")).status_code == 200
     intro = Module.objects.get(slug="intro")
-    assert client.get(reverse("admin:courseapp_module_change", args=[intro.pk])).status_code == 200
+    url = reverse("admin:courseapp_module_change", args=[intro.pk])
+    assert client.get(url).status_code == 200
+    data = {"title": "Admin edit", "short_title": "", "slug": "intro", "track": intro.track_id, "order": 1,
+            "prerequisites": "[]", "summary": "", "draft": "", "source": "## Admin\r\n\r\nEdited.\r\n",
+            "questions-TOTAL_FORMS": "0", "questions-INITIAL_FORMS": "0"}
+    assert client.post(url, data).status_code == 302
+    intro.refresh_from_db()
+    assert intro.source == "## Admin\n\nEdited.\n" and intro.cues[0]["text"] == "Admin"
+    assert intro.questions.count() == 0  # derived from the new source
 
 
 def test_glossary_link_appears_when_module_exists(client, course, tmp_path):
