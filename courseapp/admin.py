@@ -67,14 +67,27 @@ class ModuleAdmin(admin.ModelAdmin):
         queryset.update(draft=True)
 
 
-class ChoiceInline(admin.TabularInline):
+class ReadOnlyMixin:
+    """Quiz rows are derived from the module's Markdown: edit the `:::{quiz}` block instead."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ChoiceInline(ReadOnlyMixin, admin.TabularInline):
     model = Choice
     extra = 0
     fields = ("order", "text", "correct", "explanation")
 
 
 @admin.register(Question)
-class QuestionAdmin(admin.ModelAdmin):
+class QuestionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("text", "module", "order")
     list_filter = ("module",)
     inlines = [ChoiceInline]
