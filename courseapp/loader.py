@@ -108,11 +108,13 @@ def load_course(path: Path | str) -> LoadReport:
         existing = {m.slug: m for m in Module.objects.filter(slug__in=seen)}
         for module, rendered in parsed:
             row = existing.get(module.slug) or Module(slug=module.slug)
-            before = (_front_matter(row), row.source, row.html) if row.pk else None
+            # Derived fields are always re-rendered (the renderer or a demo embed may have changed);
+            # "unchanged" reports that the authored content is the same.
+            before = (_front_matter(row), row.source) if row.pk else None
             save_module(row, module.front_matter, module.body, rendered, track_rows[module.track])
             if before is None:
                 report.created.append(module.slug)
-            elif before == (_front_matter(row), row.source, row.html):
+            elif before == (_front_matter(row), row.source):
                 report.unchanged.append(module.slug)
             else:
                 report.updated.append(module.slug)
