@@ -146,15 +146,16 @@ class PagedBackend:
         bs = self.pool.block_size
         device = self.pool.k.device
         self.seqs = list(seqs)
-        blk, off = [], []
+        # Slot of every new token (a loop over sequences, vectorised over each one's tokens).
+        positions, blocks = [], []
         for s in self.seqs:
-            first = s.context_len - s.n_new
-            for p in range(first, s.context_len):
-                blk.append(s.blocks[p // bs])
-                off.append(p % bs)
-        self.n_total = len(blk)
-        self.slot_block = torch.tensor(blk, dtype=torch.long, device=device)
-        self.slot_offset = torch.tensor(off, dtype=torch.long, device=device)
+            pos = torch.arange(s.context_len - s.n_new, s.context_len)
+            positions.append(pos)
+            blocks.append(torch.tensor(s.blocks[: -(-s.context_len // bs)], dtype=torch.long)[pos // bs])
+        pos = torch.cat(positions) if positions else torch.empty(0, dtype=torch.long)
+        self.n_total = len(pos)
+        self.slot_block = (torch.cat(blocks) if blocks else pos).to(device)
+        self.slot_offset = (pos % bs).to(device)
         decode = [s for s in self.seqs if s.n_new == 1 and s.context_len > 1]
         self.prefills = [s for s in self.seqs if not (s.n_new == 1 and s.context_len > 1)]
         self.decode_rows = torch.tensor([s.start for s in decode], dtype=torch.long, device=device)

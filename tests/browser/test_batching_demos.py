@@ -1,0 +1,76 @@
+"""Paged-attention, batching and prefix-caching demos in a real browser against the real stack (small settings)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
+from demo_stack import Stack  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
+
+SCREENSHOTS = Path(os.environ.get("DEMO_SCREENSHOT_DIR", settings.BASE_DIR / "var" / "screenshots"))
+
+
+@pytest.fixture(scope="module")
+def live_stack(django_db_setup, tmp_path_factory):
+    stack = Stack(tmp_path_factory.mktemp("batching-demo-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
+    try:
+        stack.start_redis()
+        stack.start_worker(name="batching-demo-worker")
+        stack.url = stack.start_daphne()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def run_and_wait(page, stack, timeout=240_000) -> None:
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function("['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
+                           timeout=timeout)
+    state = page.evaluate("document.querySelector('.ilab-demo').dataset.state")
+    assert state == "done", page.locator(".ilab-calc__status").first.inner_text() + stack.log("batching-demo-worker")[-3000:]
+
+
+def out(page, key: str) -> str:
+    return page.locator(f'dd[data-out="{key}"]').inner_text()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_batching_demos_run_and_chart(live_stack, browser_page):
+    page = browser_page
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    page.goto(f"{live_stack.url}/demos/paged-attention/")
+    page.get_by_label("Prompts, one per line").fill("The capital of France is\ndef add(a, b):\nOne, two, three,")
+    page.get_by_label("New tokens per request").fill("5")
+    page.get_by_label("Physical blocks in the pool").fill("6")
+    page.get_by_label("Block size (tokens)").select_option("4")
+    page.get_by_label("A new request every").fill("0")
+    run_and_wait(page, live_stack)
+    assert page.locator("table tbody tr").count() == 3
+    assert int(out(page, "preempt")) >= 1  # 6 blocks of 4 tokens cannot hold all three at once
+    assert "unused" in out(page, "contig")
+    page.screenshot(path=str(SCREENSHOTS / "paged-attention-demo.png"), full_page=True)
+
+    page.goto(f"{live_stack.url}/demos/batching/")
+    page.get_by_label("Requests: new tokens").fill("5@0, 2@0, 2@1")
+    page.get_by_label("Batch size").fill("2")
+    run_and_wait(page, live_stack)
+    rows = page.locator("table tbody tr")
+    assert rows.count() == 2 and rows.nth(0).locator("th").inner_text() == "continuous"
+    assert page.evaluate("document.querySelectorAll('.ilab-calc__chart')[0].data.length") == 2  # one Gantt per mode
+    page.screenshot(path=str(SCREENSHOTS / "batching-demo.png"), full_page=True)
+
+    page.goto(f"{live_stack.url}/demos/prefix-caching/")
+    page.get_by_label("Questions, one per line").fill("When are you open?\nCan I print?")
+    page.get_by_label("New tokens per answer").fill("2")
+    run_and_wait(page, live_stack)
+    assert out(page, "same").startswith("yes")
+    assert "× lower" in out(page, "ttft")
+    page.screenshot(path=str(SCREENSHOTS / "prefix-caching-demo.png"), full_page=True)
+    assert not page.errors, page.errors
