@@ -175,3 +175,26 @@ def test_real_model_batched_equals_generate_ids(engine):
         if config.prefix_caching:
             assert sched.requests["r1"].num_cached_tokens > 0
             assert sched.num_preemptions > 0
+
+
+@pytest.mark.model
+def test_batch_cli_json(engine, tmp_path, capsys):
+    import json
+
+    from inference_core.cli import main
+
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text('The capital of France is\n{"prompt": "def add(a, b):", "max_new_tokens": 2, "arrival_step": 1}\n')
+    assert main(["batch", "--prompts-file", str(prompts), "--max-new-tokens", "3", "--mode", "static",
+                 "--block-size", "4", "--num-blocks", "8", "--prefix-cache", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in out["requests"]] == ["r0", "r1"]
+    for r, n in zip(out["requests"], (3, 2)):
+        ids = engine.tokenizer.encode(r["prompt"])
+        assert r["token_ids"] == engine.generate_ids(ids, GenerationParams(max_new_tokens=n))
+        assert r["text"] == engine.tokenizer.decode(r["token_ids"], skip_special=True)
+        assert r["ttft_s"] > 0 and r["e2e_s"] >= r["ttft_s"]
+    m = out["metrics"]
+    assert m["completed"] == 2 and m["total_output_tokens"] == 5 and m["mode"] == "static"
+    assert {"output_throughput", "total_token_throughput", "mean_ttft_ms", "mean_tpot_ms", "kv_waste_pct",
+            "prefix_cache_hit_rate", "num_preemptions"} <= set(m)
