@@ -118,3 +118,17 @@ def test_dropped_connection_resumes_and_stop_cancels(live_stack, browser_page):
     assert page.locator(".ilab-kv__text .t").count() < 100
     assert "Stopped" in page.locator(".ilab-kv__status").inner_text()
     assert not page.errors, page.errors
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dashboard_shows_the_live_worker(live_stack, browser_page):
+    page = browser_page
+    page.goto(f"{live_stack.url}/demos/dashboard/")
+    row = page.locator("#dash-workers tbody tr th")
+    row.first.wait_for(timeout=30_000)
+    assert row.count() >= 1
+    page.wait_for_function("document.getElementById('dash-tps').data.length >= 1 && "
+                           "document.getElementById('dash-tps').data[0].x.length >= 2", timeout=30_000)
+    assert page.locator("#dash-queue-gpu").inner_text().isdigit()
+    assert page.locator("#dash-conn").inner_text() == "Live."
+    assert not page.errors, page.errors
