@@ -23,6 +23,7 @@ from functools import lru_cache
 import nh3
 import yaml
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from markdown_it import MarkdownIt
 from mdit_py_plugins.colon_fence import colon_fence_plugin
@@ -417,7 +418,10 @@ def validate_demo(name: str, props: dict, line: int | None = None) -> dict:
 
 
 def demo_embed_html(name: str, props: dict) -> str:
-    """The demos app's embed (mount point + ES module), or a no-JS placeholder when it is unavailable."""
+    """A `.demo-embed` wrapper holding the demos app's embed (mount point + ES module), or, when that
+    is unavailable, a note for readers without JavaScript."""
+    inner = mark_safe("<noscript><p>This live demo runs the real model on the server and needs "  # noqa: S308
+                      "JavaScript.</p></noscript>")
     try:
         from demos.embed import render_embed
         from demos.registry import DemoParamError
@@ -425,15 +429,11 @@ def demo_embed_html(name: str, props: dict) -> str:
         render_embed = None
     if render_embed is not None:
         try:
-            return str(render_embed(name, props))
+            inner = mark_safe(str(render_embed(name, props)))  # noqa: S308 (trusted: rendered by the demos app)
         except DemoParamError as exc:
             logger.warning("demo '%s' embed unavailable: %s", name, exc)
-    return format_html(
-        '<div class="demo-embed" data-demo="{}" data-props="{}">'
-        "<noscript><p>This live demo runs the model in your browser session and needs JavaScript.</p>"
-        "</noscript></div>",
-        name, json.dumps(props, ensure_ascii=False),
-    )
+    return format_html('<div class="demo-embed" data-demo="{}" data-props="{}">{}</div>',
+                       name, json.dumps(props, ensure_ascii=False), inner)
 
 
 # --- Quiz ------------------------------------------------------------------------------------

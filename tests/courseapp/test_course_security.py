@@ -89,6 +89,13 @@ def test_xss_module_page_end_to_end(client, tmp_path):
     assert_inert(page.split('id="lesson">', 1)[1].split('class="complete-form"', 1)[0].rsplit("<form", 1)[0])
 
 
+def test_demo_directive_embeds_the_demo():
+    html = render_markdown(':::{demo} kv-cache\n{"prompt": "Hi <b>", "max_new_tokens": 8}\n:::\n').html
+    assert html.startswith('<div class="demo-embed" data-demo="kv-cache" data-props="{&quot;prompt&quot;: '
+                           '&quot;Hi &lt;b&gt;&quot;, &quot;max_new_tokens&quot;: 8}">')
+    assert 'class="ilab-demo"' in html and '<script type="module">' in html  # the demos app's embed
+
+
 def test_links_to_module_files_point_to_module_pages():
     html = render_markdown("See [the cache](kv-cache.md#how-big-does-it-get) and [x](./overview.md).\n").html
     assert 'href="/modules/kv-cache/#how-big-does-it-get"' in html and 'href="/modules/overview/"' in html
