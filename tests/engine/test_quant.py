@@ -238,3 +238,36 @@ def test_real_model_perplexity_bounds(real_quality):
 
 
 REAL_MODEL_BOUNDS = {"nf4": 0.50, "int4-g128": 1.20}
+
+
+@pytest.mark.model
+def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
+    import json
+
+    from inference_core.cli import main
+
+    assert main(["generate", "--prompt", "The capital of France is", "--max-new-tokens", "3", "--quant", "int8",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["token_ids"]) == 3 and "Paris" in out["text"]
+    assert type(engine.model.output) is torch.nn.Linear  # the shared engine was not quantized in place
+
+
+@pytest.mark.model
+def test_quantization_demo_events_validate(engine):
+    from inference_core.demos.quantization import run
+    from inference_core.trace import validate_event
+
+    events = list(run({"prompt": "The capital of France is", "format": "nf4", "layer": 2,
+                       "projection": "wqkv", "max_new_tokens": 3}))
+    for ev in events:
+        validate_event(ev)
+    types = [e["type"] for e in events]
+    assert types[:2] == ["quant_layer", "quant_outliers"] and types[-2:] == ["quant_summary", "quant_formats"]
+    assert types.count("quant_token") == 6
+    layer = events[0]
+    assert layer["shape"] == [960, 576] and layer["quant_bytes"] < layer["fp32_bytes"] / 6
+    assert len(layer["grid"]) == 16 and sum(layer["hist_counts"]) == 960 * 576
+    summary = events[-2]
+    assert summary["quant_matmul_bytes"] < summary["fp32_matmul_bytes"] / 6
+    assert events[-1]["rows"], "the recorded quantize-report table ships with the engine"
