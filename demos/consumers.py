@@ -77,6 +77,7 @@ class Watch:
     last_activity: float = field(default_factory=time.monotonic)
     created: float = field(default_factory=time.time)
     finished: bool = False
+    hb_missing_since: float | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task | None = None
 
@@ -465,10 +466,16 @@ class DemoConsumer(AsyncWebsocketConsumer):
             return
         if run.status == Run.Status.RUNNING:
             if await async_redis().exists(heartbeat_key(w.run_id)):
+                w.hb_missing_since = None
                 # Alive but quiet here: catch up from storage in case live messages went missing.
                 async with w.lock:
                     if not w.finished:
                         await self._send_stored(w)
+                return
+            # Missing on two checks a second apart: not a race with the worker finishing.
+            now = time.monotonic()
+            if w.hb_missing_since is None or now - w.hb_missing_since < 1.0:
+                w.hb_missing_since = w.hb_missing_since or now
                 return
             msg = "the worker running this demo stopped responding"
             if await _set_status(w.run_id, Run.Status.ERROR, only_if=ACTIVE,

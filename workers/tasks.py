@@ -221,11 +221,13 @@ async def _run_demo(run_id: str) -> str:
         except Exception:  # noqa: BLE001 - the event is stored; a consumer can recover it from the DB
             log.exception("publishing to %s failed", group)
 
-    run = await sync_to_async(_claim)(run_id)
-    if run is None:
-        return "skipped"
     STATS.start_reporter()
+    # The heartbeat exists before the run is marked running, so a consumer never sees a running
+    # run without one (which it would take for a dead worker).
     with Heartbeat(run_id):
+        run = await sync_to_async(_claim)(run_id)
+        if run is None:
+            return "skipped"
         await publish({"type": "run.started", "run_id": run_id, "worker": WORKER_NAME})
         state = _RunState(run)
         try:
@@ -322,16 +324,19 @@ class _RunState:
             summary["cancel_reason"] = self.check.reason or "user"
         summary["worker"] = WORKER_NAME
         status = Run.Status.CANCELLED if cancelled else Run.Status.DONE
-        Run.objects.filter(pk=self.run.id).update(
+        # Only a running run: one the consumer already ended (timeout, worker presumed lost) keeps
+        # the final state its client was told.
+        if not Run.objects.filter(pk=self.run.id, status=Run.Status.RUNNING).update(
             status=status, summary=summary, n_events=self.seq, finished_at=timezone.now()
-        )
+        ):
+            log.warning("run %s was already ended elsewhere; keeping its final state", self.run.id)
         _clear_flags(str(self.run.id))
         return status, summary
 
     def fail(self, code: str, message: str):
         with STATS.lock:
             STATS.runs_failed += 1
-        Run.objects.filter(pk=self.run.id).update(
+        Run.objects.filter(pk=self.run.id, status=Run.Status.RUNNING).update(
             status=Run.Status.ERROR, error_code=code, error_message=message, n_events=self.seq,
             finished_at=timezone.now(),
         )
