@@ -68,8 +68,10 @@ def test_loadcourse_command(content_dir, capsys):
 def test_repository_kv_cache_lesson_loads_and_round_trips(tmp_path):
     """content/kv-cache.md (this app's reference lesson) is valid and already in canonical form.
     The whole content/ directory is checked by test_course_modules.py."""
-    load_course(REPO_CONTENT / "kv-cache.md")
+    for slug in ("overview", "prefill-decode", "kv-cache"):  # kv-cache builds on the other two
+        load_course(REPO_CONTENT / f"{slug}.md")
     module = Module.objects.get(slug="kv-cache")
+    assert module.prerequisites == ["prefill-decode"]
     assert module.questions.count() == 5
     assert all(c.explanation for c in Choice.objects.filter(question__module=module))
     assert module.demos and module.demos[0]["name"] == "kv-cache"
