@@ -111,11 +111,18 @@ def _edit_context(form, module: Module | None, preview: str = "") -> dict:
     }
 
 
+def _new_module_initial() -> dict:
+    """A new module goes at the end of the first track, as a draft with a heading to start from."""
+    track = Track.objects.order_by("order", "slug").first()
+    last = Module.objects.filter(track=track).order_by("-order").values_list("order", flat=True).first()
+    return {"track": track, "order": (last or 0) + 1, "source": "## First section\n\nWrite the lesson here.\n"}
+
+
 @require_http_methods(["GET", "POST"])
 @instructor_required
 def module_edit(request, slug: str | None = None):
     module = get_object_or_404(Module.objects.select_related("track", "narration"), slug=slug) if slug else None
-    form = ModuleForm(request.POST or None, instance=module)
+    form = ModuleForm(request.POST or None, instance=module, initial=None if module else _new_module_initial())
     if request.method == "POST":
         if form.is_valid():
             if request.POST.get("action") == "preview":

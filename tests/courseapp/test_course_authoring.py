@@ -31,6 +31,11 @@ def test_list_shows_tracks_status_and_narration(author):
     assert "Batching" in html and "Draft" in html and "Not generated" in html
 
 
+def test_create_form_suggests_the_next_order(author):
+    html = author.get(reverse("courseapp:author_create")).content.decode()
+    assert 'name="order" value="3"' in html and "## First section" in html
+
+
 def test_create_module_starts_as_draft(author, client):
     response = author.post(reverse("courseapp:author_create"), form_data())
     assert response.status_code == 302
