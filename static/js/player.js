@@ -108,6 +108,25 @@ export function initPlayer(section) {
     });
   }
 
+  // Keyboard users get the same "listen from here" at each section heading.
+  if (lesson) {
+    for (const heading of lesson.querySelectorAll("h2[data-cue], h3[data-cue]")) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "listen-here";
+      button.dataset.cue = heading.dataset.cue;
+      button.setAttribute("aria-label", `Listen from “${heading.textContent.trim()}”`);
+      button.textContent = "▶ Listen from here";
+      button.addEventListener("click", () => {
+        if (!cueStarts.has(button.dataset.cue)) return;
+        audio.currentTime = cueStarts.get(button.dataset.cue);
+        highlight(button.dataset.cue);
+        if (audio.paused) audio.play().catch(() => {});
+      });
+      heading.after(button);
+    }
+  }
+
   // --- Transport ---------------------------------------------------------------------------------
   const togglePlay = () => (audio.paused ? audio.play().catch(() => {}) : audio.pause());
   const skip = (delta) => {

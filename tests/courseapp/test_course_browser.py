@@ -67,6 +67,13 @@ def test_narration_highlights_paragraphs_and_click_seeks(live_course, browser_pa
     assert time >= 3 * CUE_SECONDS - 0.01, time
     assert speaking(page) == "c4"
 
+    # Keyboard users: a "listen from here" button after each heading.
+    listen = page.get_by_role("button", name="Listen from “What is cached”")
+    listen.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.getElementById('narration-audio').currentTime") < CUE_SECONDS
+    page.wait_for_function("document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c1'")
+
     # Keyboard: K pauses while focus is in the player; speed select works.
     player.get_by_role("button", name="Pause").focus()
     page.keyboard.press("k")
