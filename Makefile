@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(PYPROJECT_HASH)
 CHROMIUM ?= /usr/bin/chromium
 PYTEST_ARGS ?=
 
-.PHONY: run test setup migrate chromium clean-venv
+.PHONY: run test setup migrate chromium clean-venv bench
 
 run: migrate
 	$(PY) scripts/run_stack.py
@@ -44,6 +44,11 @@ chromium:
 	else \
 	  echo "Chromium is missing at $(CHROMIUM): install it (apt-get install chromium) or set CHROMIUM_PATH"; \
 	fi
+
+# Against a running `make run` stack: N concurrent websocket clients (see bench/load.py --help).
+BENCH_ARGS ?= --clients 16 --runs 2 --max-new-tokens 8
+bench: setup
+	$(PY) bench/load.py $(BENCH_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -258,9 +258,10 @@ export function mount(root, config = {}) {
         root.dataset.runId = frame.run_id;
         setStatus(c.replayed ? "Replaying" : "Running…", false, c.replayed);
       },
-      onResumed() { setStatus("Reconnected; catching up…", false, c.replayed); },
+      onResumed() { c.interrupted = true; setStatus("Reconnected; catching up…", false, c.replayed); },
       onEvent(ev) {
         if (current !== c) return;
+        if (c.interrupted) { c.interrupted = false; setStatus(c.replayed ? "Replaying" : "Running…", false, c.replayed); }
         if (ev.type === "run_started") onRunStarted(ev);
         else if (ev.type === "token") onToken(ev);
         else if (ev.type === "run_finished") onFinished(ev);
@@ -291,6 +292,7 @@ export function mount(root, config = {}) {
   });
   socket.onState((state, detail) => {
     if (state === "reconnecting" && root.dataset.state === "running") {
+      if (current) current.interrupted = true;
       setStatus(`Connection lost; reconnecting (attempt ${detail.attempt})…`, true);
     }
   });
