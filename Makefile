@@ -16,7 +16,7 @@ run: migrate
 	$(PY) scripts/run_stack.py
 
 test: setup chromium
-	mkdir -p var
+	mkdir -p var/staticfiles
 	$(PY) -m pytest -ra --timeout=600 $(PYTEST_ARGS)
 
 setup: $(STAMP)
@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $@
 
 migrate: setup
-	mkdir -p var
+	mkdir -p var/staticfiles
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py loadcourse
 

@@ -13,6 +13,7 @@
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 8000;
 const PING_MS = 20000;
+const OPEN_TIMEOUT_MS = 10000; // a socket that has not opened by then is dropped and retried
 
 let refCounter = 0;
 const sockets = new Map();
@@ -66,7 +67,11 @@ export class DemoSocket {
     this._setState(this.attempt ? "reconnecting" : "connecting", { attempt: this.attempt });
     const ws = new WebSocket(this.url);
     this.ws = ws;
+    const openTimer = setTimeout(() => {
+      if (ws.readyState === WebSocket.CONNECTING) ws.close();
+    }, OPEN_TIMEOUT_MS);
     ws.onopen = () => {
+      clearTimeout(openTimer);
       this.attempt = 0;
       this._setState("open");
       // Resume every unfinished run from the last event we handled.
@@ -83,6 +88,7 @@ export class DemoSocket {
     };
     ws.onmessage = (e) => this._onMessage(e);
     ws.onclose = () => {
+      clearTimeout(openTimer);
       clearInterval(this.pingTimer);
       if (this.ws !== ws) return;
       this.ws = null;
