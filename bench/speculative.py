@@ -82,6 +82,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--quick", action="store_true", help="code-edit and free-text only, two drafts")
     ap.add_argument("--workloads", default="", help="comma-separated subset of " + ",".join(WORKLOADS))
+    ap.add_argument("--drafts", default="", help="override the draft list: comma-separated KIND@K, e.g. ngram@4,ngram:2@6")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -103,7 +104,9 @@ def main() -> int:
         ids = engine.encode_prompt(prompt, chat)
         params = SpecParams(max_new_tokens=args.tokens, stop_at_eos=False)
         ref, _, _ = plain_timed(engine, ids, params)  # warm-up and the reference output
-        for kind, k in (QUICK if args.quick else DRAFTS[wname]):
+        chosen = [(d.rsplit("@", 1)[0], int(d.rsplit("@", 1)[1])) for d in args.drafts.split(",") if d] or \
+            (QUICK if args.quick else DRAFTS[wname])
+        for kind, k in chosen:
             try:
                 draft = make_draft(engine, kind)
             except ValueError as exc:
