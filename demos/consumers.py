@@ -546,10 +546,12 @@ async def collect_stats() -> dict:
 
     def counts():
         since = timezone.now() - timedelta(hours=1)
+        recent = Run.objects.filter(created_at__gte=since)
         out = {s: 0 for s in Run.Status.values}
-        for status, n in (Run.objects.filter(created_at__gte=since).values_list("status")
+        for status, n in (recent.filter(replay_of__isnull=True).values_list("status")
                           .order_by().annotate(n=Count("id"))):
             out[status] = n
+        out["replayed"] = recent.filter(replay_of__isnull=False).count()  # served without a worker
         return out
 
     return {"type": "stats", "t": time.time(), "workers": workers, "queue": queue,
