@@ -351,8 +351,9 @@ class LLMInt8Linear(QuantizedLinear):
     """LLM.int8() mixed decomposition (Dettmers et al. 2022).
 
     Input columns where any |x| > threshold are "outlier dimensions": their product uses fp32 activations
-    (× the dequantized weight columns). All other columns are quantized to int8 per row (absmax) and
-    multiplied by the int8 weights with integer-exact accumulation (emulated here in fp32, exact below 2²⁴).
+    (× the dequantized weight columns). All other columns are rounded to int8 per row (absmax) and multiplied
+    by the int8 weights; the integer products are summed in fp32 (by the AVX2 int8 kernel at decode, by one
+    GEMM for many rows), which matches int32 accumulation up to fp32 rounding.
     `outlier_counts` records the outlier-column count of every call, for the report and the demo.
     """
 
@@ -363,10 +364,14 @@ class LLMInt8Linear(QuantizedLinear):
         self.register_buffer("scale", s)
         self.threshold = threshold
         self.outlier_counts: list[int] = []
-        self.kernel = "torch-emulated-llm-int8"
+        self.kernel = "avx2-int8-gemv+fp32-outliers" if _kernels() else "torch-llm-int8"
 
     def dequantize(self):
         return dequantize_int8(self.qweight, self.scale)
+
+    def _gemv(self, x2):
+        k = _kernels()
+        return k.int8_gemv(x2, self.qweight, self.scale) if k else None
 
     def forward(self, x):
         shape = x.shape
@@ -376,10 +381,13 @@ class LLMInt8Linear(QuantizedLinear):
         self.outlier_counts.append(n_out)
         regular = x2.masked_fill(outlier, 0.0)
         sx = regular.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
-        qx = torch.round(regular / sx)
-        y = (qx @ self.qweight.float().T) * sx * self.scale
+        qx = (torch.round(regular / sx) * sx).contiguous()  # int8 activation values, kept as fp32 × scale
+        y = self._gemv(qx) if x2.shape[0] <= GEMV_MAX_ROWS else None
+        if y is None:
+            y = F.linear(qx, self.dequantize())
         if n_out:
-            y = y + x2[:, outlier] @ self.dequantize()[:, outlier].T
+            cols = outlier.nonzero()[:, 0]
+            y = y + x2[:, cols] @ (self.qweight[:, cols].float() * self.scale[:, None]).T
         return y.reshape(*shape[:-1], self.out_features)
 
 

@@ -15,7 +15,7 @@ import torch
 from .engine import Engine, GenerationParams, load_engine
 from .perplexity import compare, heldout_ids
 from .quant import (DEFAULT_FORMATS, kernels_used, matmul_weight_bytes, parse_format, quantize_model,
-                    resident_bytes)
+                    quantized_linears, resident_bytes)
 from .trace import RunFinished
 
 SAMPLE_PROMPT = "The old lighthouse keeper looked out at the sea and"
@@ -32,15 +32,26 @@ def decode_speed(engine: Engine, prompt: str = SAMPLE_PROMPT, new_tokens: int = 
     return statistics.median(speeds), text
 
 
+KV_INT8 = "fp32+kv-int8"
+
+
 def report(model_name: str = "smollm2-135m", formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
            max_tokens: int | None = None, window: int = 512, new_tokens: int = 32, repeats: int = 3,
-           log=None) -> list[dict]:
+           log=None, kv_int8: bool = False) -> list[dict]:
+    """One row per format; with `kv_int8`, one more row: fp32 weights with the int8 KV cache."""
+    from .kv_quant import Int8KVCache, int8_kv_engine
+
     base = load_engine(model_name)
+    cfg = base.config
     fmts = [parse_format(f) for f in formats]
     models = {f.name: base.model if f.kind == "fp32" else quantize_model(base.model, f) for f in fmts}
+    backends = {}
+    if kv_int8:
+        models[KV_INT8] = base.model
+        backends[KV_INT8] = lambda n: Int8KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, n, cfg.head_dim)
     ids = heldout_ids(base.tokenizer, max_tokens)
     t0 = time.perf_counter()
-    quality = compare(models, base.model, ids, window)
+    quality = compare(models, base.model, ids, window, backends=backends)
     if log:
         log(f"quality of {len(models)} formats on {len(ids)} tokens: {time.perf_counter() - t0:.0f} s")
     rows = []
@@ -51,10 +62,24 @@ def report(model_name: str = "smollm2-135m", formats: list[str] | tuple[str, ...
         rows.append({
             "format": f.name, "label": f.label, "kernels": kernels_used(model),
             "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_bytes(model),
+            "kv_bytes_per_token": cfg.kv_bytes_per_token(4),
             **quality[f.name].to_dict(), "decode_tokens_per_s": speed, "sample": text,
         })
+        if f.kind == "llm-int8":  # the most outlier columns any call saw, per quantized projection
+            rows[-1]["outlier_dims"] = {name: max(m.outlier_counts, default=0)
+                                        for name, m in quantized_linears(model).items()}
         if log:
             log(f"{f.name}: {speed:.1f} tok/s")
+    if kv_int8:
+        eng = int8_kv_engine(base)
+        speed, text = decode_speed(eng, new_tokens=new_tokens, repeats=repeats)
+        rows.append({
+            "format": KV_INT8, "label": "fp32 weights, int8 KV cache (per token/head scale)",
+            "kernels": kernels_used(base.model), "matmul_weight_bytes": matmul_weight_bytes(base.model),
+            "resident_bytes": resident_bytes(base.model),
+            "kv_bytes_per_token": eng.new_cache(1).bytes_per_token_layer() * cfg.n_layers,
+            **quality[KV_INT8].to_dict(), "decode_tokens_per_s": speed, "sample": text,
+        })
     return rows
 
 
@@ -66,6 +91,7 @@ def add_quantize_report(sub) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="score only the first N held-out tokens")
     p.add_argument("--window", type=int, default=512, help="tokens per perplexity window")
     p.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per speed run")
+    p.add_argument("--kv-int8", action="store_true", help="add a row: fp32 weights with the int8 KV cache")
     p.add_argument("--json", action="store_true", help="print one JSON list")
     p.set_defaults(func=cmd_quantize_report)
 
@@ -75,13 +101,13 @@ def cmd_quantize_report(args) -> int:
     for f in formats:
         parse_format(f)  # fail fast on a typo, before minutes of measurement
     rows = report(args.model, formats, args.max_tokens, args.window, args.new_tokens,
-                  log=lambda s: print(s, file=sys.stderr, flush=True))
+                  log=lambda s: print(s, file=sys.stderr, flush=True), kv_int8=args.kv_int8)
     if args.json:
         print(json.dumps({"model": args.model, "threads": torch.get_num_threads(), "rows": rows}, indent=1))
         return 0
-    print(f"{'format':<10} {'MiB':>7} {'ppl':>8} {'KL':>8} {'top1':>6} {'tok/s':>7}  kernel")
+    print(f"{'format':<13} {'MiB':>7} {'ppl':>8} {'KL':>8} {'top1':>6} {'tok/s':>7}  kernel")
     for r in rows:
-        print(f"{r['format']:<10} {r['matmul_weight_bytes'] / 2**20:7.1f} {r['perplexity']:8.3f} "
+        print(f"{r['format']:<13} {r['matmul_weight_bytes'] / 2**20:7.1f} {r['perplexity']:8.3f} "
               f"{r['kl_vs_fp32']:8.4f} {r['top1_agreement']:6.3f} {r['decode_tokens_per_s']:7.1f}  "
               f"{','.join(r['kernels'])}")
     for r in rows:
