@@ -17,6 +17,8 @@ _DEFAULTS = {
     "DEMO_REPLAY_CACHE": True,  # serve deterministic repeats from stored events
     "DEMO_REPLAY_SPEED": 1.0,  # 1.0 = paced like the original run
     "DEMO_STATS_INTERVAL": 1.0,  # worker stats and dashboard refresh period
+    "DEMO_MESSAGE_RATE": 20.0,  # messages per second one socket may send (sustained)…
+    "DEMO_MESSAGE_BURST": 60.0,  # …and in a burst; beyond that each message gets `slow_down`
 }
 
 

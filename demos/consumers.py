@@ -120,6 +120,9 @@ class DemoConsumer(AsyncWebsocketConsumer):
         client = self.scope.get("client") or ("", 0)
         self.client_addr = str(client[0] or "")
         self.watches: dict[str, Watch] = {}
+        self.rate = float(conf.get("DEMO_MESSAGE_RATE"))
+        self.tokens = self.burst = float(conf.get("DEMO_MESSAGE_BURST"))
+        self.tokens_at = time.monotonic()
         await self.accept()
         self.watchdog = asyncio.create_task(self._watchdog())
 
@@ -175,7 +178,18 @@ class DemoConsumer(AsyncWebsocketConsumer):
             log.exception("error handling a demo message")
             await self._error("internal_error", "the server failed to handle this message")
 
+    def _take_token(self) -> None:
+        """Token bucket per socket: a flood gets `slow_down` errors instead of server work."""
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.tokens_at) * self.rate)
+        self.tokens_at = now
+        if self.tokens < 1.0:
+            retry = max(1, math.ceil((1.0 - self.tokens) / self.rate)) if self.rate > 0 else 60
+            raise ProtocolError("slow_down", "too many messages; slow down", retry_after=retry)
+        self.tokens -= 1.0
+
     def _parse(self, text_data, bytes_data) -> dict:
+        self._take_token()
         limit = int(settings.DEMO_MAX_MESSAGE_BYTES)
         if bytes_data is not None:
             raise ProtocolError("binary_not_supported", "send JSON text frames, not binary")

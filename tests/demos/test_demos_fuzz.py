@@ -1,6 +1,7 @@
 """Random and hostile messages: each gets exactly one error frame and the socket keeps working."""
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import string
@@ -58,7 +59,8 @@ def hostile_messages(rng: random.Random, n: int):
             yield b"".join(bytes([rng.randrange(256)]) for _ in range(rng.randint(1, 64)))
 
 
-async def test_fuzzed_messages_each_get_one_error_and_the_server_stays_up(demo_stack, settings):
+async def test_fuzzed_messages_each_get_one_error_and_the_server_stays_up(demo_stack, settings, monkeypatch):
+    monkeypatch.setenv("DEMO_MESSAGE_RATE", "100000")  # this test is about content, not rate
     rng = random.Random(1234)
     comm = await connect()
     try:
@@ -76,5 +78,24 @@ async def test_fuzzed_messages_each_get_one_error_and_the_server_stays_up(demo_s
         # Still up and still serving real runs on the same socket.
         await start(comm, {"prompt": "Hi", "max_new_tokens": 2})
         assert (await collect(comm))[-1]["type"] == "done"
+    finally:
+        await comm.disconnect()
+
+
+async def test_a_message_flood_gets_slow_down_and_the_socket_recovers(demo_stack, monkeypatch):
+    monkeypatch.setenv("DEMO_MESSAGE_RATE", "5")
+    monkeypatch.setenv("DEMO_MESSAGE_BURST", "10")
+    comm = await connect()
+    try:
+        for _ in range(40):
+            await comm.send_to(text_data='{"action":"ping"}')
+        frames = [await recv(comm) for _ in range(40)]
+        kinds = [f["type"] for f in frames]
+        assert kinds.count("pong") >= 10 and kinds.count("error") >= 20, kinds
+        slow = next(f for f in frames if f["type"] == "error")
+        assert slow["code"] == "slow_down" and slow["retry_after"] >= 1
+        await asyncio.sleep(1.0)
+        await comm.send_to(text_data='{"action":"ping"}')
+        assert (await recv(comm))["type"] == "pong"
     finally:
         await comm.disconnect()
