@@ -132,3 +132,42 @@ def test_dashboard_shows_the_live_worker(live_stack, browser_page):
     assert page.locator("#dash-queue-gpu").inner_text().isdigit()
     assert page.locator("#dash-conn").inner_text() == "Live."
     assert not page.errors, page.errors
+
+
+HOSTILE = """async () => {
+  const open = () => new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://${location.host}/ws/demos/`);
+    ws.onopen = () => resolve(ws);
+    ws.onerror = reject;
+  });
+  const ws = await open();
+  const replies = [];
+  ws.onmessage = (e) => replies.push(JSON.parse(e.data));
+  const msgs = ['{bad', new Uint8Array([0, 1, 2, 255]), 'x'.repeat(20000),
+    JSON.stringify({action: 'start', demo: 'kv-cache', params: {max_new_tokens: 'x'}}),
+    JSON.stringify([1]), JSON.stringify({action: 'ping'})];
+  for (const m of msgs) ws.send(m);
+  await new Promise((r) => setTimeout(r, 3000));
+  const before = replies.length;
+  ws.send('y'.repeat(3_000_000));  // far over the limit: an error frame or a closed socket, never a crash
+  const closed = await new Promise((r) => { ws.onclose = () => r(true); setTimeout(() => r(false), 5000); });
+  const ws2 = await open();
+  const pong = await new Promise((r) => { ws2.onmessage = (e) => r(JSON.parse(e.data)); ws2.send('{"action":"ping"}'); });
+  ws2.close();
+  return {replies, before, closed, pong};
+}"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_server_answers_hostile_frames_and_stays_up(live_stack, browser_page):
+    page = browser_page
+    page.goto(f"{live_stack.url}/demos/")
+    result = page.evaluate(HOSTILE)
+    codes = [r.get("code", r["type"]) for r in result["replies"][: result["before"]]]
+    assert codes == ["invalid_json", "binary_not_supported", "message_too_large", "invalid_param",
+                     "invalid_message", "pong"], result
+    after = result["replies"][result["before"]:]
+    assert result["closed"] or [r["code"] for r in after] == ["message_too_large"], result
+    assert result["pong"]["type"] == "pong"
+    assert page.goto(f"{live_stack.url}/demos/kv-cache/").status == 200
+    assert live_stack.procs["daphne"].poll() is None
