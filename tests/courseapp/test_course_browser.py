@@ -164,9 +164,11 @@ def test_reading_position_is_remembered(transactional_db, content_dir, live_serv
     page = browser_page
     page.goto(f"{live_server.url}/modules/long/")
     assert page.get_by_text("Resume where you left off").count() == 0
-    with page.expect_request(lambda r: r.url.endswith("/modules/long/place/") and r.method == "POST"):
-        page.locator("#part-4").scroll_into_view_if_needed()
-        page.mouse.wheel(0, 300)
+    def saved(response):
+        return response.url.endswith("/modules/long/place/") and "part-4" in (response.request.post_data or "")
+
+    with page.expect_response(saved):
+        page.evaluate("document.getElementById('part-4').scrollIntoView({block: 'start'})")
     page.goto(f"{live_server.url}/modules/long/")
     link = page.get_by_role("link", name="Resume where you left off: Part 4")
     link.click()
