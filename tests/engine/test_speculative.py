@@ -12,7 +12,7 @@ from inference_core.drafts import ModelDraft, NgramDraft, Proposal, ngram_lookup
 from inference_core.engine import GenerationParams, build_model
 from inference_core.kv_cache import NoCache
 from inference_core.sampling import SamplingParams, probabilities
-from inference_core.speculative import (SpecParams, SpeculativeRun, accept, make_draft, run_speculative, speculate,
+from inference_core.speculative import (SpecParams, SpeculativeRun, accept, make_draft, run_speculative,
                                         speculative_events)
 from inference_core.trace import validate_event
 
@@ -235,6 +235,19 @@ def test_demo_runner_streams_valid_events(engine):
         validate_event(e)
     assert events[1]["token_ids"] == events[-1]["token_ids"]  # greedy: the timed baseline made the same tokens
 
+
+
+@pytest.mark.model
+def test_speculate_cli_json(engine, capsys):
+    import json
+
+    from inference_core.cli import main
+
+    assert main(["speculate", "--draft", "ngram", "--k", "3", "--prompt", "a b c a b c a b", "--max-new-tokens", "5",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["token_ids"]) == 5 and out["metrics"]["identical_to_plain"] is True
+    assert out["metrics"]["speedup"] > 0 and len(out["metrics"]["acceptance_by_position"]) == 3
 
 # ---------------------------------------------------------------- the optional Qwen pack: joining parts (offline)
 
