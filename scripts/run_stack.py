@@ -137,6 +137,10 @@ def main() -> int:
                                    "inferencelab.asgi:application"], env)
         sup.wait_port(port, web, "daphne", 60)
         log(f"Inference Lab is up: http://{host}:{port}/  (demos: http://{host}:{port}/demos/ ; Ctrl-C stops)")
+        # Narration missing or out of date is synthesized in the background by the worker's `cpu` queue
+        # (cached by content hash, so later starts queue nothing).
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "narrate", "--all", "--queue"], env=env,
+                       cwd=ROOT, check=False)
     except RuntimeError as exc:
         log(f"error: {exc}")
         sup.stop()

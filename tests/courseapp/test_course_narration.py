@@ -214,3 +214,23 @@ def test_stalled_narration_is_reported(client, course, instructor):
     Narration.objects.filter(pk=record.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
     state = client.get(url).json()
     assert state["busy"] is False and state["label"].startswith("Stalled")
+
+
+@pytest.mark.django_db
+def test_narrate_queue_skips_current_narration(course, monkeypatch, capsys):
+    """`make run` queues only what is missing or stale, so a restart re-synthesizes nothing."""
+    from django.core.management import call_command
+
+    monkeypatch.setattr(narration, "load_voice", FakeVoice)
+    call_command("narrate", "intro")  # intro now has current narration
+    queued = []
+    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
+                        lambda args, **kw: queued.append(args[0]) or type("R", (), {"id": "t"})())
+    call_command("narrate", "--all", "--queue")
+    intro = Module.objects.get(slug="intro")
+    assert intro.pk not in queued
+    assert sorted(queued) == sorted(Module.objects.exclude(slug="intro").values_list("pk", flat=True))
+    assert Narration.objects.get(module=intro).status == Narration.Status.READY
+    queued.clear()
+    call_command("narrate", "--all", "--queue")  # the others are now queued (busy): nothing new
+    assert queued == []

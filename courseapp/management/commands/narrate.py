@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from courseapp.models import Module
-from courseapp.tasks import run_narration
+from courseapp.tasks import enqueue_narration, run_narration
 
 
 class Command(BaseCommand):
@@ -12,8 +12,11 @@ class Command(BaseCommand):
         parser.add_argument("slugs", nargs="*", help="module slugs")
         parser.add_argument("--all", action="store_true", help="every module")
         parser.add_argument("--force", action="store_true", help="re-synthesize even if cached")
+        parser.add_argument("--queue", action="store_true",
+                            help="queue the work on the Celery `cpu` workers instead of running it here, "
+                                 "skipping modules whose narration is current (what `make run` does)")
 
-    def handle(self, *args, slugs, all=False, force=False, **options):
+    def handle(self, *args, slugs, all=False, force=False, queue=False, **options):
         if bool(slugs) == bool(all):
             raise CommandError("give module slugs or --all (not both)")
         modules = Module.objects.all() if all else Module.objects.filter(slug__in=slugs)
@@ -24,6 +27,13 @@ class Command(BaseCommand):
             existing = getattr(module, "narration", None)
             if existing is not None and existing.origin == existing.Origin.UPLOAD and not force:
                 self.stdout.write(f"{module.slug}: uploaded narration kept (use --force to replace it)")
+                continue
+            if queue:
+                current = existing is not None and existing.is_ready and not existing.is_stale
+                if (current or (existing is not None and existing.is_busy)) and not force:
+                    continue
+                record = enqueue_narration(module, force=force)
+                self.stdout.write(f"{module.slug}: narration {record.get_status_display().lower()}")
                 continue
             try:
                 record = run_narration(module.pk, force=force)
