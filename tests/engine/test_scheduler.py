@@ -5,6 +5,8 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inference_core.config import tiny_config
 from inference_core.engine import Engine, GenerationParams, build_model
@@ -198,3 +200,33 @@ def test_batch_cli_json(engine, tmp_path, capsys):
     assert m["completed"] == 2 and m["total_output_tokens"] == 5 and m["mode"] == "static"
     assert {"output_throughput", "total_token_throughput", "mean_ttft_ms", "mean_tpot_ms", "kv_waste_pct",
             "prefix_cache_hit_rate", "num_preemptions"} <= set(m)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_random_workloads_match_single_request(tiny_engine, data):
+    """Any mode, pool size, block size, budget, arrival pattern and prefix sharing: same greedy tokens,
+    every block returned, refcounts balanced."""
+    rng = random.Random(data.draw(st.integers(0, 10**6)))
+    base = [rng.randrange(3, 97) for _ in range(rng.randint(1, 20))]
+    jobs = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        prompt = (base[:rng.randint(0, len(base))] if rng.random() < 0.5 else []) + \
+            [rng.randrange(3, 97) for _ in range(rng.randint(1, 12))]
+        jobs.append((prompt, rng.randint(1, 10)))
+    bs = data.draw(st.integers(1, 8))
+    need = max(-(-(len(p) + n) // bs) for p, n in jobs)
+    config = SchedulerConfig(mode=data.draw(st.sampled_from(["continuous", "static"])), block_size=bs,
+                             num_blocks=need + data.draw(st.integers(0, 12)), max_num_seqs=data.draw(st.integers(1, 4)),
+                             max_num_batched_tokens=data.draw(st.integers(1, 64)),
+                             prefix_caching=data.draw(st.booleans()))
+    reqs = [Request(f"r{i}", p, max_new_tokens=n, stop_at_eos=False) for i, (p, n) in enumerate(jobs)]
+    arrivals = {f"r{i}": rng.randint(0, 6) for i in range(len(jobs))}
+    sched, events = drive(tiny_engine, reqs, config, arrival_steps=arrivals)
+    for i, (p, n) in enumerate(jobs):
+        assert sched.requests[f"r{i}"].output_ids == single_request(tiny_engine.model, p, n)
+    sched.allocator.check()
+    assert sched.allocator.num_free == config.num_blocks
+    assert all(rc == 0 for rc in sched.allocator.refcount)
+    for ev in events:
+        validate_event(ev.to_dict())
