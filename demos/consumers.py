@@ -35,8 +35,9 @@ from .runstate import (
     GPU_QUEUE,
     CPU_QUEUE,
     async_redis,
+    attach,
     cancel_key,
-    detach_key,
+    detach,
     heartbeat_key,
     run_group,
 )
@@ -130,14 +131,14 @@ class DemoConsumer(AsyncWebsocketConsumer):
         wd = getattr(self, "watchdog", None)
         if wd:
             wd.cancel()
-        r = async_redis()
         for w in list(self.watches.values()):
             if w.task:
                 w.task.cancel()
             if not w.finished and not w.replay:
-                # Closed tab or lost network: cancel after a grace period unless resumed.
+                # Closed tab or lost network: if no other socket watches the run, the worker
+                # cancels it after a grace period unless a resume comes first.
                 try:
-                    await r.set(detach_key(w.run_id), f"{time.time():.3f}", ex=3600)
+                    await detach(w.run_id, self.channel_name, time.time())
                 except Exception:  # noqa: BLE001
                     log.exception("could not mark run %s detached", w.run_id)
             await self.channel_layer.group_discard(run_group(w.run_id), self.channel_name)
@@ -265,6 +266,7 @@ class DemoConsumer(AsyncWebsocketConsumer):
             w.task = asyncio.create_task(self._replay(w))
             return
         await self.channel_layer.group_add(run_group(run_id), self.channel_name)
+        await attach(run_id, self.channel_name)
         await self._send(accepted)
         try:
             await sync_to_async(_enqueue, thread_sensitive=False)(run_id)
@@ -318,7 +320,7 @@ class DemoConsumer(AsyncWebsocketConsumer):
         self.watches[run_id] = w
         if not replay:
             await self.channel_layer.group_add(run_group(run_id), self.channel_name)
-            await async_redis().delete(detach_key(run_id))
+            await attach(run_id, self.channel_name)
             run = await _get_run(run_id)  # re-read after subscribing: nothing can slip between
         await self._send({"type": "resumed", "run_id": run_id, "after_seq": after, "status": run.status,
                           **({"replayed_from": str(run.replay_of_id)} if replay else {})})

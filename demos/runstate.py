@@ -34,6 +34,37 @@ def detach_key(run_id) -> str:
     return f"demos:detach:{run_id}"
 
 
+def watchers_key(run_id) -> str:
+    return f"demos:watchers:{run_id}"
+
+
+# A run is "detached" (and cancelled after a grace period) only when its last socket goes away.
+# Both scripts are atomic, so a resume racing a late disconnect can never leave a watched run detached.
+ATTACH_LUA = """
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], 3600)
+redis.call('DEL', KEYS[2])
+return 1
+"""
+DETACH_LUA = """
+redis.call('SREM', KEYS[1], ARGV[1])
+if redis.call('SCARD', KEYS[1]) == 0 then
+  redis.call('SET', KEYS[2], ARGV[2], 'EX', 3600)
+  return 1
+end
+return 0
+"""
+
+
+async def attach(run_id, channel_name: str) -> None:
+    await async_redis().eval(ATTACH_LUA, 2, watchers_key(run_id), detach_key(run_id), channel_name)
+
+
+async def detach(run_id, channel_name: str, now: float) -> bool:
+    return bool(await async_redis().eval(DETACH_LUA, 2, watchers_key(run_id), detach_key(run_id),
+                                         channel_name, f"{now:.3f}"))
+
+
 def heartbeat_key(run_id) -> str:
     return f"demos:hb:{run_id}"
 

@@ -26,7 +26,8 @@ from django.utils import timezone
 from demos import conf
 from demos.models import Run, RunEvent
 from demos.registry import get_spec
-from demos.runstate import cancel_key, detach_key, heartbeat_key, run_group, sync_redis, worker_key
+from demos.runstate import (cancel_key, detach_key, heartbeat_key, run_group, sync_redis, watchers_key,
+                             worker_key)
 
 log = logging.getLogger(__name__)
 
@@ -345,6 +346,6 @@ class _RunState:
 
 def _clear_flags(run_id: str) -> None:
     try:
-        sync_redis().delete(cancel_key(run_id), detach_key(run_id))
+        sync_redis().delete(cancel_key(run_id), detach_key(run_id), watchers_key(run_id))
     except Exception:  # noqa: BLE001
         pass

@@ -141,6 +141,23 @@ async def test_closed_tab_cancels_after_the_grace_period(demo_stack, session_coo
     assert time.monotonic() - t0 >= 1.5  # not before the grace period (2 s for tests)
 
 
+async def test_a_run_still_watched_elsewhere_is_not_cancelled_when_one_socket_closes(demo_stack, session_cookie):
+    cookie, _ = session_cookie
+    a = await connect(cookie)
+    run_id = await start(a, {**LONG, "max_new_tokens": 40})
+    first = await collect(a, stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token")
+    b = await connect(cookie)  # e.g. a second tab, or the reconnect racing the old socket's close
+    try:
+        await send(b, {"action": "resume", "run_id": run_id, "after_seq": events_of(first)[-1]["seq"]})
+        assert (await recv(b))["type"] == "resumed"
+        await a.disconnect()
+        frames = await collect(b, timeout=120)
+    finally:
+        await b.disconnect()
+    assert frames[-1]["type"] == "done" and frames[-1]["status"] == "done", frames[-1]
+    assert_contiguous(events_of(first) + events_of(frames))
+
+
 async def test_worker_killed_mid_run_gives_an_error_frame_not_a_hang(demo_stack, session_cookie, fast_watchdog):
     cookie, _ = session_cookie
     comm = await connect(cookie)
