@@ -16,6 +16,8 @@ Each `step()`:
   2. runs ONE forward over all scheduled requests' new tokens, flattened into [1, N_total];
   3. samples one token per request, retires finished ones (continuous: blocks freed immediately).
 Invariant: after a step, every running request has K/V for all but its last token in its block table.
+Not thread-safe: a server that shares one scheduler between clients calls add_request / step / abort from
+one loop (or under `engine.lock`), and the model must not run anything else meanwhile.
 """
 from __future__ import annotations
 

@@ -32,7 +32,9 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         reqs = [Request(f"q{i}", engine.tokenizer.encode(f"{system}Question: {q}\nAnswer:"), max_new_tokens=max_new)
                 for i, q in enumerate(questions)]
         arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
-        config = SchedulerConfig(block_size=block_size, num_blocks=128, prefix_caching=cached)
+        # Room for every request at once (nothing needs evicting); a few MB per question, not a fixed pool.
+        blocks = sum(-(-(len(r.prompt_ids) + max_new) // block_size) for r in reqs) + 2
+        config = SchedulerConfig(block_size=block_size, num_blocks=blocks, prefix_caching=cached)
         for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):
             yield ev.to_dict()
         if should_stop is not None and should_stop():
