@@ -9,7 +9,7 @@
 // Layouts (shared with inference_core/quant.py, which packs them):
 //   int8 : q int8 [N, K], scale fp32 [N]                     w = q * scale[n]
 //   int4 : p uint8 [N, K/2], scale fp32 [N, ⌈K/G⌉]           w = (nib - 8) * scale[n, k/G]
-//   nf4  : p uint8 [N, K/2], absmax fp32 [N, ⌈K/G⌉], lut[16] w = lut[nib] * absmax[n, k/G]
+//   nf4  : p uint8 [N, K/2], absmax fp32 [N, ⌈K/G⌉], lut[16] w = lut[nib] * absmax[n, k/G] (lut fp16)
 // (K a multiple of 32; when G does not divide K the last group is shorter.)
 //   fp8  : q uint8 (e4m3fn bits) [N, K], scale fp32 [N]      w = fp8(q) * scale[n]
 // Nibbles: in every 32-value chunk of a row, byte j (0..15) holds value j in its low nibble and value
@@ -28,32 +28,35 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-// 16 unsigned nibble codes (one byte each, in a __m128i) -> two vectors of 8 int32 codes.
-inline void widen16(__m128i codes, __m256i& a, __m256i& b) {
-  a = _mm256_cvtepu8_epi32(codes);
-  b = _mm256_cvtepu8_epi32(_mm_srli_si128(codes, 8));
-}
-
-// fp32 value of 8 codes: int4 -> (code - 8), nf4 -> lut[code] (two 8-entry permutes, blended on bit 3).
-struct Int4Decode {
-  __m256i eight = _mm256_set1_epi32(8);
-  inline __m256 operator()(__m256i c) const { return _mm256_cvtepi32_ps(_mm256_sub_epi32(c, eight)); }
-};
-struct NF4Decode {
-  __m256 lo, hi;
-  explicit NF4Decode(const float* lut) : lo(_mm256_loadu_ps(lut)), hi(_mm256_loadu_ps(lut + 8)) {}
-  inline __m256 operator()(__m256i c) const {
-    __m256 a = _mm256_permutevar8x32_ps(lo, c), b = _mm256_permutevar8x32_ps(hi, c);
-    return _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(c, 28)));
+// A 16-entry table of fp16 values, split into its low and high bytes so that two byte shuffles (pshufb)
+// look up 16 codes at once; interleaving the two results gives 16 fp16 numbers, which F16C converts to fp32.
+// int4 uses the table (code - 8), NF4 its codebook (rounded to fp16 by quant.py, so the lookup is exact).
+struct Fp16Lut {
+  __m128i lo, hi;
+  explicit Fp16Lut(const at::Half* table) {
+    alignas(16) uint8_t l[16], h[16];
+    for (int i = 0; i < 16; ++i) {
+      const uint16_t bits = table[i].x;
+      l[i] = bits & 0xFF;
+      h[i] = bits >> 8;
+    }
+    lo = _mm_load_si128(reinterpret_cast<const __m128i*>(l));
+    hi = _mm_load_si128(reinterpret_cast<const __m128i*>(h));
+  }
+  // 16 codes (bytes 0..15) -> fp32 values of codes 0..7 in a, 8..15 in b
+  inline void decode(__m128i codes, __m256& a, __m256& b) const {
+    __m128i l = _mm_shuffle_epi8(lo, codes), h = _mm_shuffle_epi8(hi, codes);
+    a = _mm256_cvtph_ps(_mm_unpacklo_epi8(l, h));
+    b = _mm256_cvtph_ps(_mm_unpackhi_epi8(l, h));
   }
 };
 
-template <class Decode>
 torch::Tensor nibble_gemv(const torch::Tensor& x, const torch::Tensor& packed, const torch::Tensor& scales,
-                          int64_t group, const Decode& dec) {
+                          int64_t group, const torch::Tensor& lut16) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x: contiguous fp32 [M, K]");
   TORCH_CHECK(packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(), "packed: contiguous uint8");
   TORCH_CHECK(scales.scalar_type() == torch::kFloat32 && scales.is_contiguous(), "scales: contiguous fp32");
+  TORCH_CHECK(lut16.numel() == 16 && lut16.scalar_type() == torch::kHalf && lut16.is_contiguous(), "lut: 16 fp16");
   const int64_t M = x.size(0), K = x.size(1), N = packed.size(0);
   TORCH_CHECK(packed.size(1) * 2 == K && K % 32 == 0 && group % 32 == 0, "bad shapes");
   const int64_t G = (K + group - 1) / group;  // the last group may be shorter (K = 576 with group 128)
@@ -63,6 +66,7 @@ torch::Tensor nibble_gemv(const torch::Tensor& x, const torch::Tensor& packed, c
   const uint8_t* wp = packed.data_ptr<uint8_t>();
   const float* sp = scales.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  const Fp16Lut lut(lut16.data_ptr<at::Half>());
   const __m128i mask = _mm_set1_epi8(0x0F);
   at::parallel_for(0, N, 16, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
@@ -77,14 +81,13 @@ torch::Tensor nibble_gemv(const torch::Tensor& x, const torch::Tensor& packed, c
           for (int64_t c = 0; c < chunks; ++c) {
             const int64_t k = g * group + c * 32;
             __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2));
-            __m128i lo = _mm_and_si128(bytes, mask), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-            __m256i c0, c1, c2, c3;
-            widen16(lo, c0, c1);
-            widen16(hi, c2, c3);
-            acc0 = _mm256_fmadd_ps(dec(c0), _mm256_loadu_ps(xr + k), acc0);
-            acc1 = _mm256_fmadd_ps(dec(c1), _mm256_loadu_ps(xr + k + 8), acc1);
-            acc0 = _mm256_fmadd_ps(dec(c2), _mm256_loadu_ps(xr + k + 16), acc0);
-            acc1 = _mm256_fmadd_ps(dec(c3), _mm256_loadu_ps(xr + k + 24), acc1);
+            __m256 w0, w1, w2, w3;
+            lut.decode(_mm_and_si128(bytes, mask), w0, w1);
+            lut.decode(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), w2, w3);
+            acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr + k), acc0);
+            acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + k + 8), acc1);
+            acc0 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xr + k + 16), acc0);
+            acc1 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xr + k + 24), acc1);
           }
           total = _mm256_fmadd_ps(_mm256_set1_ps(srow[g]), _mm256_add_ps(acc0, acc1), total);
         }
@@ -95,14 +98,9 @@ torch::Tensor nibble_gemv(const torch::Tensor& x, const torch::Tensor& packed, c
   return y;
 }
 
-torch::Tensor int4_gemv(torch::Tensor x, torch::Tensor packed, torch::Tensor scales, int64_t group) {
-  return nibble_gemv(x, packed, scales, group, Int4Decode{});
-}
-
-torch::Tensor nf4_gemv(torch::Tensor x, torch::Tensor packed, torch::Tensor absmax, int64_t block,
-                       torch::Tensor lut) {
-  TORCH_CHECK(lut.numel() == 16 && lut.scalar_type() == torch::kFloat32 && lut.is_contiguous(), "lut: 16 fp32");
-  return nibble_gemv(x, packed, absmax, block, NF4Decode(lut.data_ptr<float>()));
+// int4: lut = (code - 8) as fp16; nf4: lut = the codebook as fp16. Both: y = x @ (lut[code] * scale).T
+torch::Tensor lut4_gemv(torch::Tensor x, torch::Tensor packed, torch::Tensor scales, int64_t group, torch::Tensor lut) {
+  return nibble_gemv(x, packed, scales, group, lut);
 }
 
 // Per-output-channel formats with one byte per weight: int8 and fp8 e4m3.
@@ -157,8 +155,7 @@ torch::Tensor fp8_gemv(torch::Tensor x, torch::Tensor q, torch::Tensor scale) { 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("int4_gemv", &int4_gemv, "y = x @ dequant_int4(W).T (group-wise symmetric)");
-  m.def("nf4_gemv", &nf4_gemv, "y = x @ dequant_nf4(W).T (block absmax, 16-entry codebook)");
+  m.def("lut4_gemv", &lut4_gemv, "y = x @ (lut[nibble] * group_scale).T: int4 (lut = code - 8) and NF4 (codebook)");
   m.def("int8_gemv", &int8_gemv, "y = x @ (q * scale).T (per-channel int8, weight-only)");
   m.def("fp8_gemv", &fp8_gemv, "y = x @ (fp8(q) * scale).T (per-channel fp8 e4m3, weight-only)");
 }
