@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 
-import pytest
+# Before anything loads torch (see inference_core/__init__.py): passive OpenMP waiting keeps the test
+# process, the Celery worker it starts and Chromium from starving each other on two cores.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
