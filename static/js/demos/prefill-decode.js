@@ -21,6 +21,7 @@ export function mount(root, config = {}) {
   "Measured on this run");
   const steps = chartBlock("Bar chart: milliseconds for each forward pass; the first bar is the prefill");
   const perToken = chartBlock("Bar chart: milliseconds per token processed, prefill against decode");
+  const rates = chartBlock("Chart: achieved gigabytes per second (bars) and gigaFLOP per second (line) for each forward pass");
   let Plotly = null;
   let state = null;
 
@@ -33,12 +34,17 @@ export function mount(root, config = {}) {
         max_new_tokens: intIn(newTokens.input, "New tokens", 2, maxNew) };
     },
     onStart() {
-      state = { x: [], y: [], colors: [], nPrompt: 0 };
+      state = { x: [], y: [], colors: [], gbps: [], gflops: [], nPrompt: 0 };
       text.replaceChildren();
       for (const k of ["prompt", "ttft", "tpot", "itl", "prefillRate", "decodeRate", "prefillFlops", "decodeBw", "intensity"]) out.set(k, "–");
       steps.summary.textContent = "";
       perToken.summary.textContent = "";
-      if (Plotly) { Plotly.react(steps.chart, [], stepLayout()); Plotly.react(perToken.chart, [], perTokenLayout()); }
+      rates.summary.textContent = "";
+      if (Plotly) {
+        Plotly.react(steps.chart, [], stepLayout());
+        Plotly.react(perToken.chart, [], perTokenLayout());
+        Plotly.react(rates.chart, [], ratesLayout());
+      }
     },
     onEvent(ev) {
       if (ev.type === "run_started") {
@@ -50,7 +56,14 @@ export function mount(root, config = {}) {
         state.x.push(ev.step);
         state.y.push(ev.step_time_s * 1000);
         state.colors.push(ev.phase === "prefill" ? "#d62728" : "#1f77b4");
+        state.gbps.push(ev.bytes_moved / ev.step_time_s / 1e9);
+        state.gflops.push(ev.flops / ev.step_time_s / 1e9);
         if (ev.phase === "prefill") out.set("ttft", fmtMs(ev.step_time_s));
+        if (Plotly) Plotly.react(rates.chart, [
+          { type: "bar", name: "GB/s moved", x: [...state.x], y: [...state.gbps], marker: { color: [...state.colors] },
+            hovertemplate: "step %{x}: %{y:.2f} GB/s<extra></extra>" },
+          { type: "scatter", mode: "lines+markers", name: "GFLOP/s", x: [...state.x], y: [...state.gflops], yaxis: "y2",
+            line: { color: "#444" }, hovertemplate: "step %{x}: %{y:.2f} GFLOP/s<extra></extra>" }], ratesLayout());
         // New arrays each time: Plotly.react skips redrawing data arrays it has already seen.
         if (Plotly) Plotly.react(steps.chart, [{ type: "bar", x: [...state.x], y: [...state.y], marker: { color: [...state.colors] },
           hovertemplate: "step %{x}: %{y:.1f} ms<extra></extra>" }], stepLayout());
@@ -59,13 +72,21 @@ export function mount(root, config = {}) {
       }
     },
   });
-  shell.body.append(text, out.node, el("div", { class: "ilab-calc__charts" }, steps.figure, perToken.figure));
+  shell.body.append(text, out.node, el("div", { class: "ilab-calc__charts" }, steps.figure, perToken.figure, rates.figure));
   shell.plotly.then((P) => {
     Plotly = P;
     if (!Plotly) return;
     Plotly.newPlot(steps.chart, [], stepLayout(), PLOT_CONFIG);
     Plotly.newPlot(perToken.chart, [], perTokenLayout(), PLOT_CONFIG);
+    Plotly.newPlot(rates.chart, [], ratesLayout(), PLOT_CONFIG);
   });
+
+  function ratesLayout() {
+    return { ...BASE_LAYOUT, title: { text: "Achieved rates per forward pass" }, showlegend: true, legend: { orientation: "h", y: -0.3 },
+      xaxis: { title: { text: "step (0 = prefill)" }, tickformat: "d", dtick: 1 },
+      yaxis: { title: { text: "GB/s moved" }, rangemode: "tozero" },
+      yaxis2: { title: { text: "GFLOP/s" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { ...BASE_LAYOUT.margin, r: 60 } };
+  }
 
   function stepLayout() {
     return { ...BASE_LAYOUT, title: { text: "Time per forward pass (red: prefill, blue: decode)" },
@@ -92,6 +113,10 @@ export function mount(root, config = {}) {
     perToken.summary.textContent = `Per token, prefill cost ${prefillPer.toFixed(2)} ms and decode ${decodePer.toFixed(1)} ms: ` +
       `${(decodePer / prefillPer).toFixed(1)}× more per token in decode, because every decode step streams all ` +
       `${formatDecimal(s.weight_bytes, "B")} of weights for one token.`;
+    const lastGbps = state.gbps.slice(1);
+    rates.summary.textContent = `Decode moved a median ${formatDecimal(s.decode_bytes_per_s, "B/s")} at ${formatDecimal(s.decode_flops_per_s, "FLOP/s")}; ` +
+      `prefill computed at ${formatDecimal(s.prefill_flops_per_s, "FLOP/s")}, ${(s.prefill_flops_per_s / Math.max(s.decode_flops_per_s, 1)).toFixed(1)}× the decode rate` +
+      (lastGbps.length ? `, while moving ${formatDecimal(state.gbps[0] * 1e9, "B/s")}.` : ".");
     if (Plotly) Plotly.react(perToken.chart, [{ type: "bar", x: ["prefill (per prompt token)", "decode (per new token)"],
       y: [prefillPer, decodePer], marker: { color: ["#d62728", "#1f77b4"] }, hovertemplate: "%{x}: %{y:.2f} ms<extra></extra>" }], perTokenLayout());
     document.dispatchEvent(new CustomEvent("ilab:measured", { detail: { bandwidth: s.decode_bytes_per_s,
