@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from inference_core import GenerationParams
 from inference_core.demos.prefill_decode import summarize
 from inference_core.demos.serving_load import percentile
 from inference_core.trace import TokenStep, validate_event
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Multi-row matmuls on this shared 2-core CPU are far slower with 2 OpenMP threads (bench/omp_threads.py)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def _step(phase, n_in, t, flops, moved):
