@@ -272,3 +272,17 @@ def test_quantization_demo_events_validate(engine):
     summary = events[-2]
     assert summary["quant_matmul_bytes"] < summary["fp32_matmul_bytes"] / 6
     assert events[-1]["rows"], "the recorded quantize-report table ships with the engine"
+
+
+@pytest.mark.model
+def test_source_projections_lie_on_a_q4_1_grid(engine):
+    """The page's claim: the GGUF was Q4_1, so asymmetric 4-bit blocks of 32 reproduce the projections
+    exactly, while symmetric int4-g32 (what we measure) does not."""
+    w = engine.model.layers[10].feed_forward.w_down.weight.detach().float()
+    g = w.reshape(w.shape[0], -1, 32)
+    lo, hi = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    step = (hi - lo) / 15
+    asym = torch.round((g - lo) / step).clamp(0, 15) * step + lo
+    assert (asym - g).abs().max() < 1e-6
+    sym = Q.dequantize_int4(*Q.quantize_int4(w, 32), 32)
+    assert (sym - w).pow(2).mean().sqrt() > 0.05 * w.pow(2).mean().sqrt()
