@@ -309,7 +309,8 @@ class _RunState:
 
     def close(self):
         if self.gen is not None:
-            self.gen.close()  # GeneratorExit inside the engine: its resources are released now
+            with self.engine.lock:
+                self.gen.close()  # GeneratorExit inside the engine: its resources are released now
         if self._accounted:
             with STATS.lock:
                 STATS.active -= 1

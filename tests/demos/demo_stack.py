@@ -180,3 +180,10 @@ def point_test_process_at(redis_url: str) -> None:
     }
     channel_layers.backends.clear()
     app.conf.broker_url = redis_url
+    # Earlier tests may have used the app already: drop its cached broker pool and producers.
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
