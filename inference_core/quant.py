@@ -12,6 +12,7 @@ their real `nbytes`. Invariant tested for every fast path: `layer(x) ≈ x @ lay
 """
 from __future__ import annotations
 
+import collections
 import copy
 import math
 import warnings
@@ -356,7 +357,8 @@ class LLMInt8Linear(QuantizedLinear):
     (× the dequantized weight columns). All other columns are rounded to int8 per row (absmax) and multiplied
     by the int8 weights; the integer products are summed in fp32 (by the AVX2 int8 kernel at decode, by one
     GEMM for many rows), which matches int32 accumulation up to fp32 rounding.
-    `outlier_counts` records the outlier-column count of every call, for the report and the demo.
+    `outlier_counts` records the outlier-column count of the last 1024 calls (bounded: a worker process
+    may keep one of these models for days), for the report and the demo.
     """
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat, threshold: float = 6.0) -> None:
@@ -365,7 +367,7 @@ class LLMInt8Linear(QuantizedLinear):
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
         self.threshold = threshold
-        self.outlier_counts: list[int] = []
+        self.outlier_counts: collections.deque[int] = collections.deque(maxlen=1024)
         self.kernel = "avx2-int8-gemv+fp32-outliers" if _kernels() else "torch-llm-int8"
 
     def dequantize(self):
