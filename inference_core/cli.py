@@ -13,15 +13,20 @@ def add_model_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="smollm2-135m", help="model name (default: smollm2-135m)")
 
 
+def add_generation_args(parser: argparse.ArgumentParser) -> None:
+    """--prompt, --max-new-tokens and the sampling options, shared by every generating sub-command."""
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+
+
 def add_generate(sub) -> None:
     p = sub.add_parser("generate", help="generate text from a prompt")
     add_model_arg(p)
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=32)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
+    add_generation_args(p)
     p.add_argument("--no-cache", action="store_true", help="recompute every position each step")
     p.add_argument("--chat", action="store_true", help="apply the model's chat template")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -464,19 +464,14 @@ def run_speculative(engine: Engine, prompt_ids: list[int], draft: Draft | str, p
 # ---------------------------------------------------------------- CLI
 
 def add_speculate(sub) -> None:
-    from .cli import add_model_arg
+    from .cli import add_generation_args, add_model_arg
 
     p = sub.add_parser("speculate", help="speculative decoding with a draft (exact: same output distribution)")
     add_model_arg(p)
     p.add_argument("--draft", default="ngram",
                    help="ngram | self-early-exit[:L] | self-int8 | MODEL (a model sharing the tokenizer)")
     p.add_argument("--k", type=int, default=4, help="tokens drafted per round")
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=32)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
+    add_generation_args(p)
     p.add_argument("--chat", action="store_true", help="apply the model's chat template")
     p.add_argument("--no-baseline", action="store_true", help="skip timing plain decoding for the speedup")
     p.add_argument("--json", action="store_true", help="print one JSON object")
