@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""`make run`: start Redis (unless REDIS_URL is set), a Celery worker and Daphne; stop them all on Ctrl-C.
+"""`make run`: start Redis (unless REDIS_URL is set), Celery workers and Daphne; stop them all on Ctrl-C.
 
 Each child runs in its own process group, so stopping one stops everything it spawned (Celery's
 pool threads, redis-server). Output is prefixed with the child's name. If any child dies, the
 others are stopped too and the exit status says so.
 
 Environment: REDIS_URL (use an existing Redis), REDIS_PORT (default 6390), HOST (127.0.0.1),
-PORT (8000), CELERY_CONCURRENCY (4).
+PORT (8000), CELERY_CONCURRENCY (threads of the `gpu` worker, 4), CELERY_CPU_CONCURRENCY (2).
 """
 from __future__ import annotations
 
@@ -131,8 +131,11 @@ def main() -> int:
                 sup.wait_port(rport, proc, "redis", 20)
         if listening(port, host):
             raise RuntimeError(f"port {port} is already in use (set PORT to use another)")
-        sup.spawn("celery", [str(VENV_BIN / "celery"), "-A", "inferencelab", "worker", "-P", "threads",
-                             "-Q", "gpu,cpu", "-c", env.get("CELERY_CONCURRENCY", "4"), "--loglevel", "INFO"], env)
+        # Two workers, so minutes-long `cpu` jobs (narration audio) never starve the demos' `gpu`
+        # queue; only the `gpu` worker loads the engine.
+        celery = [str(VENV_BIN / "celery"), "-A", "inferencelab", "worker", "-P", "threads", "--loglevel", "INFO"]
+        sup.spawn("gpu", celery + ["-Q", "gpu", "-c", env.get("CELERY_CONCURRENCY", "4"), "-n", "gpu@%h"], env)
+        sup.spawn("cpu", celery + ["-Q", "cpu", "-c", env.get("CELERY_CPU_CONCURRENCY", "2"), "-n", "cpu@%h"], env)
         web = sup.spawn("daphne", [str(VENV_BIN / "daphne"), "-b", host, "-p", str(port),
                                    "inferencelab.asgi:application"], env)
         sup.wait_port(port, web, "daphne", 60)

@@ -129,8 +129,17 @@ class Stats:
 STATS = Stats()
 
 
+def _consumes_gpu_queue(consumer) -> bool:
+    try:
+        return "gpu" in consumer.app.amqp.queues.consume_from
+    except Exception:  # noqa: BLE001 - unknown: assume it does
+        return True
+
+
 @worker_ready.connect
 def _warm_up(sender=None, **kwargs):
+    if sender is not None and not _consumes_gpu_queue(sender):
+        return  # a `cpu`-only worker never runs the engine
     STATS.start_reporter()
     try:
         get_engine()
