@@ -40,3 +40,13 @@ def tiny_model():
     from inference_core.engine import build_model
 
     return build_model(tiny_config(), None, torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for modules of many small matmuls: faster here, and immune to a busy CPU
+    (bench/omp_threads.py). Restored afterwards."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

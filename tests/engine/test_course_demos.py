@@ -10,13 +10,7 @@ from inference_core.demos.serving_load import percentile
 from inference_core.trace import TokenStep, validate_event
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Multi-row matmuls on this shared 2-core CPU are far slower with 2 OpenMP threads (bench/omp_threads.py)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _step(phase, n_in, t, flops, moved):

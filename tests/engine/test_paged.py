@@ -15,13 +15,7 @@ from inference_core.paged import (BlockAllocator, BlockTable, NoFreeBlocks, Page
                                   forward_rows)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one intra-op thread is faster and immune to a busy shared CPU (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---- allocator ------------------------------------------------------------------------------------------

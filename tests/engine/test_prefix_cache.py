@@ -25,13 +25,7 @@ def single_request(model, prompt: list[int], n: int) -> list[int]:
     return seq[len(prompt):]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one intra-op thread is faster and immune to a busy shared CPU (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

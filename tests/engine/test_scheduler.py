@@ -16,13 +16,7 @@ from inference_core.scheduler import Request, Scheduler, SchedulerConfig, drive,
 from inference_core.trace import validate_event
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one intra-op thread is faster and immune to a busy shared CPU (restored after)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Ticks:
