@@ -197,6 +197,11 @@ _services: dict[str, EngineService] = {}
 _services_lock = threading.Lock()
 
 
+def existing_service(name: str = "smollm2-135m") -> EngineService | None:
+    """The service for `name` if this process has started one (never starts it: for stats readers)."""
+    return _services.get(name)
+
+
 def get_service(name: str = "smollm2-135m") -> EngineService:
     """The process-wide service for `name` (one per worker process, like the engine itself)."""
     from .engine import load_engine

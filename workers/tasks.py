@@ -89,13 +89,23 @@ class Stats:
             recent = len(self.token_times)
             window = min(10.0, max(1.0, now - self.token_times[0])) if recent else 10.0
             engine = _engine
+            from inference_core.serving import existing_service
+
+            service = existing_service(settings.ENGINE_MODEL)
+            batch = service.stats if service is not None else None
             return {
                 "name": WORKER_NAME,
                 "pid": os.getpid(),
                 "model": settings.ENGINE_MODEL,
                 "device": str(engine.device) if engine is not None else None,
                 "engine_loaded": engine is not None,
-                "batch_size": self.active,  # sequences in flight on this worker right now
+                # The continuous batch of the engine's batching service (cached generation): how many
+                # sequences shared the last forward, and what waits for a slot or KV blocks.
+                "batch_size": batch.running if batch else 0,
+                "max_batch_size": batch.max_batch_size if batch else 0,
+                "waiting": batch.waiting if batch else 0,
+                "kv_blocks_used": batch.blocks_used if batch else 0,
+                "kv_blocks_total": batch.blocks_total if batch else 0,
                 "tokens_per_s": round(recent / window, 2) if recent else 0.0,
                 "tokens_total": self.tokens_total,
                 "runs_total": self.runs_total,

@@ -11,7 +11,7 @@ Plotly.newPlot($("dash-tps"), [], { ...base, title: { text: "Tokens/s per worker
   xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } }, { responsive: true, displaylogo: false });
 Plotly.newPlot($("dash-queue"), [
   { x: [], y: [], name: "gpu queue length", mode: "lines" },
-  { x: [], y: [], name: "sequences in flight (all workers)", mode: "lines" },
+  { x: [], y: [], name: "batch size (all workers)", mode: "lines" },
 ], { ...base, title: { text: "Queue and batch" }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } },
 { responsive: true, displaylogo: false });
 
@@ -24,7 +24,7 @@ function render(stats) {
   if (!stats.workers.length) {
     const tr = document.createElement("tr");
     const td = cell("No worker is running.");
-    td.colSpan = 8;
+    td.colSpan = 11;
     tr.append(td);
     tbody.append(tr);
   }
@@ -35,7 +35,8 @@ function render(stats) {
     const name = document.createElement("th");
     name.scope = "row";
     name.textContent = w.name;
-    tr.append(name, cell(w.device || "loading"), cell(w.batch_size), cell(w.tokens_per_s.toFixed(1)),
+    tr.append(name, cell(w.device || "loading"), cell(`${w.batch_size} (${w.max_batch_size})`), cell(w.waiting),
+      cell(`${w.kv_blocks_used} / ${w.kv_blocks_total}`), cell(w.runs_active), cell(w.tokens_per_s.toFixed(1)),
       cell(w.tokens_total), cell(w.runs_total), cell(w.runs_failed), cell(`${Math.round(w.uptime_s)} s`));
     tbody.append(tr);
     if (!series.has(w.name)) {

@@ -1,0 +1,53 @@
+"""Issue 8: concurrent students' cached runs are batched by one worker's engine, and the dashboard shows it."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.conf import settings
+
+from demo_helpers import assert_contiguous, collect, connect, events_of, recv, start
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+PROMPTS = ["The capital of France is", "Water boils at", "The largest planet is", "A haiku about rain:"]
+
+
+def visitor_cookie() -> tuple[bytes, bytes]:
+    from django.contrib.sessions.backends.db import SessionStore
+
+    s = SessionStore()
+    s["demos"] = True
+    s.save()
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode())
+
+
+async def one_student(prompt: str) -> list[dict]:
+    from asgiref.sync import sync_to_async
+
+    comm = await connect(await sync_to_async(visitor_cookie)())
+    try:
+        await start(comm, {"prompt": prompt, "max_new_tokens": 16, "use_cache": True, "temperature": 0.0})
+        return await collect(comm, timeout=180)
+    finally:
+        await comm.disconnect()
+
+
+async def test_concurrent_students_share_forward_passes(demo_stack):
+    runs = await asyncio.gather(*(one_student(p) for p in PROMPTS))
+    batch_sizes = []
+    for frames in runs:
+        assert frames[-1]["type"] == "done", frames[-1]
+        events = events_of(frames)
+        assert_contiguous(events)
+        batch_sizes += [e["event"]["batch_size"] for e in events if e["event"]["type"] == "token"]
+    assert max(batch_sizes) > 1, batch_sizes  # at least one step ran several students' tokens at once
+
+    comm = await connect(path="/ws/demos/dashboard/")
+    try:
+        stats = await recv(comm, timeout=10)
+    finally:
+        await comm.disconnect()
+    worker = next(w for w in stats["workers"] if w["engine_loaded"])
+    assert worker["max_batch_size"] > 1, worker
+    assert worker["kv_blocks_total"] > 0 and worker["kv_blocks_used"] <= worker["kv_blocks_total"]
