@@ -229,7 +229,7 @@ export function mount(root, config = {}) {
       line: { color: "#6b7280" } }];
     if (s.speedup.length) traces.push({ type: "scatter", mode: "lines+markers", name: "speedup vs plain", x: [...s.x], y: [...s.speedup],
       line: { color: "#1d4ed8" } });
-    Plotly.react(speedChart.chart, traces, { ...BASE_LAYOUT, title: { text: "Running speedup and target passes per token" },
+    Plotly.react(speedChart.chart, traces, { ...BASE_LAYOUT, title: { text: "Speedup and passes per token" },
       xaxis: { title: { text: "tokens generated" } }, yaxis: { title: { text: "ratio" }, rangemode: "tozero" },
       legend: { orientation: "h", y: -0.25 },
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#9ca3af" } }] }, PLOT_CONFIG);
