@@ -135,7 +135,7 @@ export function mount(root, config = {}) {
   }
 
   function gridLayout(rows) {
-    return { ...BASE_LAYOUT, title: { text: "Physical block pool (block id = 8 × row + column)" }, height: 130 + rows * 46,
+    return { ...BASE_LAYOUT, title: { text: "Block pool (id = 8·row + col)" }, height: 130 + rows * 46,
       margin: { l: 50, r: 15, t: 50, b: 40 }, xaxis: { title: { text: "column" }, dtick: 1, range: [-0.6, 7.6], zeroline: false },
       yaxis: { title: { text: "row" }, autorange: "reversed", dtick: 1, zeroline: false } };
   }
@@ -167,7 +167,7 @@ export function mount(root, config = {}) {
   }
 
   function wasteLayout() {
-    return { ...BASE_LAYOUT, title: { text: "Token slots: filled vs allocated vs reserved" },
+    return { ...BASE_LAYOUT, title: { text: "Token slots per step" },
       xaxis: { title: { text: "step" } }, yaxis: { title: { text: "token slots" }, rangemode: "tozero" },
       legend: { orientation: "h", y: -0.25 } };
   }

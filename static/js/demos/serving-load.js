@@ -86,7 +86,7 @@ export function mount(root, config = {}) {
       yaxis: { title: { text: "tokens (all requests)" }, rangemode: "tozero" } };
   }
   function timelineLayout() {
-    return { ...BASE_LAYOUT, title: { text: "Per request: waiting (grey) then decoding (blue)" }, barmode: "stack",
+    return { ...BASE_LAYOUT, title: { text: "Per request: wait, then decode" }, barmode: "stack",
       xaxis: { title: { text: "seconds" } }, yaxis: { title: { text: "request" }, autorange: "reversed" }, showlegend: false };
   }
   function drawTimeline() {
