@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import redis
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -83,6 +84,22 @@ class Watch:
     task: asyncio.Task | None = None
 
 
+async def _redis_retry(fn, *args, attempts: int = 3, delay: float = 0.2):
+    """`await fn(*args)`, again after a pause if the Redis connection was lost.
+
+    After Redis restarts, the first command on a pooled (or the channel layer's pub/sub) connection
+    fails with "Connection lost"; the next one reconnects. Without this, the first resume after a
+    restart would answer `internal_error`.
+    """
+    for attempt in range(attempts):
+        try:
+            return await fn(*args)
+        except (redis.exceptions.ConnectionError, ConnectionError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(delay * (attempt + 1))
+
+
 # --- database helpers (run in a thread) ---------------------------------------------------------
 
 
@@ -138,7 +155,7 @@ class DemoConsumer(AsyncWebsocketConsumer):
                 # Closed tab or lost network: if no other socket watches the run, the worker
                 # cancels it after a grace period unless a resume comes first.
                 try:
-                    await detach(w.run_id, self.channel_name, time.time())
+                    await _redis_retry(detach, w.run_id, self.channel_name, time.time())
                 except Exception:  # noqa: BLE001
                     log.exception("could not mark run %s detached", w.run_id)
             await self.channel_layer.group_discard(run_group(w.run_id), self.channel_name)
@@ -265,8 +282,8 @@ class DemoConsumer(AsyncWebsocketConsumer):
             await self._send(accepted)
             w.task = asyncio.create_task(self._replay(w))
             return
-        await self.channel_layer.group_add(run_group(run_id), self.channel_name)
-        await attach(run_id, self.channel_name)
+        await _redis_retry(self.channel_layer.group_add, run_group(run_id), self.channel_name)
+        await _redis_retry(attach, run_id, self.channel_name)
         await self._send(accepted)
         try:
             await sync_to_async(_enqueue, thread_sensitive=False)(run_id)
@@ -319,8 +336,8 @@ class DemoConsumer(AsyncWebsocketConsumer):
         w = Watch(run_id=run_id, source_id=str(run.replay_of_id or run.id), replay=replay, last_seq=after)
         self.watches[run_id] = w
         if not replay:
-            await self.channel_layer.group_add(run_group(run_id), self.channel_name)
-            await attach(run_id, self.channel_name)
+            await _redis_retry(self.channel_layer.group_add, run_group(run_id), self.channel_name)
+            await _redis_retry(attach, run_id, self.channel_name)
             run = await _get_run(run_id)  # re-read after subscribing: nothing can slip between
         await self._send({"type": "resumed", "run_id": run_id, "after_seq": after, "status": run.status,
                           **({"replayed_from": str(run.replay_of_id)} if replay else {})})

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 
+import redis
 from asgiref.sync import async_to_sync, sync_to_async
 from celery import shared_task
 from celery.signals import worker_ready, worker_shutting_down
@@ -213,7 +214,13 @@ class CancelCheck:
     def __call__(self) -> bool:
         if self.reason:
             return True
-        cancel, detached = sync_redis().mget(self.keys)
+        try:
+            cancel, detached = sync_redis().mget(self.keys)
+        except redis.exceptions.RedisError as exc:
+            # Redis down or restarting: no flag can be read, so nobody asked to stop. Keep going (events
+            # go to the database; a resumed client reads them); a cancel is seen once Redis is back.
+            log.warning("run %s: cancel check skipped, Redis unavailable: %s", self.keys[0], exc)
+            return False
         if cancel:
             self.reason = cancel.decode() or "user"
         elif detached and time.time() - float(detached) > self.grace:

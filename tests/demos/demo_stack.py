@@ -69,6 +69,7 @@ class Stack:
         self.redis_port = free_port()
         self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
         self.http_port: int | None = None
+        self.http_ports: dict[str, int] = {}
         self.env = dict(os.environ)
         self.env.update(
             {
@@ -85,11 +86,11 @@ class Stack:
         )
         self.env.update(extra_env or {})
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> subprocess.Popen:
         log = self.workdir / f"{name}.log"
         self.logs[name] = log
         proc = subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+            argv, cwd=ROOT, env={**self.env, **(env or {})}, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,  # own process group: stop kills all of it
         )
         self.procs[name] = proc
@@ -131,12 +132,19 @@ class Stack:
             time.sleep(0.2)
         raise RuntimeError(f"celery worker not ready in {timeout}s:\n{_tail(self.logs[name])}")
 
-    def start_daphne(self) -> str:
-        self.http_port = free_port()
-        proc = self._spawn("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.http_port),
-                                      "inferencelab.asgi:application"])
-        _wait_port(self.http_port, proc, 60, "daphne", self.logs["daphne"])
-        return f"http://127.0.0.1:{self.http_port}"
+    def start_daphne(self, name: str = "daphne", env: dict | None = None) -> str:
+        """Start a Daphne process called `name` (several may share the Redis and database); its URL.
+
+        `self.http_port` is the port of the last one started; `self.http_ports[name]` of each.
+        `env` adds to (or overrides) the stack's environment for this process only.
+        """
+        port = free_port()
+        proc = self._spawn(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                  "inferencelab.asgi:application"], env)
+        _wait_port(port, proc, 60, name, self.logs[name])
+        self.http_port = port
+        self.http_ports[name] = port
+        return f"http://127.0.0.1:{port}"
 
     def kill(self, name: str, sig=signal.SIGKILL) -> None:
         proc = self.procs.get(name)

@@ -1,0 +1,262 @@
+"""Scale-out and Redis restarts: two Celery workers and two Daphne processes on one Redis and one DB.
+
+Real processes only (no in-process consumer): the test talks to Daphne over real websockets with a
+tiny RFC 6455 client, so delivery crosses processes exactly as in production.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import struct
+import time
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from demos.models import Run, RunEvent
+
+from demo_helpers import FINAL, assert_contiguous, events_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+# The same session starts several runs at once; the default per-session limits (2 active, 12/min)
+# would refuse them. Only the two Daphne processes of this module get these.
+DAPHNE_ENV = {"DEMO_MAX_CONCURRENT_RUNS": "16", "DEMO_RUNS_PER_MINUTE": "100"}
+
+
+class WS:
+    """A minimal websocket client (text frames, client masking, ping/pong, close) over asyncio streams."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, port: int, cookie: bytes | None = None, path: str = "/ws/demos/") -> "WS":
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
+        key = base64.b64encode(os.urandom(16)).decode()
+        head = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                f"Origin: http://127.0.0.1\r\n")
+        if cookie:
+            head += f"Cookie: {cookie.decode()}\r\n"
+        writer.write((head + "\r\n").encode())
+        await writer.drain()
+        response = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert response.startswith(b"HTTP/1.1 101"), response
+        return cls(reader, writer)
+
+    async def send(self, obj) -> None:
+        await self._frame(0x1, json.dumps(obj).encode())
+
+    async def _frame(self, opcode: int, payload: bytes) -> None:
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+        elif n < 65536:
+            head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+        mask = os.urandom(4)
+        self.writer.write(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+        await self.writer.drain()
+
+    async def recv(self, timeout: float = 30.0) -> dict:
+        return await asyncio.wait_for(self._recv(), timeout)
+
+    async def _recv(self) -> dict:
+        message = b""
+        while True:
+            b0, b1 = await self.reader.readexactly(2)
+            n = b1 & 0x7F
+            if n == 126:
+                (n,) = struct.unpack("!H", await self.reader.readexactly(2))
+            elif n == 127:
+                (n,) = struct.unpack("!Q", await self.reader.readexactly(8))
+            payload = await self.reader.readexactly(n)  # server frames are not masked
+            opcode = b0 & 0x0F
+            if opcode == 0x9:
+                await self._frame(0xA, payload)
+            elif opcode == 0x8:
+                raise ConnectionError(f"server closed the websocket: {payload!r}")
+            elif opcode in (0x0, 0x1):
+                message += payload
+                if b0 & 0x80:
+                    return json.loads(message)
+
+    async def collect(self, timeout: float = 90.0, stop=None) -> list[dict]:
+        frames = []
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no final frame within {timeout}s; got {[f.get('type') for f in frames]}")
+            frame = await self.recv(left)
+            frames.append(frame)
+            if frame.get("type") in FINAL or (stop and stop(frame)):
+                return frames
+
+    async def close(self) -> None:
+        try:
+            await self._frame(0x8, struct.pack("!H", 1000))
+        except (ConnectionError, OSError):
+            pass
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass
+
+
+@pytest.fixture(scope="module")
+def scaleout(demo_stack):
+    """The session stack's Redis and worker, plus a second worker and two Daphne processes."""
+    demo_stack.start_worker("worker-b")
+    demo_stack.start_daphne("daphne-a", DAPHNE_ENV)
+    demo_stack.start_daphne("daphne-b", DAPHNE_ENV)
+    try:
+        yield demo_stack
+    finally:
+        for name in ("daphne-b", "daphne-a", "worker-b"):
+            demo_stack.kill(name, signal.SIGTERM)
+
+
+def worker_pids(stack) -> dict[int, str]:
+    return {stack.procs[name].pid: name for name in ("worker", "worker-b")}
+
+
+@sync_to_async
+def get_run(run_id) -> Run:
+    return Run.objects.get(pk=run_id)
+
+
+@sync_to_async
+def stored_seqs(run_id) -> list[int]:
+    return list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
+
+
+async def start_runs(ws: WS, prompts: list[str], **params) -> dict[str, list[dict]]:
+    """Start one run per prompt (all before reading any), then read every frame until all are final."""
+    for i, prompt in enumerate(prompts):
+        await ws.send({"action": "start", "demo": "kv-cache", "ref": f"r{i}",
+                       "params": {"prompt": prompt, "temperature": 0.0, **params}})
+    frames: dict[str, list[dict]] = {}
+    accepted = 0
+    deadline = time.monotonic() + 90
+    while accepted < len(prompts) or any(not fs or fs[-1]["type"] not in FINAL for fs in frames.values()):
+        frame = await ws.recv(max(0.1, deadline - time.monotonic()))
+        if frame["type"] == "accepted":
+            assert "replayed_from" not in frame, frame  # distinct prompts: all really run
+            accepted += 1
+            frames[frame["run_id"]] = []
+        else:
+            assert frame.get("run_id") in frames, frame
+            frames[frame["run_id"]].append(frame)
+    return frames
+
+
+async def test_two_workers_two_daphnes_share_runs_and_resume_across_processes(scaleout, session_cookie):
+    """Runs from one socket on Daphne A are spread over both workers; Daphne B resumes them.
+
+    Distribution is not deterministic (each worker takes at most 2 runs at once: `-c 2`, prefetch
+    multiplier 1, acks_late), so up to 3 batches of 4 concurrent runs are started until both workers
+    have run one; in practice the first batch already uses both.
+    """
+    (_, cookie), _owner = session_cookie
+    pids = worker_pids(scaleout)
+    a = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+    used: dict[str, str] = {}
+    try:
+        for batch in range(3):
+            nonce = uuid.uuid4().hex[:8]
+            prompts = [f"Run {i} of batch {batch} ({nonce}): the sky is" for i in range(4)]
+            runs = await start_runs(a, prompts, max_new_tokens=6, use_cache=True)
+            assert len(runs) == 4
+            for run_id, frames in runs.items():
+                assert frames[-1]["type"] == "done" and frames[-1]["status"] == "done", frames[-1]
+                events = events_of(frames)
+                assert_contiguous(events)
+                assert events[-1]["event"]["type"] == "run_finished"
+                assert [e["seq"] for e in events] == await stored_seqs(run_id)
+                run = await get_run(run_id)
+                pid = int(run.worker.rsplit(":", 1)[1])
+                assert pid in pids, (run.worker, pids)
+                assert frames[-1]["summary"]["worker"] == run.worker
+                used[run_id] = pids[pid]
+            if len(set(used.values())) == 2:
+                break
+    finally:
+        await a.close()
+    assert set(used.values()) == {"worker", "worker-b"}, used
+
+    # Resume through the other Daphne process: same session cookie, so the same owner.
+    a = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+    try:
+        await a.send({"action": "start", "demo": "kv-cache",
+                      "params": {"prompt": f"Resume me {uuid.uuid4().hex[:8]}: one, two,", "max_new_tokens": 16,
+                                 "use_cache": True, "temperature": 0.0}})
+        accepted = await a.recv()
+        assert accepted["type"] == "accepted", accepted
+        run_id = accepted["run_id"]
+        first = events_of(await a.collect(stop=lambda f: f["type"] == "event" and f["seq"] >= 3))
+        b = await WS.connect(scaleout.http_ports["daphne-b"], cookie)
+    finally:
+        await a.close()
+    try:
+        last = first[-1]["seq"]
+        await b.send({"action": "resume", "run_id": run_id, "after_seq": last})
+        resumed = await b.recv()
+        assert resumed["type"] == "resumed" and resumed["after_seq"] == last, resumed
+        rest = await b.collect()
+    finally:
+        await b.close()
+    assert rest[-1]["type"] == "done" and rest[-1]["status"] == "done", rest[-1]
+    events = first + events_of(rest)
+    assert_contiguous(events)
+    assert [e["seq"] for e in events] == await stored_seqs(run_id)
+
+
+async def test_a_run_survives_a_redis_restart_and_resumes_without_gaps(scaleout, session_cookie):
+    """Redis is stopped (SIGTERM) mid-run and started again on the same port (empty: no persistence).
+
+    The worker keeps stepping (events are persisted in the database, publishes during the outage are
+    lost); the client reconnects and resumes after the last seq it saw and gets the rest exactly once.
+    """
+    (_, cookie), _owner = session_cookie
+    params = {"prompt": f"Once upon a time ({uuid.uuid4().hex[:8]}), in a village by the sea,",
+              "max_new_tokens": 48, "use_cache": False, "temperature": 0.0}
+    ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+    try:
+        await ws.send({"action": "start", "demo": "kv-cache", "params": params})
+        accepted = await ws.recv()
+        assert accepted["type"] == "accepted", accepted
+        run_id = accepted["run_id"]
+        first = events_of(await ws.collect(stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token"
+                                           and f["seq"] >= 3))
+        scaleout.kill("redis", signal.SIGTERM)
+        await asyncio.sleep(1.0)  # the worker takes steps while Redis is down
+        await sync_to_async(scaleout.start_redis)()
+    finally:
+        await ws.close()
+    run = await get_run(run_id)
+    assert run.status == "running", (run.status, run.error_code, run.error_message)
+
+    ws = await WS.connect(scaleout.http_ports["daphne-b"], cookie)
+    try:
+        last = first[-1]["seq"]
+        await ws.send({"action": "resume", "run_id": run_id, "after_seq": last})
+        resumed = await ws.recv()
+        assert resumed["type"] == "resumed" and resumed["after_seq"] == last, resumed
+        rest = await ws.collect(timeout=120)
+    finally:
+        await ws.close()
+    assert rest[-1]["type"] == "done" and rest[-1]["status"] == "done", (rest[-1], scaleout.log("worker")[-3000:])
+    events = first + events_of(rest)
+    assert_contiguous(events)
+    assert events[-1]["event"]["type"] == "run_finished"
+    run = await get_run(run_id)
+    assert run.status == "done" and run.n_events == len(events)
+    assert [e["seq"] for e in events] == await stored_seqs(run_id)
