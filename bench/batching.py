@@ -37,9 +37,11 @@ from inference_core import load_engine  # noqa: E402
 from inference_core.scheduler import Request, SchedulerConfig, drive  # noqa: E402
 
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
-# Every duration is process CPU time (one intra-op thread on both sides): the shared 2-core machine runs other
-# jobs, and CPU seconds count only the work this process did. BENCH_CLOCK=wall switches to wall time.
-CLOCK = time.perf_counter if os.environ.get("BENCH_CLOCK") == "wall" else time.process_time
+DEVICE = os.environ.get("BENCH_DEVICE", "cpu")  # BENCH_DEVICE=cuda: both sides on the GPU, wall clock
+# Every CPU duration is process CPU time (one intra-op thread on both sides): the shared 2-core machine runs
+# other jobs, and CPU seconds count only the work this process did. BENCH_CLOCK=wall switches to wall time.
+# GPU work is not process CPU time, so on CUDA the clock is always the wall (each step ends in a sync).
+CLOCK = time.perf_counter if os.environ.get("BENCH_CLOCK") == "wall" or DEVICE != "cpu" else time.process_time
 QUICK = bool(os.environ.get("BENCH_QUICK"))
 torch.set_num_threads(THREADS)
 
@@ -74,7 +76,8 @@ def load_hf():
     from inference_core.weights import MODELS, gguf_path
 
     path = gguf_path(MODELS["smollm2-135m"])
-    return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                dtype=torch.float32).to(DEVICE).eval()
 
 
 def hf_sequential(hf, engine, jobs) -> tuple[float, list[list[int]]]:
@@ -83,7 +86,7 @@ def hf_sequential(hf, engine, jobs) -> tuple[float, list[list[int]]]:
 
     toks, secs, outs = 0, 0.0, []
     for prompt, n in jobs:
-        ids = torch.tensor([engine.tokenizer.encode(prompt)])
+        ids = torch.tensor([engine.tokenizer.encode(prompt)], device=DEVICE)
         # Generate through EOS like our scheduler (stop_at_eos=False). min_new_tokens would ban EOS and change
         # the greedy path, and eos_token_id=None falls back to the model's EOS, so the stop id is moved to the
         # last vocabulary entry (a rare word piece); tokens are counted as generated, and compared below.
@@ -93,6 +96,7 @@ def hf_sequential(hf, engine, jobs) -> tuple[float, list[list[int]]]:
         t0 = CLOCK()
         with torch.inference_mode():
             o = hf.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gc)
+            o = o.cpu()  # waits for the GPU
         secs += CLOCK() - t0
         outs.append(o[0, ids.shape[1]:].tolist())
         toks += len(outs[-1])
@@ -171,21 +175,24 @@ def gemm_ceiling(engine) -> dict:
     projection (w_gate_up) at 1 and 32 rows. On a GPU the gap is ~two orders of magnitude; on this CPU it is
     a few ×, which caps what batching can gain here."""
     w = engine.model.layers[0].feed_forward.w_gate_up.weight
+    sync = torch.cuda.synchronize if w.is_cuda else (lambda: None)
     out = {}
     for m in (1, 32):
-        x = torch.randn(m, w.shape[1])
+        x = torch.randn(m, w.shape[1], device=w.device)
         for _ in range(5):
             torch.nn.functional.linear(x, w)
+        sync()
         t0, n = CLOCK(), 40
         for _ in range(n):
             torch.nn.functional.linear(x, w)
+        sync()
         out[m] = 2 * m * w.numel() * n / (CLOCK() - t0) / 1e9
     return out
 
 
 def main() -> None:
-    engine = load_engine("smollm2-135m", device="cpu")
-    print(f"torch threads {torch.get_num_threads()}, quick={QUICK}, clock={CLOCK.__name__}", flush=True)
+    engine = load_engine("smollm2-135m", device=DEVICE)
+    print(f"device {DEVICE}, torch threads {torch.get_num_threads()}, quick={QUICK}, clock={CLOCK.__name__}", flush=True)
     g = gemm_ceiling(engine)
     print(f"fp32 matmul ceiling (w_gate_up {tuple(engine.model.layers[0].feed_forward.w_gate_up.weight.shape)}): "
           f"{g[1]:.1f} GFLOP/s at 1 row, {g[32]:.1f} at 32 rows → batching makes a token at most "

@@ -1,14 +1,17 @@
 """Decode speed at batch 1: our engine vs transformers on the same weights, and vs the roofline.
 
-    .venv/bin/python bench/decode.py [--tokens 64] [--repeats 3]
+    .venv/bin/python bench/decode.py [--tokens 64] [--repeats 3] [--device cuda]
 
 Both engines run greedy fp32 on the same prompt in this one process, alternating, so the ratio
 is robust to a busy machine. The roofline is this machine's measured streaming-read bandwidth
 divided by the bytes one decode step must read (all weights + the KV cache so far).
+On CUDA our engine decodes through a captured CUDA graph; `ours (eager)` shows the same engine without
+it (INFERENCE_CUDA_GRAPHS=0), i.e. what per-kernel launch overhead costs at this model size.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -36,11 +39,13 @@ def ours_decode_tps(engine, ids, n_tokens: int) -> tuple[float, float]:
 
 def hf_decode_tps(model, ids, n_tokens: int, eos: int) -> float:
     """transformers' generate: time for n+1 tokens minus time for 1 token (the prefill) → decode rate."""
-    tokens = torch.tensor([ids])
+    tokens = torch.tensor([ids], device=model.device)
+    sync = torch.cuda.synchronize if tokens.is_cuda else (lambda: None)
 
     def run(n):
         t0 = time.perf_counter()
         model.generate(tokens, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=eos)
+        sync()
         return time.perf_counter() - t0
 
     with torch.inference_mode():
@@ -53,35 +58,46 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
 
     from transformers import AutoModelForCausalLM
 
     from inference_core.weights import MODELS, gguf_path
 
-    engine = load_engine("smollm2-135m", device="cpu")
+    engine = load_engine("smollm2-135m", device=args.device)
     path = gguf_path(MODELS["smollm2-135m"])
-    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    hf = hf.to(args.device).eval()
+    cuda = args.device.startswith("cuda")
     ids = engine.tokenizer.encode(PROMPT)
     cfg = engine.config
     weight_bytes = cfg.matmul_params() * 4
 
-    ours, theirs, kv_read = [], [], []
+    ours, eager, theirs, kv_read = [], [], [], []
     ours_decode_tps(engine, ids, 8)  # warm-up both
     hf_decode_tps(hf, ids, 4, cfg.eos_token_id)
     for _ in range(args.repeats):
         tps, kv = ours_decode_tps(engine, ids, args.tokens)
         ours.append(tps)
         kv_read.append(kv)
+        if cuda:
+            os.environ["INFERENCE_CUDA_GRAPHS"] = "0"
+            eager.append(ours_decode_tps(engine, ids, args.tokens)[0])
+            del os.environ["INFERENCE_CUDA_GRAPHS"]
         theirs.append(hf_decode_tps(hf, ids, args.tokens, cfg.eos_token_id))
-    bandwidth = measure_read_bandwidth()
+    bandwidth = measure_read_bandwidth(2**30 if cuda else 512 * 2**20, device=args.device)
     ours_tps, hf_tps = statistics.median(ours), statistics.median(theirs)
     bytes_per_token = weight_bytes + statistics.mean(kv_read)
     roofline_tps = bandwidth * 1e9 / bytes_per_token
+    print(f"device               {torch.cuda.get_device_name() if cuda else 'cpu'}, torch {torch.__version__}")
     print(f"threads              {torch.get_num_threads()}")
     print(f"bytes per decode step {bytes_per_token / 1e6:.1f} MB (weights {weight_bytes / 1e6:.1f} MB, fp32)")
     print(f"measured bandwidth   {bandwidth:.1f} GB/s  → roofline {roofline_tps:.1f} tok/s")
     print(f"ours                 {ours_tps:.1f} tok/s  ({ours_tps / roofline_tps:.0%} of roofline)")
+    if eager:
+        eager_tps = statistics.median(eager)
+        print(f"ours (eager, no graph) {eager_tps:.1f} tok/s  ({eager_tps / roofline_tps:.0%} of roofline)")
     print(f"transformers         {hf_tps:.1f} tok/s  ({hf_tps / roofline_tps:.0%} of roofline)")
     print(f"ratio ours/transformers {ours_tps / hf_tps:.2f}×")
 

@@ -60,14 +60,18 @@ def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, tuple
     model = engine.model
     ids = list(range(1000, 1000 + context + 9))
     cache = engine.new_cache(context + 16)
+    sync = torch.cuda.synchronize if engine.device.type == "cuda" else (lambda: None)
     out = {}
     with torch.inference_mode():
-        model(torch.tensor([ids[:context]]), torch.arange(context), cache, last_only=True)
+        model(torch.tensor([ids[:context]], device=engine.device), torch.arange(context, device=engine.device),
+              cache, last_only=True)
         for t in (1, 2, 3, 5, 9):
             wall, cpu = [], []
             for _ in range(repeats):
                 t0, c0 = time.perf_counter(), time.process_time()
-                model(torch.tensor([ids[context:context + t]]), torch.arange(context, context + t), cache)
+                model(torch.tensor([ids[context:context + t]], device=engine.device),
+                      torch.arange(context, context + t, device=engine.device), cache)
+                sync()
                 wall.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
                 cache.truncate(context)
@@ -80,14 +84,15 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (plain decoding then runs as a CUDA graph)")
     ap.add_argument("--quick", action="store_true", help="code-edit and free-text only, two drafts")
     ap.add_argument("--workloads", default="", help="comma-separated subset of " + ",".join(WORKLOADS))
     ap.add_argument("--drafts", default="", help="override the draft list: comma-separated KIND@K, e.g. ngram@4,ngram:2@6")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = load_engine("smollm2-135m", device="cpu")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, smollm2-135m fp32 on CPU, "
+    engine = load_engine("smollm2-135m", device=args.device)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, smollm2-135m fp32 on {args.device}, "
           f"{args.tokens} new tokens, median of {args.repeats}")
     costs = verify_cost(engine)
     print("target forward over T positions, wall ms (× T=1): " +

@@ -11,6 +11,7 @@ from functools import lru_cache
 import torch
 
 from .config import ModelConfig
+from .cuda_graphs import GraphDecoder, capacity_bucket, graphs_enabled
 from .kv_cache import KVCache, NoCache
 from .model import Transformer, load_state_into, rope_table, store_wide_weights_column_major
 from .sampling import SamplingParams, sample
@@ -68,6 +69,18 @@ class Engine:
         self.device = device
         self.dtype = next(model.parameters()).dtype
         self.lock = threading.Lock()
+        self._graph_decoders: dict[int, GraphDecoder] = {}  # by capacity bucket (CUDA only)
+
+    def graph_decoder(self, n_tokens: int) -> GraphDecoder | None:
+        """A CUDA-graph decoder with room for `n_tokens`, reused across requests; None where graphs are off."""
+        if not graphs_enabled(self.model, self.device):
+            return None
+        capacity = capacity_bucket(n_tokens, self.config.max_seq_len)
+        if capacity not in self._graph_decoders:
+            if len(self._graph_decoders) >= 4:  # each holds a KV buffer and a graph memory pool
+                self._graph_decoders.pop(next(iter(self._graph_decoders)))
+            self._graph_decoders[capacity] = GraphDecoder(self.model, capacity)
+        return self._graph_decoders[capacity]
 
     @property
     def bytes_per_value(self) -> int:
@@ -112,7 +125,9 @@ class Engine:
         generator = None
         if params.seed is not None:
             generator = torch.Generator().manual_seed(params.seed)
-        cache = self.new_cache(total) if params.use_cache else None
+        # On CUDA a cached run decodes through a captured graph (same arithmetic, one launch per step).
+        graph = self.graph_decoder(total) if params.use_cache else None
+        cache = (graph.cache if graph is not None else self.new_cache(total)) if params.use_cache else None
         seq = list(prompt_ids)
         out: list[int] = []
         times: list[float] = []
@@ -126,11 +141,14 @@ class Engine:
                     feed, start = list(seq), 0
                 else:
                     feed, start = seq[-1:], len(seq) - 1
-                tokens = torch.tensor([feed], device=self.device)
-                positions = torch.arange(start, start + len(feed), device=self.device)
                 t0 = time.perf_counter()
-                logits = self.model(tokens, positions, cache if cache is not None else NoCache(), last_only=True)
-                token = sample(logits[0, -1], params.sampling, generator)
+                if graph is not None:
+                    last = graph.prefill(feed) if step == 0 else graph.decode(feed[0])
+                else:
+                    tokens = torch.tensor([feed], device=self.device)
+                    positions = torch.arange(start, start + len(feed), device=self.device)
+                    last = self.model(tokens, positions, cache if cache is not None else NoCache(), last_only=True)[0, -1]
+                token = sample(last, params.sampling, generator)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize()
                 dt = time.perf_counter() - t0

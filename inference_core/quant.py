@@ -175,13 +175,14 @@ def quantize_nf4(w: torch.Tensor, block: int = NF4_BLOCK) -> tuple[torch.Tensor,
     g = _grouped(w, block)
     absmax = g.abs().amax(dim=2).clamp_min(1e-12)
     normed = g / absmax[..., None]
-    mids = (NF4_CODEBOOK[1:] + NF4_CODEBOOK[:-1]) / 2
+    book = NF4_CODEBOOK.to(w.device)
+    mids = (book[1:] + book[:-1]) / 2
     codes = torch.bucketize(normed.contiguous(), mids)
     return pack_nibbles(_ungrouped(codes, w.shape[1]).to(torch.uint8)), absmax.contiguous()
 
 
 def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_BLOCK) -> torch.Tensor:
-    vals = NF4_CODEBOOK[unpack_nibbles(packed).long()]
+    vals = NF4_CODEBOOK.to(packed.device)[unpack_nibbles(packed).long()]
     return _ungrouped(_grouped(vals, block) * absmax[..., None], vals.shape[1])
 
 
@@ -230,13 +231,18 @@ def _kernels():
     return quant_kernels.load()
 
 
+def _kernel_name(weight: torch.Tensor, compiled: str, fallback: str = "torch-dequant") -> str:
+    """The AVX2 kernels run on CPU tensors only; elsewhere (CUDA) the weight is dequantized per call."""
+    return compiled if weight.device.type == "cpu" and _kernels() else fallback
+
+
 class Int8Linear(QuantizedLinear):
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
         q, s = quantize_int8(weight)
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
-        self.kernel = "avx2-int8-gemv" if _kernels() else "torch-dequant"
+        self.kernel = _kernel_name(weight, "avx2-int8-gemv")
 
     def dequantize(self):
         return dequantize_int8(self.qweight, self.scale)
@@ -252,7 +258,7 @@ class FP8Linear(QuantizedLinear):
         q, s = quantize_fp8(weight)
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
-        self.kernel = "avx2-fp8-gemv" if _kernels() else "torch-dequant"
+        self.kernel = _kernel_name(weight, "avx2-fp8-gemv")
 
     def dequantize(self):
         return dequantize_fp8(self.qweight, self.scale)
@@ -268,7 +274,7 @@ class Int4Linear(QuantizedLinear):
         p, s = quantize_int4(weight, fmt.group)
         self.register_buffer("packed", p)
         self.register_buffer("scale", s)
-        self.kernel = "avx2-int4-lut-gemv" if _kernels() else "torch-dequant"
+        self.kernel = _kernel_name(weight, "avx2-int4-lut-gemv")
 
     def dequantize(self):
         return dequantize_int4(self.packed, self.scale, self.fmt.group)
@@ -284,8 +290,8 @@ class NF4Linear(QuantizedLinear):
         p, a = quantize_nf4(weight, fmt.group)
         self.register_buffer("packed", p)
         self.register_buffer("absmax", a)
-        self.register_buffer("codebook", NF4_CODEBOOK.clone())
-        self.kernel = "avx2-nf4-lut-gemv" if _kernels() else "torch-dequant"
+        self.register_buffer("codebook", NF4_CODEBOOK.to(weight.device, copy=True))
+        self.kernel = _kernel_name(weight, "avx2-nf4-lut-gemv")
 
     def dequantize(self):
         return dequantize_nf4(self.packed, self.absmax, self.fmt.group)
@@ -314,7 +320,7 @@ class W8A8DynamicLinear(QuantizedLinear):
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
         self._packed = None
-        if fbgemm_available():
+        if fbgemm_available() and weight.device.type == "cpu":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 qt = torch._make_per_channel_quantized_tensor(q, s.double(), torch.zeros_like(s, dtype=torch.long), 0)
@@ -368,7 +374,7 @@ class LLMInt8Linear(QuantizedLinear):
         self.register_buffer("scale", s)
         self.threshold = threshold
         self.outlier_counts: collections.deque[int] = collections.deque(maxlen=1024)
-        self.kernel = "avx2-int8-gemv+fp32-outliers" if _kernels() else "torch-llm-int8"
+        self.kernel = _kernel_name(weight, "avx2-int8-gemv+fp32-outliers", "torch-llm-int8")
 
     def dequantize(self):
         return dequantize_int8(self.qweight, self.scale)
@@ -386,7 +392,7 @@ class LLMInt8Linear(QuantizedLinear):
         regular = x2.masked_fill(outlier, 0.0)
         sx = regular.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
         qx = (torch.round(regular / sx) * sx).contiguous()  # int8 activation values, kept as fp32 × scale
-        y = self._gemv(qx) if x2.shape[0] <= GEMV_MAX_ROWS else None
+        y = self._gemv(qx) if x2.shape[0] <= GEMV_MAX_ROWS and qx.device.type == "cpu" else None
         if y is None:
             y = F.linear(qx, self.dequantize())
         if n_out:

@@ -1,0 +1,212 @@
+"""The engine on a CUDA device: same answers as transformers and as our CPU paths.
+
+Skipped where there is no GPU (CI); run on a GPU machine with `pytest tests/engine/test_cuda.py`.
+The first test runs everywhere: the static cache the CUDA graph replays, driven eagerly, equals the
+contiguous cache.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from inference_core import GenerationParams
+from inference_core.config import tiny_config
+from inference_core.cuda_graphs import StaticKVCache, capacity_bucket
+from inference_core.engine import build_model
+from inference_core.kv_cache import KVCache
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+    "<|im_start|>user\nExplain the KV cache in one sentence.<|im_end|>\n<|im_start|>assistant\n",
+]
+
+
+def test_static_cache_decode_equals_contiguous_cache():
+    """Eager steps through StaticKVCache (position tensor, masked full-capacity attention) = KVCache."""
+    model = build_model(tiny_config(), None, torch.device("cpu"))
+    cfg = model.config
+    prompt, n = [5, 17, 3, 42, 8, 9, 60], 12
+    static = StaticKVCache(cfg.n_layers, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, torch.device("cpu"))
+    contiguous = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, "cpu")
+    with torch.inference_mode():
+        a = model(torch.tensor([prompt]), torch.arange(len(prompt)), static, last_only=True)
+        b = model(torch.tensor([prompt]), torch.arange(len(prompt)), contiguous, last_only=True)
+        static.length = len(prompt)
+        for _ in range(n):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+            tok = int(b[0, -1].argmax())
+            static.pos.fill_(static.length)
+            a = model(torch.tensor([[tok]]), static.pos, static, last_only=True)
+            b = model(torch.tensor([[tok]]), torch.tensor([contiguous.length]), contiguous, last_only=True)
+            static.length += 1
+    assert static.bytes_used() == contiguous.bytes_used()
+
+
+def test_capacity_buckets():
+    assert capacity_bucket(1, 2048) == 256
+    assert capacity_bucket(256, 2048) == 256
+    assert capacity_bucket(257, 2048) == 512
+    assert capacity_bucket(2000, 2048) == 2048
+
+
+# ------------------------------------------------------------------------------------------ on a GPU
+
+
+@pytest.fixture(scope="module")
+def cuda_engine():
+    from inference_core import load_engine
+
+    return load_engine("smollm2-135m", device="cuda")
+
+
+@pytest.fixture(scope="module")
+def hf_cuda():
+    from transformers import AutoModelForCausalLM
+
+    from inference_core.weights import MODELS, gguf_path
+
+    path = gguf_path(MODELS["smollm2-135m"])
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    return model.to("cuda").eval()
+
+
+def eager(monkeypatch, engine, ids, params):
+    monkeypatch.setenv("INFERENCE_CUDA_GRAPHS", "0")
+    try:
+        return engine.generate_ids(ids, params)
+    finally:
+        monkeypatch.delenv("INFERENCE_CUDA_GRAPHS")
+
+
+@needs_cuda
+@pytest.mark.model
+@pytest.mark.parametrize("text", PROMPTS)
+def test_cuda_logits_match_transformers(cuda_engine, hf_cuda, text):
+    from inference_core.kv_cache import NoCache
+
+    ids = cuda_engine.tokenizer.encode(text)
+    tokens = torch.tensor([ids], device="cuda")
+    with torch.inference_mode():
+        ref = hf_cuda(tokens).logits
+        ours = cuda_engine.model(tokens, torch.arange(len(ids), device="cuda"), NoCache())
+    assert (ours - ref).abs().max().item() <= 1e-3
+
+
+@needs_cuda
+@pytest.mark.model
+@pytest.mark.parametrize("text", PROMPTS)
+def test_cuda_graph_greedy_identical_to_transformers(cuda_engine, hf_cuda, text):
+    ids = cuda_engine.tokenizer.encode(text)
+    ours = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=32))
+    assert cuda_engine._graph_decoders, "the cached CUDA run should have gone through a graph"
+    with torch.inference_mode():
+        ref = hf_cuda.generate(torch.tensor([ids], device="cuda"), max_new_tokens=32, do_sample=False,
+                               pad_token_id=cuda_engine.config.eos_token_id)
+    assert ours == ref[0, len(ids):].tolist()
+
+
+@needs_cuda
+@pytest.mark.model
+def test_cuda_graph_reused_across_requests_equals_eager_and_cpu(cuda_engine, engine, monkeypatch):
+    """One decoder serves requests of different lengths (the capture from the first is replayed for the
+    second): each equals the eager CUDA path and the CPU engine."""
+    params = GenerationParams(max_new_tokens=40, stop_at_eos=False)
+    for text in (PROMPTS[1], PROMPTS[0], PROMPTS[2]):
+        ids = cuda_engine.tokenizer.encode(text)
+        graphed = cuda_engine.generate_ids(ids, params)
+        assert graphed == eager(monkeypatch, cuda_engine, ids, params)
+        assert graphed == cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=40, stop_at_eos=False,
+                                                                        use_cache=False))
+        assert graphed[:24] == engine.generate_ids(ids, params)[:24]  # CPU: other kernels, same argmax early on
+    assert len(cuda_engine._graph_decoders) == 1
+
+
+@needs_cuda
+@pytest.mark.model
+def test_cuda_trace_reports_device_and_cache_bytes(cuda_engine):
+    events = [e.to_dict() for e in cuda_engine.generate("Tell me about caches.", GenerationParams(max_new_tokens=6))]
+    started, *steps, finished = events
+    assert started["device"].startswith("cuda")
+    for s in steps:
+        assert s["kv_bytes_total"] == started["kv_bytes_per_token"] * s["position"]
+    assert finished["kv_bytes"] == started["kv_bytes_per_token"] * (len(started["prompt_token_ids"]) + len(steps) - 1)
+
+
+@needs_cuda
+@pytest.mark.model
+def test_cuda_seeded_sampling_is_reproducible(cuda_engine):
+    ids = cuda_engine.tokenizer.encode(PROMPTS[0])
+    params = GenerationParams(max_new_tokens=16, temperature=0.8, top_k=50, top_p=0.95, seed=7, stop_at_eos=False)
+    assert cuda_engine.generate_ids(ids, params) == cuda_engine.generate_ids(ids, params)
+
+
+@needs_cuda
+@pytest.mark.model
+def test_cuda_scheduler_matches_single_requests(cuda_engine, monkeypatch):
+    """Continuous batching with prefix caching and a pool small enough to force preemption, on the GPU."""
+    from inference_core.scheduler import Request, SchedulerConfig, drive
+
+    shared = cuda_engine.tokenizer.encode("You are a helpful assistant who answers briefly. ")
+    prompts = [shared + cuda_engine.tokenizer.encode(q) for q in
+               ("What is a cache?", "Name a colour.", "Count to five:", "Why is the sky blue?")]
+    config = SchedulerConfig(mode="continuous", block_size=4, num_blocks=24, prefix_caching=True)
+    reqs = [Request(f"r{i}", p, max_new_tokens=20, stop_at_eos=False) for i, p in enumerate(prompts)]
+    sched, _ = drive(cuda_engine, reqs, config, trace=False, arrival_steps={f"r{i}": 2 * i for i in range(4)})
+    assert sched.num_preemptions > 0
+    assert sched.prefix.hit_tokens > 0
+    finished = sorted(sched.finished, key=lambda r: r.request_id)
+    assert len(finished) == len(prompts)
+    for req, prompt in zip(finished, prompts):
+        alone = eager(monkeypatch, cuda_engine, prompt, GenerationParams(max_new_tokens=20, stop_at_eos=False))
+        assert req.output_ids == alone, req.request_id
+
+
+@needs_cuda
+@pytest.mark.model
+@pytest.mark.parametrize("draft", ["ngram", "self-early-exit:8", "self-int8"])
+def test_cuda_speculative_greedy_equals_plain(cuda_engine, monkeypatch, draft):
+    from inference_core.speculative import SpecParams, run_speculative
+
+    ids = cuda_engine.tokenizer.encode("Repeat after me: the quick brown fox jumps over the lazy dog. "
+                                       "The quick brown fox")
+    ours, metrics = run_speculative(cuda_engine, ids, draft, SpecParams(k=4, max_new_tokens=32, stop_at_eos=False))
+    assert ours == eager(monkeypatch, cuda_engine, ids, GenerationParams(max_new_tokens=32, stop_at_eos=False))
+    assert metrics["n_generated"] == 32
+
+
+@needs_cuda
+@pytest.mark.parametrize("fmt", ["int8", "w8a8", "int4-g128", "nf4", "fp8", "llm-int8"])
+def test_cuda_quantized_linear_equals_cpu_and_dequantize_then_matmul(fmt):
+    """Quantizing on the GPU gives the CPU's weights (CUDA divides by a scalar as a multiply by its reciprocal,
+    so a scale may differ in the last bit and a rare value on a rounding tie lands one step over); the product
+    equals x @ dequantize()ᵀ for weight-only formats and the CPU layer's (activation rounding included) for
+    w8a8 and LLM.int8."""
+    from inference_core.quant import quantize_linear
+
+    torch.manual_seed(0)
+    w = torch.randn(1536, 576) * 0.05
+    x = torch.randn(3, 576)
+    x[:, 5] = 8.0  # one outlier column for LLM.int8 (threshold 6)
+    gpu, cpu = quantize_linear(w.cuda(), fmt), quantize_linear(w, fmt)
+    assert all(b.device.type == "cuda" for b in gpu.buffers())
+    moved = (gpu.dequantize().cpu() - cpu.dequantize()).abs() > 1e-6
+    assert moved.float().mean() < 1e-3
+    y = gpu(x.cuda())
+    torch.testing.assert_close(y.cpu(), cpu(x), rtol=0, atol=0.02)
+    if fmt not in ("w8a8", "llm-int8"):
+        torch.testing.assert_close(y, x.cuda() @ gpu.dequantize().T, rtol=1e-4, atol=1e-4)
+
+
+@needs_cuda
+@pytest.mark.model
+def test_cuda_quantized_engine_generates(cuda_engine):
+    from inference_core.quant import quantized_engine
+
+    ids = cuda_engine.tokenizer.encode(PROMPTS[0])
+    fp = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=8))
+    q = quantized_engine(cuda_engine, "int8")
+    assert q.graph_decoder(64) is None  # quantized models decode eagerly
+    assert q.generate_ids(ids, GenerationParams(max_new_tokens=8))[:4] == fp[:4]
