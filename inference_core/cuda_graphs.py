@@ -30,6 +30,7 @@ class StaticKVCache:
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self.slots = torch.arange(capacity, device=device)
         self.length = 0  # host-side count, for reporting; the graph never reads it
+        self.mask: torch.Tensor | None = None
 
     @property
     def capacity(self) -> int:
@@ -43,8 +44,9 @@ class StaticKVCache:
             return sdpa(q, self.k[layer, :, :, :t_new], self.v[layer, :, :, :t_new])
         self.k[layer].index_copy_(2, self.pos, k)
         self.v[layer].index_copy_(2, self.pos, v)
-        mask = (self.slots <= self.pos).view(1, 1, 1, -1)
-        return F.scaled_dot_product_attention(q, self.k[layer], self.v[layer], attn_mask=mask, enable_gqa=True)
+        if layer == 0:  # one mask per step, shared by every layer (one kernel, not thirty)
+            self.mask = (self.slots <= self.pos).view(1, 1, 1, -1)
+        return F.scaled_dot_product_attention(q, self.k[layer], self.v[layer], attn_mask=self.mask, enable_gqa=True)
 
     def advance(self, n_tokens: int) -> None:
         pass  # not called on replay: the decoder keeps `length`
@@ -66,9 +68,12 @@ class GraphDecoder:
     replay then writes, so they change nothing.
     """
 
-    def __init__(self, model, capacity: int) -> None:
+    def __init__(self, model, capacity: int, compile: bool = False) -> None:
         cfg = model.config
         self.model = model
+        # Optional (INFERENCE_COMPILE=1): Inductor fuses each layer's elementwise ops (RoPE, SiLU·up, residual
+        # adds, norms) so the captured graph holds fewer, larger kernels. Compiling costs tens of seconds once.
+        self.step_fn = torch.compile(self._step, dynamic=False) if compile else self._step
         p = next(model.parameters())
         self.cache = StaticKVCache(cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim, p.dtype, p.device)
         self.token = torch.zeros((1, 1), dtype=torch.long, device=p.device)
@@ -109,11 +114,11 @@ class GraphDecoder:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):
-                self._step()
+                self.step_fn()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self.logits = self._step()
+            self.logits = self.step_fn()
         self.graph = graph
 
 
@@ -125,6 +130,10 @@ def graphs_enabled(model, device: torch.device) -> bool:
     from .quant import quantized_linears
 
     return not quantized_linears(model)
+
+
+def compile_enabled() -> bool:
+    return os.environ.get("INFERENCE_COMPILE", "0") == "1"
 
 
 def capacity_bucket(n_tokens: int, max_seq_len: int) -> int:

@@ -11,7 +11,7 @@ from functools import lru_cache
 import torch
 
 from .config import ModelConfig
-from .cuda_graphs import GraphDecoder, capacity_bucket, graphs_enabled
+from .cuda_graphs import GraphDecoder, capacity_bucket, compile_enabled, graphs_enabled
 from .kv_cache import KVCache, NoCache
 from .model import Transformer, load_state_into, rope_table, store_wide_weights_column_major
 from .sampling import SamplingParams, sample
@@ -79,7 +79,7 @@ class Engine:
         if capacity not in self._graph_decoders:
             if len(self._graph_decoders) >= 4:  # each holds a KV buffer and a graph memory pool
                 self._graph_decoders.pop(next(iter(self._graph_decoders)))
-            self._graph_decoders[capacity] = GraphDecoder(self.model, capacity)
+            self._graph_decoders[capacity] = GraphDecoder(self.model, capacity, compile=compile_enabled())
         return self._graph_decoders[capacity]
 
     @property

@@ -48,12 +48,11 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, backend: AttentionBackend) -> torch.Tensor:
         b, t, _ = x.shape
-        hd = self.head_dim
-        q, k, v = self.wqkv(x).split([self.n_heads * hd, self.n_kv_heads * hd, self.n_kv_heads * hd], dim=-1)
-        q = q.view(b, t, self.n_heads, hd).transpose(1, 2)
-        k = k.view(b, t, self.n_kv_heads, hd).transpose(1, 2)
-        v = v.view(b, t, self.n_kv_heads, hd).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        hd, n_qk = self.head_dim, self.n_heads + self.n_kv_heads
+        heads = self.wqkv(x).view(b, t, n_qk + self.n_kv_heads, hd).transpose(1, 2)  # [B, Hq+2·Hkv, T, D]
+        # RoPE on q and k heads together: the same elementwise ops, launched once instead of twice
+        q, k = apply_rope(heads[:, :n_qk], cos, sin).split([self.n_heads, self.n_kv_heads], dim=1)
+        v = heads[:, n_qk:]
         out = backend.attend(self.layer, q, k, v)
         return self.wo(out.transpose(1, 2).reshape(b, t, self.n_heads * hd))
 
