@@ -120,3 +120,15 @@ def test_admin_lists_runs_and_their_events(admin_client):
     assert admin_client.get("/admin/demos/run/").status_code == 200
     page = admin_client.get(f"/admin/demos/run/{run.pk}/change/")
     assert page.status_code == 200 and b"run_started" in page.content
+
+
+def test_vendored_plotly_is_the_plotly_packages_bundle():
+    """static/vendor/plotly.min.js is served locally and must be byte-identical to the plotly package's own
+    bundled plotly.min.js (not a CDN copy or another version)."""
+    import importlib.resources
+    from pathlib import Path
+
+    bundled = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
+    assert bundled.is_file(), "the installed plotly package ships package_data/plotly.min.js"
+    vendored = Path(__file__).resolve().parents[2] / "static" / "vendor" / "plotly.min.js"
+    assert vendored.read_bytes() == bundled.read_bytes()
