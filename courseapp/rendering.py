@@ -19,6 +19,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import nh3
 import yaml
@@ -43,6 +44,10 @@ UNNARRATED_SECTIONS = {"sources", "references", "further reading", "bibliography
 # `[text](other-module.md#part)` works on GitHub and, rewritten to the module URL, on the site.
 MODULE_LINK_RE = re.compile(r"^(?:\./)?(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)\.md(?P<anchor>#[^\s]*)?$")
 RESERVED_IDS = {"main", "content", "lesson", "outline", "quiz", "player", "narration", "pager", "top"}
+# A calculator NAME is the static file js/calculators/NAME.js (what the module page loads) that mounts
+# itself with autoMount("NAME", ...); helper modules there (formulas.js, ui.js) are not calculators.
+CALCULATOR_DIR = "js/calculators"
+AUTOMOUNT_RE = re.compile(r"""^\s*autoMount\(\s*["'](?P<name>[^"']+)["']""", re.M)
 
 CODE_LANGUAGES = {
     "bash", "c", "console", "cpp", "css", "diff", "html", "javascript", "js", "json", "python", "py",
@@ -360,6 +365,10 @@ class _Annotator:
 
     def _directive_calculator(self, token, rest: str, line: int) -> None:
         name, props = self._name_and_props("calculator", token, rest, line)
+        if not is_calculator(name):
+            known = ", ".join(calculator_names()) or "none found"
+            raise ContentError(f"unknown calculator '{name}': there is no static/{CALCULATOR_DIR}/{name}.js "
+                               f"that mounts it (available: {known})", line)
         if name not in self.calculators:
             self.calculators.append(name)
         self.slot(token, format_html(
@@ -396,6 +405,37 @@ def _render_directive(self, tokens, idx, options, env) -> str:
         return (f'<div class="callout callout-{kind}" role="note">'
                 f'<p class="callout-label"><strong>{CALLOUT_KINDS[kind]}</strong></p>\n{inner}</div>\n')
     return token.meta.get("slot", "") + "\n"
+
+
+# --- Calculators -----------------------------------------------------------------------------
+
+
+def _mounted_names(path: Path) -> set[str]:
+    try:
+        return set(AUTOMOUNT_RE.findall(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def is_calculator(name: str) -> bool:
+    """Whether the module page can load calculator `name`: the static file it resolves
+    (`js/calculators/<name>.js`, as courseapp.views does) exists and mounts `name`."""
+    from django.contrib.staticfiles import finders
+
+    found = finders.find(f"{CALCULATOR_DIR}/{name}.js")
+    return bool(found) and name in _mounted_names(Path(found))
+
+
+def calculator_names() -> list[str]:
+    """Every calculator name a `:::{calculator}` directive may use, sorted."""
+    from django.contrib.staticfiles import finders
+
+    names: set[str] = set()
+    for directory in finders.find(CALCULATOR_DIR, find_all=True) or []:
+        for path in Path(directory).glob("*.js"):
+            if path.stem in _mounted_names(path):
+                names.add(path.stem)
+    return sorted(names)
 
 
 # --- Demos -----------------------------------------------------------------------------------

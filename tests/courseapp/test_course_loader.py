@@ -140,6 +140,10 @@ BROKEN = {
     "demo unknown": (GOOD_FM + ":::{demo} teleport\n{}\n:::\n", 8, "demo 'teleport'"),
     "demo bad param": (GOOD_FM + ":::{demo} kv-cache\n{\"max_new_tokens\": 100000}\n:::\n", 8, "max_new_tokens"),
     "demo param type": (GOOD_FM + ":::{demo} kv-cache\n{\"use_cache\": \"yes\"}\n:::\n", 8, "use_cache"),
+    "calculator unknown": (GOOD_FM + "Intro\n\n:::{calculator} kv-sise\n:::\n", 10,
+                           "unknown calculator 'kv-sise'"),
+    "calculator is a helper module": (GOOD_FM + ":::{calculator} formulas {\"model\": \"llama-3-8b\"}\n:::\n", 8,
+                                      "unknown calculator 'formulas'"),
     "quiz yaml": (GOOD_FM + ":::{quiz}\n- question: Q\n  choices: [\n:::\n", 11, "quiz is not valid YAML"),
     "quiz no correct": (GOOD_FM + "Intro\n\n:::{quiz}\n- question: Pick one\n  choices:\n    - text: A\n"
                         "      explanation: a\n    - text: B\n      explanation: b\n:::\n", 11, "no correct choice"),
