@@ -85,3 +85,25 @@ def test_overview_model_table_matches_the_real_config():
     }
     for name, value in rows.items():
         assert f"| {name} | {value} |" in text, f"overview.md should state {name} = {value}"
+
+
+def test_calculator_model_table_matches_the_real_config():
+    """static/js/calculators/formulas.js hard-codes SmolLM2-135M's shape (copied from the GGUF); it must be
+    what the engine actually loads (the KV-size and GPU-memory calculators compute from these numbers)."""
+    import re
+    from pathlib import Path
+
+    from inference_core.weights import load_config
+
+    cfg = load_config("smollm2-135m")
+    source = (Path(__file__).resolve().parents[2] / "static" / "js" / "calculators" / "formulas.js").read_text()
+    entry = re.search(r'^\s*"smollm2-135m":\s*\{(?P<body>[^}]*)\}', source, re.M)
+    assert entry, "formulas.js MODELS should have a \"smollm2-135m\" entry"
+    fields = {key: float(value.replace("_", ""))
+              for key, value in re.findall(r"(\w+):\s*([0-9][0-9_.eE+]*)", entry["body"])}
+    expected = {"layers": cfg.n_layers, "qHeads": cfg.n_heads, "kvHeads": cfg.n_kv_heads, "headDim": cfg.head_dim,
+                "params": cfg.n_params()}
+    assert set(expected) <= set(fields), f"formulas.js smollm2-135m entry lacks {set(expected) - set(fields)}"
+    for key, value in expected.items():
+        assert fields[key] == value, f"formulas.js smollm2-135m {key} = {fields[key]:g}, the GGUF says {value}"
+    assert fields["qHeads"] * fields["headDim"] == cfg.dim  # the hidden size the calculators imply

@@ -23,8 +23,9 @@ export const BYTES_PER_VALUE = Object.freeze({
 
 /**
  * Model shapes the calculators offer. Each entry: layers, query heads, KV heads, head_dim, parameters.
- * Llama 3 figures are from Meta's model cards/configs; SmolLM2-135M is read from the GGUF the course engine
- * runs (inference_core.weights.load_config), its parameter count from ModelConfig.n_params().
+ * Llama 3 figures are from Meta's model cards/configs; SmolLM2-135M's are copied from the GGUF the course engine
+ * runs (inference_core.weights.load_config), its parameter count from ModelConfig.n_params(), and
+ * tests/engine/test_course_demos.py checks them against that config.
  */
 export const MODELS = Object.freeze({
   "smollm2-135m": { label: "SmolLM2-135M (the course model)", layers: 30, qHeads: 9, kvHeads: 3, headDim: 64, params: 134_515_008 },
