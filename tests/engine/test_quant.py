@@ -123,6 +123,38 @@ def test_torch_fallback_matches_kernel(monkeypatch):
         torch.testing.assert_close(layer(x), fast[f], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [1, 3])  # the AVX2 int8 GEMV path (rows <= GEMV_MAX_ROWS)
+@pytest.mark.parametrize("outliers", [False, True])
+def test_llm_int8_kernel_matches_torch_fallback(monkeypatch, rows, outliers):
+    """LLM.int8 is left out of FORMATS: its AVX2 int8 GEMV path must equal its torch fallback too, with and
+    without outlier columns (those go through the fp32 side product in both paths)."""
+    w = _w(64, 576)
+    x = torch.randn(rows, 576, generator=torch.Generator().manual_seed(rows))
+    if outliers:
+        x[:, 7] = 40.0
+        x[0, 300] = -9.0  # an outlier in one row only still makes the whole column fp32
+    layer = Q.quantize_linear(w, "llm-int8")
+    assert layer.kernel == "avx2-int8-gemv+fp32-outliers"
+    assert rows <= Q.GEMV_MAX_ROWS
+    calls = {"n": 0}
+    real = layer._gemv
+
+    def counting(x2):
+        calls["n"] += 1
+        return real(x2)
+
+    monkeypatch.setattr(layer, "_gemv", counting)
+    fast = layer(x)
+    assert calls["n"] == 1  # the kernel path really ran
+    assert layer.outlier_counts[-1] == (2 if outliers else 0)
+    monkeypatch.setattr(Q, "_kernels", lambda: None)
+    fallback_layer = Q.quantize_linear(w, "llm-int8")
+    assert fallback_layer.kernel == "torch-llm-int8"
+    slow = fallback_layer(x)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(layer(x), slow, rtol=1e-5, atol=1e-5)  # same layer, kernel now unavailable
+
+
 def test_w8a8_matches_its_emulation_and_bounds():
     w, x = _w(192, 576), torch.randn(1, 576)
     layer = Q.quantize_linear(w, "w8a8")
