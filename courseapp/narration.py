@@ -32,7 +32,27 @@ PAUSE_SECONDS = 0.5
 LEAD_IN_SECONDS = 0.25
 NARRATION_DIR = "narration"
 # Bump when `speakable`, pauses or timing change, so cached audio made the old way is not reused.
-SYNTHESIS_VERSION = 2
+SYNTHESIS_VERSION = 3  # 3: math symbols (÷ √ ᵀ powers α Σ subscripts ±) are spoken as words
+
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUBSCRIPTS = {**{chr(0x2080 + d): str(d) for d in range(10)}, "₋": " minus ", "₊": " plus ",
+               "ₖ": "k", "ᵢ": "i", "ⱼ": "j", "ₙ": "n", "ₜ": "t", "ₘ": "m"}
+_GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "epsilon", "θ": "theta",
+          "λ": "lambda", "π": "pi", "σ": "sigma", "τ": "tau"}
+
+
+def _power(match: re.Match) -> str:
+    """x² → "x squared", x³ → "x cubed", 10¹² → "10 to the power 12", 10⁻³ → "10 to the power minus 3"."""
+    exponent = match[0]
+    if exponent in ("²", "³"):
+        return " squared " if exponent == "²" else " cubed "
+    return " to the power " + exponent.translate(_SUPERSCRIPTS).replace("-", "minus ").replace("+", "plus ") + " "
+
+
+def _subscript(match: re.Match) -> str:
+    """d₁ → "d sub 1", dₖ → "d sub k", dᵢ₋₁ → "d sub i minus 1"."""
+    return " sub " + "".join(_SUBSCRIPTS[c] for c in match[0]) + " "
+
 
 # Symbols the lessons use that espeak would otherwise spell out or skip.
 _SPOKEN = [
@@ -43,7 +63,14 @@ _SPOKEN = [
     (re.compile(r"(?<=\d)\s*–\s*(?=\d)|(?<=\d) - (?=\d)"), " to "),  # ranges, not SmolLM2-135M
     (re.compile(r"\bO\(N²\)"), "order N squared"),
     (re.compile(r"\bO\(N\)"), "order N"),
-    (re.compile(r"²"), " squared"),
+    (re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+"), _power),
+    (re.compile(r"ᵀ"), " transpose "),
+    (re.compile(f"[{''.join(_SUBSCRIPTS)}]+"), _subscript),
+    (re.compile(r"÷"), " divided by "),
+    (re.compile(r"√"), " square root of "),
+    (re.compile(r"±"), " plus or minus "),
+    (re.compile(r"Σ"), " the sum of "),
+    (re.compile(f"[{''.join(_GREEK)}]"), lambda m: f" {_GREEK[m[0]]} "),
     *[(re.compile(rf"(?<=\d)\s*{unit}(?![\w/])"), f" {spoken}") for unit, spoken in [
         ("KiB", "kibibytes"), ("MiB", "mebibytes"), ("GiB", "gibibytes"), ("TiB", "tebibytes"),
         ("KB", "kilobytes"), ("MB", "megabytes"), ("GB", "gigabytes"), ("TB", "terabytes"),
@@ -51,6 +78,7 @@ _SPOKEN = [
     (re.compile(r"(?<=\d)\s*GB/s\b"), " gigabytes per second"),
     (re.compile(r"(?<=\d)\s*TB/s\b"), " terabytes per second"),
     (re.compile(r"(?<=\d)\s*ms\b"), " milliseconds"),
+    (re.compile(r"\s+(?=[,.;:!?)])"), ""),  # the padding above, before punctuation
     (re.compile(r"\s+"), " "),
 ]
 

@@ -99,6 +99,20 @@ def test_speakable_text():
     assert narration.speakable("GiB of cache") == "GiB of cache"  # only after a number
 
 
+def test_math_symbols_in_a_cue_are_spoken_as_words():
+    """The voice gets words, not symbols it would skip or spell out (÷ √ ᵀ powers α Σ subscripts ±)."""
+    sentence = ("Scores are QKᵀ ÷ √d for 10⁸ pairs; d₁ … dₖ are accepted with probability α each, "
+                "and Σ min(p, q) varies by ±30 % at 3.35 × 10¹² bytes per second.")
+    [cue] = render_markdown(sentence + "\n").cues
+    assert cue.text == sentence  # the page and the captions keep the symbols
+    spoken = narration.speakable(cue.text)
+    assert spoken == ("Scores are QK transpose divided by square root of d for 10 to the power 8 pairs; "
+                      "d sub 1 … d sub k are accepted with probability alpha each, and the sum of "
+                      "min(p, q) varies by plus or minus 30 % at 3.35 times 10 to the power 12 bytes per second.")
+    assert not set(spoken) & set("÷√ᵀ⁰¹²³⁴⁵⁶⁷⁸⁹αΣₖ±")
+    assert narration.speakable("N² and dᵢ₋₁, 10⁻³") == "N squared and d sub i minus 1, 10 to the power minus 3"
+
+
 class FakeVoice:
     """Stands in for Piper where a test is about bookkeeping, not speech (that is tested above)."""
 
