@@ -14,6 +14,7 @@ import importlib
 import json
 import logging
 import math
+import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -78,23 +79,29 @@ class Watch:
     last_seq: int = -1
     last_activity: float = field(default_factory=time.monotonic)
     created: float = field(default_factory=time.time)
+    queued: bool = False  # waiting for a worker: the socket is sent `queued` frames with its position
+    last_queue_report: tuple | None = None
+    last_queue_sent: float = 0.0
     finished: bool = False
     hb_missing_since: float | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task | None = None
 
 
-async def _redis_retry(fn, *args, attempts: int = 3, delay: float = 0.2):
-    """`await fn(*args)`, again after a pause if the Redis connection was lost.
+async def _redis_retry(fn, *args, attempts: int = 5, delay: float = 0.2):
+    """`await fn(*args)` (an idempotent Redis or channel-layer call), again after a pause if the Redis
+    connection was lost.
 
     After Redis restarts, the first command on a pooled (or the channel layer's pub/sub) connection
-    fails with "Connection lost"; the next one reconnects. Without this, the first resume after a
-    restart would answer `internal_error`.
+    fails with "Connection lost"; the next one reconnects. The pub/sub layer's own receive task
+    reconnects at the same time, and a SUBSCRIBE racing it fails with asyncio's RuntimeError
+    "readuntil() called while another coroutine is already waiting". Without this, the first resume
+    after a restart would answer `internal_error`.
     """
     for attempt in range(attempts):
         try:
             return await fn(*args)
-        except (redis.exceptions.ConnectionError, ConnectionError):
+        except (redis.exceptions.ConnectionError, ConnectionError, RuntimeError):
             if attempt == attempts - 1:
                 raise
             await asyncio.sleep(delay * (attempt + 1))
@@ -117,6 +124,24 @@ def _get_run(run_id: str, owner: str | None = None) -> Run | None:
     if owner is not None:
         qs = qs.filter(owner=owner)
     return qs.first()
+
+
+@database_sync_to_async
+def _queue_position(run_id: str) -> dict | None:
+    """Where a queued run stands: runs queued before it (any user), and a wait estimate; None once it left
+    the queue. The estimate assumes the runs now running hold every worker slot (true whenever anything
+    waits) and that each takes the median time of the last 20 finished runs."""
+    run = Run.objects.filter(pk=run_id).values("status", "created_at").first()
+    if run is None or run["status"] != Run.Status.QUEUED:
+        return None
+    real = Run.objects.filter(replay_of__isnull=True)
+    ahead = real.filter(status=Run.Status.QUEUED, created_at__lt=run["created_at"]).count()
+    slots = max(1, real.filter(status=Run.Status.RUNNING).count())
+    recent = (real.filter(status=Run.Status.DONE, started_at__isnull=False, finished_at__isnull=False)
+              .order_by("-finished_at").values_list("started_at", "finished_at")[:20])
+    durations = [(end - begin).total_seconds() for begin, end in recent]
+    typical = statistics.median(durations) if durations else 10.0
+    return {"position": ahead + 1, "ahead": ahead, "eta_s": round((ahead // slots + 1) * typical, 1)}
 
 
 @database_sync_to_async
@@ -292,6 +317,9 @@ class DemoConsumer(AsyncWebsocketConsumer):
             await _set_status(run_id, Run.Status.ERROR, error_code="queue_unavailable", error_message=str(exc))
             await self._finish(w, {"type": "error", "code": "queue_unavailable",
                                    "message": "the run queue is unavailable; try again shortly"})
+            return
+        w.queued = True
+        await self._report_queue(w, force=True)
 
     async def _check_limits(self) -> None:
         max_active = int(conf.get("DEMO_MAX_CONCURRENT_RUNS"))
@@ -348,6 +376,9 @@ class DemoConsumer(AsyncWebsocketConsumer):
             await self._send_stored(w)
         if run.is_final:
             await self._finish(w, self._final_frame(run))
+        elif run.status == Run.Status.QUEUED:
+            w.queued = True
+            await self._report_queue(w, force=True)
 
     async def _cancel(self, msg: dict) -> None:
         run_id = self._run_id(msg)
@@ -385,8 +416,21 @@ class DemoConsumer(AsyncWebsocketConsumer):
             await self._send({"type": "event", "run_id": w.run_id, "seq": seq, "event": event})
             w.last_seq = seq
 
+    async def _report_queue(self, w: Watch, force: bool = False) -> None:
+        """Send `queued` (position, estimate) while the run waits: on a change, else every 5 s."""
+        info = await _queue_position(w.run_id)
+        async with w.lock:
+            if info is None or w.finished or w.last_seq >= 0:
+                w.queued = False  # picked up (or over): its events say the rest
+                return
+            key, now = (info["position"], info["eta_s"]), time.monotonic()
+            if force or key != w.last_queue_report or now - w.last_queue_sent >= 5.0:
+                w.last_queue_report, w.last_queue_sent = key, now
+                await self._send({"type": "queued", "run_id": w.run_id, **info})
+
     async def _deliver(self, w: Watch, seq: int, event: dict, ts: float | None = None) -> None:
         async with w.lock:
+            w.queued = False
             w.last_activity = time.monotonic()
             if w.finished or seq <= w.last_seq:
                 return  # already sent (from storage on resume, or a duplicate)
@@ -442,6 +486,7 @@ class DemoConsumer(AsyncWebsocketConsumer):
     async def run_started(self, message):
         w = self.watches.get(message["run_id"])
         if w:
+            w.queued = False
             w.last_activity = time.monotonic()
 
     # --- replay and watchdog ----------------------------------------------------------------
@@ -479,6 +524,13 @@ class DemoConsumer(AsyncWebsocketConsumer):
         while True:
             await asyncio.sleep(min(1.0, stall / 2))
             for w in list(self.watches.values()):
+                if w.queued and not w.finished:
+                    try:
+                        await self._report_queue(w)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:  # noqa: BLE001 - a missed position update is harmless
+                        log.exception("queue position of run %s failed", w.run_id)
                 if w.finished or w.replay or time.monotonic() - w.last_activity < stall:
                     continue
                 try:

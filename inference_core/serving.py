@@ -118,6 +118,7 @@ class EngineService:
                             stream.put(exc)
                     elif op == "abort":
                         self._route(sched, sched.abort(arg))
+                        self._update_stats(sched, [], stepped=False)  # an idle dashboard must not show it
             except queue.Empty:
                 pass
             if not sched.has_work():
@@ -174,7 +175,7 @@ class EngineService:
         if sched.finished:
             sched.finished.clear()  # the service runs forever: keep no history
 
-    def _update_stats(self, sched: Scheduler, events: list[TraceEvent]) -> None:
+    def _update_stats(self, sched: Scheduler, events: list[TraceEvent], stepped: bool = True) -> None:
         now = time.monotonic()
         for ev in events:
             if isinstance(ev, BatchStep):
@@ -188,9 +189,11 @@ class EngineService:
         span = now - self._recent[0][0] if len(self._recent) > 1 else 0.0
         self.stats.tokens_per_s = sum(n for _, n in self._recent) / span if span > 0 else 0.0
         self.stats.running = len(sched.running)
+        if not sched.running:
+            self.stats.batch_size = 0  # idle: the last step's batch is history, not the current batch
         self.stats.waiting = len(sched.waiting)
         self.stats.blocks_used = sched.allocator.num_used
-        self.stats.steps += 1
+        self.stats.steps += stepped
 
 
 _services: dict[str, EngineService] = {}

@@ -25,6 +25,14 @@ export function wsUrl(path) {
 }
 
 /** The page's shared socket for `path` (created on first use). */
+/** The status line for a `queued` frame: "Waiting for a worker: 3rd in line, about 40 s…". */
+export function queueText(frame) {
+  const n = frame.position;
+  const place = n === 1 ? "next in line" : `number ${n} in line`;
+  const eta = frame.eta_s >= 1 ? `, about ${Math.round(frame.eta_s)} s` : "";
+  return `Waiting for a worker: ${place}${eta}…`;
+}
+
 export function getSocket(path = "/ws/demos/") {
   const url = wsUrl(path);
   if (!sockets.has(url)) sockets.set(url, new DemoSocket(url));
@@ -162,6 +170,9 @@ export class DemoSocket {
         if (frame.seq <= run.lastSeq) return; // already handled (resume overlap)
         run.lastSeq = frame.seq;
         run._call("onEvent", frame.event, frame.seq, frame);
+        break;
+      case "queued":
+        run._call("onQueued", frame);
         break;
       case "resumed":
         run._call("onResumed", frame);

@@ -124,6 +124,48 @@ async def test_cancel_stops_the_worker_between_steps(demo_stack, session_cookie)
         await comm.disconnect()
 
 
+def worker_stats(stack) -> list[dict]:
+    import json
+
+    import redis
+
+    r = redis.Redis.from_url(stack.redis_url)
+    return [json.loads(raw) for key in r.scan_iter(match="demos:worker:*") if (raw := r.get(key))]
+
+
+async def test_cancelling_a_batched_run_stops_it_within_a_second_and_frees_its_kv_blocks(demo_stack, session_cookie):
+    """A cached run goes through the worker's continuous-batching engine: Stop ends it (the worker's own
+    `done`) within a second, its request leaves the batch and its KV blocks return to the pool."""
+    cookie, _ = session_cookie
+    comm = await connect(cookie)
+    try:
+        run_id = await start(comm, {**LONG, "use_cache": True, "max_new_tokens": 128,
+                                    "prompt": f"Cancel me ({time.time()}): once upon a time,"})
+        await collect(comm, stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token"
+                      and f["event"]["step"] >= 2)
+
+        async def in_batch():
+            return any(w["batch_size"] >= 1 and w["kv_blocks_used"] > 0 for w in worker_stats(demo_stack))
+        await wait_for(in_batch, timeout=5)
+        t0 = time.monotonic()
+        await send(comm, {"action": "cancel", "run_id": run_id})
+        frames = await collect(comm, timeout=30)
+        stopped_in = time.monotonic() - t0
+    finally:
+        await comm.disconnect()
+    assert frames[-1]["type"] == "done" and frames[-1]["status"] == "cancelled", frames[-1]
+    assert stopped_in < 1.0, stopped_in
+    run = await get_run(run_id)
+    assert run.status == "cancelled" and run.summary["n_generated"] < 128
+    # The worker republishes its stats every DEMO_STATS_INTERVAL (1 s): the batch is empty, blocks freed
+    # (the prefix cache may keep the prompt's full blocks only as evictable, refcount-0 blocks).
+    async def drained():
+        stats = worker_stats(demo_stack)
+        return stats and all(w["batch_size"] == 0 and w["waiting"] == 0 and w["kv_blocks_used"] == 0
+                             for w in stats)
+    await wait_for(drained, timeout=5)
+
+
 async def test_closed_tab_cancels_after_the_grace_period(demo_stack, session_cookie, monkeypatch):
     cookie, _ = session_cookie
     comm = await connect(cookie)

@@ -260,3 +260,61 @@ async def test_a_run_survives_a_redis_restart_and_resumes_without_gaps(scaleout,
     run = await get_run(run_id)
     assert run.status == "done" and run.n_events == len(events)
     assert [e["seq"] for e in events] == await stored_seqs(run_id)
+
+
+async def test_waiting_runs_are_told_their_queue_position(scaleout, session_cookie):
+    """Six slow runs on four worker slots: the runs that wait get `queued` frames (position, estimate)
+    before their first event, positions only go down, and every run still completes."""
+    (_, cookie), _owner = session_cookie
+    ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+    nonce = uuid.uuid4().hex[:8]
+    try:
+        prompts = [f"Story {i} ({nonce}): once upon a time, in a village by the sea," for i in range(6)]
+        runs = await start_runs(ws, prompts, max_new_tokens=20, use_cache=False)
+    finally:
+        await ws.close()
+    reports = {}
+    for run_id, frames in runs.items():
+        assert frames[-1]["type"] == "done" and frames[-1]["status"] == "done", frames[-1]
+        kinds = [f["type"] for f in frames]
+        queued = [f for f in frames if f["type"] == "queued"]
+        if queued:
+            assert kinds.index("event") > max(i for i, k in enumerate(kinds) if k == "queued"), kinds
+            positions = [f["position"] for f in queued]
+            assert positions == sorted(positions, reverse=True) and positions[-1] >= 1, positions
+            assert all(f["ahead"] == f["position"] - 1 and f["eta_s"] >= 0 for f in queued), queued
+            reports[run_id] = positions
+        assert_contiguous(events_of(frames))
+    # Four slots, six runs started together: at least the sixth waited behind the fifth.
+    assert any(p[0] >= 2 for p in reports.values()), reports
+
+
+async def test_a_run_survives_a_daphne_restart_and_resumes_on_the_new_process(scaleout, session_cookie):
+    """Daphne A is SIGKILLed mid-run (its sockets die without a close) and started again; the client
+    reconnects to the new process and resumes: every event exactly once, the run completes."""
+    (_, cookie), _owner = session_cookie
+    params = {"prompt": f"Daphne restart ({uuid.uuid4().hex[:8]}): the old lighthouse keeper",
+              "max_new_tokens": 40, "use_cache": False, "temperature": 0.0}
+    ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+    await ws.send({"action": "start", "demo": "kv-cache", "params": params})
+    accepted = await ws.recv()
+    assert accepted["type"] == "accepted", accepted
+    run_id = accepted["run_id"]
+    first = events_of(await ws.collect(stop=lambda f: f["type"] == "event" and f["seq"] >= 3))
+    scaleout.kill("daphne-a")
+    await ws.close()
+    await sync_to_async(scaleout.start_daphne)("daphne-a", DAPHNE_ENV)
+    ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+    try:
+        last = first[-1]["seq"]
+        await ws.send({"action": "resume", "run_id": run_id, "after_seq": last})
+        resumed = await ws.recv()
+        assert resumed["type"] == "resumed" and resumed["after_seq"] == last, resumed
+        rest = await ws.collect(timeout=120)
+    finally:
+        await ws.close()
+    assert rest[-1]["type"] == "done" and rest[-1]["status"] == "done", rest[-1]
+    events = first + events_of(rest)
+    assert_contiguous(events)
+    assert events[-1]["event"]["type"] == "run_finished"
+    assert [e["seq"] for e in events] == await stored_seqs(run_id)

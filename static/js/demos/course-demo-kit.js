@@ -1,7 +1,7 @@
 // A small harness shared by the course's own live demos (prefill-decode, flash-attention, serving-load):
 // a settings form with Run/Stop, a status line, and one websocket run at a time. Each demo supplies its
 // fields, reads their values into params, and handles the trace events.
-import { getSocket } from "../ws-client.js";
+import { getSocket, queueText } from "../ws-client.js";
 import { el, ensurePlotly, injectStyle } from "../calculators/ui.js";
 
 /**
@@ -52,10 +52,17 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     token.handle = socket.start(config.demo, params, {
       onAccepted(frame) {
         root.dataset.runId = frame.run_id;
-        setStatus(frame.replayed_from ? "Replaying a recorded run with the same settings…" : "Running…");
+        token.replayed = Boolean(frame.replayed_from);
+        setStatus(token.replayed ? "Replayed from a previous run with the same settings (no worker needed)…"
+          : "Running…");
       },
+      onQueued(frame) { if (current === token) { token.waiting = true; setStatus(queueText(frame)); } },
       onResumed() { setStatus("Reconnected; catching up…"); },
-      onEvent(ev) { if (current === token) onEvent(ev); },
+      onEvent(ev) {
+        if (current !== token) return;
+        if (token.waiting) { token.waiting = false; setStatus("Running…"); }
+        onEvent(ev);
+      },
       onDone(frame) {
         if (current !== token) return;
         setRunning(false);

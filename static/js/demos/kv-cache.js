@@ -5,7 +5,7 @@
 //   import { mount } from "/static/js/demos/kv-cache.js";
 //   mount(rootElement, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 
-import { getSocket } from "../ws-client.js";
+import { getSocket, queueText } from "../ws-client.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
@@ -258,6 +258,7 @@ export function mount(root, config = {}) {
         root.dataset.runId = frame.run_id;
         setStatus(c.replayed ? "Replaying" : "Running…", false, c.replayed);
       },
+      onQueued(frame) { if (current === c) { c.interrupted = true; setStatus(queueText(frame)); } },
       onResumed() { c.interrupted = true; setStatus("Reconnected; catching up…", false, c.replayed); },
       onEvent(ev) {
         if (current !== c) return;
