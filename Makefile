@@ -48,7 +48,7 @@ chromium:
 	fi
 
 # Against a running `make run` stack: N concurrent websocket clients (see bench/load.py --help).
-BENCH_ARGS ?= --clients 16 --runs 2 --max-new-tokens 8
+BENCH_ARGS ?= --clients 50 --runs 2 --max-new-tokens 8
 bench: setup
 	$(PY) bench/load.py $(BENCH_ARGS)
 

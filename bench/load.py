@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Load test: N concurrent websocket clients run demos against a running stack (`make run`).
 
-    .venv/bin/python bench/load.py --url http://127.0.0.1:8000 --clients 8 --runs 2 --max-new-tokens 8
+    .venv/bin/python bench/load.py --url http://127.0.0.1:8000 [--clients 50] [--runs 2] [--max-new-tokens 8]
 
 Each client gets its own session (GET of the demo page), opens /ws/demos/, and starts its runs one
 after another with distinct prompts (so nothing is served from the replay cache unless --replay).
 Reports runs completed, events lost or duplicated (seq must be 0..n-1 and match the run's
 n_generated), errors by code, and worker→client latency p50/p99 (from the worker's publish time
-`ts` on live event frames; same machine clock). Bounded: every client stops after --timeout seconds.
+`ts` on live event frames; same machine clock), the engine's batch size as each token saw it (how
+many students' sequences shared that forward pass), and the queue positions runs were told while
+they waited. Bounded: every client stops after --timeout seconds.
 Only loopback targets are allowed.
 """
 from __future__ import annotations
@@ -89,8 +91,12 @@ async def client(i: int, args, results: dict, deadline: float):
                     seqs.append(frame["seq"])
                     if "ts" in frame:
                         results["latency"].append(at - frame["ts"])
-                    if frame["event"].get("type") == "token" and first_token_at is None:
-                        first_token_at = at
+                    if frame["event"].get("type") == "token":
+                        results["batch_sizes"].append(frame["event"].get("batch_size", 1))
+                        if first_token_at is None:
+                            first_token_at = at
+                elif kind == "queued":
+                    results["queue_positions"].append(frame["position"])
                 elif kind in ("done", "error", "_closed"):
                     final = frame
             if final["type"] != "done":
@@ -122,7 +128,8 @@ def pct(values, q):
 
 async def main_async(args) -> dict:
     results = {"completed": 0, "replayed": 0, "events": 0, "lost": 0, "duplicates": 0, "out_of_order": 0,
-               "tokens": 0, "timeouts": 0, "errors": Counter(), "latency": [], "run_s": [], "ttft_client": []}
+               "tokens": 0, "timeouts": 0, "errors": Counter(), "latency": [], "run_s": [], "ttft_client": [],
+               "batch_sizes": [], "queue_positions": []}
     t0 = time.time()
     deadline = t0 + args.timeout
     await asyncio.gather(*(client(i, args, results, deadline) for i in range(args.clients)),
@@ -131,6 +138,8 @@ async def main_async(args) -> dict:
     lat = results.pop("latency")
     run_s = results.pop("run_s")
     ttft = results.pop("ttft_client")
+    batches = results.pop("batch_sizes")
+    positions = results.pop("queue_positions")
     results["errors"] = dict(results["errors"])
     results.update({
         "clients": args.clients, "runs_per_client": args.runs, "max_new_tokens": args.max_new_tokens,
@@ -140,6 +149,9 @@ async def main_async(args) -> dict:
         "run_s_p50": round(pct(run_s, 50), 2), "run_s_max": round(max(run_s), 2) if run_s else None,
         "client_ttft_s_p50": round(pct(ttft, 50), 3) if ttft else None,
         "client_ttft_s_mean": round(statistics.mean(ttft), 3) if ttft else None,
+        "mean_batch_size": round(statistics.mean(batches), 2) if batches else None,
+        "max_batch_size": max(batches) if batches else None,
+        "queued_frames": len(positions), "max_queue_position": max(positions) if positions else None,
     })
     return results
 
@@ -147,7 +159,7 @@ async def main_async(args) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8000")
-    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--runs", type=int, default=2, help="runs per client, one after another")
     ap.add_argument("--max-new-tokens", type=int, default=8)
     ap.add_argument("--prompt", default="The capital of France is")
