@@ -51,14 +51,34 @@ def test_concurrent_requests_are_batched_and_token_identical(engine, service):
 
 @pytest.mark.model
 def test_closing_the_stream_aborts_and_frees_blocks(service):
-    events = service.generate("Count slowly: one, two, three,", GenerationParams(max_new_tokens=60))
+    # long enough (no EOS stop) that, were the abort lost, it would still be running and holding blocks
+    # for seconds after the short request below finished
+    events = service.generate("Count slowly: one, two, three,", GenerationParams(max_new_tokens=400, stop_at_eos=False))
     for ev in events:
         if isinstance(ev, TokenStep) and ev.step == 2:
             break
     events.close()  # the client went away
     done = list(service.generate("Hi", GenerationParams(max_new_tokens=2)))  # the service keeps serving
     assert isinstance(done[-1], RunFinished)
-    assert service.stats.running == 0
+    stats = wait_until_idle(service)
+    assert stats.running == 0 and stats.waiting == 0
+    # Every block is back in the pool. With prefix caching on, finished prompts' full blocks stay *cached*
+    # but at refcount 0 in the allocator's free queue (evictable), so they do not count as used.
+    assert stats.blocks_used == 0
+
+
+def wait_until_idle(service, timeout_s: float = 3.0):
+    """The service thread refreshes its stats just after it hands a step's events to the callers, so a
+    caller that has just seen run_finished may read them a moment early: give them a short while."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        s = service.stats
+        if s.running == 0 and s.waiting == 0 and s.blocks_used == 0:
+            break
+        time.sleep(0.01)
+    return service.stats
 
 
 @pytest.mark.model
