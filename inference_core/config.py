@@ -6,7 +6,10 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A Llama-family decoder. Invariant: dim == n_heads * head_dim and n_heads % n_kv_heads == 0."""
+    """A Llama-family decoder. Invariant: dim == n_heads * head_dim and n_heads % n_kv_heads == 0.
+
+    `qkv_bias` adds a bias to the fused Q/K/V projection (Qwen2); off, the model is plain Llama (SmolLM2).
+    """
 
     vocab_size: int
     dim: int
@@ -20,6 +23,7 @@ class ModelConfig:
     tie_embeddings: bool = True
     bos_token_id: int = 1
     eos_token_id: int = 2
+    qkv_bias: bool = False
 
     def __post_init__(self) -> None:
         if self.dim % self.n_heads or self.n_heads % self.n_kv_heads:
@@ -37,7 +41,8 @@ class ModelConfig:
         hd = self.head_dim
         attn = self.dim * (self.n_heads + 2 * self.n_kv_heads) * hd + self.n_heads * hd * self.dim
         mlp = 3 * self.dim * self.ffn_dim
-        per_layer = attn + mlp + 2 * self.dim
+        bias = (self.n_heads + 2 * self.n_kv_heads) * hd if self.qkv_bias else 0
+        per_layer = attn + bias + mlp + 2 * self.dim
         head = 0 if self.tie_embeddings else self.vocab_size * self.dim
         return self.n_layers * per_layer + self.vocab_size * self.dim + self.dim + head
 

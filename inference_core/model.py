@@ -1,5 +1,7 @@
 """A Llama-family decoder in plain PyTorch: RMSNorm, RoPE (rotate-half), GQA attention, SwiGLU MLP.
 
+`ModelConfig.qkv_bias` gives the fused Q/K/V projection a bias (Qwen2); everything else is shared.
+
 Weights use fused projections (wqkv, w_gate_up) so a decode step issues fewer, larger matmuls.
 """
 from __future__ import annotations
@@ -43,7 +45,8 @@ class Attention(nn.Module):
         super().__init__()
         self.layer = layer
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        self.wqkv = nn.Linear(cfg.dim, (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim, bias=False)
+        # Llama: bias-free; Qwen2: Q, K and V carry a bias (the output projection never does)
+        self.wqkv = nn.Linear(cfg.dim, (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim, bias=cfg.qkv_bias)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
 
     def forward(self, x, cos, sin, backend: AttentionBackend) -> torch.Tensor:

