@@ -90,6 +90,65 @@ def test_greedy_batched_equals_single_request(tiny_engine, name):
         assert any(ev.type == "preemption" for ev in events)
 
 
+def admission_order_check(events) -> list[str]:
+    """Replay the trace: requests join the running list when they first appear in a batch_step (running ones
+    are listed first, in admission order, then the newly admitted), leave it when preempted or finished.
+    Every preemption must evict the newest running request. Returns the victims in order."""
+    running: list[str] = []
+    victims = []
+    for ev in events:
+        if ev.type == "batch_step":
+            for entry in ev.entries:
+                if entry["request_id"] not in running:
+                    running.append(entry["request_id"])
+            assert [e["request_id"] for e in ev.entries] == running, "every running request steps, oldest first"
+        elif ev.type == "preemption":
+            assert running and ev.request_id == running[-1], (ev.request_id, running)
+            running.remove(ev.request_id)
+            victims.append(ev.request_id)
+        elif ev.type == "request_finished" and ev.request_id in running:
+            running.remove(ev.request_id)
+    return victims
+
+
+def test_preemption_evicts_the_newest_running_request(tiny_engine):
+    """A pool of 4 blocks of 4: three 4-token prompts take one block each; on the first decode step each
+    needs a second block. r0 (oldest) gets the last free one, r1 finds none, so the newest, r2, is preempted:
+    its block goes to r1, and r2 goes back to the FRONT of the waiting queue (ahead of r3, queued later)."""
+    prompts = {f"r{i}": [10 * i + j + 3 for j in range(4)] for i in range(4)}
+    reqs = [Request(rid, p, max_new_tokens=6, stop_at_eos=False) for rid, p in prompts.items()]
+    config = SchedulerConfig(block_size=4, num_blocks=4, max_num_seqs=3)
+    sched = Scheduler(tiny_engine, config)
+    for r in reqs:
+        sched.add_request(r)
+    first = sched.step()
+    assert [e["request_id"] for e in first[-1].entries] == ["r0", "r1", "r2"]  # admitted in that order
+    second = sched.step()
+    preemptions = [e for e in second if e.type == "preemption"]
+    assert [e.request_id for e in preemptions] == ["r2"]
+    assert preemptions[0].blocks_freed == 1 and preemptions[0].tokens_to_recompute == 5
+    assert [r.request_id for r in sched.running] == ["r0", "r1"]
+    assert [r.request_id for r in sched.waiting] == ["r2", "r3"]
+    step = next(e for e in second if e.type == "batch_step")
+    assert [e["request_id"] for e in step.entries] == ["r0", "r1"]
+    events = first + second
+    while sched.has_work():
+        events += sched.step()
+    victims = admission_order_check(events)
+    assert victims[0] == "r2" and "r0" not in victims  # the oldest request is never the one evicted
+    assert sched.requests["r0"].num_preemptions == 0 and sched.requests["r2"].num_preemptions >= 1
+    for rid, p in prompts.items():
+        assert sched.requests[rid].output_ids == single_request(tiny_engine.model, p, 6), rid
+
+
+@pytest.mark.parametrize("name", ["preempt", "static-preempt"])
+def test_every_preemption_evicts_the_newest_running_request(tiny_engine, name):
+    jobs = workload(1, 8)
+    reqs = [Request(f"r{i}", p, max_new_tokens=n, stop_at_eos=False) for i, (p, n) in enumerate(jobs)]
+    _, events = drive(tiny_engine, reqs, CONFIGS[name], arrival_steps={f"r{i}": 2 * i for i in range(len(jobs))})
+    assert len(admission_order_check(events)) > 0
+
+
 def test_seeded_sampling_matches_single_request(tiny_engine):
     params = SamplingParams(temperature=0.8, top_k=20)
     jobs = workload(2, 4)
