@@ -171,3 +171,24 @@ def test_real_server_answers_hostile_frames_and_stays_up(live_stack, browser_pag
     assert result["pong"]["type"] == "pong"
     assert page.goto(f"{live_stack.url}/demos/kv-cache/").status == 200
     assert live_stack.procs["daphne"].poll() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kv_cache_lesson_page_runs_its_embedded_demo(live_stack, browser_page):
+    """The lesson itself (not the standalone demo page): its embedded demo runs on the worker and the
+    tokens and the per-layer KV chart appear inside the lesson."""
+    from django.core.management import call_command
+
+    call_command("loadcourse", verbosity=0)
+    page = browser_page
+    page.goto(f"{live_stack.url}/modules/kv-cache/")
+    demo = page.locator(".ilab-demo").first
+    demo.scroll_into_view_if_needed()
+    demo.get_by_label("Max new tokens").fill("6")
+    demo.get_by_role("button", name="Run").click()
+    page.wait_for_function("['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
+                           timeout=90_000)
+    assert demo.get_attribute("data-state") == "done", demo.locator(".ilab-kv__status").inner_text()
+    assert demo.locator(".ilab-kv__text .t").count() == 6
+    assert page.evaluate("document.querySelector('.ilab-demo .ilab-kv__kvchart').data.length") == 30
+    assert not page.errors, page.errors
