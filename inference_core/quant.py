@@ -7,6 +7,8 @@ Formats (`parse_format` names):
   * `nf4`       — 4-bit NormalFloat codebook (QLoRA), absmax per block of 64.
   * `fp8`       — float8 e4m3fn storage with a per-output-channel scale (weight-only).
   * `llm-int8`  — LLM.int8() mixed decomposition: activation columns above a threshold stay fp32.
+  * `bnb-int8`, `bnb-nf4` — bitsandbytes' CUDA layers (`Linear8bitLt` with threshold 6, `Linear4bit` NF4)
+    as a backend beside ours; CUDA only, and only where bitsandbytes is installed.
 Every quantized layer holds only packed tensors (int8/uint8/float8 + fp32 scales); `weight_bytes` counts
 their real `nbytes`. Invariant tested for every fast path: `layer(x) ≈ x @ layer.dequantize().T`.
 """
@@ -30,7 +32,7 @@ from . import quant_kernels
 @dataclass(frozen=True)
 class QuantFormat:
     name: str
-    kind: str  # "fp32" | "int8" | "w8a8" | "int4" | "nf4" | "fp8" | "llm-int8"
+    kind: str  # "fp32" | "int8" | "w8a8" | "int4" | "nf4" | "fp8" | "llm-int8" | "bnb-int8" | "bnb-nf4"
     group: int = 0  # values sharing one scale along the input dim (0: one scale per output channel)
     bits: int = 32
 
@@ -47,6 +49,8 @@ FORMAT_LABELS = {
     "nf4": "NF4 codebook, block absmax",
     "fp8": "FP8 e4m3, per-channel scale",
     "llm-int8": "LLM.int8() int8 + fp32 outlier columns",
+    "bnb-int8": "bitsandbytes LLM.int8() (CUDA)",
+    "bnb-nf4": "bitsandbytes NF4 (CUDA)",
 }
 DEFAULT_FORMATS = ("fp32", "int8", "w8a8", "int4-g128", "nf4", "fp8")
 NF4_BLOCK = 64
@@ -56,7 +60,8 @@ def parse_format(name: str) -> QuantFormat:
     """'int4' → int4-g128; 'int4-g32' → group 32; unknown names raise ValueError listing the choices."""
     key = name.strip().lower()
     simple = {"fp32": ("fp32", 0, 32), "int8": ("int8", 0, 8), "w8a8": ("w8a8", 0, 8), "fp8": ("fp8", 0, 8),
-              "nf4": ("nf4", NF4_BLOCK, 4), "llm-int8": ("llm-int8", 0, 8)}
+              "nf4": ("nf4", NF4_BLOCK, 4), "llm-int8": ("llm-int8", 0, 8), "bnb-int8": ("bnb-int8", 0, 8),
+              "bnb-nf4": ("bnb-nf4", NF4_BLOCK, 4)}
     if key in simple:
         kind, group, bits = simple[key]
         return QuantFormat(key, kind, group, bits)
@@ -65,7 +70,7 @@ def parse_format(name: str) -> QuantFormat:
     if key.startswith("int4-g") and key[6:].isdigit() and int(key[6:]) in (32, 64, 128):
         return QuantFormat(key, "int4", int(key[6:]), 4)
     raise ValueError(f"unknown quantization format {name!r}; choose from "
-                     "fp32, int8, w8a8, int4-g32, int4-g64, int4-g128, nf4, fp8, llm-int8")
+                     "fp32, int8, w8a8, int4-g32, int4-g64, int4-g128, nf4, fp8, llm-int8, bnb-int8, bnb-nf4")
 
 
 # ------------------------------------------------------------------------------------------ int8 / fp8
@@ -401,9 +406,58 @@ class LLMInt8Linear(QuantizedLinear):
         return y.reshape(*shape[:-1], self.out_features)
 
 
+class BitsAndBytesLinear(QuantizedLinear):
+    """bitsandbytes' own CUDA layer holding the weight: `Linear8bitLt` (int8 with fp16 outlier columns above
+    6.0, computing in fp16) or `Linear4bit` (NF4, blocks of 64, computing in fp32). The fp32 model around
+    it is unchanged: inputs and outputs are cast. Quantization happens on bitsandbytes' move to the GPU."""
+
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        if weight.device.type != "cuda":
+            raise ValueError(f"{fmt.name} is bitsandbytes' CUDA backend: quantize a model on a CUDA device")
+        try:
+            import bitsandbytes as bnb
+        except Exception as exc:  # noqa: BLE001 - missing, or built for another CUDA
+            raise ValueError(f"{fmt.name} needs bitsandbytes ({type(exc).__name__}: {exc})") from exc
+        cpu = weight.detach().cpu()
+        if fmt.kind == "bnb-int8":
+            self.inner = bnb.nn.Linear8bitLt(self.in_features, self.out_features, bias=False,
+                                             has_fp16_weights=False, threshold=6.0)
+            self.inner.weight = bnb.nn.Int8Params(cpu.half(), requires_grad=False, has_fp16_weights=False)
+            self.kernel = "bitsandbytes-int8-matmul"
+        else:
+            self.inner = bnb.nn.Linear4bit(self.in_features, self.out_features, bias=False,
+                                           compute_dtype=torch.float32, quant_type="nf4")
+            self.inner.weight = bnb.nn.Params4bit(cpu.float(), requires_grad=False, quant_type="nf4",
+                                                  blocksize=fmt.group)
+            self.kernel = "bitsandbytes-nf4-gemv"
+        self.inner = self.inner.to(weight.device)
+
+    def weight_bytes(self) -> int:
+        w = self.inner.weight
+        extra = [getattr(w, "SCB", None)]
+        state = getattr(w, "quant_state", None)
+        if state is not None:
+            extra.append(state.absmax)
+        return w.data.nbytes + sum(t.nbytes for t in extra if isinstance(t, torch.Tensor))
+
+    def dequantize(self) -> torch.Tensor:
+        w = self.inner.weight
+        if self.fmt.kind == "bnb-int8":
+            return w.data.float() * (w.SCB.float()[:, None] / 127.0)
+        import bitsandbytes.functional as bf
+
+        return bf.dequantize_4bit(w.data, w.quant_state).float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fmt.kind == "bnb-int8":
+            return self.inner(x.half()).to(x.dtype)
+        return self.inner(x).to(x.dtype)
+
+
 LINEAR_CLASSES: dict[str, type[QuantizedLinear]] = {
     "int8": Int8Linear, "w8a8": W8A8DynamicLinear, "int4": Int4Linear, "nf4": NF4Linear, "fp8": FP8Linear,
-    "llm-int8": LLMInt8Linear,
+    "llm-int8": LLMInt8Linear, "bnb-int8": BitsAndBytesLinear, "bnb-nf4": BitsAndBytesLinear,
 }
 
 

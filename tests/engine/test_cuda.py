@@ -210,3 +210,38 @@ def test_cuda_quantized_engine_generates(cuda_engine):
     q = quantized_engine(cuda_engine, "int8")
     assert q.graph_decoder(64) is None  # quantized models decode eagerly
     assert q.generate_ids(ids, GenerationParams(max_new_tokens=8))[:4] == fp[:4]
+
+
+@needs_cuda
+@pytest.mark.parametrize("fmt", ["bnb-int8", "bnb-nf4"])
+def test_cuda_bitsandbytes_backend_matches_its_own_dequantization(fmt):
+    """bitsandbytes as a backend beside ours: its product ≈ x @ its dequantized weightᵀ, the weight really
+    packed (≤ 1 byte per value), and NF4 close to our own NF4 of the same weight."""
+    pytest.importorskip("bitsandbytes")
+    from inference_core.quant import quantize_linear
+
+    torch.manual_seed(0)
+    w = torch.randn(1536, 576, device="cuda") * 0.05
+    x = torch.randn(1, 576, device="cuda")
+    layer = quantize_linear(w, fmt)
+    assert layer.weight_bytes() <= w.numel() * (1.1 if fmt == "bnb-int8" else 0.6)
+    deq = layer.dequantize()
+    torch.testing.assert_close(layer(x), x @ deq.T, rtol=0.02, atol=0.02)
+    if fmt == "bnb-nf4":
+        ours = quantize_linear(w, "nf4").dequantize()
+        assert (deq - ours).abs().max() < 0.02  # same codebook and block size; fp16 vs fp32 scales
+
+
+@needs_cuda
+@pytest.mark.model
+def test_cuda_bitsandbytes_engine_generates(cuda_engine):
+    pytest.importorskip("bitsandbytes")
+    from inference_core.quant import kernels_used, quantized_engine
+
+    ids = cuda_engine.tokenizer.encode(PROMPTS[0])
+    fp = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=8))
+    for fmt in ("bnb-int8", "bnb-nf4"):
+        q = quantized_engine(cuda_engine, fmt)
+        assert kernels_used(q.model) == [f"bitsandbytes-{'int8-matmul' if fmt == 'bnb-int8' else 'nf4-gemv'}"]
+        out = q.generate_ids(ids, GenerationParams(max_new_tokens=8))
+        assert len(out) >= 1 and out[0] == fp[0], (fmt, out, fp)

@@ -318,3 +318,11 @@ def test_source_projections_lie_on_a_q4_1_grid(engine):
     assert (asym - g).abs().max() < 1e-6
     sym = Q.dequantize_int4(*Q.quantize_int4(w, 32), 32)
     assert (sym - w).pow(2).mean().sqrt() > 0.05 * w.pow(2).mean().sqrt()
+
+
+@pytest.mark.parametrize("fmt", ["bnb-int8", "bnb-nf4"])
+def test_bitsandbytes_formats_are_cuda_only_with_a_clear_error(fmt):
+    from inference_core.quant import quantize_linear
+
+    with pytest.raises(ValueError, match="CUDA"):
+        quantize_linear(torch.randn(64, 64), fmt)
