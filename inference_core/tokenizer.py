@@ -32,9 +32,10 @@ def build_tokenizer_json(tok: dict) -> str:
             pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
         ])
     else:
-        hf.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
-        )
+        hf.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ])
     hf.decoder = decoders.ByteLevel()
     kinds = list(zip(tok["tokens"], tok["token_type"]))
     hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, kind in kinds if kind == CONTROL])

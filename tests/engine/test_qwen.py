@@ -41,7 +41,7 @@ def _tiny_pair(qkv_bias: bool = True):
         if qkv_bias:
             state[o + "attention.wqkv.bias"] = torch.cat([sd[attn + f"{x}_proj.bias"] for x in "qkv"])
         state[o + "attention.wo.weight"] = sd[attn + "o_proj.weight"]
-        state[o + "feed_forward.w_gate_up.weight"] = torch.cat([sd[mlp + "gate_proj.weight"], sd[mlp + "up_proj.weight"]])
+        state[o + "feed_forward.w_gate_up.weight"] = torch.cat([sd[mlp + f"{x}_proj.weight"] for x in ("gate", "up")])
         state[o + "feed_forward.w_down.weight"] = sd[mlp + "down_proj.weight"]
         state[o + "attention_norm.weight"] = sd[h + "input_layernorm.weight"]
         state[o + "ffn_norm.weight"] = sd[h + "post_attention_layernorm.weight"]
