@@ -226,10 +226,11 @@ def test_cuda_bitsandbytes_backend_matches_its_own_dequantization(fmt):
     layer = quantize_linear(w, fmt)
     assert layer.weight_bytes() <= w.numel() * (1.1 if fmt == "bnb-int8" else 0.6)
     deq = layer.dequantize()
-    torch.testing.assert_close(layer(x), x @ deq.T, rtol=0.02, atol=0.02)
-    if fmt == "bnb-nf4":
+    # bnb-int8 also rounds the activations to int8 (LLM.int8 below the outlier threshold)
+    torch.testing.assert_close(layer(x), x @ deq.T, rtol=0, atol=0.05 if fmt == "bnb-int8" else 0.02)
+    if fmt == "bnb-nf4":  # same codebook and block size: all but values on a rounding boundary agree
         ours = quantize_linear(w, "nf4").dequantize()
-        assert (deq - ours).abs().max() < 0.02  # same codebook and block size; fp16 vs fp32 scales
+        assert ((deq - ours).abs() < 1e-3).float().mean() > 0.99
 
 
 @needs_cuda
