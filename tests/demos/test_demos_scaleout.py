@@ -138,6 +138,26 @@ def stored_seqs(run_id) -> list[int]:
     return list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
 
 
+async def resume_to_the_end(port: int, cookie: bytes, run_id: str, first: list[dict]) -> list[dict]:
+    """Resume `run_id` on the Daphne at `port` after the last event in `first`; assert the rest arrives
+    exactly once and the run completes, in storage too. Returns every event."""
+    ws = await WS.connect(port, cookie)
+    try:
+        last = first[-1]["seq"]
+        await ws.send({"action": "resume", "run_id": run_id, "after_seq": last})
+        resumed = await ws.recv()
+        assert resumed["type"] == "resumed" and resumed["after_seq"] == last, resumed
+        rest = await ws.collect(timeout=120)
+    finally:
+        await ws.close()
+    assert rest[-1]["type"] == "done" and rest[-1]["status"] == "done", rest[-1]
+    events = first + events_of(rest)
+    assert_contiguous(events)
+    assert events[-1]["event"]["type"] == "run_finished"
+    assert [e["seq"] for e in events] == await stored_seqs(run_id)
+    return events
+
+
 async def start_runs(ws: WS, prompts: list[str], **params) -> dict[str, list[dict]]:
     """Start one run per prompt (all before reading any), then read every frame until all are final."""
     for i, prompt in enumerate(prompts):
@@ -244,22 +264,9 @@ async def test_a_run_survives_a_redis_restart_and_resumes_without_gaps(scaleout,
     run = await get_run(run_id)
     assert run.status == "running", (run.status, run.error_code, run.error_message)
 
-    ws = await WS.connect(scaleout.http_ports["daphne-b"], cookie)
-    try:
-        last = first[-1]["seq"]
-        await ws.send({"action": "resume", "run_id": run_id, "after_seq": last})
-        resumed = await ws.recv()
-        assert resumed["type"] == "resumed" and resumed["after_seq"] == last, resumed
-        rest = await ws.collect(timeout=120)
-    finally:
-        await ws.close()
-    assert rest[-1]["type"] == "done" and rest[-1]["status"] == "done", (rest[-1], scaleout.log("worker")[-3000:])
-    events = first + events_of(rest)
-    assert_contiguous(events)
-    assert events[-1]["event"]["type"] == "run_finished"
+    events = await resume_to_the_end(scaleout.http_ports["daphne-b"], cookie, run_id, first)
     run = await get_run(run_id)
     assert run.status == "done" and run.n_events == len(events)
-    assert [e["seq"] for e in events] == await stored_seqs(run_id)
 
 
 async def test_waiting_runs_are_told_their_queue_position(scaleout, session_cookie):
@@ -304,17 +311,4 @@ async def test_a_run_survives_a_daphne_restart_and_resumes_on_the_new_process(sc
     scaleout.kill("daphne-a")
     await ws.close()
     await sync_to_async(scaleout.start_daphne)("daphne-a", DAPHNE_ENV)
-    ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
-    try:
-        last = first[-1]["seq"]
-        await ws.send({"action": "resume", "run_id": run_id, "after_seq": last})
-        resumed = await ws.recv()
-        assert resumed["type"] == "resumed" and resumed["after_seq"] == last, resumed
-        rest = await ws.collect(timeout=120)
-    finally:
-        await ws.close()
-    assert rest[-1]["type"] == "done" and rest[-1]["status"] == "done", rest[-1]
-    events = first + events_of(rest)
-    assert_contiguous(events)
-    assert events[-1]["event"]["type"] == "run_finished"
-    assert [e["seq"] for e in events] == await stored_seqs(run_id)
+    await resume_to_the_end(scaleout.http_ports["daphne-a"], cookie, run_id, first)
