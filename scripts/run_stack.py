@@ -6,7 +6,8 @@ pool threads, redis-server). Output is prefixed with the child's name. If any ch
 others are stopped too and the exit status says so.
 
 Environment: REDIS_URL (use an existing Redis), REDIS_PORT (default 6390), HOST (127.0.0.1),
-PORT (8000), CELERY_CONCURRENCY (threads of the `gpu` worker, 4), CELERY_CPU_CONCURRENCY (2).
+PORT (8000), CELERY_CONCURRENCY (threads of the `gpu` worker, 16: as many runs as the engine's batching
+service puts in one forward pass), CELERY_CPU_CONCURRENCY (2).
 """
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def main() -> int:
         # Two workers, so minutes-long `cpu` jobs (narration audio) never starve the demos' `gpu`
         # queue; only the `gpu` worker loads the engine.
         celery = [str(VENV_BIN / "celery"), "-A", "inferencelab", "worker", "-P", "threads", "--loglevel", "INFO"]
-        sup.spawn("gpu", celery + ["-Q", "gpu", "-c", env.get("CELERY_CONCURRENCY", "4"), "-n", "gpu@%h"], env)
+        sup.spawn("gpu", celery + ["-Q", "gpu", "-c", env.get("CELERY_CONCURRENCY", "16"), "-n", "gpu@%h"], env)
         sup.spawn("cpu", celery + ["-Q", "cpu", "-c", env.get("CELERY_CPU_CONCURRENCY", "2"), "-n", "cpu@%h"], env)
         web = sup.spawn("daphne", [str(VENV_BIN / "daphne"), "-b", host, "-p", str(port),
                                    "inferencelab.asgi:application"], env)

@@ -8,6 +8,7 @@ run's Channels group, which is what lets a consumer resume without gaps or dupli
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -317,7 +318,11 @@ class _RunState:
     def step(self) -> tuple[int, dict] | None:
         if self.gen is None:
             self._start()
-        with self.engine.lock:  # the engine is not thread-safe; steps of concurrent runs interleave
+        # The engine is not thread-safe: steps of concurrent direct runs interleave under its lock. A run
+        # served by the batching service must not hold it while it waits for its token, or concurrent
+        # students' requests would reach the service one at a time instead of sharing forward passes.
+        lock = self.engine.lock if getattr(self.gen, "needs_engine_lock", True) else contextlib.nullcontext()
+        with lock:
             try:
                 event = next(self.gen)
             except StopIteration:

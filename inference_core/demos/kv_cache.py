@@ -10,9 +10,29 @@ from collections.abc import Callable, Iterator
 
 from ..engine import GenerationParams, load_engine
 from ..serving import get_service
+from ..trace import TraceEvent
 
 
-def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+class EventDicts:
+    """The run's events as dicts. `needs_engine_lock` tells a multi-threaded caller whether `next()` must
+    hold the engine's lock: not for the batching service, which is thread-safe and can only batch callers
+    that reach it at the same time; yes for a direct engine run."""
+
+    def __init__(self, events: Iterator[TraceEvent], needs_engine_lock: bool) -> None:
+        self._events = events
+        self.needs_engine_lock = needs_engine_lock
+
+    def __iter__(self) -> "EventDicts":
+        return self
+
+    def __next__(self) -> dict:
+        return next(self._events).to_dict()
+
+    def close(self) -> None:
+        self._events.close()
+
+
+def run(params: dict, should_stop: Callable[[], bool] | None = None) -> EventDicts:
     model = params.get("model", "smollm2-135m")
     gen = GenerationParams(
         max_new_tokens=int(params.get("max_new_tokens", 32)),
@@ -24,5 +44,4 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         chat=bool(params.get("chat", False)),
     )
     source = get_service(model) if gen.use_cache else load_engine(model)
-    for event in source.generate(params["prompt"], gen, should_stop):
-        yield event.to_dict()
+    return EventDicts(source.generate(params["prompt"], gen, should_stop), needs_engine_lock=not gen.use_cache)

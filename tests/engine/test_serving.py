@@ -106,3 +106,23 @@ def test_no_cache_requests_are_refused(tiny_model):
     svc = EngineService(eng, SchedulerConfig(num_blocks=8))
     with pytest.raises(ValueError, match="always uses the KV cache"):
         list(svc.generate_events([1, 2], GenerationParams(use_cache=False)))
+
+
+@pytest.mark.model
+def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine):
+    """The worker serialises `next()` on the engine lock only for direct engine runs: a cached run goes
+    through the thread-safe batching service, and holding the lock while it waits for its token would
+    let concurrent students reach the service one at a time (measured: mean batch 2.2 instead of 15)."""
+    from inference_core.demos import kv_cache_run
+
+    cached = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": True})
+    direct = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": False})
+    try:
+        assert cached.needs_engine_lock is False and direct.needs_engine_lock is True
+        cached_events, direct_events = list(cached), list(direct)
+    finally:
+        cached.close()
+        direct.close()
+    for events in (cached_events, direct_events):
+        assert [e["type"] for e in events] == ["run_started", "token", "token", "run_finished"]
+    assert cached_events[-1]["token_ids"] == direct_events[-1]["token_ids"]
