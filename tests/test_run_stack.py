@@ -54,8 +54,12 @@ def start_and_interrupt(env: dict) -> tuple[set[int], str]:
         out, _ = proc.communicate(timeout=60)
         lines.append(out)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # a failed assertion above: stop the stack the way a user would
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     return pids, "".join(lines)
 
 
