@@ -207,6 +207,7 @@ class QuantizedLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, fmt: QuantFormat) -> None:
         super().__init__()
         self.in_features, self.out_features, self.fmt = in_features, out_features, fmt
+        self.register_buffer("bias", None)  # fp32 when set, kept exact (Qwen2's Q/K/V projections have one)
 
     def dequantize(self) -> torch.Tensor:
         raise NotImplementedError
@@ -219,6 +220,11 @@ class QuantizedLinear(nn.Module):
         return sum(b.nbytes for b in self.buffers())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.product(x)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """x Wᵀ with the quantized W (subclasses with their own arithmetic override this, not forward)."""
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])
         y = None
@@ -338,9 +344,9 @@ class W8A8DynamicLinear(QuantizedLinear):
     def weight_bytes(self) -> int:
         # FBGEMM's prepacked copy replaces qweight in a deployment; we keep qweight for emulation and count it
         # once (same bytes + column offsets, which are negligible).
-        return self.qweight.nbytes + self.scale.nbytes
+        return self.qweight.nbytes + self.scale.nbytes + (self.bias.nbytes if self.bias is not None else 0)
 
-    def forward(self, x):
+    def product(self, x):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1])
         if self._packed is not None and x2.shape[0] == 1 and x2.dtype == torch.float32:
@@ -388,7 +394,7 @@ class LLMInt8Linear(QuantizedLinear):
         k = _kernels()
         return k.int8_gemv(x2, self.qweight, self.scale) if k else None
 
-    def forward(self, x):
+    def product(self, x):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1]).float()
         outlier = (x2.abs() > self.threshold).any(dim=0)
@@ -449,7 +455,7 @@ class BitsAndBytesLinear(QuantizedLinear):
 
         return bf.dequantize_4bit(w.data, w.quant_state).float()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def product(self, x: torch.Tensor) -> torch.Tensor:
         if self.fmt.kind == "bnb-int8":
             return self.inner(x.half()).to(x.dtype)
         return self.inner(x).to(x.dtype)
@@ -462,11 +468,15 @@ LINEAR_CLASSES: dict[str, type[QuantizedLinear]] = {
 
 
 def quantize_linear(linear: nn.Linear | torch.Tensor, fmt: QuantFormat | str) -> QuantizedLinear:
+    """A quantized copy of `linear` (or of a bare weight). A bias stays fp32 and is added after the product."""
     fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
     weight = linear.weight if isinstance(linear, nn.Linear) else linear
+    layer = LINEAR_CLASSES[fmt.kind](weight.detach().float(), fmt)
     if isinstance(linear, nn.Linear) and linear.bias is not None:
-        raise ValueError("quantized linears here are bias-free (every Llama projection is)")
-    return LINEAR_CLASSES[fmt.kind](weight.detach().float(), fmt)
+        if fmt.kind.startswith("bnb"):
+            raise ValueError(f"{fmt.name}: the bitsandbytes backend here takes bias-free projections")
+        layer.bias = linear.bias.detach().float().clone()
+    return layer
 
 
 # ------------------------------------------------------------------------------------------ whole model

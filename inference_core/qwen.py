@@ -16,7 +16,8 @@ Qwen2 pre-tokenizer and ChatML system turn); the 0.5B matches transformers' GGUF
 3e-5, greedy tokens identical: tests/engine/test_qwen.py, skipped unless installed). Measured on the shared
 2-core CPU, fp32, k=4, 32 tokens: 0.5B drafting for 1.5B accepts 59-100% of drafts yet runs at 0.86-0.91x plain
 decoding (verifying 5 tokens costs ~2.6 plain steps, a draft step ~0.45), so the pair pays off only on a GPU.
-Peak RSS ~15 GB with both loaded. Weight-only quantized copies (`self-int8`) reject the biased wqkv.
+Peak RSS ~15 GB with both loaded. Quantized copies (`self-int8`, `--quant`) keep the Q/K/V biases in fp32
+(tested on a tiny biased model; not measured on the pack).
 """
 from __future__ import annotations
 

@@ -326,3 +326,41 @@ def test_bitsandbytes_formats_are_cuda_only_with_a_clear_error(fmt):
 
     with pytest.raises(ValueError, match="CUDA"):
         quantize_linear(torch.randn(64, 64), fmt)
+
+
+@pytest.mark.parametrize("fmt", ["int8", "w8a8", "int4-g32", "nf4", "fp8", "llm-int8"])
+def test_a_bias_is_kept_exact_and_added_after_the_product(fmt):
+    """Qwen2's Q/K/V projections have biases: quantizing keeps them in fp32, counts their bytes, adds them."""
+    from torch import nn
+
+    from inference_core.quant import quantize_linear
+
+    torch.manual_seed(0)
+    linear = nn.Linear(128, 96, bias=True)
+    with torch.no_grad():
+        linear.bias.mul_(10)
+    q = quantize_linear(linear, fmt)
+    plain = quantize_linear(linear.weight, fmt)
+    x = torch.randn(3, 128)
+    assert torch.equal(q.bias, linear.bias.detach())
+    torch.testing.assert_close(q(x), plain(x) + linear.bias.detach(), rtol=0, atol=1e-5)
+    assert q.weight_bytes() == plain.weight_bytes() + 96 * 4
+
+
+def test_quantized_qwen_style_model_with_biases_runs_close_to_fp32():
+    from inference_core.config import tiny_config
+    from inference_core.engine import build_model
+    from inference_core.kv_cache import NoCache
+    from inference_core.quant import quantize_model
+
+    model = build_model(tiny_config(qkv_bias=True), None, torch.device("cpu"))
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.attention.wqkv.bias.normal_(0, 0.5)
+    q = quantize_model(model, "int8")
+    tokens = torch.tensor([[5, 17, 3, 42, 8]])
+    with torch.inference_mode():
+        ref = model(tokens, torch.arange(5), NoCache())
+        out = q(tokens, torch.arange(5), NoCache())
+    assert q.layers[0].attention.wqkv.bias is not None
+    assert (out - ref).abs().max() < 0.05 * ref.abs().max()
