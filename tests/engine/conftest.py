@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from engine_reference import hf_reference
 
 
 @pytest.fixture(scope="session")
@@ -14,14 +15,7 @@ def engine():
 
 @pytest.fixture(scope="session")
 def hf_model():
-    """transformers' own GGUF loader (its dequantization and Q/K un-permutation), fp32, eval mode."""
-    from transformers import AutoModelForCausalLM
-
-    from inference_core.weights import MODELS, gguf_path
-
-    path = gguf_path(MODELS["smollm2-135m"])
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    return model.eval()
+    return hf_reference()
 
 
 @pytest.fixture(scope="session")

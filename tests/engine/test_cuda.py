@@ -64,13 +64,9 @@ def cuda_engine():
 
 @pytest.fixture(scope="module")
 def hf_cuda():
-    from transformers import AutoModelForCausalLM
+    from engine_reference import hf_reference
 
-    from inference_core.weights import MODELS, gguf_path
-
-    path = gguf_path(MODELS["smollm2-135m"])
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    return model.to("cuda").eval()
+    return hf_reference("cuda")
 
 
 def eager(monkeypatch, engine, ids, params):
