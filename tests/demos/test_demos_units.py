@@ -122,13 +122,20 @@ def test_admin_lists_runs_and_their_events(admin_client):
     assert page.status_code == 200 and b"run_started" in page.content
 
 
-def test_vendored_plotly_is_the_plotly_packages_bundle():
-    """static/vendor/plotly.min.js is served locally and must be byte-identical to the plotly package's own
-    bundled plotly.min.js (not a CDN copy or another version)."""
+def test_vendored_plotly_is_the_plotly_packages_bundle(client):
+    """/static/vendor/plotly.min.js is served locally and is byte-identical to the plotly package's own
+    bundled plotly.min.js (not a CDN copy or another version), and collectstatic ships it."""
     import importlib.resources
-    from pathlib import Path
+
+    from django.contrib.staticfiles import finders
 
     bundled = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
     assert bundled.is_file(), "the installed plotly package ships package_data/plotly.min.js"
-    vendored = Path(__file__).resolve().parents[2] / "static" / "vendor" / "plotly.min.js"
-    assert vendored.read_bytes() == bundled.read_bytes()
+    found = finders.find("vendor/plotly.min.js")
+    assert found and open(found, "rb").read() == bundled.read_bytes()
+    listed = {(getattr(storage, "prefix", "") or "") + "/" + path
+              for finder in finders.get_finders() for path, storage in finder.list(None)}
+    assert "vendor/plotly.min.js" in listed
+    response = client.get("/static/vendor/plotly.min.js")
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == bundled.read_bytes()
