@@ -9,39 +9,34 @@ whole fixed capacity with a mask (gpt-fast's static cache, without torch.compile
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-from .kv_cache import sdpa
+from .kv_cache import KVCache
 
 CAPACITY_STEP = 256  # graphs are kept per capacity rounded up to this, so most requests reuse one
 
 
-class StaticKVCache:
-    """Fixed-capacity cache for one sequence. Invariant: slots [0, length) hold valid K/V; during a decode
-    step the new token's K/V go to slot `pos` (a device tensor) and attention masks every slot > pos."""
+@dataclass
+class StaticKVCache(KVCache):
+    """A `KVCache` for one sequence that a captured decode step can address. Invariant: slots [0, length)
+    hold valid K/V; during a decode step the new token's K/V go to slot `pos` (a device tensor) and attention
+    masks every slot > pos. Prefill is the contiguous cache's own path (from slot 0, never captured)."""
 
-    def __init__(self, n_layers: int, n_kv_heads: int, capacity: int, head_dim: int, dtype: torch.dtype,
-                 device: torch.device) -> None:
-        shape = (n_layers, 1, n_kv_heads, capacity, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.pos = torch.zeros(1, dtype=torch.long, device=device)
-        self.slots = torch.arange(capacity, device=device)
-        self.length = 0  # host-side count, for reporting; the graph never reads it
-        self.mask: torch.Tensor | None = None
+    pos: torch.Tensor = field(init=False)
+    slots: torch.Tensor = field(init=False)
+    mask: torch.Tensor | None = field(init=False, default=None)
 
-    @property
-    def capacity(self) -> int:
-        return self.k.shape[3]
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.pos = torch.zeros(1, dtype=torch.long, device=self.k.device)
+        self.slots = torch.arange(self.capacity, device=self.k.device)
 
     def attend(self, layer, q, k, v):
-        t_new = k.shape[2]
-        if t_new > 1:  # prefill (eager, never captured): contiguous slots from 0
-            self.k[layer, :, :, :t_new] = k
-            self.v[layer, :, :, :t_new] = v
-            return sdpa(q, self.k[layer, :, :, :t_new], self.v[layer, :, :, :t_new])
+        if k.shape[2] > 1:
+            return super().attend(layer, q, k, v)
         self.k[layer].index_copy_(2, self.pos, k)
         self.v[layer].index_copy_(2, self.pos, v)
         if layer == 0:  # one mask per step, shared by every layer (one kernel, not thirty)
@@ -49,14 +44,7 @@ class StaticKVCache:
         return F.scaled_dot_product_attention(q, self.k[layer], self.v[layer], attn_mask=self.mask, enable_gqa=True)
 
     def advance(self, n_tokens: int) -> None:
-        pass  # not called on replay: the decoder keeps `length`
-
-    def bytes_per_layer(self) -> int:
-        _, batch, heads, _, dim = self.k.shape
-        return 2 * batch * heads * self.length * dim * self.k.element_size()
-
-    def bytes_used(self) -> int:
-        return self.k.shape[0] * self.bytes_per_layer()
+        pass  # a replayed step runs no Python: the decoder keeps `length`
 
 
 class GraphDecoder:
@@ -75,7 +63,7 @@ class GraphDecoder:
         # adds, norms) so the captured graph holds fewer, larger kernels. Compiling costs tens of seconds once.
         self.step_fn = torch.compile(self._step, dynamic=False) if compile else self._step
         p = next(model.parameters())
-        self.cache = StaticKVCache(cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim, p.dtype, p.device)
+        self.cache = StaticKVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, capacity, cfg.head_dim, p.dtype, p.device)
         self.token = torch.zeros((1, 1), dtype=torch.long, device=p.device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
@@ -89,6 +77,8 @@ class GraphDecoder:
         if len(ids) >= self.capacity:
             raise ValueError(f"prompt of {len(ids)} tokens does not fit a graph of capacity {self.capacity}")
         device = self.token.device
+        self.cache.length = 0  # a new sequence: prefill writes from slot 0…
+        self.cache.pos.fill_(0)  # …and a one-token prompt takes the decode path, at slot 0
         logits = self.model(torch.tensor([ids], device=device), torch.arange(len(ids), device=device),
                             self.cache, last_only=True)
         self.cache.length = len(ids)

@@ -29,7 +29,7 @@ def test_static_cache_decode_equals_contiguous_cache():
     model = build_model(tiny_config(), None, torch.device("cpu"))
     cfg = model.config
     prompt, n = [5, 17, 3, 42, 8, 9, 60], 12
-    static = StaticKVCache(cfg.n_layers, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, torch.device("cpu"))
+    static = StaticKVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, "cpu")
     contiguous = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, "cpu")
     with torch.inference_mode():
         a = model(torch.tensor([prompt]), torch.arange(len(prompt)), static, last_only=True)
@@ -43,6 +43,25 @@ def test_static_cache_decode_equals_contiguous_cache():
             b = model(torch.tensor([[tok]]), torch.tensor([contiguous.length]), contiguous, last_only=True)
             static.length += 1
     assert static.bytes_used() == contiguous.bytes_used()
+
+
+def test_graph_decoder_prefill_starts_a_new_sequence_whatever_the_last_one_left():
+    """A reused decoder's cache still holds the last request's length and decode position: a new prompt
+    (one token long too, which takes the single-token attention path) must be read from slot 0."""
+    from inference_core.cuda_graphs import GraphDecoder
+
+    model = build_model(tiny_config(), None, torch.device("cpu"))
+    cfg = model.config
+    decoder = GraphDecoder(model, 32)
+    with torch.inference_mode():
+        for prompt in ([5, 17, 3, 42], [9], [60, 2]):
+            decoder.cache.length = 11  # what a previous request left…
+            decoder.cache.pos.fill_(11)
+            ours = decoder.prefill(prompt)
+            fresh = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, "cpu")
+            ref = model(torch.tensor([prompt]), torch.arange(len(prompt)), fresh, last_only=True)[0, -1]
+            torch.testing.assert_close(ours, ref, rtol=0, atol=1e-5)
+            assert decoder.cache.length == len(prompt)
 
 
 def test_capacity_buckets():
