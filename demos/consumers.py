@@ -33,7 +33,6 @@ from .identity import owner_for_scope
 from .models import Run, RunEvent
 from .registry import DemoParamError, is_deterministic, validate
 from .runstate import (
-    DASHBOARD_GROUP,
     GPU_QUEUE,
     CPU_QUEUE,
     async_redis,

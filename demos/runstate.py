@@ -17,7 +17,6 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
-DASHBOARD_GROUP = "demos.dashboard"
 GPU_QUEUE = "gpu"
 CPU_QUEUE = "cpu"
 

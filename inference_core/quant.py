@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import math
 import warnings
 from dataclasses import dataclass
 

@@ -138,15 +138,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     mode = params.get("mode", "batched")
     note = ("continuous batching: the paged scheduler runs every admitted request in one forward per step"
             if mode == "batched" else "sequential: engine.generate serves one request at a time; later ones queue")
-    runner = _batched
-    if mode == "batched":
-        try:
-            from .. import scheduler  # noqa: F401  (optional: batching lands with the scheduler)
-        except ImportError as exc:
-            mode, runner = "sequential", _sequential
-            note = f"sequential: the batching scheduler is unavailable ({exc}); requests run one at a time"
-    else:
-        runner = _sequential
+    runner = _batched if mode == "batched" else _sequential
     first = params.get("prompt")
     prompts = ([first] if first else []) + [p for p in PROMPTS if p != first]
     reqs = [Tracked(i, prompts[i % len(prompts)], engine.encode_prompt(prompts[i % len(prompts)], chat=False),

@@ -4,6 +4,7 @@ import asyncio
 import json
 import time
 
+from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -31,15 +32,17 @@ async def recv(comm, timeout=30.0) -> dict:
     return json.loads(await comm.receive_from(timeout=timeout))
 
 
-async def collect(comm, timeout=90.0, until=FINAL, stop=None) -> list[dict]:
-    """Frames until one whose type is in `until` (included), or `stop(frame)` is true."""
+async def collect(comm, timeout=90.0, until=FINAL, stop=None, receive=None) -> list[dict]:
+    """Frames until one whose type is in `until` (included), or `stop(frame)` is true. `receive(timeout)`
+    reads one frame; by default from `comm`, a Channels test communicator."""
+    receive = receive or (lambda left: recv(comm, timeout=left))
     frames = []
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             raise AssertionError(f"no final frame within {timeout}s; got {[f.get('type') for f in frames]}")
-        frame = await recv(comm, timeout=left)
+        frame = await receive(left)
         frames.append(frame)
         if frame.get("type") in until or (stop and stop(frame)):
             return frames
@@ -69,3 +72,17 @@ async def wait_for(predicate, timeout=30.0, interval=0.1):
             return value
         await asyncio.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+@sync_to_async
+def get_run(run_id):
+    from demos.models import Run
+
+    return Run.objects.get(pk=run_id)
+
+
+@sync_to_async
+def stored_seqs(run_id) -> list[int]:
+    from demos.models import RunEvent
+
+    return list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))

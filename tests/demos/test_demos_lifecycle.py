@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from demos.models import Run, RunEvent
 
-from demo_helpers import assert_contiguous, collect, connect, events_of, recv, send, start, wait_for
+from demo_helpers import (assert_contiguous, collect, connect, events_of, get_run, recv, send, start,
+                          stored_seqs, wait_for)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -19,16 +20,6 @@ SHORT = {"prompt": "The capital of France is", "max_new_tokens": 12, "temperatur
 # No cache: every step re-reads the whole sequence, so the run lasts long enough to interrupt.
 LONG = {"prompt": "Once upon a time, in a small village by the sea,", "max_new_tokens": 64,
         "use_cache": False, "temperature": 0.0}
-
-
-@sync_to_async
-def get_run(run_id) -> Run:
-    return Run.objects.get(pk=run_id)
-
-
-@sync_to_async
-def stored_seqs(run_id) -> list[int]:
-    return list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
 
 
 async def test_resume_after_disconnect_delivers_the_rest_without_gaps_or_duplicates(demo_stack, session_cookie):

@@ -17,9 +17,7 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from demos.models import Run, RunEvent
-
-from demo_helpers import FINAL, assert_contiguous, events_of
+from demo_helpers import FINAL, assert_contiguous, collect, events_of, get_run, stored_seqs
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -88,16 +86,7 @@ class WS:
                     return json.loads(message)
 
     async def collect(self, timeout: float = 90.0, stop=None) -> list[dict]:
-        frames = []
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"no final frame within {timeout}s; got {[f.get('type') for f in frames]}")
-            frame = await self.recv(left)
-            frames.append(frame)
-            if frame.get("type") in FINAL or (stop and stop(frame)):
-                return frames
+        return await collect(self, timeout, stop=stop, receive=self.recv)
 
     async def close(self) -> None:
         try:
@@ -126,16 +115,6 @@ def scaleout(demo_stack):
 
 def worker_pids(stack) -> dict[int, str]:
     return {stack.procs[name].pid: name for name in ("worker", "worker-b")}
-
-
-@sync_to_async
-def get_run(run_id) -> Run:
-    return Run.objects.get(pk=run_id)
-
-
-@sync_to_async
-def stored_seqs(run_id) -> list[int]:
-    return list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
 
 
 async def resume_to_the_end(port: int, cookie: bytes, run_id: str, first: list[dict]) -> list[dict]:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from inference_core import GenerationParams
 from inference_core.demos.prefill_decode import summarize
