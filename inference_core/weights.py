@@ -19,8 +19,7 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
-
-SMOLLM_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+from .tokenizer import DEFAULT_SYSTEM as SMOLLM_SYSTEM
 QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 QWEN_INSTALL = "make models-qwen  (or: python -m inference_core.qwen install)"
 
@@ -66,16 +65,19 @@ class WeightsError(RuntimeError):
     pass
 
 
+def _cache_root() -> Path:
+    return Path(os.environ.get("INFERENCE_LAB_CACHE") or Path.home() / ".cache" / "inference-lab")
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("INFERENCE_LAB_CACHE") or Path.home() / ".cache" / "inference-lab"
-    path = Path(root)
+    path = _cache_root()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def pack_dir() -> Path:
     """Where `python -m inference_core.qwen install` puts on-demand GGUFs (not created here)."""
-    return Path(os.environ.get("INFERENCE_LAB_CACHE") or Path.home() / ".cache" / "inference-lab") / "qwen"
+    return _cache_root() / "qwen"
 
 
 def gguf_path(source: ModelSource) -> Path:
