@@ -28,11 +28,11 @@ class PlotlyBundleFinder(BaseFinder):
         return []
 
     def find(self, path, find_all=False, **kwargs):
+        """The bundle's path for `vendor/plotly.min.js`; otherwise [] (Django's "no match", whatever find_all)."""
+        if path != self.url_path or not self.source.is_file():
+            return []
         find_all = find_all or kwargs.get("all", False)
-        hit = str(self.source) if path == self.url_path and self.source.is_file() else None
-        if find_all:
-            return [hit] if hit else []
-        return hit
+        return [str(self.source)] if find_all else str(self.source)
 
     def list(self, ignore_patterns):
         if self.source.is_file():
