@@ -19,6 +19,7 @@ run: migrate
 
 test: setup chromium
 	mkdir -p var/staticfiles
+	$(PY) -m inferencelab.secret_key
 	$(PY) -m pytest -ra --timeout=600 $(PYTEST_ARGS)
 
 setup: $(STAMP)
@@ -36,6 +37,7 @@ $(STAMP): pyproject.toml | $(PY)
 
 migrate: setup
 	mkdir -p var/staticfiles
+	$(PY) -m inferencelab.secret_key
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py loadcourse
 

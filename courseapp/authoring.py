@@ -60,6 +60,8 @@ def _narration_state(module: Module) -> dict:
         "stale": narration.is_ready and narration.is_stale,
         "duration": round(narration.duration, 1),
         "audio_url": narration.audio_url,
+        "live": narration.is_ready,
+        "uploaded": narration.origin == Narration.Origin.UPLOAD,
     }
 
 
@@ -107,7 +109,7 @@ def _edit_context(form, module: Module | None, preview: str = "") -> dict:
         "module": module,
         "preview": preview,
         "narration": _narration_state(module) if module else None,
-        "upload_form": NarrationUploadForm() if module else None,
+        "upload_form": NarrationUploadForm(live_narration=getattr(module, "narration", None)) if module else None,
     }
 
 
@@ -188,6 +190,15 @@ def narration_generate(request, slug: str):
     if not module.cues:
         messages.error(request, "This module has no headings or paragraphs to narrate.")
         return redirect("courseapp:author_edit", slug=slug)
+    live = getattr(module, "narration", None)
+    if live is not None and live.is_ready and live.origin == Narration.Origin.UPLOAD \
+            and request.POST.get("replace_upload") != "1":
+        message = ("Students hear an uploaded recording of this module now. Generating narration replaces it: "
+                   "tick “Replace the uploaded recording” to confirm.")
+        if request.headers.get("X-Requested-With") == "fetch":
+            return JsonResponse({**_narration_state(module), "error": message}, status=409)
+        messages.error(request, message)
+        return redirect(reverse("courseapp:author_edit", args=[slug]) + "#narration")
     record = enqueue_narration(module, force=request.POST.get("force") == "1")
     if record.status == Narration.Status.FAILED:
         messages.error(request, record.error)
@@ -209,9 +220,10 @@ def narration_status(request, slug: str):
 @instructor_required
 def narration_upload(request, slug: str):
     module = get_object_or_404(Module.objects.select_related("track", "narration"), slug=slug)
-    upload = NarrationUploadForm(request.POST, request.FILES)
+    upload = NarrationUploadForm(request.POST, request.FILES, live_narration=getattr(module, "narration", None))
     if upload.is_valid():
-        attach_upload(module, upload.cleaned_data["audio"], upload.cleaned_data["vtt"], upload.duration())
+        attach_upload(module, upload.cleaned_data["audio"], upload.audio_kind.extension,
+                      upload.cleaned_data["vtt"], upload.duration())
         lesson_ids = {cue["id"] for cue in module.cues}
         matched = sum(1 for cue in upload.cues if cue.id in lesson_ids)
         messages.success(request, f"Uploaded narration is now used for this module: {matched} of "

@@ -3,12 +3,13 @@ from __future__ import annotations
 import wave
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
 from .content import SLUG_RE
 from .loader import normalize_newlines, prerequisite_cycle
 from .models import Module, Track
-from .narration import VTTError, parse_vtt
+from .narration_files import check_audio, check_cues
 from .rendering import ContentError, render_markdown
 
 
@@ -102,35 +103,39 @@ class ModuleForm(forms.ModelForm):
 
 
 class NarrationUploadForm(forms.Form):
-    audio = forms.FileField(help_text="WAV, MP3, OGG or M4A.")
+    audio = forms.FileField(help_text="WAV, MP3, Ogg or M4A audio, recognised from its contents.")
     vtt = forms.FileField(label="Cues (WebVTT)",
                           help_text="One cue per heading/paragraph, identified c1, c2, … as in the lesson.")
+    replace = forms.BooleanField(required=False, label="Replace the narration students hear now")
 
-    AUDIO_EXTENSIONS = (".wav", ".mp3", ".ogg", ".oga", ".m4a", ".opus")
-    MAX_BYTES = 200 * 1024 * 1024
+    def __init__(self, *args, live_narration=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.live_narration = live_narration
 
     def clean_audio(self):
         audio = self.cleaned_data["audio"]
-        if not audio.name.lower().endswith(self.AUDIO_EXTENSIONS):
-            raise forms.ValidationError(f"Upload an audio file ({', '.join(self.AUDIO_EXTENSIONS)}).")
-        if audio.size > self.MAX_BYTES:
-            raise forms.ValidationError("The audio file is larger than 200 MB.")
+        try:
+            self.audio_kind = check_audio(audio, settings.NARRATION_MAX_AUDIO_BYTES)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
         return audio
 
     def clean_vtt(self):
         vtt = self.cleaned_data["vtt"]
         try:
-            text = vtt.read().decode("utf-8")
-            self.cues = parse_vtt(text)
-        except UnicodeDecodeError:
-            raise forms.ValidationError("The cue file is not UTF-8 text.") from None
-        except VTTError as exc:
-            raise forms.ValidationError(f"Not a valid WebVTT file: {exc}") from None
-        finally:
-            vtt.seek(0)
-        if not self.cues:
-            raise forms.ValidationError("The WebVTT file has no cues.")
+            self.cues = check_cues(vtt)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
         return vtt
+
+    def clean(self):
+        cleaned = super().clean()
+        live = self.live_narration
+        if live is not None and live.is_ready and not cleaned.get("replace"):
+            raise forms.ValidationError(
+                f"This module already has a live narration ({live.get_origin_display().lower()}). Tick "
+                "“Replace the narration students hear now” to replace it.", code="confirm_replace")
+        return cleaned
 
     def duration(self) -> float:
         """The audio length: from the WAV header when possible, else the last cue's end."""

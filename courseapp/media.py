@@ -1,25 +1,70 @@
-"""Serve narration media with HTTP Range support.
+"""Serve narration media with HTTP Range support, safely.
 
 Browsers need byte ranges to seek in audio (Chrome resets `currentTime` to 0 without them), and neither
 `django.views.static.serve` nor Django's `FileResponse` answers ranges. Narration files are therefore
 linked through this view (`Narration.audio_url`, `/narration/...`), whatever serves MEDIA_URL.
+
+Invariants: only files a `Narration` row points at are served, with a content type from
+`narration_files.SERVED_TYPES` (never guessed from an uploaded name); a draft module's narration only to
+instructors; a range answer is at most `MAX_CHUNK` bytes and streamed from disk, however large the range
+asked for (the browser asks again for the rest, as it does for open-ended ranges).
 """
 from __future__ import annotations
 
-import mimetypes
 import re
 from pathlib import Path
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpResponse
+from django.db.models import Q
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 from django.utils._os import safe_join
 from django.views.decorators.http import require_safe
 
+from .models import Narration
 from .narration import NARRATION_DIR
+from .narration_files import SERVED_TYPES
 
-MAX_CHUNK = 8 * 1024 * 1024  # an open-ended range is answered in pieces the browser asks again for
+MAX_CHUNK = 8 * 1024 * 1024
+READ_SIZE = 64 * 1024
 RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
-mimetypes.add_type("text/vtt", ".vtt")
+INSTRUCTOR_PERMISSION = "courseapp.instructor"
+
+
+def _visible(request, name: str) -> bool:
+    """Whether this file belongs to a narration this visitor may hear (any published module, or instructor)."""
+    modules = Narration.objects.filter(Q(audio=name) | Q(vtt=name)).values_list("module__draft", flat=True)
+    drafts = list(modules)
+    if not drafts:
+        return False
+    return not all(drafts) or request.user.has_perm(INSTRUCTOR_PERMISSION)
+
+
+def _stream(path: Path, start: int, length: int):
+    with path.open("rb") as handle:
+        handle.seek(start)
+        while length > 0:
+            chunk = handle.read(min(READ_SIZE, length))
+            if not chunk:
+                return
+            length -= len(chunk)
+            yield chunk
+
+
+def byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """(start, end) inclusive for a single `bytes=` range, clamped to the file and to MAX_CHUNK bytes;
+    None when the header asks for no single range (absent, malformed or several ranges: the whole file
+    is answered); (size, size) when it is unsatisfiable."""
+    match = RANGE_RE.match(header.strip())
+    if not match or (not match[1] and not match[2]):
+        return None
+    if match[1]:
+        start = int(match[1])
+        end = int(match[2]) if match[2] else size - 1
+    else:  # suffix range: the last N bytes
+        start, end = max(0, size - int(match[2])), size - 1
+    if start >= size or start > end:
+        return size, size
+    return start, min(end, size - 1, start + MAX_CHUNK - 1)
 
 
 @require_safe
@@ -28,31 +73,22 @@ def narration_media(request, path: str):
         full = Path(safe_join(settings.MEDIA_ROOT / NARRATION_DIR, path))
     except Exception:  # SuspiciousFileOperation for paths escaping the directory
         raise Http404("No such narration file") from None
-    if not full.is_file():
+    content_type = SERVED_TYPES.get(full.suffix.lower())
+    if content_type is None or not full.is_file() or not _visible(request, f"{NARRATION_DIR}/{path}"):
         raise Http404("No such narration file")
     size = full.stat().st_size
-    content_type = mimetypes.guess_type(full.name)[0] or "application/octet-stream"
-    if content_type.startswith("text/"):
-        content_type += "; charset=utf-8"
-    match = RANGE_RE.match(request.headers.get("Range", "").strip())
-    if not match or (not match[1] and not match[2]):
+    span = byte_range(request.headers.get("Range", ""), size)
+    if span is None:
         response = FileResponse(full.open("rb"), content_type=content_type)
-        response["Accept-Ranges"] = "bytes"
-        return response
-    if match[1]:
-        start = int(match[1])
-        end = min(int(match[2]), size - 1) if match[2] else min(size - 1, start + MAX_CHUNK - 1)
-    else:  # suffix range: the last N bytes
-        start, end = max(0, size - int(match[2])), size - 1
-    if start >= size or start > end:
+    elif span[0] >= size:
         response = HttpResponse(status=416)
         response["Content-Range"] = f"bytes */{size}"
-        return response
-    with full.open("rb") as handle:
-        handle.seek(start)
-        data = handle.read(end - start + 1)
-    response = HttpResponse(data, status=206, content_type=content_type)
-    response["Content-Range"] = f"bytes {start}-{end}/{size}"
+    else:
+        start, end = span
+        response = StreamingHttpResponse(_stream(full, start, end - start + 1), status=206, content_type=content_type)
+        response["Content-Range"] = f"bytes {start}-{end}/{size}"
+        response["Content-Length"] = str(end - start + 1)
     response["Accept-Ranges"] = "bytes"
-    response["Content-Length"] = str(len(data))
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Disposition"] = "inline"
     return response

@@ -66,9 +66,14 @@ ALLOWED_ATTRIBUTES = {
     "ol": {"start"},
     "th": {"style"},
     "td": {"style"},
-    **{tag: {"data-cue"} for tag in ("p", "li")},
-    **{f"h{n}": {"id", "data-cue"} for n in range(1, 7)},
 }
+# Ids and cue ids come from the annotator only: it writes them under per-render attribute names
+# (`_Annotator.id_attr`/`cue_attr`, with a secret nonce) that the sanitizer lets through and renames
+# afterwards, while an `id` or `data-cue` typed in raw HTML is dropped (it could clobber page ids or forge cues).
+ANNOTATED_TAGS = ("p", "li", "h1", "h2", "h3", "h4", "h5", "h6")
+# Elements whose whole content the sanitizer removes: left open, they would swallow the rest of the page.
+RAW_TEXT_OPEN_RE = re.compile(r"<(script|style)\b", re.I)
+RAW_TEXT_CLOSE_RE = re.compile(r"</(script|style)\s*>", re.I)
 ALLOWED_CLASSES = {
     "div": {"callout", "callout-note", "callout-warning"},
     "p": {"callout-label"},
@@ -161,11 +166,15 @@ def markdown() -> MarkdownIt:
     return md
 
 
-def sanitize(html: str) -> str:
+def sanitize(html: str, annotations: tuple[str, ...] = ()) -> str:
+    """nh3 with the lesson allowlist; `annotations` are the annotator's attribute names to keep."""
+    attributes = {tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()}
+    for tag in ANNOTATED_TAGS if annotations else ():
+        attributes.setdefault(tag, set()).update(annotations)
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,
-        attributes=ALLOWED_ATTRIBUTES,
+        attributes=attributes,
         allowed_classes=ALLOWED_CLASSES,
         tag_attribute_values={"div": {"role": {"note"}}},
         filter_style_properties={"text-align"},
@@ -185,8 +194,12 @@ def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule
     annotator = _Annotator(validate_demos=validate_demos)
     env: dict = {"annotator": annotator}
     tokens = md.parse(body, env)
-    annotator.walk(tokens, body.split("\n"), offset=0)
-    html = sanitize(md.renderer.render(tokens, md.options, env))
+    lines = body.split("\n")
+    annotator.walk(tokens, lines, offset=0)
+    raw = md.renderer.render(tokens, md.options, env)
+    _check_raw_text_closed(raw, lines)
+    html = sanitize(raw, (annotator.id_attr, annotator.cue_attr))
+    html = html.replace(f' {annotator.id_attr}="', ' id="').replace(f' {annotator.cue_attr}="', ' data-cue="')
     for marker, trusted in annotator.slots.items():
         html = html.replace(marker, trusted, 1)
     return RenderedModule(
@@ -198,6 +211,19 @@ def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule
         calculators=annotator.calculators,
         word_count=annotator.word_count,
     )
+
+
+def _check_raw_text_closed(html: str, lines: list[str]) -> None:
+    """A `<script>` or `<style>` left open would make the sanitizer drop everything after it, silently."""
+    position = 0
+    while (opened := RAW_TEXT_OPEN_RE.search(html, position)) is not None:
+        closed = RAW_TEXT_CLOSE_RE.search(html, opened.end())
+        if closed is None:
+            tag = opened[1].lower()
+            line = next((n for n in range(len(lines), 0, -1) if f"<{tag}" in lines[n - 1].lower()), 1)
+            raise ContentError(f"<{tag}> is opened but never closed: everything after it would vanish from the "
+                               f"page. Remove it (lessons cannot carry {tag}s).", line)
+        position = closed.end()
 
 
 # --- Token walking ---------------------------------------------------------------------------
@@ -226,6 +252,14 @@ def _rewrite_module_links(inline_token) -> None:
 class _Annotator:
     validate_demos: bool = True
     nonce: str = field(default_factory=lambda: secrets.token_hex(12))
+
+    @property
+    def id_attr(self) -> str:
+        return f"data-ilab-{self.nonce}-id"
+
+    @property
+    def cue_attr(self) -> str:
+        return f"data-ilab-{self.nonce}-cue"
     cues: list[Cue] = field(default_factory=list)
     outline: list[dict] = field(default_factory=list)
     questions: list[QuizQuestion] = field(default_factory=list)
@@ -242,7 +276,7 @@ class _Annotator:
             return
         cue = Cue(id=f"c{len(self.cues) + 1}", text=text, kind=kind)
         self.cues.append(cue)
-        token.attrSet("data-cue", cue.id)
+        token.attrSet(self.cue_attr, cue.id)
 
     def _heading_id(self, text: str) -> str:
         base = slugify(text) or "section"
@@ -267,9 +301,10 @@ class _Annotator:
                 _rewrite_module_links(token)
             elif token.type == "heading_open":
                 text = _inline_text(tokens[idx + 1])
-                token.attrSet("id", self._heading_id(text))
+                heading_id = self._heading_id(text)
+                token.attrSet(self.id_attr, heading_id)
                 if token.tag in ("h2", "h3"):
-                    self.outline.append({"id": token.attrGet("id"), "text": text, "level": int(token.tag[1])})
+                    self.outline.append({"id": heading_id, "text": text, "level": int(token.tag[1])})
                 level = int(token.tag[1])
                 if self._silent_below is not None and level <= self._silent_below:
                     self._silent_below = None
@@ -450,10 +485,11 @@ def validate_demo(name: str, props: dict, line: int | None = None) -> dict:
     try:
         return validate(name, props)
     except DemoParamError as exc:
-        if getattr(exc, "code", "") in ENVIRONMENT_ERRORS:
-            logger.warning("demo '%s' not fully validated: %s", name, exc)
-            return props
         message = getattr(exc, "message", None) or str(exc)
+        if getattr(exc, "code", "") in ENVIRONMENT_ERRORS:
+            # Refuse rather than store props nobody checked: they would fail only when a student runs them.
+            raise ContentError(f"demo '{name}': its parameters cannot be checked on this server ({message}); "
+                               "fix the engine install, then save again", line) from None
         raise ContentError(f"demo '{name}': {message}", line) from None
 
 

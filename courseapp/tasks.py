@@ -12,6 +12,7 @@ from inferencelab.celery import app
 
 from . import narration
 from .models import Module, Narration
+from .narration_files import stored_name
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +80,15 @@ def enqueue_narration(module: Module, *, force: bool = False) -> Narration:
 
 
 @transaction.atomic
-def attach_upload(module: Module, audio, vtt, duration: float) -> Narration:
-    """Use instructor-provided audio + WebVTT instead of synthesized speech."""
+def attach_upload(module: Module, audio, audio_extension: str, vtt, duration: float) -> Narration:
+    """Use instructor-provided audio + WebVTT instead of synthesized speech.
+
+    Stored under names the server chooses (`narration_files.stored_name`), with the extension of the audio
+    container its bytes show, never the uploaded name: that is what the media view serves and types by.
+    """
     record, _ = Narration.objects.get_or_create(module=module)
-    record.audio.save(audio.name, audio, save=False)
-    record.vtt.save(vtt.name, vtt, save=False)
+    record.audio.save(stored_name(audio_extension), audio, save=False)
+    record.vtt.save(stored_name(".vtt"), vtt, save=False)
     record.status, record.origin, record.progress = Narration.Status.READY, Narration.Origin.UPLOAD, 1.0
     record.duration, record.cue_hash, record.voice, record.error = duration, module.cue_hash, "", ""
     record.save()

@@ -41,5 +41,6 @@ def render_embed(name: str, props: dict | None = None, *, standalone: bool = Fal
             "dom_id": dom_id,
             "config_json": _script_safe_json(config),
             "module_url": static(spec.module),
+            "loader_url": static("js/demo-embed.js"),
         },
     )

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from .secret_key import secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -21,8 +23,9 @@ def env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
-DEBUG = env_bool("DJANGO_DEBUG", True)
+# Off unless a developer opts in: a debug page shows settings, the URLconf and tracebacks to anyone.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = secret_key(BASE_DIR / "var" / "secret_key")
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -49,6 +52,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "inferencelab.security.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "inferencelab.urls"
@@ -94,6 +98,40 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# --- Transport security: on behind HTTPS (DJANGO_HTTPS=1), off for `make run` on plain http://127.0.0.1 --------
+HTTPS = env_bool("DJANGO_HTTPS", False)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+if env_bool("DJANGO_BEHIND_PROXY", False):  # the proxy terminates TLS and says so in this header
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Scripts only from this origin (no inline script, no eval): a stored <script> in any page cannot run.
+# Styles allow inline because Plotly styles its SVG through style attributes.
+CONTENT_SECURITY_POLICY = os.environ.get("DJANGO_CSP", "; ".join([
+    "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:",
+    "media-src 'self' blob:", "font-src 'self' data:", "connect-src 'self'", "object-src 'none'",
+    "base-uri 'self'", "form-action 'self'", "frame-ancestors 'none'",
+]))
+
+# --- Request limits (enforced at the socket by inferencelab/server.py, again by Django) ----------------------------
+REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
+UPLOAD_MAX_BODY_BYTES = env_int("UPLOAD_MAX_BODY_BYTES", 210 * 1024 * 1024)  # a 200 MB narration + its cues
+UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/admin/courseapp/narration/"]
+REQUEST_HEADER_TIMEOUT = float(os.environ.get("REQUEST_HEADER_TIMEOUT", 10))
+REQUEST_BODY_TIMEOUT = float(os.environ.get("REQUEST_BODY_TIMEOUT", 60))
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES  # non-file form data Django will hold in memory
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploaded files stream to a temporary file
+NARRATION_MAX_AUDIO_BYTES = env_int("NARRATION_MAX_AUDIO_BYTES", 200 * 1024 * 1024)
+# Login: this many failures per username or per client address within the window, then a wait.
+LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
+LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 900)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/"

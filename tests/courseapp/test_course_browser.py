@@ -39,7 +39,7 @@ def attach_test_narration(slug: str) -> list[str]:
     for index, cue_id in enumerate(ids):
         start, end = index * CUE_SECONDS, (index + 1) * CUE_SECONDS - 0.05
         lines += [cue_id, f"00:00:{start:06.3f} --> 00:00:{end:06.3f}", f"Cue {cue_id}", ""]
-    attach_upload(module, SimpleUploadedFile("test.wav", buffer.getvalue()),
+    attach_upload(module, SimpleUploadedFile("test.wav", buffer.getvalue()), ".wav",
                   SimpleUploadedFile("test.vtt", "\n".join(lines).encode()), frames / rate)
     return ids
 

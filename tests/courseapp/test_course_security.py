@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from courseapp.loader import load_course
 from courseapp.models import Module
-from courseapp.rendering import render_inline, render_markdown
+from courseapp.rendering import ContentError, render_inline, render_markdown
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +33,22 @@ PAYLOADS = [
 ]
 
 
+def _attributes(tag: str) -> list[tuple[str, str | None]]:
+    """A tag's attributes as a browser parses them (a value may contain `=` or `on…` text harmlessly)."""
+    from html.parser import HTMLParser
+
+    found: list[tuple[str, str | None]] = []
+
+    class Collector(HTMLParser):
+        def handle_starttag(self, name, attrs):
+            found.extend(attrs)
+
+        handle_startendtag = handle_starttag
+
+    Collector().feed(tag)
+    return found
+
+
 def assert_inert(html: str) -> None:
     """No executable markup: checked on the tags themselves (escaped text may say anything)."""
     import html as htmllib
@@ -42,15 +58,42 @@ def assert_inert(html: str) -> None:
         name = re.match(r"</?\s*([a-z0-9-]*)", lowered).group(1)
         assert name not in {"script", "iframe", "svg", "object", "embed", "form", "style", "math", "base",
                             "meta", "link"}, tag
-        assert not re.search(r"\son[a-z]+\s*=", lowered), tag
-        assert not re.search(r"""=\s*["']?\s*(javascript|vbscript|data):""", lowered), tag
+        for attr, value in _attributes(tag):
+            assert not attr.startswith("on"), tag
+            scheme = re.sub(r"[\x00-\x20]", "", (value or "").lower())  # browsers skip these before a scheme
+            assert not scheme.startswith(("javascript:", "vbscript:", "data:")), tag
         assert "data-demo" not in lowered and "data-props" not in lowered, tag
     assert "<!--quiz-->" not in html
 
 
+def _leaves_raw_text_open(payload: str) -> bool:
+    lowered = payload.lower()
+    return any(lowered.count(f"<{tag}") > lowered.count(f"</{tag}") for tag in ("style", "script"))
+
+
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_payload_in_body_is_inert(payload):
-    assert_inert(render_markdown(f"## Title\n\n{payload}\n\nText {payload} inline.\n").html)
+    body = f"## Title\n\n{payload}\n\nText {payload} inline.\n"
+    if _leaves_raw_text_open(payload):  # refused with its line, instead of the rest of the page vanishing
+        with pytest.raises(ContentError, match="opened but never closed"):
+            render_markdown(body)
+        return
+    assert_inert(render_markdown(body).html)
+
+
+def test_unclosed_style_is_a_content_error_not_a_vanished_page():
+    body = "## One\n\nFirst paragraph.\n\n<style>p { color: red }\n\n## Two\n\nAll of this would vanish.\n"
+    with pytest.raises(ContentError) as caught:
+        render_markdown(body)
+    assert caught.value.line == 5 and "<style>" in str(caught.value)
+    assert "All of this" in render_markdown(body.replace("<style>", "<style></style>")).html
+
+
+def test_raw_html_cannot_set_ids_or_cues():
+    html = render_markdown('<h2 id="main" data-cue="c9">Forged</h2>\n\n## Real heading\n\nText.\n').html
+    assert 'id="main"' not in html and 'data-cue="c9"' not in html
+    assert '<h2 id="real-heading" data-cue="c1">Real heading</h2>' in html
+    assert "data-ilab-" not in html
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
@@ -59,6 +102,10 @@ def test_payload_in_callout_and_quiz_is_inert(payload):
     body = (f":::{{callout}} note\n{payload}\n:::\n\n:::{{quiz}}\n- question: \"Q {quoted}\"\n  choices:\n"
             f"    - text: \"A {quoted}\"\n      correct: true\n      explanation: \"E {quoted}\"\n"
             f"    - text: B\n      explanation: b\n:::\n")
+    if _leaves_raw_text_open(payload):
+        with pytest.raises(ContentError, match="opened but never closed"):
+            render_markdown(body)
+        return
     rendered = render_markdown(body)
     assert_inert(rendered.html.replace("<!--quiz-->", "", 1))
     question = rendered.questions[0]
@@ -78,7 +125,7 @@ def test_inline_renderer_sanitizes():
 
 def test_xss_module_page_end_to_end(client, tmp_path):
     (tmp_path / "tracks.yaml").write_text("- slug: t\n  title: T\n  order: 1\n")
-    body = "\n\n".join(PAYLOADS)
+    body = "\n\n".join(p for p in PAYLOADS if not _leaves_raw_text_open(p))
     (tmp_path / "evil.md").write_text(
         "---\ntitle: \"<script>alert('t')</script>\"\nslug: evil\ntrack: t\norder: 1\n"
         "summary: \"<img src=x onerror=alert(2)>\"\ndraft: false\n---\n" + body + "\n")
@@ -97,7 +144,7 @@ def test_demo_directive_embeds_the_demo():
     html = render_markdown(':::{demo} kv-cache\n{"prompt": "Hi <b>", "max_new_tokens": 8}\n:::\n').html
     assert html.startswith('<div class="demo-embed" data-demo="kv-cache" data-props="{&quot;prompt&quot;: '
                            '&quot;Hi &lt;b&gt;&quot;, &quot;max_new_tokens&quot;: 8}">')
-    assert 'class="ilab-demo"' in html and '<script type="module">' in html  # the demos app's embed
+    assert 'class="ilab-demo"' in html and 'src="/static/js/demo-embed.js"' in html  # the demos app's embed
 
 
 def test_links_to_module_files_point_to_module_pages():

@@ -56,7 +56,7 @@ def test_unknown_demo_and_determinism():
 
 def test_render_embed_is_self_contained_and_script_safe():
     html = render_embed("kv-cache", {"prompt": "</script><script>alert(1)</script>", "max_new_tokens": 6})
-    assert '<script type="module">' in html and "/static/js/demos/kv-cache.js" in html
+    assert 'data-module="/static/js/demos/kv-cache.js"' in html and '<script type="module" src="/static/js/demo-embed.js">' in html
     assert "</script><script>alert" not in html
     config = json.loads(html.split('class="ilab-demo__config">')[1].split("</script>")[0])
     assert config["params"]["prompt"].startswith("</script>") and config["params"]["max_new_tokens"] == 6

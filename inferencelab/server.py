@@ -1,0 +1,144 @@
+"""Daphne with the limits a public server needs: `python -m inferencelab.server [daphne args] APP`.
+
+Daphne (through Twisted) buffers a whole request body before the application sees a byte, then hands
+it over all at once, so no ASGI middleware or Django setting can stop a 200 MB body from being read
+(measured: Daphne grew from 350 MB to 2.7 GB). This launcher runs Daphne's own command line with a
+request class that enforces, at the socket:
+
+* a body cap, from Content-Length before anything is read and while a chunked body streams in:
+  `REQUEST_MAX_BODY_BYTES` (1 MiB) everywhere, `UPLOAD_MAX_BODY_BYTES` (200 MiB) on the paths in
+  `UPLOAD_BODY_PATHS` (the narration upload forms). Over it: `413` and the connection is closed.
+* a header deadline (`REQUEST_HEADER_TIMEOUT`, 10 s from the first byte of a request, or from the
+  connection for its first request) and a body deadline (`REQUEST_BODY_TIMEOUT`, 60 s): a half-sent
+  request gets `408` and is dropped instead of being held forever (slowloris).
+
+Every figure is a Django setting read from the environment (inferencelab/settings.py).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from functools import cache
+
+from daphne import http_protocol
+from twisted.internet import reactor
+
+
+@cache
+def _limits() -> tuple[int, int, re.Pattern, float, float]:
+    from django.conf import settings  # configured by the time the first request arrives
+
+    upload_paths = re.compile("|".join(f"(?:{p})" for p in settings.UPLOAD_BODY_PATHS) or r"(?!)")
+    return (settings.REQUEST_MAX_BODY_BYTES, settings.UPLOAD_MAX_BODY_BYTES, upload_paths,
+            settings.REQUEST_HEADER_TIMEOUT, settings.REQUEST_BODY_TIMEOUT)
+
+
+def body_limit(path: bytes) -> int:
+    """The largest body accepted for a request path (query string ignored)."""
+    default, upload, upload_paths, _, _ = _limits()
+    path_only = path.split(b"?", 1)[0].decode("latin-1")
+    return upload if upload_paths.match(path_only) else default
+
+
+def _reason(status: int) -> bytes:
+    return {408: b"Request Timeout", 413: b"Content Too Large"}[status]
+
+
+class LimitedWebRequest(http_protocol.WebRequest):
+    """Daphne's request with a body cap and header/body deadlines.
+
+    Invariant: once `_rejected` is set, nothing of this request reaches the application and no further
+    body byte is kept; the client has been sent one error response and the connection is closing.
+    """
+
+    def __init__(self, *args, **kwargs):
+        self._rejected = False
+        self._received = 0
+        self._limit = 0
+        self._deadline = None
+        super().__init__(*args, **kwargs)
+        if self.channel is not None:
+            self.channel.inferencelab_started = True  # the connection's first-request deadline is met
+        self._arm(_limits()[3])  # the request line has arrived: the rest of the headers have this long
+
+    def _arm(self, seconds: float | None) -> None:
+        if self._deadline is not None and self._deadline.active():
+            self._deadline.cancel()
+        self._deadline = reactor.callLater(seconds, self._reject, 408) if seconds else None
+
+    def _reject(self, status: int) -> None:
+        if self._rejected:
+            return
+        self._rejected = True
+        self._arm(None)
+        body = f"{status} {_reason(status).decode()}: ".encode()
+        body += (b"the request body is larger than this server accepts here.\n" if status == 413
+                 else b"the request was not sent in time.\n")
+        transport = self.channel.transport if self.channel is not None else None
+        if transport is None:
+            return
+        transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
+                        b"Connection: close\r\n\r\n%s" % (status, _reason(status), len(body), body))
+        transport.loseConnection()
+
+    def gotLength(self, length):
+        """All headers are in: check the declared length before a byte of body is read."""
+        self._limit = body_limit(self.channel._path if self.channel is not None else b"/")
+        if length is not None and length > self._limit:
+            super().gotLength(0)
+            self._reject(413)
+            return
+        super().gotLength(length)
+        self._arm(_limits()[4] if length != 0 else None)
+
+    def handleContentChunk(self, data):
+        if self._rejected:
+            return
+        self._received += len(data)
+        if self._received > self._limit:  # a chunked body (no Content-Length) that keeps coming
+            self._reject(413)
+            return
+        super().handleContentChunk(data)
+
+    def requestReceived(self, command, path, version):
+        if self._rejected:
+            return
+        self._arm(None)
+        super().requestReceived(command, path, version)
+
+    def connectionLost(self, reason):
+        self._arm(None)
+        super().connectionLost(reason)
+
+
+class LimitedHTTPFactory(http_protocol.HTTPFactory):
+    """Builds connections that must send their first request line within the header deadline."""
+
+    def buildProtocol(self, addr):
+        protocol = super().buildProtocol(addr)
+        if protocol is not None:
+            protocol.requestFactory = LimitedWebRequest
+            channel = getattr(protocol, "_channel", protocol)
+            channel.requestFactory = LimitedWebRequest
+
+            def first_request_overdue():
+                transport = channel.transport
+                if not getattr(channel, "inferencelab_started", False) and getattr(transport, "connected", 0):
+                    transport.abortConnection()
+
+            reactor.callLater(_limits()[3], first_request_overdue)
+        return protocol
+
+
+def main(argv: list[str] | None = None) -> None:
+    http_protocol.WebRequest = LimitedWebRequest  # what HTTPFactory.buildProtocol instantiates
+    from daphne import server as daphne_server
+
+    daphne_server.HTTPFactory = LimitedHTTPFactory
+    from daphne.cli import CommandLineInterface
+
+    CommandLineInterface().run(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()
