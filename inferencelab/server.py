@@ -20,6 +20,7 @@ import re
 import sys
 from functools import cache
 
+from daphne import server as daphne_server  # first: it installs the asyncio reactor Daphne runs on
 from daphne import http_protocol
 from twisted.internet import reactor
 
@@ -132,8 +133,6 @@ class LimitedHTTPFactory(http_protocol.HTTPFactory):
 
 def main(argv: list[str] | None = None) -> None:
     http_protocol.WebRequest = LimitedWebRequest  # what HTTPFactory.buildProtocol instantiates
-    from daphne import server as daphne_server
-
     daphne_server.HTTPFactory = LimitedHTTPFactory
     from daphne.cli import CommandLineInterface
 

@@ -118,6 +118,8 @@ def main() -> int:
         signal.signal(sig, on_signal)
 
     try:
+        if not env.get("DJANGO_SECRET_KEY"):  # this install's own key, made once (var/secret_key)
+            subprocess.run([sys.executable, "-m", "inferencelab.secret_key"], cwd=ROOT, env=env, check=True)
         if env.get("REDIS_URL"):
             log(f"using Redis at {env['REDIS_URL']}")
         else:
@@ -127,8 +129,10 @@ def main() -> int:
                 log(f"something already listens on {rport}; using it as Redis (set REDIS_PORT to change)")
             else:
                 (ROOT / "var").mkdir(exist_ok=True)
+                # Append-only file under var/: queued runs and their state survive a Redis restart.
                 proc = sup.spawn("redis", [redis_binary(), "--port", str(rport), "--bind", "127.0.0.1",
-                                           "--save", "", "--appendonly", "no", "--dir", str(ROOT / "var")], env)
+                                           "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
+                                           "--dir", str(ROOT / "var")], env)
                 sup.wait_port(rport, proc, "redis", 20)
         if listening(port, host):
             raise RuntimeError(f"port {port} is already in use (set PORT to use another)")
@@ -137,7 +141,8 @@ def main() -> int:
         celery = [str(VENV_BIN / "celery"), "-A", "inferencelab", "worker", "-P", "threads", "--loglevel", "INFO"]
         sup.spawn("gpu", celery + ["-Q", "gpu", "-c", env.get("CELERY_CONCURRENCY", "16"), "-n", "gpu@%h"], env)
         sup.spawn("cpu", celery + ["-Q", "cpu", "-c", env.get("CELERY_CPU_CONCURRENCY", "2"), "-n", "cpu@%h"], env)
-        web = sup.spawn("daphne", [str(VENV_BIN / "daphne"), "-b", host, "-p", str(port),
+        # Daphne through our launcher: body caps and header/body deadlines at the socket (inferencelab/server.py).
+        web = sup.spawn("daphne", [str(VENV_BIN / "python"), "-m", "inferencelab.server", "-b", host, "-p", str(port),
                                    "inferencelab.asgi:application"], env)
         sup.wait_port(port, web, "daphne", 60)
         log(f"Inference Lab is up: http://{host}:{port}/  (demos: http://{host}:{port}/demos/ ; Ctrl-C stops)")

@@ -139,7 +139,7 @@ class Stack:
         `env` adds to (or overrides) the stack's environment for this process only.
         """
         port = free_port()
-        proc = self._spawn(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+        proc = self._spawn(name, [sys.executable, "-m", "inferencelab.server", "-b", "127.0.0.1", "-p", str(port),
                                   "inferencelab.asgi:application"], env)
         _wait_port(port, proc, 60, name, self.logs[name])
         self.http_port = port
