@@ -33,6 +33,16 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def fresh_cache():
+    """The login throttle counts failures in the cache: no test inherits another's."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT

@@ -1,0 +1,212 @@
+"""Findings of the outside probe, each a regression test: narration uploads and media, login guessing,
+secure defaults. HTTP through Django's test client (the socket-level limits: tests/test_hardening_http.py)."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from courseapp import media
+from courseapp.models import Module, Narration
+from courseapp.narration_files import sniff_audio
+from inferencelab.secret_key import ensure_key_file, secret_key
+
+ROOT = Path(__file__).resolve().parents[2]
+VTT = b"WEBVTT\n\nc1\n00:00:00.000 --> 00:00:01.000\nWhy it matters\n"
+XSS_VTT = b"WEBVTT\n\nc1\n00:00:00.000 --> 00:00:01.000\n<script>alert(document.cookie)</script>\n"
+
+
+def wav_bytes(seconds: float = 1.0) -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(8000)
+        wav.writeframes(b"\x01\x00" * int(8000 * seconds))
+    return buffer.getvalue()
+
+
+def upload(client, slug="intro", audio=("a.wav", None), vtt=("a.vtt", VTT), **extra):
+    name, data = audio
+    return client.post(reverse("courseapp:author_upload", args=[slug]), {
+        "audio": SimpleUploadedFile(name, wav_bytes() if data is None else data),
+        "vtt": SimpleUploadedFile(vtt[0], vtt[1]), **extra,
+    })
+
+
+@pytest.mark.django_db
+def test_html_disguised_as_audio_is_rejected(client, course, instructor):
+    client.force_login(instructor)
+    response = upload(client, audio=("talk.mp3", b"<!doctype html><script>alert(1)</script>" + b" " * 64))
+    assert response.status_code == 400
+    assert "not an audio file this site can play" in response.content.decode()
+    assert not Narration.objects.filter(module__slug="intro").exists()
+
+
+@pytest.mark.django_db
+def test_uploads_get_server_chosen_names_and_fixed_types(client, course, instructor):
+    client.force_login(instructor)
+    response = upload(client, audio=("x.html", wav_bytes()), vtt=("x.html", XSS_VTT))
+    assert response.status_code == 302
+    record = Narration.objects.get(module__slug="intro")
+    audio_name, vtt_name = Path(record.audio.name).name, Path(record.vtt.name).name
+    assert audio_name.endswith(".wav") and vtt_name.endswith(".vtt") and "x" != audio_name[:1]
+    assert "x.html" not in record.audio.name + record.vtt.name
+    client.logout()
+    cues = client.get(record.vtt_url)
+    assert cues.status_code == 200 and cues["Content-Type"] == "text/vtt; charset=utf-8"
+    assert cues["X-Content-Type-Options"] == "nosniff" and "script-src 'self'" in cues["Content-Security-Policy"]
+    audio = client.get(record.audio_url)
+    assert audio.status_code == 200 and audio["Content-Type"] == "audio/wav"
+
+
+@pytest.mark.django_db
+def test_only_narration_files_are_served(client, course, media_root):
+    planted = media_root / "narration" / "uploads" / "intro"
+    planted.mkdir(parents=True)
+    (planted / "x.html").write_text("<script>alert(1)</script>")
+    (planted / "orphan.wav").write_bytes(wav_bytes())
+    assert client.get("/narration/uploads/intro/x.html").status_code == 404  # a type we never serve
+    assert client.get("/narration/uploads/intro/orphan.wav").status_code == 404  # no narration points at it
+
+
+@pytest.mark.django_db
+def test_draft_narration_is_private(client, course, instructor, student):
+    client.force_login(instructor)
+    assert upload(client).status_code == 302
+    Module.objects.filter(slug="intro").update(draft=True)
+    url = Narration.objects.get(module__slug="intro").audio_url
+    client.logout()
+    assert client.get(url).status_code == 404
+    client.force_login(student)
+    assert client.get(url).status_code == 404
+    client.force_login(instructor)
+    assert client.get(url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_range_answers_are_clamped_and_streamed(client, course, instructor, monkeypatch):
+    monkeypatch.setattr(media, "MAX_CHUNK", 1000)
+    client.force_login(instructor)
+    assert upload(client, audio=("a.wav", wav_bytes(0.5))).status_code == 302
+    url = Narration.objects.get(module__slug="intro").audio_url
+    size = len(wav_bytes(0.5))
+
+    def fetch(header):
+        response = client.get(url, HTTP_RANGE=header)
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        return response, body
+
+    response, body = fetch("bytes=0-99999999999999")
+    assert response.status_code == 206 and len(body) == 1000
+    assert response["Content-Range"] == f"bytes 0-999/{size}" and response["Content-Length"] == "1000"
+    response, body = fetch("bytes=-99999999")  # a suffix longer than the file: from 0, still one chunk
+    assert response.status_code == 206 and len(body) == 1000 and response["Content-Range"].startswith("bytes 0-999/")
+    response, body = fetch(f"bytes={size - 10}-")
+    assert response.status_code == 206 and len(body) == 10
+    response, body = fetch("bytes=0-1,5-9")  # several ranges: the whole file, streamed
+    assert response.status_code == 200 and len(body) == size
+    response, _ = fetch(f"bytes={size}-")
+    assert response.status_code == 416 and response["Content-Range"] == f"bytes */{size}"
+
+
+@pytest.mark.django_db
+def test_replacing_a_live_narration_asks_first(client, course, instructor, monkeypatch):
+    queued = []
+    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
+                        lambda **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
+    client.force_login(instructor)
+    assert upload(client).status_code == 302
+    first = Narration.objects.get(module__slug="intro").audio.name
+    again = upload(client)
+    assert again.status_code == 400 and "already has a live narration" in again.content.decode()
+    assert Narration.objects.get(module__slug="intro").audio.name == first
+    assert upload(client, replace="on").status_code == 302
+    assert Narration.objects.get(module__slug="intro").audio.name != first
+
+    page = client.get(reverse("courseapp:author_edit", args=["intro"])).content.decode()
+    assert "Live for students: <strong>Uploaded by an instructor</strong>" in page
+    refused = client.post(reverse("courseapp:author_narrate", args=["intro"]), follow=True)
+    assert "Generating narration replaces it" in refused.content.decode() and not queued
+    assert Narration.objects.get(module__slug="intro").origin == Narration.Origin.UPLOAD
+    assert client.post(reverse("courseapp:author_narrate", args=["intro"]), {"replace_upload": "1"}).status_code == 302
+    assert len(queued) == 1
+
+
+def test_audio_is_recognised_by_its_bytes():
+    assert sniff_audio(wav_bytes()[:16]).extension == ".wav"
+    assert sniff_audio(b"OggS\x00\x02" + b"\x00" * 10).extension == ".ogg"
+    assert sniff_audio(b"ID3\x04\x00" + b"\x00" * 11).extension == ".mp3"
+    assert sniff_audio(b"\xff\xfb\x90\x64" + b"\x00" * 12).extension == ".mp3"
+    assert sniff_audio(b"\x00\x00\x00\x20ftypM4A \x00\x00").extension == ".m4a"
+    for impostor in (b"<html><body>hi</b", b"WEBVTT\n\n00:00.000 -", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b""):
+        assert sniff_audio(impostor) is None
+
+
+@pytest.mark.django_db
+def test_login_guessing_is_throttled(client, student, settings):
+    settings.LOGIN_MAX_FAILURES = 3
+    url = reverse("login")
+    for _ in range(3):
+        assert client.post(url, {"username": "student", "password": "wrong"}).status_code == 200
+    blocked = client.post(url, {"username": "student", "password": "student-pass-123"})
+    assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
+    assert "Too many failed sign-ins" in blocked.content.decode()
+    assert "_auth_user_id" not in client.session  # the right password does not get through meanwhile
+    other = client.post(url, {"username": "someone-else", "password": "x"})  # same address
+    assert other.status_code == 429
+
+
+@pytest.mark.django_db
+def test_a_good_login_is_not_throttled(client, student, settings):
+    settings.LOGIN_MAX_FAILURES = 3
+    assert client.post(reverse("login"), {"username": "student", "password": "student-pass-123"}).status_code == 302
+
+
+def test_secret_key_comes_from_env_or_the_install_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("DJANGO_SECRET_KEY", raising=False)
+    key_file = tmp_path / "var" / "secret_key"
+    with pytest.raises(ImproperlyConfigured, match="DJANGO_SECRET_KEY"):
+        secret_key(key_file)
+    assert ensure_key_file(key_file) and not ensure_key_file(key_file)
+    assert len(secret_key(key_file)) >= 50 and oct(key_file.stat().st_mode & 0o777) == "0o600"
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "from-the-environment")
+    assert secret_key(key_file) == "from-the-environment"
+
+
+def _settings_value(expr: str, **env) -> str:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    environment.update(env, DJANGO_SETTINGS_MODULE="inferencelab.settings")
+    code = f"import django; django.setup(); from django.conf import settings; print({expr})"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True,
+                          text=True, timeout=60).stdout.strip()
+
+
+def test_debug_is_off_unless_asked_for():
+    assert _settings_value("settings.DEBUG") == "False"
+    assert _settings_value("settings.DEBUG", DJANGO_DEBUG="1") == "True"
+
+
+def test_check_deploy_passes_with_the_documented_production_settings():
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    environment.update(DJANGO_HTTPS="1", DJANGO_SECRET_KEY="k" * 20 + os.urandom(24).hex(),
+                       DJANGO_ALLOWED_HOSTS="course.example.org")
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], cwd=ROOT,
+                            env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.django_db
+def test_every_page_carries_the_csp(client, course):
+    for url in ("/", reverse("courseapp:module", args=["intro"]), "/demos/", reverse("login"), "/no-such-page/"):
+        policy = client.get(url)["Content-Security-Policy"]
+        assert "script-src 'self'" in policy and "unsafe-eval" not in policy and "object-src 'none'" in policy
