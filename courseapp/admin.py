@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin
 
+from .forms import ModuleForm
 from .loader import normalize_newlines, save_module
 from .models import Choice, Module, ModuleProgress, Narration, Preference, Question, QuizAttempt, Track
 from .rendering import ContentError, render_markdown
@@ -33,6 +34,24 @@ class ModuleAdminForm(forms.ModelForm):
         model = Module
         fields = "__all__"
 
+    def clean_prerequisites(self) -> list[str]:
+        """The same rules as the authoring form: existing module slugs, not itself, no cycle."""
+        value = self.cleaned_data.get("prerequisites") or []
+        if not isinstance(value, list) or not all(isinstance(slug, str) for slug in value):
+            raise forms.ValidationError('Give a list of module slugs, e.g. ["overview", "kv-cache"].')
+        authoring = ModuleForm(instance=self.instance)
+        authoring.cleaned_data = {"prerequisites": ", ".join(value)}
+        return authoring.clean_prerequisites()
+
+    def clean_source(self) -> str:
+        """A lesson with a content error is not saved: its stored HTML would no longer match its source."""
+        source = normalize_newlines(self.cleaned_data.get("source") or "")
+        try:
+            self.rendered = render_markdown(source)
+        except ContentError as exc:
+            raise forms.ValidationError(f"Line {exc.line}: {exc.message}" if exc.line else exc.message) from None
+        return source
+
 
 @admin.register(Module)
 class ModuleAdmin(admin.ModelAdmin):
@@ -47,16 +66,13 @@ class ModuleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         """Re-render derived fields (HTML, cues, quiz rows) from the edited source."""
-        obj.source = normalize_newlines(obj.source)
-        try:
-            rendered = render_markdown(obj.source)
-        except ContentError as exc:
-            self.message_user(request, f"Saved, but the lesson has an error: {exc}", level="error")
+        rendered = getattr(form, "rendered", None)
+        if rendered is None:  # the change list's order/draft edits: the source, so its HTML, is unchanged
             super().save_model(request, obj, form, change)
             return
         front = {f: getattr(obj, f) for f in ("title", "short_title", "slug", "order", "prerequisites",
                                                "summary", "draft")}
-        save_module(obj, front, obj.source, rendered, obj.track)
+        save_module(obj, front, form.cleaned_data["source"], rendered, obj.track)
 
     @admin.action(description="Publish the selected modules")
     def publish(self, request, queryset):
@@ -97,7 +113,9 @@ class QuestionAdmin(ReadOnlyMixin, admin.ModelAdmin):
 class NarrationAdmin(admin.ModelAdmin):
     list_display = ("module", "status", "origin", "progress", "duration", "updated_at")
     list_filter = ("status", "origin")
-    readonly_fields = ("progress", "cue_hash", "voice", "task_id", "error", "updated_at")
+    # Files change only through the authoring page, which checks audio by its bytes and cues as WebVTT
+    # and stores them under server-chosen names (courseapp/narration_files.py).
+    readonly_fields = ("audio", "vtt", "progress", "cue_hash", "voice", "task_id", "error", "updated_at")
 
 
 @admin.register(ModuleProgress)

@@ -88,6 +88,12 @@ class Module(models.Model):
     def has_interactive(self) -> bool:
         return bool(self.demos or self.calculators)
 
+    @property
+    def prerequisite_slugs(self) -> list[str]:
+        """The prerequisites that are slugs: a malformed value saved outside the forms cannot break a page."""
+        value = self.prerequisites if isinstance(self.prerequisites, list) else []
+        return [slug for slug in value if isinstance(slug, str)]
+
     def html_parts(self) -> tuple[str, str]:
         """The lesson HTML before and after the quiz (the quiz form is rendered by Django)."""
         before, _, after = self.html.partition(QUIZ_MARKER)

@@ -49,7 +49,7 @@ def _visible_modules(request):
 
 def _prerequisite_info(module: Module, by_slug: dict[str, Module], progress: dict) -> list[dict]:
     info = []
-    for slug in module.prerequisites:
+    for slug in module.prerequisite_slugs:
         other = by_slug.get(slug)
         if other is None:
             continue
@@ -163,7 +163,7 @@ def module_context(request, module: Module, result: QuizResult | None = None) ->
     learner = tracking.Learner.from_request(request)
     progress = tracking.progress_by_module(learner)
     mine = progress.get(module.pk)
-    prereq_modules = {m.slug: m for m in _visible_modules(request).filter(slug__in=module.prerequisites)}
+    prereq_modules = {m.slug: m for m in _visible_modules(request).filter(slug__in=module.prerequisite_slugs)}
     prerequisites = _prerequisite_info(module, prereq_modules, progress)
     previous, following = _pager(request, module)
     questions = list(module.questions.all())

@@ -210,3 +210,64 @@ def test_every_page_carries_the_csp(client, course):
     for url in ("/", reverse("courseapp:module", args=["intro"]), "/demos/", reverse("login"), "/no-such-page/"):
         policy = client.get(url)["Content-Security-Policy"]
         assert "script-src 'self'" in policy and "unsafe-eval" not in policy and "object-src 'none'" in policy
+
+
+@pytest.fixture
+def admin_client(client, course):
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_superuser("admin", password="admin-pass-123"))
+    return client
+
+
+def _admin_module_data(module, **changes):
+    data = {"title": module.title, "short_title": "", "slug": module.slug, "track": module.track_id, "order": 1,
+            "prerequisites": "[]", "summary": "", "draft": "", "source": module.source,
+            "questions-TOTAL_FORMS": "0", "questions-INITIAL_FORMS": "0"}
+    return {**data, **changes}
+
+
+@pytest.mark.django_db
+def test_admin_refuses_malformed_prerequisites_and_the_index_survives_bad_rows(admin_client):
+    intro = Module.objects.get(slug="intro")
+    url = reverse("admin:courseapp_module_change", args=[intro.pk])
+    for bad, message in (('[["x"]]', "list of module slugs"), ('["no-such-module"]', "No module with slug"),
+                         ('["intro"]', "its own prerequisite")):
+        response = admin_client.post(url, _admin_module_data(intro, prerequisites=bad))
+        assert response.status_code == 200 and message in response.content.decode(), bad
+    intro.refresh_from_db()
+    assert intro.prerequisites == [] or all(isinstance(s, str) for s in intro.prerequisites)
+    Module.objects.filter(pk=intro.pk).update(prerequisites=[["x"], 3])  # written around the forms
+    admin_client.logout()
+    assert admin_client.get("/").status_code == 200
+    assert admin_client.get(reverse("courseapp:module", args=["intro"])).status_code == 200
+
+
+@pytest.mark.django_db
+def test_admin_refuses_a_lesson_with_a_content_error(admin_client):
+    intro = Module.objects.get(slug="intro")
+    before = (intro.source, intro.html)
+    url = reverse("admin:courseapp_module_change", args=[intro.pk])
+    response = admin_client.post(url, _admin_module_data(intro, source="## Fine\n\n:::{demo} no-such-demo\n:::\n"))
+    assert response.status_code == 200 and "Line 3" in response.content.decode()
+    intro.refresh_from_db()
+    assert (intro.source, intro.html) == before  # nothing stored: source and HTML still agree
+
+
+@pytest.mark.django_db
+def test_admin_cannot_upload_narration_files(admin_client):
+    from courseapp.admin import NarrationAdmin
+
+    assert {"audio", "vtt"} <= set(NarrationAdmin.readonly_fields)
+
+
+def test_demo_props_are_not_saved_unchecked_when_the_tokenizer_is_missing(monkeypatch):
+    from courseapp.rendering import ContentError, render_markdown
+    from demos import registry
+
+    def broken(model):
+        raise OSError("tokenizer.json not found")
+
+    monkeypatch.setattr(registry, "_tokenizer", broken)
+    with pytest.raises(ContentError, match="cannot be checked on this server"):
+        render_markdown(':::{demo} kv-cache\n{"prompt": "Hi", "max_new_tokens": 100000}\n:::\n')
