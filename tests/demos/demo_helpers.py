@@ -8,13 +8,14 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # the origin check compares the Origin with the socket's own host and port
 FINAL = ("done", "error")
 
 
 def communicator(*headers, path="/ws/demos/") -> WebsocketCommunicator:
     from inferencelab.asgi import application
 
-    return WebsocketCommunicator(application, path, headers=[ORIGIN, *headers])
+    return WebsocketCommunicator(application, path, headers=[ORIGIN, HOST, *headers])
 
 
 async def connect(*headers, path="/ws/demos/") -> WebsocketCommunicator:

@@ -38,7 +38,7 @@ class WS:
         key = base64.b64encode(os.urandom(16)).decode()
         head = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                f"Origin: http://127.0.0.1\r\n")
+                f"Origin: http://127.0.0.1:{port}\r\n")
         if cookie:
             head += f"Cookie: {cookie.decode()}\r\n"
         writer.write((head + "\r\n").encode())

@@ -99,13 +99,14 @@ async def test_websocket_from_a_foreign_origin_is_refused(demo_stack):  # consum
 
     from inferencelab.asgi import application
 
-    for origin in (b"http://evil.example", None):
-        headers = [(b"origin", origin)] if origin else []
+    host = (b"host", b"localhost:8000")
+    for origin in (b"http://evil.example", None, b"http://localhost:9999", b"http://localhost", b"https://localhost:8000"):
+        headers = [(b"origin", origin), host] if origin else [host]  # another port is another origin
         comm = WebsocketCommunicator(application, "/ws/demos/", headers=headers)
         connected, _ = await comm.connect(timeout=10)
-        assert not connected
+        assert not connected, origin
         await comm.disconnect()
-    comm = WebsocketCommunicator(application, "/ws/demos/", headers=[(b"origin", b"http://localhost:8000")])
+    comm = WebsocketCommunicator(application, "/ws/demos/", headers=[(b"origin", b"http://localhost:8000"), host])
     connected, _ = await comm.connect(timeout=10)
     assert connected
     await comm.disconnect()
