@@ -1,10 +1,25 @@
-"""Server-side quiz grading."""
+"""Server-side quiz grading, with choices shown in a per-attempt shuffled order.
+
+The form never names a choice by its authored order (in most questions the first authored choice is the
+correct one): each attempt gets a random `seed`, the page shows every question's choices in the order
+`shuffled(question, seed)` gives, and a submitted value is a 1-based position in that order. Grading maps
+positions back through the same seed, so scores never depend on the shuffle. A post without a seed (an old
+page, a script) uses the authored order.
+"""
 from __future__ import annotations
 
 import math
+import random
+import secrets
 from dataclasses import dataclass, field
 
 PASS_FRACTION = 0.8
+SEED_FIELD = "quiz_seed"
+MAX_SEED = 2**32 - 1
+
+
+class QuizInputError(ValueError):
+    """A submitted answer that is not one of the question's choices (shown to the student as a 400)."""
 
 
 @dataclass
@@ -26,7 +41,7 @@ class ChoiceOutcome:
 @dataclass
 class QuestionOutcome:
     question: object
-    choices: list[ChoiceOutcome]
+    choices: list[ChoiceOutcome]  # in the order the student saw them
     correct: bool
     answered: bool
 
@@ -34,7 +49,8 @@ class QuestionOutcome:
 @dataclass
 class QuizResult:
     questions: list[QuestionOutcome]
-    answers: dict = field(default_factory=dict)
+    answers: dict = field(default_factory=dict)  # question order → authored choice orders
+    seed: int | None = None
 
     @property
     def score(self) -> int:
@@ -60,20 +76,59 @@ def pass_mark(total: int) -> int:
     return math.ceil(total * PASS_FRACTION)
 
 
-def grade(questions, data) -> QuizResult:
-    """Grade submitted form data (`q<order>` → choice orders) against questions with prefetched choices."""
+def new_seed() -> int:
+    return secrets.randbelow(MAX_SEED) + 1
+
+
+def parse_seed(raw) -> int | None:
+    """The attempt's seed from the form: None when absent; QuizInputError when malformed."""
+    if raw in (None, ""):
+        return None
+    text = str(raw)
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_SEED:
+        raise QuizInputError("The quiz form is out of date: reload the page and answer again.")
+    return int(text)
+
+
+def shuffled(question, seed: int | None) -> list:
+    """The question's choices in the order this attempt shows them (authored order without a seed)."""
+    choices = list(question.choices.all())
+    if seed is not None:
+        random.Random(f"{seed}:{question.order}").shuffle(choices)
+    return choices
+
+
+def _positions(question, raw_values) -> set[int]:
+    positions = set()
+    for value in raw_values:
+        text = str(value)
+        if not (text.isascii() and text.isdigit()):
+            raise QuizInputError(f"Question {question.order}: “{text[:20]}” is not one of its choices.")
+        positions.add(int(text))
+    return positions
+
+
+def grade(questions, data, seed: int | None = None) -> QuizResult:
+    """Grade submitted form data (`q<order>` → 1-based positions in this attempt's order).
+
+    Raises QuizInputError for a value that is not a position of one of the question's choices.
+    """
     outcomes, answers = [], {}
     for question in questions:
         raw = data.getlist(question.field_name) if hasattr(data, "getlist") else data.get(question.field_name, [])
-        selected = {int(v) for v in raw if str(v).isdigit()}
-        choices = list(question.choices.all())
-        selected &= {c.order for c in choices}
+        if isinstance(raw, str):
+            raw = [raw]
+        shown = shuffled(question, seed)
+        positions = _positions(question, raw)
+        if any(not 1 <= p <= len(shown) for p in positions):
+            raise QuizInputError(f"Question {question.order} has choices 1 to {len(shown)} only.")
+        selected = {shown[p - 1].order for p in positions}
         answers[str(question.order)] = sorted(selected)
-        correct_set = {c.order for c in choices if c.correct}
+        correct_set = {c.order for c in shown if c.correct}
         outcomes.append(QuestionOutcome(
             question=question,
-            choices=[ChoiceOutcome(choice=c, selected=c.order in selected) for c in choices],
+            choices=[ChoiceOutcome(choice=c, selected=c.order in selected) for c in shown],
             correct=bool(selected) and selected == correct_set,
             answered=bool(selected),
         ))
-    return QuizResult(questions=outcomes, answers=answers)
+    return QuizResult(questions=outcomes, answers=answers, seed=seed)

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from . import progress as tracking
 from .forms import PreferenceForm, SignupForm
 from .models import Choice, Module, Preference, Question, Track
-from .quiz import QuizResult, grade, pass_mark
+from .quiz import SEED_FIELD, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark, shuffled
 
 
 # --- View models (templates only display what these prepare) ------------------------------
@@ -99,17 +99,19 @@ def _module_or_404(request, slug: str) -> Module:
     return get_object_or_404(queryset, slug=slug)
 
 
-def quiz_items(questions, result: QuizResult | None) -> list[dict]:
-    """Everything the quiz template shows, per question and choice (graded or not)."""
+def quiz_items(questions, result: QuizResult | None, seed: int | None) -> list[dict]:
+    """Everything the quiz template shows, per question and choice (graded or not), in this attempt's order."""
     items = []
     for question in questions:
         outcome = result.outcome_for(question) if result else None
+        shown = [c.choice for c in outcome.choices] if outcome else shuffled(question, seed)
         choices = []
-        for index, choice in enumerate(question.choices.all()):
-            choice_outcome = outcome.choices[index] if outcome else None
+        for position, choice in enumerate(shown, start=1):
+            choice_outcome = outcome.choices[position - 1] if outcome else None
             choices.append({
                 "choice": choice,
-                "input_id": f"{question.field_name}-{choice.order}",
+                "value": position,
+                "input_id": f"{question.field_name}-{position}",
                 "checked": bool(choice_outcome and choice_outcome.selected),
                 "verdict": choice_outcome.verdict if choice_outcome else "",
                 "show_explanation": bool(choice_outcome and choice_outcome.show_explanation),
@@ -159,7 +161,10 @@ def _resume_section(module: Module, progress) -> dict | None:
     return next((item for item in module.outline if item["id"] == progress.last_section), None)
 
 
-def module_context(request, module: Module, result: QuizResult | None = None) -> dict:
+def module_context(request, module: Module, result: QuizResult | None = None, *, seed: int | None = None,
+                   quiz_error: str = "") -> dict:
+    """`seed` orders the quiz's choices: a graded or refused attempt keeps the order the student saw;
+    a fresh page gets a fresh order."""
     learner = tracking.Learner.from_request(request)
     progress = tracking.progress_by_module(learner)
     mine = progress.get(module.pk)
@@ -170,6 +175,10 @@ def module_context(request, module: Module, result: QuizResult | None = None) ->
     narration = getattr(module, "narration", None)
     lesson_before, lesson_after = module.html_parts()
     autoplay = autoplay_preference(request)
+    if result is not None:
+        seed = result.seed
+    elif seed is None:
+        seed = new_seed()
     return {
         "module": module,
         "lesson_before": lesson_before,
@@ -180,7 +189,10 @@ def module_context(request, module: Module, result: QuizResult | None = None) ->
         "previous": previous,
         "next": following,
         "progress": mine,
-        "quiz": quiz_items(questions, result),
+        "quiz": quiz_items(questions, result, seed),
+        "quiz_seed": seed,
+        "quiz_seed_field": SEED_FIELD,
+        "quiz_error": quiz_error,
         "quiz_result": result,
         "quiz_pass_mark": pass_mark(len(questions)),
         "quiz_total": len(questions),
@@ -208,22 +220,34 @@ def _wants_fragment(request) -> bool:
 
 @require_POST
 def quiz_submit(request, slug: str):
-    """Grade on the server. Without JS: the whole page again; with quiz.js: the quiz fragment."""
+    """Grade on the server. Without JS: the whole page again; with quiz.js: the quiz fragment.
+
+    An answer that names no choice of its question is refused with a 400 and the quiz shown again.
+    """
     module = _module_or_404(request, slug)
     questions = list(module.questions.all())
     if not questions:
         raise Http404("This module has no quiz")
-    result = grade(questions, request.POST)
+    template = "courseapp/_quiz.html" if _wants_fragment(request) else "courseapp/module.html"
+    try:
+        seed = parse_seed(request.POST.get(SEED_FIELD))
+        result = grade(questions, request.POST, seed)
+    except QuizInputError as error:
+        context = module_context(request, module, seed=new_seed(), quiz_error=str(error))
+        return render(request, template, context, status=400)
     tracking.record_attempt(tracking.Learner.from_request(request, create=True), module, result)
-    context = module_context(request, module, result)
-    if _wants_fragment(request):
-        return render(request, "courseapp/_quiz.html", context)
-    return render(request, "courseapp/module.html", context)
+    return render(request, template, module_context(request, module, result))
 
 
 @require_POST
 def module_complete(request, slug: str):
+    """Modules without a quiz are completed by hand; a module with a quiz is completed by passing it."""
     module = _module_or_404(request, slug)
+    questions = list(module.questions.all())
+    if questions:
+        messages.error(request, f"Complete “{module.label}” by passing its quiz: "
+                                f"{pass_mark(len(questions))} of {len(questions)} correct.")
+        return redirect(reverse("courseapp:module", args=[module.slug]) + "#quiz")
     tracking.mark_complete(tracking.Learner.from_request(request, create=True), module)
     messages.success(request, f"“{module.label}” marked as complete.")
     return redirect(reverse("courseapp:module", args=[module.slug]) + "#pager")

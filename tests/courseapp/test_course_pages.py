@@ -184,3 +184,68 @@ def test_pages_work_without_javascript_forms(client, course):
 def test_signup_and_login_pages(client, db):
     assert client.get(reverse("courseapp:signup")).status_code == 200
     assert client.get(reverse("login")).status_code == 200
+
+
+# --- Quiz choices are shuffled per attempt; grading follows the order the student saw ------------------
+
+CORRECT_TEXTS = {"For every request.", "Decode is memory-bound at batch 1.", "Prefill is parallel over the prompt."}
+
+
+def shown_quiz(html: str) -> tuple[str, dict[str, list[tuple[str, str]]]]:
+    """The attempt's seed and, per question field, the (value, label text) pairs in page order."""
+    import re
+
+    seed = re.search(r'name="quiz_seed" value="(\d+)"', html).group(1)
+    fields: dict[str, list[tuple[str, str]]] = {}
+    pattern = r'name="(q\d+)" value="(\d+)" id="[^"]+"[^>]*>\s*<label for="[^"]+">(?:<p>)?(.*?)(?:</p>)?</label>'
+    for name, value, text in re.findall(pattern, html):
+        fields.setdefault(name, []).append((value, text))
+    return seed, fields
+
+
+def test_quiz_order_varies_between_attempts_and_grading_follows_it(client, course):
+    orders = set()
+    for _ in range(12):
+        seed, fields = shown_quiz(client.get(module_url("intro")).content.decode())
+        assert [v for v, _ in fields["q1"]] == ["1", "2"]  # values are positions, not authored orders
+        orders.add(tuple(text for name in sorted(fields) for _, text in fields[name]))
+        answers = {name: [v for v, text in pairs if text in CORRECT_TEXTS] for name, pairs in fields.items()}
+        response = client.post(reverse("courseapp:quiz", args=["intro"]), {"quiz_seed": seed, **answers})
+        assert "You scored <strong>2/2</strong>" in response.content.decode()
+        first_only = {name: ["1"] for name in fields}
+        response = client.post(reverse("courseapp:quiz", args=["intro"]), {"quiz_seed": seed, **first_only})
+        assert "You scored <strong>2/2</strong>" not in response.content.decode()
+    assert len(orders) > 1
+    assert QuizAttempt.objects.filter(score=2).count() == 12
+    assert all(a.answers["1"] == [1] for a in QuizAttempt.objects.filter(score=2))  # stored as authored orders
+
+
+def test_graded_quiz_keeps_the_order_the_student_saw(client, course):
+    seed, fields = shown_quiz(client.get(module_url("intro")).content.decode())
+    response = client.post(reverse("courseapp:quiz", args=["intro"]), {"quiz_seed": seed, "q1": "1"})
+    again_seed, again = shown_quiz(response.content.decode())
+    assert (again_seed, again) == (seed, fields)
+
+
+@pytest.mark.parametrize("answers", [{"q1": "²"}, {"q1": "٣"}, {"q1": "x"}, {"q1": "-1"}, {"q1": "9"},
+                                     {"q1": "1", "quiz_seed": "²"}, {"q1": "1", "quiz_seed": "0"}])
+def test_malformed_quiz_answer_is_a_clear_400(client, course, answers):
+    response = client.post(reverse("courseapp:quiz", args=["intro"]), answers)
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert 'role="alert"' in html and ("not one of its choices" in html or "choices 1 to 2" in html
+                                       or "out of date" in html)
+    assert not QuizAttempt.objects.exists()
+    fragment = client.post(reverse("courseapp:quiz", args=["intro"]), answers, HTTP_X_REQUESTED_WITH="fetch")
+    assert fragment.status_code == 400 and fragment.content.decode().lstrip().startswith('<section class="quiz"')
+
+
+def test_module_with_a_quiz_is_completed_only_by_passing_it(client, course):
+    response = client.post(reverse("courseapp:complete", args=["intro"]))
+    assert response.status_code == 302 and response["Location"].endswith("#quiz")
+    assert not ModuleProgress.objects.filter(module__slug="intro", completed_at__isnull=False).exists()
+    html = client.get(module_url("intro")).content.decode()
+    assert "by passing its quiz: 2 of 2 correct" in html
+    assert "2/2 correct completes this module" in html
+    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    assert ModuleProgress.objects.get(module__slug="intro").completed
