@@ -9,6 +9,12 @@
 //
 // Reconnects with exponential backoff (plus jitter) and, once reconnected, resumes every run that
 // had not finished from the last sequence number it saw, so each event is handled exactly once.
+//
+// A page reload keeps its runs too: a demo remembers its unfinished run in sessionStorage
+// (rememberRun/forgetRun) and, once reloaded, picks it up with sock.resume(storedRun(key).runId, handlers),
+// which replays the run's stored events from the start and then follows it live. Leaving the page
+// does not cancel a run at once: the server cancels it when no socket has resumed it within its grace
+// period (DEMO_ORPHAN_GRACE, docs/protocol.md).
 
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 8000;
@@ -24,7 +30,6 @@ export function wsUrl(path) {
   return `${proto}//${window.location.host}${path}`;
 }
 
-/** The page's shared socket for `path` (created on first use). */
 /** The status line for a `queued` frame: "Waiting for a worker: 3rd in line, about 40 s…". */
 export function queueText(frame) {
   const n = frame.position;
@@ -33,6 +38,34 @@ export function queueText(frame) {
   return `Waiting for a worker: ${place}${eta}…`;
 }
 
+const RUN_STORE_PREFIX = "ilab-run:";
+
+/** Remember an unfinished run under `key` (one key per demo on a page) so a reload can resume it. */
+export function rememberRun(key, runId, params) {
+  try { sessionStorage.setItem(RUN_STORE_PREFIX + key, JSON.stringify({ runId, params })); } catch { /* storage off */ }
+}
+
+export function forgetRun(key) {
+  try { sessionStorage.removeItem(RUN_STORE_PREFIX + key); } catch { /* storage off */ }
+}
+
+/** The run remembered under `key`: {runId, params}, or null. */
+export function storedRun(key) {
+  try {
+    const value = JSON.parse(sessionStorage.getItem(RUN_STORE_PREFIX + key) || "null");
+    return value && typeof value.runId === "string" ? value : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A stable key for the demo in `root` on this page: path + demo name + its index among same-named demos. */
+export function runKey(root, demo) {
+  const same = [...document.querySelectorAll(`.ilab-demo[data-demo="${CSS.escape(demo)}"]`)];
+  return `${location.pathname}#${demo}#${Math.max(0, same.indexOf(root))}`;
+}
+
+/** The page's shared socket for `path` (created on first use). */
 export function getSocket(path = "/ws/demos/") {
   const url = wsUrl(path);
   if (!sockets.has(url)) sockets.set(url, new DemoSocket(url));
@@ -52,7 +85,6 @@ export class DemoSocket {
     this.closedByUser = false;
     this.pingTimer = null;
     this.reconnectTimer = null;
-    window.addEventListener("pagehide", () => this._onPageHide());
   }
 
   /** Subscribe to connection state changes: fn(state, detail). Returns an unsubscribe function. */
@@ -144,6 +176,16 @@ export class DemoSocket {
     return run;
   }
 
+  /** Follow a run started earlier (e.g. before a page reload) from its first event. Same handle as start(). */
+  resume(runId, handlers = {}) {
+    const run = new RunHandle(this, null, handlers);
+    run.runId = runId;
+    this.runs.set(runId, run);
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this._sendNow({ action: "resume", run_id: runId, after_seq: -1 });
+    else this.connect(); // onopen resumes every unfinished run in this.runs
+    return run;
+  }
+
   _onMessage(e) {
     let frame;
     try { frame = JSON.parse(e.data); } catch { console.error("bad frame", e.data); return; }
@@ -188,15 +230,6 @@ export class DemoSocket {
         break;
       default:
         break;
-    }
-  }
-
-  _onPageHide() {
-    // A closed tab cancels its runs now rather than after the server's grace period.
-    for (const run of this.runs.values()) {
-      if (!run.finished && this.ws && this.ws.readyState === WebSocket.OPEN) {
-        this._sendNow({ action: "cancel", run_id: run.runId });
-      }
     }
   }
 }

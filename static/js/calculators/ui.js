@@ -155,3 +155,8 @@ export function autoMount(name, init) {
 
 export const fmtMs = (s) => (Number.isFinite(s) ? `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms` : "–");
 export const fmtNum = (x, d = 3) => (Number.isFinite(x) ? Number(x.toPrecision(d)).toLocaleString("en-US") : "–");
+
+/** x.toFixed(digits), or "–" when x is missing (a stopped run's summary leaves fields out). */
+export function fixed(x, digits = 1) {
+  return typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–";
+}

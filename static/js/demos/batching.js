@@ -3,7 +3,7 @@
 // throughput and latency side by side. All numbers come from the trace (batch_step, request_finished,
 // batch_run_finished).
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, selectField } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn } from "./course-demo-kit.js";
 
 const STATES = ["", "waiting", "prefill", "decode", "done, slot held"];
@@ -61,13 +61,13 @@ export function mount(root, config = {}) {
       } else if (ev.type === "request_finished") {
         s.cur.done[ev.request_id] = ev;
       } else if (ev.type === "batch_run_finished") {
-        const m = ev.metrics;
+        const m = ev.metrics || {};
         const run = s.cur;
         const busy = run.steps.reduce((a, e) => a + e.entries.length, 0) / Math.max(1, run.steps.length);
         results.querySelector("tbody").append(el("tr", {}, el("th", { scope: "row", text: run.mode }),
-          el("td", { text: String(run.steps.length) }), el("td", { text: `${m.duration_s.toFixed(2)} s` }),
-          el("td", { text: m.output_throughput.toFixed(2) }), el("td", { text: fmtMs(m.mean_ttft_ms / 1000) }),
-          el("td", { text: fmtMs(m.mean_e2el_ms / 1000) }), el("td", { text: `${busy.toFixed(2)} of ${run.slots}` })));
+          el("td", { text: String(run.steps.length) }), el("td", { text: `${fixed(m.duration_s, 2)} s` }),
+          el("td", { text: fixed(m.output_throughput, 2) }), el("td", { text: fmtMs(m.mean_ttft_ms / 1000) }),
+          el("td", { text: fmtMs(m.mean_e2el_ms / 1000) }), el("td", { text: `${fixed(busy, 2)} of ${run.slots}` })));
         if (s.runs.length === 2) {
           const [a, b] = s.runs;
           note.textContent = `Continuous batching took ${a.steps.length} steps, static ${b.steps.length}: static keeps finished requests' ` +

@@ -1,19 +1,21 @@
 // A small harness shared by the course's own live demos (prefill-decode, flash-attention, serving-load):
 // a settings form with Run/Stop, a status line, and one websocket run at a time. Each demo supplies its
 // fields, reads their values into params, and handles the trace events.
-import { getSocket, queueText } from "../ws-client.js";
+import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from "../ws-client.js";
 import { el, ensurePlotly, injectStyle } from "../calculators/ui.js";
 
 /**
  * Build the shell inside `root`. fields: label elements from ui.js; getParams(): params or throws Error
  * (shown to the student); handlers.onStart(), onEvent(ev), onDone(frame).
  * Returns {body, setStatus, plotly (Promise)} — append the demo's outputs to `body`.
+ * A run still going when the page reloads is resumed: onStart(params) again, then its events from the first.
  */
 export function demoShell(root, config, { title, fields, getParams, onStart, onEvent, onDone }) {
   injectStyle();
   const socket = getSocket(config.wsPath || "/ws/demos/");
-  const runBtn = el("button", { type: "submit", text: "Run" });
-  const stopBtn = el("button", { type: "button", "data-secondary": true, text: "Stop", disabled: true });
+  const key = runKey(root, config.demo);
+  const runBtn = el("button", { type: "submit", class: "ilab-run", text: "Run" });
+  const stopBtn = el("button", { type: "button", class: "ilab-stop", "data-secondary": true, text: "Stop", disabled: true });
   const form = el("form", { "aria-label": `${title}: settings` },
     el("fieldset", {}, el("legend", { text: "Settings" }), ...fields, el("div", {}, runBtn, " ", stopBtn)));
   const status = el("p", { class: "ilab-calc__status", role: "status", "aria-live": "polite" });
@@ -44,40 +46,68 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
       return;
     }
     await plotly;
+    follow(params, null);
+  }
+
+  /** Start a run with `params`, or (runId given) resume one started before a reload. */
+  function follow(params, runId) {
     const token = {};
     current = token;
     setRunning(true);
-    setStatus("Queued… (the course server runs one demo at a time on its CPU)");
+    setStatus(runId ? "Picking up the run you started before the page reloaded…"
+      : "Queued… (the course server runs one demo at a time on its CPU)");
     onStart && onStart(params);
-    token.handle = socket.start(config.demo, params, {
+    const handlers = {
       onAccepted(frame) {
         root.dataset.runId = frame.run_id;
+        rememberRun(key, frame.run_id, params);
         token.replayed = Boolean(frame.replayed_from);
         setStatus(token.replayed ? "Replayed from a previous run with the same settings (no worker needed)…"
           : "Running…");
       },
       onQueued(frame) { if (current === token) { token.waiting = true; setStatus(queueText(frame)); } },
-      onResumed() { setStatus("Reconnected; catching up…"); },
+      onResumed() { if (current === token) setStatus(runId ? "Resumed after the reload; catching up…" : "Reconnected; catching up…"); },
       onEvent(ev) {
         if (current !== token) return;
         if (token.waiting) { token.waiting = false; setStatus("Running…"); }
         onEvent(ev);
       },
       onDone(frame) {
+        forgetRun(key);
         if (current !== token) return;
         setRunning(false);
-        setStatus(frame.status === "cancelled" ? "Stopped." : "Done.");
-        root.dataset.state = frame.status === "cancelled" ? "cancelled" : "done";
+        const stopped = frame.status === "cancelled";
+        setStatus(stopped ? "Stopped. What ran before the stop is shown above." : "Done.");
+        root.dataset.state = stopped ? "cancelled" : "done";
         onDone && onDone(frame);
       },
       onError(frame) {
+        forgetRun(key);
         if (current !== token) return;
         setRunning(false);
-        const retry = frame.retry_after ? ` Try again in ${frame.retry_after} s.` : "";
-        setStatus(`Error: ${frame.message}${retry}`, true);
+        setStatus(`Error: ${errorText(frame)}`, true);
         root.dataset.state = "error";
+        if (frame.retry_after) countdown(frame);
       },
-    });
+    };
+    if (runId) {
+      root.dataset.runId = runId;
+      token.handle = socket.resume(runId, handlers);
+    } else {
+      token.handle = socket.start(config.demo, params, handlers);
+    }
+  }
+
+  /** Tick a rate limit's "try again in N s" down to zero, then say the demo is ready again. */
+  function countdown(frame) {
+    let left = Math.ceil(frame.retry_after);
+    const token = current;
+    const timer = setInterval(() => {
+      left -= 1;
+      if (current !== token || root.dataset.state !== "error") { clearInterval(timer); return; }
+      if (left <= 0) { clearInterval(timer); setStatus("Ready: you can run the demo again."); return; }
+      setStatus(`Error: ${errorText({ ...frame, retry_after: left })}`, true);
+    }, 1000);
   }
 
   form.addEventListener("submit", (e) => { e.preventDefault(); run(); });
@@ -86,6 +116,8 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
   });
   socket.connect();
   setRunning(false);
+  const stored = storedRun(key);
+  if (stored) plotly.then(() => follow(stored.params || {}, stored.runId));
   return { body, setStatus, plotly, run };
 }
 
@@ -111,4 +143,11 @@ export function numIn(input, name, min, max) {
   const v = Number(input.value);
   if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be a number from ${min} to ${max}.`);
   return v;
+}
+
+/** An error frame as one sentence for the status line ("… Try again in 12 s."). */
+export function errorText(frame) {
+  const message = String(frame.message || "the run failed").replace(/[.\s]+$/, "");
+  const retry = frame.retry_after ? ` Try again in ${Math.ceil(frame.retry_after)} s.` : "";
+  return `${message}.${retry}`;
 }

@@ -2,7 +2,7 @@
 // and tile by tile with an online softmax; shows they agree, which tiles a causal pass skips, and how the
 // N×N matrix outgrows a tile as the sequence gets longer.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, fixed } from "../calculators/ui.js";
 import { formatBytes } from "../calculators/formulas.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 
@@ -48,12 +48,12 @@ export function mount(root, config = {}) {
     out.set("diffSdpa", ev.max_abs_diff_sdpa.toExponential(2));
     out.set("scores", `${formatBytes(ev.naive_score_bytes)} (${ev.n_heads} heads × ${ev.n_tokens}²)`);
     out.set("tile", `${formatBytes(ev.tile_bytes)} (${ev.n_heads} heads × ${Math.min(ev.block_q, ev.n_tokens)}×${Math.min(ev.block_k, ev.n_tokens)})`);
-    out.set("ratio", `${(ev.naive_score_bytes / ev.tile_bytes).toFixed(1)}×`);
+    out.set("ratio", `${fixed(ev.naive_score_bytes / ev.tile_bytes, 1)}×`);
     out.set("tiles", `${ev.tiles_computed} / ${ev.tiles_skipped}`);
     out.set("times", `${fmtMs(ev.naive_time_s)} / ${fmtMs(ev.tiled_time_s)}`);
     const top = ev.last_row_weights.map((w, i) => [w, i]).sort((a, b) => b[0] - a[0]).slice(0, 3);
     weights.summary.textContent = `Layer ${ev.layer}, ${ev.dtype}: the two results differ by at most ${ev.max_abs_diff.toExponential(1)} ` +
-      `(rounding). The last token attends most to ${top.map(([w, i]) => `"${ev.tokens[i]}" (${(100 * w).toFixed(0)}%)`).join(", ")}.`;
+      `(rounding). The last token attends most to ${top.map(([w, i]) => `"${ev.tokens[i]}" (${fixed(100 * w, 0)}%)`).join(", ")}.`;
     const nb = Math.ceil(ev.n_tokens / ev.block_q);
     const kb = Math.ceil(ev.n_tokens / ev.block_k);
     const z = [];

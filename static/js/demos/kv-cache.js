@@ -5,7 +5,8 @@
 //   import { mount } from "/static/js/demos/kv-cache.js";
 //   mount(rootElement, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 
-import { getSocket, queueText } from "../ws-client.js";
+import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from "../ws-client.js";
+import { errorText } from "./course-demo-kit.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
@@ -105,8 +106,9 @@ export function mount(root, config = {}) {
     max: String(maxTokens), step: "1", required: true, value: String(defaults.max_new_tokens || 24) });
   const useCache = el("input", { id: `${id}-cache`, name: "use_cache", type: "checkbox" });
   useCache.checked = defaults.use_cache !== false;
-  const runBtn = el("button", { type: "submit", class: "ilab-kv__run", text: "Run" });
-  const stopBtn = el("button", { type: "button", class: "ilab-kv__stop", text: "Stop", disabled: true });
+  const runBtn = el("button", { type: "submit", class: "ilab-run ilab-kv__run", text: "Run" });
+  const stopBtn = el("button", { type: "button", class: "ilab-stop ilab-kv__stop", text: "Stop", disabled: true });
+  const key = runKey(root, config.demo || "kv-cache");
 
   const form = el("form", { "aria-label": "KV cache demo settings" },
     el("label", { for: `${id}-preset` }, "Preset", presetSel),
@@ -246,16 +248,22 @@ export function mount(root, config = {}) {
       setStatus(`Max new tokens must be between 1 and ${maxTokens}.`, true); maxNew.focus(); return;
     }
     await plotReady;
+    follow(params, null);
+  }
+
+  /** Start a run, or (runId given) resume one started before the page reloaded. */
+  function follow(params, runId) {
     runCount += 1;
     current = { number: runCount, useCache: params.use_cache, generated: 0, nPrompt: 0, replayed: false };
     const c = current;
     for (const k of ["ttft", "tpot", "tps", "kvTotal", "lastStep"]) setMetric(k, "–");
     setRunning(true);
-    setStatus("Queued…");
-    c.handle = socket.start(config.demo || "kv-cache", params, {
+    setStatus(runId ? "Picking up the run you started before the page reloaded…" : "Queued…");
+    const handlers = {
       onAccepted(frame) {
         c.replayed = Boolean(frame.replayed_from);
         root.dataset.runId = frame.run_id;
+        rememberRun(key, frame.run_id, params);
         setStatus(c.replayed ? "Replaying" : "Running…", false, c.replayed);
       },
       onQueued(frame) { if (current === c) { c.interrupted = true; setStatus(queueText(frame)); } },
@@ -268,6 +276,7 @@ export function mount(root, config = {}) {
         else if (ev.type === "run_finished") onFinished(ev);
       },
       onDone(frame) {
+        forgetRun(key);
         if (current !== c) return;
         setRunning(false);
         const s = frame.summary || {};
@@ -278,13 +287,26 @@ export function mount(root, config = {}) {
         root.dataset.state = frame.status === "cancelled" ? "cancelled" : "done";
       },
       onError(frame) {
+        forgetRun(key);
         if (current !== c) return;
         setRunning(false);
-        const retry = frame.retry_after ? ` Try again in ${frame.retry_after} s.` : "";
-        setStatus(`Error: ${frame.message}${retry}`, true);
+        setStatus(`Error: ${errorText(frame)}`, true);
         root.dataset.state = "error";
+        let left = Math.ceil(frame.retry_after || 0);
+        const timer = left > 0 ? setInterval(() => {
+          left -= 1;
+          if (current !== c || root.dataset.state !== "error") clearInterval(timer);
+          else if (left <= 0) { clearInterval(timer); setStatus("Ready: you can run the demo again."); }
+          else setStatus(`Error: ${errorText({ ...frame, retry_after: left })}`, true);
+        }, 1000) : null;
       },
-    });
+    };
+    if (runId) {
+      root.dataset.runId = runId;
+      c.handle = socket.resume(runId, handlers);
+    } else {
+      c.handle = socket.start(config.demo || "kv-cache", params, handlers);
+    }
   }
 
   form.addEventListener("submit", (e) => { e.preventDefault(); run(); });
@@ -299,6 +321,14 @@ export function mount(root, config = {}) {
   });
   socket.connect();
   setRunning(false);
+  const stored = storedRun(key);
+  if (stored) {
+    const p = stored.params || {};
+    if (typeof p.prompt === "string") prompt.value = p.prompt;
+    if (p.max_new_tokens) maxNew.value = String(p.max_new_tokens);
+    if (typeof p.use_cache === "boolean") useCache.checked = p.use_cache;
+    plotReady.then(() => follow(p, stored.runId));
+  }
   const api = { run, stop: () => stopBtn.click(), socket };
   root.ilabDemo = api; // for debugging and tests
   return api;

@@ -3,7 +3,7 @@
 // Everything drawn comes from the trace: kv_block events (allocated/shared/freed/cached/evicted) rebuild
 // the tables; batch_step events give fill levels and the slot counts.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, numberField, outputs, selectField } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
@@ -53,7 +53,7 @@ export function mount(root, config = {}) {
       if (ev.type === "batch_run_started") {
         s.bs = ev.block_size; s.nb = ev.num_blocks;
         out.set("preempt", "0");
-        out.set("per", `${(ev.kv_bytes_per_block / 1024).toFixed(0)} KiB (${ev.block_size} tokens × ${(ev.kv_bytes_per_token / 1024).toFixed(1)} KiB)`);
+        out.set("per", `${fixed(ev.kv_bytes_per_block / 1024, 0)} KiB (${ev.block_size} tokens × ${fixed(ev.kv_bytes_per_token / 1024, 1)} KiB)`);
         drawGrid();
       } else if (ev.type === "request_queued") {
         s.reqs[ev.request_id] = { id: ev.request_id, color: COLORS[s.order.length % COLORS.length], blocks: [],
@@ -75,10 +75,10 @@ export function mount(root, config = {}) {
         r.text = ev.text;
         drawTables();
       } else if (ev.type === "batch_run_finished") {
-        const m = ev.metrics;
-        log.textContent = `Whole run: paged cache left ${m.kv_waste_pct.toFixed(1)}% of its allocated slots unused on average; ` +
-          `reserving prompt + max new tokens contiguously would have left ${m.contiguous_request_max_waste_pct.toFixed(1)}% unused, ` +
-          `and reserving the model's full context ${m.contiguous_model_max_waste_pct.toFixed(1)}%.`;
+        const m = ev.metrics || {};
+        log.textContent = `Whole run: paged cache left ${fixed(m.kv_waste_pct, 1)}% of its allocated slots unused on average; ` +
+          `reserving prompt + max new tokens contiguously would have left ${fixed(m.contiguous_request_max_waste_pct, 1)}% unused, ` +
+          `and reserving the model's full context ${fixed(m.contiguous_model_max_waste_pct, 1)}%.`;
       }
     },
   });

@@ -2,7 +2,7 @@
 // whole prompt), the cost per token of each phase, and the achieved FLOP/s and bytes/s. Every number comes
 // from the run's trace. Publishes `ilab:measured` so a roofline calculator on the page can plot the run.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, fixed } from "../calculators/ui.js";
 import { formatDecimal } from "../calculators/formulas.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 
@@ -101,17 +101,17 @@ export function mount(root, config = {}) {
     const median = itl.length ? itl[Math.floor((itl.length - 1) / 2)] : NaN;
     out.set("tpot", fmtMs(s.tpot_s));
     out.set("itl", `${fmtMs(median)} / ${fmtMs(itl[itl.length - 1])}`);
-    out.set("prefillRate", s.prefill_tokens_per_s.toFixed(1));
-    out.set("decodeRate", s.decode_tokens_per_s.toFixed(2));
+    out.set("prefillRate", fixed(s.prefill_tokens_per_s, 1));
+    out.set("decodeRate", fixed(s.decode_tokens_per_s, 2));
     out.set("prefillFlops", formatDecimal(s.prefill_flops_per_s, "FLOP/s"));
     out.set("decodeBw", formatDecimal(s.decode_bytes_per_s, "B/s"));
-    out.set("intensity", `${s.prefill_intensity.toFixed(1)} / ${s.decode_intensity.toFixed(2)}`);
+    out.set("intensity", `${fixed(s.prefill_intensity, 1)} / ${fixed(s.decode_intensity, 2)}`);
     const prefillPer = (s.ttft_s / s.n_prompt_tokens) * 1000;
     const decodePer = s.tpot_s * 1000;
     steps.summary.textContent = `Prefill handled ${s.n_prompt_tokens} prompt tokens in one pass of ${fmtMs(s.ttft_s)}; ` +
       `each of the ${s.n_generated - 1} decode steps took ${fmtMs(s.tpot_s)} on average for a single token.`;
-    perToken.summary.textContent = `Per token, prefill cost ${prefillPer.toFixed(2)} ms and decode ${decodePer.toFixed(1)} ms: ` +
-      `${(decodePer / prefillPer).toFixed(1)}× more per token in decode, because every decode step streams all ` +
+    perToken.summary.textContent = `Per token, prefill cost ${fixed(prefillPer, 2)} ms and decode ${fixed(decodePer, 1)} ms: ` +
+      `${fixed(decodePer / prefillPer, 1)}× more per token in decode, because every decode step streams all ` +
       `${formatDecimal(s.weight_bytes, "B")} of weights for one token.`;
     const lastGbps = state.gbps.slice(1);
     rates.summary.textContent = `Decode moved a median ${formatDecimal(s.decode_bytes_per_s, "B/s")} at ${formatDecimal(s.decode_flops_per_s, "FLOP/s")}; ` +

@@ -2,7 +2,7 @@
 // cache. Each prompt is drawn as a strip of KV blocks — reused (shared from the cache) or computed — and
 // the time to first token of each question is compared across the two runs. Numbers come from the trace.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 
 export function mount(root, config = {}) {
@@ -58,8 +58,8 @@ export function mount(root, config = {}) {
         draw();
       } else if (ev.type === "batch_run_finished") {
         if (s.cur.cached) {
-          const m = ev.metrics;
-          out.set("hit", `${(100 * m.prefix_cache_hit_rate).toFixed(0)}% (${m.prefix_cache_hits} of ${m.prefix_cache_queries} prompt tokens)`);
+          const m = ev.metrics || {};
+          out.set("hit", `${fixed(100 * m.prefix_cache_hit_rate, 0)}% (${m.prefix_cache_hits} of ${m.prefix_cache_queries} prompt tokens)`);
           out.set("skipped", String(m.prefix_cache_hits));
         }
         summarize();

@@ -2,7 +2,7 @@
 // the activation outliers of the student's prompt, fp32 vs quantized generation token by token (divergences
 // marked), and bytes vs perplexity vs tokens/s for every format from the recorded quantize-report table.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtNum, numberField, outputs, selectField } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtNum, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 
 const FORMATS = [["int8", "int8 per-channel (weight-only)"], ["w8a8", "int8 weights × int8 activations (FBGEMM)"],
@@ -70,8 +70,8 @@ export function mount(root, config = {}) {
 
   function showLayer(ev) {
     layerOut.set("kernel", ev.kernel);
-    layerOut.set("bytes", `${fmtNum(ev.fp32_bytes / MiB)} MiB → ${fmtNum(ev.quant_bytes / MiB)} MiB (${(ev.fp32_bytes / ev.quant_bytes).toFixed(1)}× smaller)`);
-    layerOut.set("rmse", `${ev.rmse.toExponential(2)} (${(ev.rel_rmse * 100).toFixed(2)} % of the weights' RMS)`);
+    layerOut.set("bytes", `${fmtNum(ev.fp32_bytes / MiB)} MiB → ${fmtNum(ev.quant_bytes / MiB)} MiB (${fixed(ev.fp32_bytes / ev.quant_bytes, 1)}× smaller)`);
+    layerOut.set("rmse", `${ev.rmse.toExponential(2)} (${fixed(ev.rel_rmse * 100, 2)} % of the weights' RMS)`);
     layerOut.set("maxerr", ev.max_abs_error.toExponential(2));
     const centers = ev.hist_counts.map((_, i) => (ev.hist_edges[i] + ev.hist_edges[i + 1]) / 2);
     const lo = ev.hist_edges[0], hi = ev.hist_edges[ev.hist_edges.length - 1];
@@ -90,7 +90,7 @@ export function mount(root, config = {}) {
         yaxis: { title: { text: "output channel" }, autorange: "reversed" } }, PLOT_CONFIG);
     }
     hist.summary.textContent = `${grid.length} of the format's levels (red ticks, spaced by a typical group's scale ${ev.grid_scale.toExponential(2)}) ` +
-      `fall inside the weights' range ${lo.toFixed(3)} … ${hi.toFixed(3)}; every weight is rounded to one of them.`;
+      `fall inside the weights' range ${fixed(lo, 3)} … ${fixed(hi, 3)}; every weight is rounded to one of them.`;
     heat.summary.textContent = `Errors are largest where a group's scale is large: one big weight widens the grid for its whole group. ` +
       `Largest error here ${ev.max_abs_error.toExponential(2)}.`;
   }
@@ -107,7 +107,7 @@ export function mount(root, config = {}) {
     const total = ev.outliers_per_layer_mlp.reduce((a, b) => a + b, 0) + ev.outliers_per_layer_attn.reduce((a, b) => a + b, 0);
     const maxA = Math.max(...ev.channel_absmax);
     outl.summary.textContent = `${total} channel-layer pairs exceed ${ev.threshold} in magnitude; LLM.int8() keeps exactly those columns in floating point. ` +
-      `In layer ${ev.layer}'s ${ev.projection} input the largest channel reaches ${maxA.toFixed(2)} (channels ${ev.top_channels.slice(0, 3).join(", ")} lead).`;
+      `In layer ${ev.layer}'s ${ev.projection} input the largest channel reaches ${fixed(maxA, 2)} (channels ${ev.top_channels.slice(0, 3).join(", ")} lead).`;
   }
 
   function showToken(ev) {
@@ -122,7 +122,7 @@ export function mount(root, config = {}) {
   function showSummary(s) {
     runOut.set("agree", `${Math.round(s.agreement * 100)} % of ${s.n_generated} tokens`);
     runOut.set("first", s.first_divergence < 0 ? "none: identical text" : `step ${s.first_divergence}`);
-    runOut.set("speed", `${s.fp32_decode_tokens_per_s.toFixed(1)} / ${s.quant_decode_tokens_per_s.toFixed(1)} (shared CPU; kernel ${s.kernels.join(", ")})`);
+    runOut.set("speed", `${fixed(s.fp32_decode_tokens_per_s, 1)} / ${fixed(s.quant_decode_tokens_per_s, 1)} (shared CPU; kernel ${s.kernels.join(", ")})`);
     runOut.set("stream", `${fmtNum(s.fp32_matmul_bytes / MiB)} MiB → ${fmtNum(s.quant_matmul_bytes / MiB)} MiB`);
   }
 
@@ -131,9 +131,9 @@ export function mount(root, config = {}) {
     tradeTable.replaceChildren(el("caption", { text: `Recorded: ${ev.source}` }),
       el("tr", {}, ...["format", "weights MiB", "perplexity", "KL vs fp32", "decode tok/s", "kernel"].map((h) => el("th", { scope: "col", text: h }))),
       ...rows.map((r) => el("tr", { "data-current": r.format === state.fmt ? "true" : null },
-        el("th", { scope: "row", text: r.format }), el("td", { text: (r.matmul_weight_bytes / MiB).toFixed(1) }),
-        el("td", { text: r.perplexity.toFixed(2) }), el("td", { text: r.kl_vs_fp32.toFixed(4) }),
-        el("td", { text: r.decode_tokens_per_s.toFixed(1) }), el("td", { text: r.kernels.join(", ") }))));
+        el("th", { scope: "row", text: r.format }), el("td", { text: fixed(r.matmul_weight_bytes / MiB, 1) }),
+        el("td", { text: fixed(r.perplexity, 2) }), el("td", { text: fixed(r.kl_vs_fp32, 4) }),
+        el("td", { text: fixed(r.decode_tokens_per_s, 1) }), el("td", { text: r.kernels.join(", ") }))));
     if (!rows.length) { trade.summary.textContent = "No recorded table on this server."; return; }
     const maxSpeed = Math.max(...rows.map((r) => r.decode_tokens_per_s));
     if (Plotly) {
@@ -147,8 +147,8 @@ export function mount(root, config = {}) {
     }
     const fp = rows.find((r) => r.format === "fp32");
     const best = [...rows].sort((a, b) => b.decode_tokens_per_s - a.decode_tokens_per_s)[0];
-    trade.summary.textContent = fp ? `fp32 streams ${(fp.matmul_weight_bytes / MiB).toFixed(0)} MiB per token at ${fp.decode_tokens_per_s.toFixed(1)} tok/s; ` +
-      `the fastest format, ${best.format}, streams ${(best.matmul_weight_bytes / MiB).toFixed(0)} MiB at ${best.decode_tokens_per_s.toFixed(1)} tok/s with perplexity ${best.perplexity.toFixed(2)} vs ${fp.perplexity.toFixed(2)}.` : "";
+    trade.summary.textContent = fp ? `fp32 streams ${fixed(fp.matmul_weight_bytes / MiB, 0)} MiB per token at ${fixed(fp.decode_tokens_per_s, 1)} tok/s; ` +
+      `the fastest format, ${best.format}, streams ${fixed(best.matmul_weight_bytes / MiB, 0)} MiB at ${fixed(best.decode_tokens_per_s, 1)} tok/s with perplexity ${fixed(best.perplexity, 2)} vs ${fixed(fp.perplexity, 2)}.` : "";
   }
   return shell;
 }

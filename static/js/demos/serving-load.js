@@ -2,7 +2,7 @@
 // tokens over time (throughput), a timeline per request (queueing, first token, decode), TTFT/TPOT/ITL
 // percentiles, goodput against your latency targets, and a table comparing your runs.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, numIn } from "./course-demo-kit.js";
 
 export function mount(root, config = {}) {
@@ -48,7 +48,7 @@ export function mount(root, config = {}) {
       if (ev.type === "load_step") {
         state.t.push(ev.t_s);
         state.n.push(ev.tokens_total);
-        tokens.summary.textContent = `${ev.tokens_total} tokens after ${ev.t_s.toFixed(1)} s; ${ev.n_running} running, ${ev.n_waiting} waiting.`;
+        tokens.summary.textContent = `${ev.tokens_total} tokens after ${fixed(ev.t_s, 1)} s; ${ev.n_running} running, ${ev.n_waiting} waiting.`;
         // New arrays each time: Plotly.react skips redrawing data arrays it has already seen.
         if (Plotly) Plotly.react(tokens.chart, [{ x: [...state.t], y: [...state.n], mode: "lines+markers", line: { shape: "hv" },
           hovertemplate: "%{x:.2f} s: %{y} tokens<extra></extra>" }], tokensLayout());
@@ -61,15 +61,15 @@ export function mount(root, config = {}) {
       } else if (ev.type === "load_summary") {
         out.set("mode", ev.mode === "batched" ? "Batched" : "Sequential");
         note.textContent = `How the requests ran: ${ev.note}.`;
-        out.set("throughput", `${ev.throughput_tokens_per_s.toFixed(2)} tokens/s`);
-        out.set("goodput", `${ev.goodput_requests_per_s.toFixed(3)} req/s (of ${ev.requests_per_s.toFixed(3)})`);
+        out.set("throughput", `${fixed(ev.throughput_tokens_per_s, 2)} tokens/s`);
+        out.set("goodput", `${fixed(ev.goodput_requests_per_s, 3)} req/s (of ${fixed(ev.requests_per_s, 3)})`);
         out.set("ttft", `${fmtMs(ev.ttft_p50_s)} / ${fmtMs(ev.ttft_p90_s)}`);
         out.set("tpot", fmtMs(ev.tpot_p50_s));
         out.set("itl", `${fmtMs(ev.itl_p50_s)} / ${fmtMs(ev.itl_p90_s)}`);
-        out.set("wall", `${ev.wall_s.toFixed(2)} s`);
+        out.set("wall", `${fixed(ev.wall_s, 2)} s`);
         runs.querySelector("tbody").append(el("tr", {}, el("td", { text: String(runNo) }), el("td", { text: ev.mode }),
-          el("td", { text: `${ev.n_requests} × ${state.params.max_new_tokens}` }), el("td", { text: ev.throughput_tokens_per_s.toFixed(2) }),
-          el("td", { text: ev.goodput_requests_per_s.toFixed(3) }), el("td", { text: fmtMs(ev.ttft_p50_s) }), el("td", { text: fmtMs(ev.tpot_p50_s) })));
+          el("td", { text: `${ev.n_requests} × ${state.params.max_new_tokens}` }), el("td", { text: fixed(ev.throughput_tokens_per_s, 2) }),
+          el("td", { text: fixed(ev.goodput_requests_per_s, 3) }), el("td", { text: fmtMs(ev.ttft_p50_s) }), el("td", { text: fmtMs(ev.tpot_p50_s) })));
       }
     },
   });
@@ -91,8 +91,8 @@ export function mount(root, config = {}) {
   }
   function drawTimeline() {
     const rs = [...state.reqs].sort((a, b) => a.request_id - b.request_id);
-    timeline.summary.textContent = rs.map((r) => `request ${r.request_id}: arrived ${r.arrival_s.toFixed(1)} s, first token ` +
-      `${r.first_token_s.toFixed(1)} s, done ${r.end_s.toFixed(1)} s`).join("; ") + ".";
+    timeline.summary.textContent = rs.map((r) => `request ${r.request_id}: arrived ${fixed(r.arrival_s, 1)} s, first token ` +
+      `${fixed(r.first_token_s, 1)} s, done ${fixed(r.end_s, 1)} s`).join("; ") + ".";
     if (!Plotly) return;
     const y = rs.map((r) => `#${r.request_id}`);
     Plotly.react(timeline.chart, [

@@ -190,7 +190,7 @@ export function mount(root, config = {}) {
   }
 
   function onFinished(ev) {
-    const m = ev.metrics;
+    const m = ev.metrics || {};
     out.set("perPass", fmt(m.mean_accept_length));
     out.set("passPerTok", fmt(m.target_forwards_per_token));
     out.set("draftCost", m.draft_forwards ? `${fmt(m.draft_ms_per_forward, 1)} ms / ${fmt(m.verify_ms_per_forward, 1)} ms`
