@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.staticfiles import finders
-from django.db.models import Prefetch
+from django.db.models import Count, Prefetch
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.templatetags.static import static
@@ -28,6 +28,7 @@ class ModuleCard:
     module: Module
     completed: bool
     best_score: int | None
+    question_count: int
     prerequisites: list[dict]
     narration_minutes: int | None
 
@@ -62,6 +63,7 @@ def _prerequisite_info(module: Module, by_slug: dict[str, Module], progress: dic
 def course_index(request):
     learner = tracking.Learner.from_request(request)
     modules = list(_visible_modules(request).in_course_order().select_related("narration")
+                   .annotate(question_count=Count("questions"))
                    .defer("source", "html", "outline", "cues", "demos"))
     progress = tracking.progress_by_module(learner)
     by_slug = {m.slug: m for m in modules}
@@ -74,20 +76,30 @@ def course_index(request):
             module=module,
             completed=bool(entry and entry.completed),
             best_score=entry.best_score if entry else None,
+            question_count=module.question_count,
             prerequisites=_prerequisite_info(module, by_slug, progress),
             narration_minutes=_narration_minutes(module),
         ))
     visible = {m.pk: m for m in modules}
     mine = [p for p in progress.values() if p.module_id in visible]
-    resume = max(mine, key=lambda p: p.visited_at, default=None)
-    resume_module = visible[resume.module_id] if resume else None
     done = sum(1 for p in mine if p.completed)
     return render(request, "courseapp/index.html", {
         "tracks": [t for t in tracks.values() if t["cards"]],
-        "resume": resume_module,
+        "resume": _resume_module(modules, mine),
         "completed_count": done,
         "module_count": len(modules),
     })
+
+
+def _resume_module(modules: list[Module], mine: list) -> Module | None:
+    """The module to carry on with: the last one visited, or, when that one is complete, the first
+    incomplete module after it in course order (None when there is nothing left to carry on with)."""
+    last = max(mine, key=lambda p: p.visited_at, default=None)
+    if last is None:
+        return None
+    completed = {p.module_id for p in mine if p.completed}
+    start = next(i for i, m in enumerate(modules) if m.pk == last.module_id)
+    return next((m for m in modules[start:] if m.pk not in completed), None)
 
 
 def _module_or_404(request, slug: str) -> Module:
@@ -161,6 +173,24 @@ def _resume_section(module: Module, progress) -> dict | None:
     return next((item for item in module.outline if item["id"] == progress.last_section), None)
 
 
+def _narration_progress(narration) -> str:
+    """How far a narration being generated has got, for the student ("queued", "40% done"), else ""."""
+    if narration is None or not narration.is_busy:
+        return ""
+    if narration.status == narration.Status.RUNNING and narration.progress > 0:
+        return f"{round(narration.progress * 100)}% done"
+    return "queued" if narration.status == narration.Status.PENDING else "starting"
+
+
+def _outline_parts(outline: list[dict], lesson_after: str) -> dict:
+    """The table of contents split around the quiz, so "Check yourself" is listed where the quiz is."""
+    after_ids = {item["id"] for item in outline if f'id="{item["id"]}"' in lesson_after}
+    return {
+        "outline_before": [item for item in outline if item["id"] not in after_ids],
+        "outline_after": [item for item in outline if item["id"] in after_ids],
+    }
+
+
 def module_context(request, module: Module, result: QuizResult | None = None, *, seed: int | None = None,
                    quiz_error: str = "") -> dict:
     """`seed` orders the quiz's choices: a graded or refused attempt keeps the order the student saw;
@@ -183,7 +213,7 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
         "module": module,
         "lesson_before": lesson_before,
         "lesson_after": lesson_after,
-        "outline": module.outline,
+        **_outline_parts(module.outline, lesson_after),
         "prerequisites": prerequisites,
         "missing_prerequisites": [p for p in prerequisites if not p["completed"]],
         "previous": previous,
@@ -198,6 +228,7 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
         "quiz_total": len(questions),
         "narration": narration if narration is not None and narration.is_ready else None,
         "narration_busy": narration is not None and narration.is_busy,
+        "narration_progress": _narration_progress(narration),
         "resume_position": mine.audio_position if mine else 0.0,
         "resume_section": _resume_section(module, mine),
         "autoplay": autoplay,

@@ -62,6 +62,20 @@ export function initPlayer(section) {
   controls.hidden = false;
   document.body.classList.add("narration-ready");
 
+  // One row by default (a phone keeps its screen for the lesson); "More" shows speed, volume and options.
+  const expand = controls.querySelector(".player-expand");
+  const setCollapsed = (collapsed) => {
+    section.classList.toggle("is-collapsed", collapsed);
+    expand.setAttribute("aria-expanded", String(!collapsed));
+    expand.textContent = collapsed ? "More" : "Less";
+  };
+  setCollapsed(true);
+  expand.addEventListener("click", () => setCollapsed(!section.classList.contains("is-collapsed")));
+  // Headings jumped to land below the sticky player (CSS scroll-margin-top reads --player-height).
+  const publishHeight = () => document.documentElement.style.setProperty("--player-height", `${Math.ceil(section.offsetHeight)}px`);
+  if ("ResizeObserver" in window) new ResizeObserver(publishHeight).observe(section);
+  publishHeight();
+
   const duration = () => (Number.isFinite(audio.duration) && audio.duration > 0 ? audio.duration : Number(ui.seek.max) || 0);
 
   // --- Cues: highlight the paragraph being spoken -------------------------------------------

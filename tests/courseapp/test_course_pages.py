@@ -249,3 +249,65 @@ def test_module_with_a_quiz_is_completed_only_by_passing_it(client, course):
     assert "2/2 correct completes this module" in html
     client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
     assert ModuleProgress.objects.get(module__slug="intro").completed
+
+
+# --- Error pages, navigation to the demos, index details ---------------------------------------------
+
+def test_404_and_403_use_the_site_layout(client, course, settings):
+    settings.DEBUG = False
+    response = client.get("/no/such/page/")
+    html = response.content.decode()
+    assert response.status_code == 404
+    assert "Page not found" in html and 'class="site-header"' in html and "/no/such/page/" in html
+    assert 'rel="icon" href="/static/favicon.svg"' in html
+    response = client.get(reverse("courseapp:author_list"))  # students may not author
+    if response.status_code == 302:  # anonymous: to the login page; a student gets the 403
+        from django.contrib.auth.models import User
+        client.force_login(User.objects.create_user("learner", password="x-long-password-1"))
+        response = client.get(reverse("courseapp:author_list"))
+    assert response.status_code == 403
+    assert "You cannot open this page" in response.content.decode()
+    assert 'class="site-header"' in response.content.decode()
+
+
+def test_500_page_renders_without_a_request_or_database():
+    from django.template import loader
+
+    html = loader.get_template("500.html").render({})
+    assert "Something went wrong" in html and "/static/css/site.css" in html
+
+
+def test_demo_pages_share_the_site_navigation_and_link_to_their_lessons(client, course):
+    module = Module.objects.get(slug="intro")
+    module.demos = [{"name": "kv-cache", "props": {}}]
+    module.save()
+    index = client.get("/demos/").content.decode()
+    assert 'class="site-header"' in index and 'aria-current="page">Live demos' in index
+    assert f'Lesson: <a href="{module_url("intro")}">' in index
+    page = client.get("/demos/kv-cache/").content.decode()
+    assert 'class="site-header"' in page and f'<a href="{module_url("intro")}">Introduction to inference</a>' in page
+    assert 'href="/demos/"' in client.get("/").content.decode()  # the course links to the demos
+
+
+def test_index_shows_score_out_of_total_and_resumes_at_the_next_unfinished_module(client, course):
+    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1"]})
+    html = client.get("/").content.decode()
+    assert "Best quiz score 1/2" in html
+    assert "Resume where you left off: Intro" in html  # visited, not finished
+    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    html = client.get("/").content.decode()
+    assert "Best quiz score 2/2" in html
+    assert "Resume where you left off: Caching" in html  # intro is done: carry on with the next one
+
+
+def test_outline_lists_check_yourself_where_the_quiz_is(client, course):
+    module = Module.objects.get(slug="intro")
+    module.outline = [{"id": "one", "text": "One", "level": 2}, {"id": "sources", "text": "Sources", "level": 2}]
+    from courseapp.models import QUIZ_MARKER
+
+    module.html = '<h2 id="one">One</h2><p>x</p>' + QUIZ_MARKER + '<h2 id="sources">Sources</h2>'
+    module.save()
+    html = client.get(module_url("intro")).content.decode()
+    start = html.index('class="outline"')
+    nav = html[start:html.index("</nav>", start)]
+    assert nav.index('href="#one"') < nav.index('href="#quiz"') < nav.index('href="#sources"')

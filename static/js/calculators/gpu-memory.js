@@ -57,7 +57,7 @@ export function mount(root, props = {}) {
     Plotly.react(chart.chart, [{ type: "bar", x: all.map(({ g: gg }) => gg.label), y: all.map(({ r: rr }) => rr.decodeTokensPerS),
       text: all.map(({ r: rr }) => `${rr.nGpus} GPU${rr.nGpus > 1 ? "s" : ""}`), textposition: "outside",
       hovertemplate: "%{x}: %{y:.0f} tokens/s (%{text})<extra></extra>" }],
-    { ...BASE_LAYOUT, title: { text: `Decode ceiling at batch 1, ${p.toUpperCase()} weights split over the GPUs needed` },
+    { ...BASE_LAYOUT, title: { text: `Decode ceiling at batch 1<br><sub>${p.toUpperCase()} weights, split over the GPUs needed</sub>` },
       xaxis: { automargin: true, tickangle: -30 }, yaxis: { title: { text: "tokens/s (upper bound)" } } }, PLOT_CONFIG);
     Plotly.react(memChart.chart, [{ type: "bar", x: perPrecision.map(({ k }) => k.toUpperCase()), y: perPrecision.map(({ bytes }) => bytes / GB),
       hovertemplate: "%{x}: %{y:.1f} GB<extra></extra>", name: "weights" }],

@@ -4,17 +4,18 @@
 
 const STYLE_ID = "ilab-calc-style";
 const CSS = `
-.ilab-calc { border: 1px solid #d0d7de; border-radius: 8px; padding: 1rem; margin: 1rem 0; background: #fff; }
+.ilab-calc { border: 1px solid #d0d7de; border-radius: 8px; padding: 1rem; margin: 1rem 0; background: #fff; max-width: 100%; min-width: 0; }
+.ilab-calc input, .ilab-calc select, .ilab-calc textarea { max-width: 100%; min-width: 0; }
 .ilab-calc h3 { margin-top: 0; font-size: 1.05rem; }
-.ilab-calc fieldset { border: 0; padding: 0; margin: 0; display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: .7rem; align-items: end; }
+.ilab-calc fieldset { border: 0; padding: 0; margin: 0; min-width: 0; display: grid; grid-template-columns: repeat(auto-fit, minmax(min(190px, 100%), 1fr)); gap: .7rem; align-items: end; }
 .ilab-calc legend { font-weight: 600; margin-bottom: .4rem; }
 .ilab-calc label { display: flex; flex-direction: column; gap: .25rem; font-weight: 600; font-size: .9rem; }
 .ilab-calc label.ilab-calc__check { flex-direction: row; align-items: center; gap: .45rem; }
 .ilab-calc input, .ilab-calc select, .ilab-calc textarea { font: inherit; padding: .3rem; }
 .ilab-calc textarea { min-height: 3rem; }
 .ilab-calc .ilab-calc__wide { grid-column: 1 / -1; }
-.ilab-calc button { font: inherit; padding: .45rem 1.1rem; border-radius: 6px; border: 1px solid #14213d; cursor: pointer; background: #14213d; color: #fff; }
-.ilab-calc button[data-secondary] { background: #fff; color: #14213d; }
+.ilab-calc button, .ilab-run, .ilab-stop { font: inherit; padding: .45rem 1.1rem; border-radius: 6px; border: 1px solid #14213d; cursor: pointer; background: #14213d; color: #fff; }
+.ilab-calc button[data-secondary], .ilab-stop { background: #fff; color: #14213d; }
 .ilab-calc button:disabled { opacity: .5; cursor: not-allowed; }
 .ilab-calc__out { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: .4rem; margin: .8rem 0; }
 .ilab-calc__out div { background: #f6f8fa; border-radius: 6px; padding: .35rem .5rem; }
@@ -24,8 +25,13 @@ const CSS = `
 .ilab-calc th small { font-weight: 400; color: #555; }
 .ilab-calc th, .ilab-calc td { border-bottom: 1px solid #e5e7eb; padding: .3rem .5rem; text-align: right; }
 .ilab-calc th:first-child, .ilab-calc td:first-child { text-align: left; }
-.ilab-calc__chart { min-height: 320px; }
-.ilab-calc__charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(360px, 1fr)); gap: .75rem; }
+.ilab-calc__chart { min-height: 320px; max-width: 100%; position: relative; }
+.ilab-calc__charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(360px, 100%), 1fr)); gap: .75rem; }
+.ilab-calc__charts > *, .ilab-calc figure { min-width: 0; margin: 0; }
+.ilab-calc__chart[data-empty="true"] > * { visibility: hidden; }
+.ilab-calc__chart[data-empty="true"]::before, .ilab-kv__chart[data-empty="true"]::before {
+  content: "Run the demo to draw this chart."; position: absolute; inset: 0; display: grid; place-items: center;
+  color: #555; background: #f6f8fa; border: 1px dashed #c4cad1; border-radius: 6px; font-size: .95rem; }
 .ilab-calc__summary { font-size: .9rem; color: #333; }
 .ilab-calc__status { min-height: 1.3em; color: #444; }
 .ilab-calc__status.is-error { color: #b00020; font-weight: 600; }
@@ -110,12 +116,12 @@ export function chartBlock(ariaLabel) {
 
 let plotlyPromise = null;
 export function ensurePlotly(url) {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (window.Plotly) return Promise.resolve(markEmptyCharts(window.Plotly));
   if (!plotlyPromise) {
     plotlyPromise = new Promise((resolve, reject) => {
       const s = document.createElement("script");
       s.src = url || new URL("../../vendor/plotly.min.js", import.meta.url).href;
-      s.onload = () => resolve(window.Plotly);
+      s.onload = () => resolve(markEmptyCharts(window.Plotly));
       s.onerror = () => reject(new Error("could not load the chart library"));
       document.head.appendChild(s);
     });
@@ -123,8 +129,29 @@ export function ensurePlotly(url) {
   return plotlyPromise;
 }
 
-export const PLOT_CONFIG = { responsive: true, displaylogo: false };
-export const BASE_LAYOUT = { margin: { l: 70, r: 15, t: 40, b: 50 }, font: { size: 12 } };
+// No mode bar: on a narrow chart it covers the title (drag still zooms, a double click resets).
+export const PLOT_CONFIG = { responsive: true, displaylogo: false, displayModeBar: false };
+export const BASE_LAYOUT = { margin: { l: 60, r: 15, t: 56, b: 50 }, font: { size: 12 } };
+
+function hasPoints(trace) {
+  return ["x", "y", "z", "values"].some((k) => Array.isArray(trace[k]) && trace[k].length > 0);
+}
+
+/** After every draw, mark a chart with no data points `data-empty` so CSS shows "Run the demo…" instead
+ * of bare 0–4 axes. Wraps the Plotly calls the pages use; returns Plotly. */
+function markEmptyCharts(Plotly) {
+  if (!Plotly || Plotly.ilabMarksEmpty) return Plotly;
+  for (const name of ["newPlot", "react", "extendTraces", "addTraces", "deleteTraces"]) {
+    const original = Plotly[name];
+    Plotly[name] = (gd, ...rest) => {
+      const mark = () => { gd.dataset.empty = String(!(gd.data || []).some(hasPoints)); return gd; };
+      const result = original.call(Plotly, gd, ...rest);
+      return result && typeof result.then === "function" ? result.then(mark) : mark();
+    };
+  }
+  Plotly.ilabMarksEmpty = true;
+  return Plotly;
+}
 
 /** Parse a container's data-props JSON (the renderer writes it); {} when absent or malformed. */
 export function readProps(container) {

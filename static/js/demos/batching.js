@@ -121,8 +121,10 @@ export function mount(root, config = {}) {
         return `${id} waited ${waited}${held ? `, held a finished slot ${held}` : ""}`;
       }).join("; "));
     });
-    layout.annotations.push({ text: "grey waiting · orange prefill · blue decode · pink finished but holding its slot", xref: "paper",
-      yref: "paper", x: 0, y: -0.12, showarrow: false, xanchor: "left", font: { size: 11 } });
+    // The colour key sits between the title and the plot, never on the x-axis ticks.
+    layout.margin = { ...BASE_LAYOUT.margin, t: 84 };
+    layout.annotations.push({ text: "grey waiting · orange prefill · blue decode<br>pink finished but holding its slot", xref: "paper",
+      yref: "paper", x: 0, y: 1, yanchor: "bottom", yshift: 6, showarrow: false, xanchor: "left", align: "left", font: { size: 11 } });
     Plotly.react(gantt.chart, traces, layout, PLOT_CONFIG);
     gantt.summary.textContent = lines.join(". ");
     const occTraces = s.runs.map((run) => ({ x: run.steps.map((e) => e.step), y: run.steps.map((e) => e.entries.length),

@@ -66,11 +66,11 @@ export function mount(root, config = {}) {
       `${ev.tiles_skipped} skipped because every key in them comes after every query (causal mask).`;
     if (!Plotly) return;
     Plotly.react(weights.chart, [{ type: "bar", x: ev.tokens.map((t, i) => `${i}:${t}`), y: ev.last_row_weights,
-      hovertemplate: "%{x}: %{y:.3f}<extra></extra>" }], { ...BASE_LAYOUT, title: { text: `Attention of the last token (layer ${ev.layer}, mean over ${ev.n_heads} heads)` },
+      hovertemplate: "%{x}: %{y:.3f}<extra></extra>" }], { ...BASE_LAYOUT, title: { text: `Attention of the last token<br><sub>layer ${ev.layer}, mean over ${ev.n_heads} heads</sub>` },
       xaxis: { title: { text: "position:token" }, tickangle: -45, automargin: true }, yaxis: { title: { text: "weight" }, rangemode: "tozero" } }, PLOT_CONFIG);
     Plotly.react(grid.chart, [{ type: "heatmap", z, colorscale: [[0, "#eeeeee"], [1, "#1f77b4"]], showscale: false, xgap: 2, ygap: 2,
       hovertemplate: "query block %{y}, key block %{x}: %{z}<extra>1 = computed</extra>" }],
-    { ...BASE_LAYOUT, title: { text: "Tiles computed (blue) and skipped (grey)" }, xaxis: { title: { text: "key block" }, dtick: 1 },
+    { ...BASE_LAYOUT, title: { text: "Tiles computed and skipped<br><sub>blue: computed · grey: skipped</sub>" }, xaxis: { title: { text: "key block" }, dtick: 1 },
       yaxis: { title: { text: "query block" }, autorange: "reversed", dtick: 1 } }, PLOT_CONFIG);
   }
 
@@ -87,7 +87,7 @@ export function mount(root, config = {}) {
       { x: ev.n, y: ev.tiled_traffic_bytes, name: "tiled: memory traffic", mode: "lines", line: { color: "#1f77b4", dash: "dot", width: 3 } },
     ];
     const shapes = lastN ? [{ type: "line", x0: lastN, x1: lastN, yref: "paper", y0: 0, y1: 1, line: { color: "#555", dash: "dash" } }] : [];
-    Plotly.react(curve.chart, traces, { ...BASE_LAYOUT, title: { text: "As the sequence grows (one head, one layer)" }, shapes,
+    Plotly.react(curve.chart, traces, { ...BASE_LAYOUT, title: { text: "As the sequence grows<br><sub>one head, one layer</sub>" }, shapes,
       xaxis: { title: { text: "sequence length N (dashed: your prompt)" }, type: "log", exponentformat: "SI" },
       yaxis: { title: { text: "bytes" }, type: "log", exponentformat: "SI" },
       legend: { orientation: "h", y: -0.3 } }, PLOT_CONFIG);

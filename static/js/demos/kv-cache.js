@@ -6,6 +6,7 @@
 //   mount(rootElement, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 
 import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from "../ws-client.js";
+import { BASE_LAYOUT, PLOT_CONFIG, ensurePlotly } from "../calculators/ui.js";
 import { errorText } from "./course-demo-kit.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
@@ -14,7 +15,7 @@ const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
 const CSS = `
 .ilab-kv { border: 1px solid #d0d7de; border-radius: 8px; padding: 1rem; background: #fff; margin: 1rem 0; }
-.ilab-kv form { display: grid; grid-template-columns: repeat(auto-fit, minmax(200px, 1fr)); gap: .75rem; align-items: end; }
+.ilab-kv form { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(200px, 100%), 1fr)); gap: .75rem; align-items: end; }
 .ilab-kv label { display: flex; flex-direction: column; gap: .25rem; font-weight: 600; font-size: .9rem; }
 .ilab-kv label.ilab-kv__check { flex-direction: row; align-items: center; gap: .5rem; }
 .ilab-kv textarea { grid-column: 1 / -1; min-height: 3.2rem; font: inherit; padding: .4rem; }
@@ -31,12 +32,13 @@ const CSS = `
 .ilab-kv__text .p { color: #666; }
 .ilab-kv__text .t { background: #dbeafe; border-radius: 2px; }
 .ilab-kv__text .t.new { background: #93c5fd; }
-.ilab-kv__metrics { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: .4rem; margin: .6rem 0; }
+.ilab-kv__metrics { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(150px, 100%), 1fr)); gap: .4rem; margin: .6rem 0; }
 .ilab-kv__metrics div { background: #f6f8fa; border-radius: 6px; padding: .35rem .5rem; }
 .ilab-kv__metrics dt { font-size: .75rem; color: #555; }
 .ilab-kv__metrics dd { margin: 0; font-weight: 600; font-variant-numeric: tabular-nums; }
-.ilab-kv__charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(380px, 1fr)); gap: .75rem; }
-.ilab-kv__chart { min-height: 320px; }
+.ilab-kv__charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(380px, 100%), 1fr)); gap: .75rem; }
+.ilab-kv__chart { min-height: 320px; min-width: 0; max-width: 100%; position: relative; }
+.ilab-kv__chart[data-empty="true"] > * { visibility: hidden; }
 `;
 
 function injectStyle() {
@@ -45,21 +47,6 @@ function injectStyle() {
   style.id = STYLE_ID;
   style.textContent = CSS;
   document.head.appendChild(style);
-}
-
-let plotlyPromise = null;
-function ensurePlotly(url) {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!plotlyPromise) {
-    plotlyPromise = new Promise((resolve, reject) => {
-      const s = document.createElement("script");
-      s.src = url || new URL("../../vendor/plotly.min.js", import.meta.url).href;
-      s.onload = () => resolve(window.Plotly);
-      s.onerror = () => reject(new Error("could not load the chart library"));
-      document.head.appendChild(s);
-    });
-  }
-  return plotlyPromise;
 }
 
 function el(tag, attrs = {}, ...children) {
@@ -155,17 +142,17 @@ export function mount(root, config = {}) {
   let timeTraces = 0;
   const plotReady = ensurePlotly(config.plotlyUrl).then((P) => {
     Plotly = P;
-    const base = { margin: { l: 60, r: 10, t: 40, b: 45 }, font: { size: 12 } };
+    const base = { ...BASE_LAYOUT, margin: { l: 60, r: 10, t: 56, b: 45 } };
     Plotly.newPlot(kvChart, [], {
       ...base, title: { text: "KV cache size, stacked by layer" },
       xaxis: { title: { text: "token position" } }, yaxis: { title: { text: "bytes" }, rangemode: "tozero" },
       showlegend: false,
-    }, { responsive: true, displaylogo: false });
+    }, PLOT_CONFIG);
     Plotly.newPlot(timeChart, [], {
       ...base, title: { text: "Time per step" },
       xaxis: { title: { text: "step (0 = prefill)" } }, yaxis: { title: { text: "ms" }, rangemode: "tozero" },
       legend: { orientation: "h", y: -0.25 },
-    }, { responsive: true, displaylogo: false });
+    }, PLOT_CONFIG);
   }).catch((err) => setStatus(`Charts unavailable: ${err.message}`, true));
 
   function setStatus(msg, isError = false, replayed = false) {

@@ -89,7 +89,7 @@ export function mount(root, config = {}) {
   }
 
   function stepLayout() {
-    return { ...BASE_LAYOUT, title: { text: "Time per forward pass (red: prefill, blue: decode)" },
+    return { ...BASE_LAYOUT, title: { text: "Time per forward pass<br><sub>red: prefill · blue: decode</sub>" },
       xaxis: { title: { text: "step (0 = prefill)" }, tickformat: "d", dtick: 1 }, yaxis: { title: { text: "ms" }, rangemode: "tozero" } };
   }
   function perTokenLayout() {

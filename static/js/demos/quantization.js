@@ -101,7 +101,7 @@ export function mount(root, config = {}) {
       Plotly.react(outl.chart, [
         { type: "bar", x: layers, y: ev.outliers_per_layer_attn, name: "into wqkv" },
         { type: "bar", x: layers, y: ev.outliers_per_layer_mlp, name: "into w_down" },
-      ], { ...BASE_LAYOUT, barmode: "group", title: { text: `Input channels with |x| > ${ev.threshold} for your prompt` },
+      ], { ...BASE_LAYOUT, barmode: "group", title: { text: `Outlier input channels<br><sub>|x| > ${ev.threshold} for your prompt</sub>` },
         xaxis: { title: { text: "layer" }, dtick: 2 }, yaxis: { title: { text: "outlier channels" } }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
     }
     const total = ev.outliers_per_layer_mlp.reduce((a, b) => a + b, 0) + ev.outliers_per_layer_attn.reduce((a, b) => a + b, 0);
@@ -142,7 +142,7 @@ export function mount(root, config = {}) {
         marker: { size: rows.map((r) => 10 + 30 * r.decode_tokens_per_s / maxSpeed), color: rows.map((r) => (r.format === state.fmt ? "#d62728" : "#1f77b4")), opacity: 0.7 },
         customdata: rows.map((r) => r.decode_tokens_per_s),
         hovertemplate: "%{text}: %{x:.0f} MiB, perplexity %{y:.2f}, %{customdata:.1f} tok/s<extra></extra>" }],
-      { ...BASE_LAYOUT, title: { text: "Bytes streamed per token vs perplexity (bigger marker = faster decode)" },
+      { ...BASE_LAYOUT, title: { text: "Bytes per token vs perplexity<br><sub>bigger marker = faster decode</sub>" },
         xaxis: { title: { text: "matmul weights, MiB" }, type: "log" }, yaxis: { title: { text: "perplexity (held-out text)" } } }, PLOT_CONFIG);
     }
     const fp = rows.find((r) => r.format === "fp32");
