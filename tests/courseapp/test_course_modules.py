@@ -116,3 +116,18 @@ def test_figure_detector_sees_figures():
     assert FIGURE_RE.search("an H100 reads 3.35 TB/s")
     assert FIGURE_RE.search("about 2× faster")
     assert not FIGURE_RE.search("one token per forward pass")
+
+
+def test_glossary_is_in_alphabetical_order_and_each_entry_under_its_letter_range():
+    """The glossary says "Terms are in alphabetical order": each section's terms, and the sections themselves."""
+    text = (CONTENT / "glossary.md").read_text(encoding="utf-8")
+    terms = []
+    for match in re.finditer(r"^## ([A-Z])–([A-Z])\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M):
+        first, last, body = match.groups()
+        section = re.findall(r"^- \*\*(.+?)\*\*", body, flags=re.M)
+        assert section, f"empty section {first}–{last}"
+        for term in section:
+            assert first <= term[0].upper() <= last, f"{term!r} is not in {first}–{last}"
+        terms += section
+    assert len(terms) > 30
+    assert terms == sorted(terms, key=str.casefold)
