@@ -9,6 +9,11 @@ from django.conf import settings
 _DEFAULTS = {
     "DEMO_MAX_CONCURRENT_RUNS": 2,  # queued + running runs per user/session
     "DEMO_RUNS_PER_MINUTE": 12,  # started runs per user/session in any 60 s window
+    "DEMO_MAX_RUNS_PER_ADDRESS": 20,  # queued + running runs per client address (a classroom behind one NAT)
+    "DEMO_RUNS_PER_MINUTE_PER_ADDRESS": 60,  # started runs per client address in any 60 s window
+    "DEMO_MAX_QUEUED": 100,  # runs waiting for a worker, all visitors together; beyond it `busy`
+    "DEMO_DASHBOARD_SOCKETS_PER_ADDRESS": 4,  # open dashboard sockets per client address (per Daphne process)
+    "DEMO_REAPER_INTERVAL": 5.0,  # how often the server looks for runs whose worker died
     "DEMO_STALL_SECONDS": 3.0,  # quiet this long → the consumer checks the run's real state
     "DEMO_HEARTBEAT_INTERVAL": 1.0,  # the worker refreshes a run's heartbeat key this often
     "DEMO_HEARTBEAT_TTL": 5.0,  # a heartbeat key older than this means the worker is gone

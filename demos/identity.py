@@ -1,23 +1,59 @@
-"""Who owns a run: one string for a user, a session, or (without a session) a single connection."""
+"""Who owns a run: a user, an anonymous visitor's session, or (without a session) a single connection.
+
+Anonymous visitors are identified by a random token kept in their session, never by the session key:
+the key changes at login (Django cycles it) and must not be stored where staff can read it. The owner string
+is a keyed hash of the token, so a run started before logging in is still the visitor's after it (the token
+survives the key change; `owners_*` return both the user's and the token's owner), and `Run.owner` holds
+nothing that would let anyone take over the session.
+"""
 from __future__ import annotations
 
+import secrets
 import uuid
 
+from django.utils.crypto import salted_hmac
 
-def owner_for_request(request) -> str:
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
-        return f"u:{user.pk}"
-    return f"s:{request.session.session_key}"
+TOKEN_KEY = "demo_owner"
 
 
-def owner_for_scope(scope) -> str:
-    user = scope.get("user")
+def token_owner(token: str) -> str:
+    return "s:" + salted_hmac("demos.identity.owner", token).hexdigest()[:32]
+
+
+def ensure_token(session) -> str:
+    """The session's owner token, created on first use (the session is saved by the caller's middleware)."""
+    token = session.get(TOKEN_KEY)
+    if not isinstance(token, str) or not token:
+        token = session[TOKEN_KEY] = secrets.token_urlsafe(24)
+    return token
+
+
+def _owners(user, session) -> tuple[str, ...]:
+    token = session.get(TOKEN_KEY) if session is not None else None
+    anonymous = (token_owner(token),) if isinstance(token, str) and token else ()
     if user is not None and getattr(user, "is_authenticated", False):
-        return f"u:{user.pk}"
-    session = scope.get("session")
-    key = getattr(session, "session_key", None) if session is not None else None
-    if key:
-        return f"s:{key}"
+        return (f"u:{user.pk}", *anonymous)
+    return anonymous
+
+
+def owners_for_request(request) -> tuple[str, ...]:
+    """Every owner string this visitor's runs may carry; the first is the one new runs get."""
+    if not (user := getattr(request, "user", None)) or not user.is_authenticated:
+        ensure_token(request.session)
+    return _owners(getattr(request, "user", None), request.session)
+
+
+def owners_for_scope(scope) -> tuple[str, ...]:
+    """As `owners_for_request`, for a websocket (reads, and may save, the session: call from a thread)."""
+    user, session = scope.get("user"), scope.get("session")
+    if session is not None and getattr(session, "session_key", None):
+        if not (user is not None and getattr(user, "is_authenticated", False)) and not session.get(TOKEN_KEY):
+            ensure_token(session)
+            session.save()  # the page made the session; the socket cannot set cookies, only fill it
+        owners = _owners(user, session)
+        if owners:
+            return owners
+    if user is not None and getattr(user, "is_authenticated", False):
+        return (f"u:{user.pk}",)
     # No session cookie: the connection is its own owner (runs can't be resumed from elsewhere).
-    return f"c:{uuid.uuid4().hex}"
+    return (f"c:{uuid.uuid4().hex}",)

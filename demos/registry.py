@@ -85,11 +85,14 @@ class DemoSpec:
     description: str = ""
     module: str = ""  # static ES module path under static/js/demos/
     presets: tuple = field(default_factory=tuple)
+    # "module:function" checking the cleaned params' structure (raises ValueError with a readable message),
+    # so a bad structured value is refused at `start`, before the run is queued, not in the worker.
+    check: str = ""
+    # Runs whose output is their own timings: never replayed from someone else's stored run.
+    measures_time: bool = False
 
     def load_runner(self) -> Callable[[dict], Iterator[dict]]:
-        module_name, _, func_name = self.runner.partition(":")
-        module = importlib.import_module(module_name)
-        return getattr(module, func_name)
+        return _load(self.runner)
 
     def describe(self) -> dict:
         return {
@@ -99,6 +102,11 @@ class DemoSpec:
             "params": {k: p.describe() for k, p in self.params.items()},
             "presets": list(self.presets),
         }
+
+
+def _load(target: str) -> Callable:
+    module_name, _, func_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), func_name)
 
 
 def _max_new_tokens() -> int:
@@ -161,6 +169,7 @@ register(
             "decode step per token. Shows TTFT, TPOT, inter-token latency and the achieved FLOP/s and GB/s."
         ),
         runner="inference_core.demos.prefill_decode:run",
+        measures_time=True,
         module="js/demos/prefill-decode.js",
         params={
             "prompt": ParamSpec("str", default="The capital of France is", label="Prompt", max_chars=4000,
@@ -184,6 +193,7 @@ register(
             "naively with the whole score matrix, and tile by tile with an online softmax."
         ),
         runner="inference_core.demos.flash_attention:run",
+        measures_time=True,
         module="js/demos/flash-attention.js",
         params={
             "prompt": ParamSpec("str", default="The quick brown fox jumps over the lazy dog because it was",
@@ -203,6 +213,7 @@ register(
             "TTFT, TPOT, inter-token latency, throughput and goodput."
         ),
         runner="inference_core.demos.serving_load:run",
+        measures_time=True,
         module="js/demos/serving-load.js",
         params={
             "n_requests": ParamSpec("int", default=3, label="Requests", min_value=1, max_value=6),
@@ -227,6 +238,7 @@ register(
             "guess get accepted, rejected (and replaced) or topped up with a bonus token, with the measured speedup."
         ),
         runner="inference_core.demos.speculative:run",
+        measures_time=True,
         module="js/demos/speculative.js",
         params={
             "prompt": ParamSpec("str", default="Repeat this sentence exactly: the quick brown fox jumps over the lazy dog.",
@@ -259,6 +271,7 @@ register(
             "grow, and compare with reserving a contiguous region for each request's maximum length."
         ),
         runner="inference_core.demos.paged_attention:run",
+        check="inference_core.demos.paged_attention:check_params",
         module="js/demos/paged-attention.js",
         params={
             "prompts": ParamSpec("str", default="The capital of France is\nOnce upon a time, in a small village by the sea,\n"
@@ -280,6 +293,7 @@ register(
             "batching that admits and retires requests every step."
         ),
         runner="inference_core.demos.batching:run",
+        check="inference_core.demos.batching:check_params",
         module="js/demos/batching.js",
         params={
             "workload": ParamSpec("str", default="12@0, 3@0, 4@0, 8@1, 3@2, 6@4", max_chars=200,
@@ -298,6 +312,7 @@ register(
             "blocks are reused instead of recomputed, and the time to first token drops."
         ),
         runner="inference_core.demos.prefix_caching:run",
+        check="inference_core.demos.prefix_caching:check_params",
         module="js/demos/prefix-caching.js",
         params={
             "questions": ParamSpec("str", default="When are you open on Saturday?\nHow long can I keep a film?\n"
@@ -319,6 +334,7 @@ register(
             "the same prompt generated in fp32 and in the chosen format, token by token."
         ),
         runner="inference_core.demos.quantization:run",
+        measures_time=True,
         module="js/demos/quantization.js",
         params={
             "prompt": ParamSpec("str", default="The capital of France is", label="Prompt", max_chars=2000,
@@ -421,11 +437,19 @@ def validate(name: Any, params: Any) -> dict:
             raise DemoParamError("missing_param", f"{key} is required")
         else:
             cleaned[key] = pspec.default
+    if spec.check:
+        try:
+            _load(spec.check)(cleaned)
+        except ValueError as exc:
+            raise DemoParamError("invalid_param", str(exc)[:300]) from None
     return cleaned
 
 
 def is_deterministic(name: str, params: dict) -> bool:
-    """Greedy decoding or a fixed seed gives the same tokens for the same inputs."""
+    """Greedy decoding or a fixed seed gives the same tokens for the same inputs, and the run shows no timing of
+    its own (a timing demo measured on someone else's run is not this student's measurement)."""
+    if get_spec(name).measures_time:
+        return False
     if "temperature" in params and params["temperature"] not in (0, 0.0):
         return params.get("seed") is not None
     return True

@@ -8,14 +8,14 @@ from django.views.decorators.http import require_GET
 from .embed import render_embed
 from .models import Run
 from .registry import DEMOS, DemoParamError, get_spec
-from .identity import owner_for_request
+from .identity import ensure_token, owners_for_request
 
 
 def _ensure_session(request) -> None:
     # The websocket identifies an anonymous visitor by the session cookie (resume, ownership,
     # rate limits), so make sure there is one before the page's socket connects.
+    ensure_token(request.session)
     if not request.session.session_key:
-        request.session["demos"] = True
         request.session.save()
 
 
@@ -46,7 +46,7 @@ def dashboard(request):
 def run_events(request, run_id):
     """A finished or running run's stored trace as JSON (owner only), for download and debugging."""
     _ensure_session(request)
-    run = Run.objects.filter(pk=run_id, owner=owner_for_request(request)).select_related("replay_of").first()
+    run = Run.objects.filter(pk=run_id, owner__in=owners_for_request(request)).select_related("replay_of").first()
     if run is None:
         raise Http404("no such run")
     events = list(run.event_source.events.order_by("seq").values("seq", "t", "event"))
@@ -56,7 +56,7 @@ def run_events(request, run_id):
             "demo": run.demo,
             "params": run.params,
             "status": run.status,
-            "replay_of": str(run.replay_of_id) if run.replay_of_id else None,
+            "replayed": bool(run.replay_of_id),
             "summary": run.summary,
             "events": events,
         }

@@ -12,10 +12,12 @@ request class that enforces, at the socket:
   connection for its first request) and a body deadline (`REQUEST_BODY_TIMEOUT`, 60 s): a half-sent
   request gets `408` and is dropped instead of being held forever (slowloris).
 
-Every figure is a Django setting read from the environment (inferencelab/settings.py).
+Every figure is a Django setting read from the environment (inferencelab/settings.py). The launcher also
+starts the demos app's reaper thread (demos/reaper.py), so runs whose worker died are failed server-side.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from functools import cache
@@ -134,6 +136,13 @@ class LimitedHTTPFactory(http_protocol.HTTPFactory):
 def main(argv: list[str] | None = None) -> None:
     http_protocol.WebRequest = LimitedWebRequest  # what HTTPFactory.buildProtocol instantiates
     daphne_server.HTTPFactory = LimitedHTTPFactory
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inferencelab.settings")
+    import django
+
+    django.setup()
+    from demos import reaper
+
+    reaper.start()  # fails runs whose worker died, even when no socket watches them
     from daphne.cli import CommandLineInterface
 
     CommandLineInterface().run(sys.argv[1:] if argv is None else argv)

@@ -56,12 +56,6 @@ def get_engine():
     return _engine
 
 
-def engine_version() -> str:
-    import inference_core
-
-    return str(getattr(inference_core, "__version__", "0"))
-
-
 # --- per-process stats for the dashboard ------------------------------------------------------
 
 

@@ -46,3 +46,8 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
             yield ev.to_dict()
         if should_stop is not None and should_stop():
             return
+
+
+def check_params(params: dict) -> None:
+    """The workload parses (the demos app calls this before queueing a run)."""
+    parse_workload(params.get("workload", DEFAULT_WORKLOAD))

@@ -35,3 +35,8 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
     for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):
         yield ev.to_dict()
+
+
+def check_params(params: dict) -> None:
+    """The prompts split into 1–6 lines (the demos app calls this before queueing a run)."""
+    prompt_lines(params.get("prompts", DEFAULT_PROMPTS))

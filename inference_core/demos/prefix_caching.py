@@ -39,3 +39,8 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
             yield ev.to_dict()
         if should_stop is not None and should_stop():
             return
+
+
+def check_params(params: dict) -> None:
+    """The questions split into 1–4 lines (the demos app calls this before queueing a run)."""
+    prompt_lines(params.get("questions", DEFAULT_QUESTIONS), limit=4)

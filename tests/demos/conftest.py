@@ -38,7 +38,9 @@ def session_cookie(transactional_db):
     """A saved Django session: (header, owner) for a websocket that identifies as that visitor."""
     from django.contrib.sessions.backends.db import SessionStore
 
+    from demos.identity import TOKEN_KEY, ensure_token, token_owner
+
     s = SessionStore()
-    s["demos"] = True
+    ensure_token(s)
     s.save()
-    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode()), f"s:{s.session_key}"
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode()), token_owner(s[TOKEN_KEY])

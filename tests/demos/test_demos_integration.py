@@ -55,7 +55,7 @@ async def test_the_worker_loads_the_engine_once_and_reuses_it(demo_stack):
             assert (await collect(comm))[-1]["type"] == "done"
     finally:
         await comm.disconnect()
-    assert demo_stack.log("worker").count("engine smollm2-135m loaded") == 1
+    assert demo_stack.logs["worker"].read_text(errors="replace").count("engine smollm2-135m loaded") == 1
 
 
 async def test_bad_messages_get_error_frames_and_socket_stays_usable(demo_stack, settings):

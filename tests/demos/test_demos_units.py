@@ -83,8 +83,12 @@ def test_demo_pages(client):
 def test_run_trace_download_is_owner_only(client):
     from demos.models import Run, RunEvent
 
+    from demos.identity import owners_for_request
+
     client.get("/demos/kv-cache/")
-    owner = f"s:{client.session.session_key}"
+    request = type("R", (), {"session": client.session, "user": None})()
+    (owner,) = owners_for_request(request)
+    assert client.session.session_key not in owner  # a keyed hash of the session's token, not the session key
     mine = Run.objects.create(demo="kv-cache", owner=owner, params={"prompt": "x"}, status="done")
     RunEvent.objects.create(run=mine, seq=0, type="run_started", event={"type": "run_started"})
     theirs = Run.objects.create(demo="kv-cache", owner="s:someone-else", params={}, status="done")

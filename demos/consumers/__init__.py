@@ -1,0 +1,11 @@
+"""Websocket consumers: `/ws/demos/` (start, resume, cancel demo runs) and `/ws/demos/dashboard/`.
+
+protocol.py: the run socket (frames, validation, delivery, watchdog); runs.py: start, limits, resume, cancel;
+replay.py: serving repeats from stored runs; dashboard.py: the stats broadcaster. docs/protocol.md.
+"""
+from .dashboard import DashboardConsumer, collect_stats
+from .protocol import DemoConsumer, NotFoundConsumer
+from .replay import cache_key_for, engine_version
+
+__all__ = ["DashboardConsumer", "DemoConsumer", "NotFoundConsumer", "cache_key_for", "collect_stats",
+           "engine_version"]

@@ -1,0 +1,108 @@
+"""What the demo consumers share: the protocol error, a socket's view of one run, Redis retries and the
+database reads they make (each run in a thread)."""
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import redis
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from ..models import Run, RunEvent
+
+ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+class ProtocolError(Exception):
+    """A message the protocol refuses: sent back as an `error` frame with this code (docs/protocol.md)."""
+
+    def __init__(self, code: str, message: str, **extra):
+        super().__init__(message)
+        self.code, self.message, self.extra = code, message, extra
+
+
+@dataclass
+class Watch:
+    """What this socket knows about one run it is streaming."""
+
+    run_id: str
+    source_id: str  # whose stored events to read (a replay reads the original's)
+    replay: bool = False
+    last_seq: int = -1
+    last_activity: float = field(default_factory=time.monotonic)
+    created: float = field(default_factory=time.time)
+    queued: bool = False  # waiting for a worker: the socket is sent `queued` frames with its position
+    last_queue_report: tuple | None = None
+    last_queue_sent: float = 0.0
+    finished: bool = False
+    hb_missing_since: float | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    task: asyncio.Task | None = None
+
+
+async def redis_retry(fn, *args, attempts: int = 5, delay: float = 0.2):
+    """`await fn(*args)` (an idempotent Redis or channel-layer call), again after a pause if the Redis
+    connection was lost.
+
+    After Redis restarts, the first command on a pooled (or the channel layer's pub/sub) connection
+    fails with "Connection lost"; the next one reconnects. The pub/sub layer's own receive task
+    reconnects at the same time, and a SUBSCRIBE racing it fails with asyncio's RuntimeError
+    "readuntil() called while another coroutine is already waiting". Without this, the first resume
+    after a restart would answer `internal_error`.
+    """
+    for attempt in range(attempts):
+        try:
+            return await fn(*args)
+        except (redis.exceptions.ConnectionError, ConnectionError, RuntimeError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(delay * (attempt + 1))
+
+
+@database_sync_to_async
+def events_between(source_id: str, after: int, upto: int | None = None) -> list[tuple[int, float, dict]]:
+    qs = RunEvent.objects.filter(run_id=source_id, seq__gt=after)
+    if upto is not None:
+        qs = qs.filter(seq__lte=upto)
+    return list(qs.order_by("seq").values_list("seq", "t", "event"))
+
+
+@database_sync_to_async
+def get_run(run_id: str, owners: tuple[str, ...] | None = None) -> Run | None:
+    """The run, or None; with `owners`, only when one of them owns it (someone else's run looks missing)."""
+    qs = Run.objects.filter(pk=run_id)
+    if owners is not None:
+        qs = qs.filter(owner__in=owners)
+    return qs.first()
+
+
+@database_sync_to_async
+def queue_position(run_id: str) -> dict | None:
+    """Where a queued run stands: runs queued before it (any user), and a wait estimate; None once it left
+    the queue. The estimate assumes the runs now running hold every worker slot (true whenever anything
+    waits) and that each takes the median time of the last 20 finished runs."""
+    run = Run.objects.filter(pk=run_id).values("status", "created_at").first()
+    if run is None or run["status"] != Run.Status.QUEUED:
+        return None
+    real = Run.objects.filter(replay_of__isnull=True)
+    ahead = real.filter(status=Run.Status.QUEUED, created_at__lt=run["created_at"]).count()
+    slots = max(1, real.filter(status=Run.Status.RUNNING).count())
+    recent = (real.filter(status=Run.Status.DONE, started_at__isnull=False, finished_at__isnull=False)
+              .order_by("-finished_at").values_list("started_at", "finished_at")[:20])
+    durations = [(end - begin).total_seconds() for begin, end in recent]
+    typical = statistics.median(durations) if durations else 10.0
+    return {"position": ahead + 1, "ahead": ahead, "eta_s": round((ahead // slots + 1) * typical, 1)}
+
+
+@database_sync_to_async
+def set_status(run_id: str, status: str, *, only_if: tuple = (), **fields) -> bool:
+    qs = Run.objects.filter(pk=run_id)
+    if only_if:
+        qs = qs.filter(status__in=only_if)
+    fields["status"] = status
+    if status in Run.FINAL:
+        fields.setdefault("finished_at", timezone.now())
+    return qs.update(**fields) > 0

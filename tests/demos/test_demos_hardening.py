@@ -1,0 +1,224 @@
+"""The probe's findings on the run sockets, each a regression test against the real consumers, Redis and
+worker: atomic and per-address limits, a global queue cap, bad input, stale replays and leaks, the reaper,
+resume across login, the dashboard's cost."""
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from demo_helpers import HOST, ORIGIN, collect, connect, recv, send, start
+from django.utils import timezone
+
+from demos import conf
+from demos.models import Run
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+
+SHORT = {"prompt": "Hi", "max_new_tokens": 2}
+LONG = {"prompt": "Write a long letter to a friend about the sea", "max_new_tokens": 64}  # active for a while
+
+
+def from_address(address: str):
+    """The ASGI app as seen from one client address (the test communicator sets none)."""
+    from inferencelab.asgi import application
+
+    async def app(scope, receive, send_):
+        return await application({**scope, "client": (address, 40000)}, receive, send_)
+
+    return app
+
+
+async def open_socket(*headers, address="203.0.113.9", path="/ws/demos/"):
+    comm = WebsocketCommunicator(from_address(address), path, headers=[ORIGIN, HOST, *headers])
+    connected, code = await comm.connect(timeout=10)
+    return comm, connected, code
+
+
+async def cancel_all(comms, frames) -> None:
+    for comm, frame in zip(comms, frames):
+        if frame.get("type") == "accepted":
+            await send(comm, {"action": "cancel", "run_id": frame["run_id"]})
+    for comm in comms:
+        await comm.disconnect()
+
+
+async def test_simultaneous_starts_on_one_session_respect_the_limit(demo_stack, session_cookie, monkeypatch):
+    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "2")
+    cookie, owner = session_cookie
+    comms = [(await open_socket(cookie))[0] for _ in range(12)]
+    long_run = {"prompt": "Tell me a long story about a lighthouse keeper", "max_new_tokens": 64}  # still active
+    await asyncio.gather(*(send(c, {"action": "start", "demo": "kv-cache", "params": long_run}) for c in comms))
+    frames = await asyncio.gather(*(recv(c) for c in comms))
+    accepted = [f for f in frames if f["type"] == "accepted"]
+    refused = [f for f in frames if f.get("code") == "too_many_runs"]
+    assert len(accepted) == 2 and len(refused) == 10, [(f["type"], f.get("replayed_from"), f.get("code")) for f in frames]
+    assert await sync_to_async(Run.objects.filter(owner=owner).count)() == 2
+    await cancel_all(comms, frames)
+
+
+async def test_dropping_the_cookie_does_not_escape_the_per_address_cap(demo_stack, monkeypatch):
+    monkeypatch.setenv("DEMO_MAX_RUNS_PER_ADDRESS", "3")
+    comms = [(await open_socket(address="198.51.100.4"))[0] for _ in range(6)]  # no cookie: a new owner each
+    frames = []
+    for comm in comms:
+        await send(comm, {"action": "start", "demo": "kv-cache", "params": LONG})
+        frames.append(await recv(comm))
+    assert [f["type"] for f in frames].count("accepted") == 3
+    refused = [f for f in frames if f["type"] == "error"]
+    assert all(f["code"] == "too_many_runs" and "network address" in f["message"] for f in refused), refused
+    other, _, _ = await open_socket(address="198.51.100.5")  # another address is not affected
+    assert (await start_frame(other))["type"] == "accepted"
+    await cancel_all([*comms, other], [*frames, {"type": "none"}])
+
+
+async def start_frame(comm, demo="kv-cache", params=SHORT, **extra) -> dict:
+    await send(comm, {"action": "start", "demo": demo, "params": params, **extra})
+    return await recv(comm)
+
+
+async def test_a_full_queue_answers_busy(demo_stack, monkeypatch):
+    monkeypatch.setenv("DEMO_MAX_QUEUED", "0")
+    comm = await connect()
+    try:
+        frame = await start_frame(comm, params={"prompt": "Busy?", "max_new_tokens": 2})
+    finally:
+        await comm.disconnect()
+    assert frame["type"] == "error" and frame["code"] == "busy" and frame["retry_after"] > 0
+    assert "busy" in frame["message"]
+
+
+async def test_bad_input_gets_clear_errors_and_queues_nothing(demo_stack):
+    before = await sync_to_async(Run.objects.count)()
+    comm = await connect()
+    try:
+        await comm.send_to(text_data='{"action":"start","demo":"kv-cache","params":{"prompt":"a\\ud800b"}}')
+        surrogate = await recv(comm)
+        bad_workload = await start_frame(comm, demo="batching", params={"workload": "abc"})
+        bad_prompts = await start_frame(comm, demo="paged-attention", params={"prompts": "\n".join("p" * 7)})
+        pong = (await send(comm, {"action": "ping"}), await recv(comm))[1]  # the socket lives on
+    finally:
+        await comm.disconnect()
+    assert surrogate["type"] == "error" and surrogate["code"] == "invalid_text", surrogate
+    assert bad_workload["code"] == "invalid_param" and "tokens@arrival_step" in bad_workload["message"]
+    assert bad_prompts["code"] == "invalid_param" and "at most 6 prompts" in bad_prompts["message"]
+    assert pong["type"] == "pong"
+    assert await sync_to_async(Run.objects.count)() == before
+
+
+async def test_unknown_websocket_path_is_closed_cleanly(demo_stack):
+    comm, connected, code = await open_socket(path="/ws/nothing-here/")
+    assert not connected and code == 4404
+    await comm.disconnect()
+
+
+async def test_timing_demos_are_never_replayed_and_live_skips_the_cache(demo_stack):
+    from demos.registry import DEMOS, is_deterministic
+
+    timing = {"prefill-decode", "serving-load", "flash-attention", "quantization", "speculative"}
+    assert {name for name, spec in DEMOS.items() if spec.measures_time} == timing
+    assert not any(is_deterministic(name, {}) for name in timing)
+    params = {"prompt": "The capital of France is", "max_new_tokens": 2}  # the demo's own preset text
+    comm = await connect()
+    try:
+        first = await start(comm, params)
+        await collect(comm)
+        replayed = await start_frame(comm, params=params)
+        await collect(comm)
+        live = await start_frame(comm, params=params, live=True)
+        await collect(comm)
+    finally:
+        await comm.disconnect()
+    assert replayed["replayed_from"] == first  # one's own run: named
+    assert "replayed_from" not in live
+
+
+async def test_replays_never_reveal_another_visitors_prompt(demo_stack):
+    private = {"prompt": "My secret diary entry says", "max_new_tokens": 2}
+    preset = {"prompt": "Once upon a time, in a small village by the sea,", "max_new_tokens": 2}
+    alice, bob = await connect(), await connect()  # no cookies: two different owners
+    try:
+        await start(alice, private)
+        await collect(alice)
+        await start(alice, preset)
+        await collect(alice)
+        mine = await start_frame(bob, params=private)
+        await collect(bob)
+        shared = await start_frame(bob, params=preset)
+        done = (await collect(bob))[-1]
+    finally:
+        await alice.disconnect()
+        await bob.disconnect()
+    assert "replayed_from" not in mine  # Bob's run really ran: nothing says Alice typed it
+    assert shared["replayed_from"] == "shared" and done["replayed_from"] == "shared"  # no run id of Alice's
+
+
+async def test_reaper_fails_runs_whose_worker_died_and_frees_the_slot(demo_stack):
+    from demos.reaper import reap_once
+
+    def seed():
+        old = timezone.now() - timedelta(minutes=1)
+        dead = Run.objects.create(demo="kv-cache", owner="s:reaper", params={}, status=Run.Status.RUNNING,
+                                  started_at=old, worker="gone:1")
+        stale = Run.objects.create(demo="kv-cache", owner="s:reaper", params={}, status=Run.Status.QUEUED)
+        Run.objects.filter(pk=stale.pk).update(created_at=timezone.now() - timedelta(hours=1))
+        fresh = Run.objects.create(demo="kv-cache", owner="s:reaper", params={}, status=Run.Status.RUNNING,
+                                   started_at=timezone.now())
+        return dead, stale, fresh
+
+    dead, stale, fresh = await sync_to_async(seed)()
+    reaped = await sync_to_async(reap_once)()
+    assert str(dead.id) in reaped and str(stale.id) in reaped and str(fresh.id) not in reaped
+    rows = {r.id: r for r in await sync_to_async(list)(Run.objects.filter(owner="s:reaper"))}
+    assert rows[dead.id].status == "error" and rows[dead.id].error_code == "worker_lost"
+    assert rows[stale.id].error_code == "queue_timeout" and rows[fresh.id].status == "running"
+    assert await sync_to_async(reap_once)() == []  # each run once
+
+
+async def test_a_run_started_before_login_resumes_after_it(demo_stack, client):
+    from django.conf import settings
+    from django.contrib.auth.models import User
+
+    await sync_to_async(User.objects.create_user)("learner", password="learner-pass-123")
+    await sync_to_async(client.get)("/demos/kv-cache/")
+    before = (b"cookie", f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode())
+    comm = await connect(before)
+    run_id = await start(comm, {"prompt": "Before login", "max_new_tokens": 2})
+    await collect(comm)
+    await comm.disconnect()
+    response = await sync_to_async(client.post)("/accounts/login/", {"username": "learner",
+                                                                      "password": "learner-pass-123"})
+    assert response.status_code == 302
+    after_key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    assert after_key not in before[1].decode()  # Django changed the session key at login
+    comm = await connect((b"cookie", f"{settings.SESSION_COOKIE_NAME}={after_key}".encode()))
+    try:
+        await send(comm, {"action": "resume", "run_id": run_id, "after_seq": -1})
+        frames = await collect(comm)
+    finally:
+        await comm.disconnect()
+    assert frames[0]["type"] == "resumed" and frames[-1]["type"] == "done", frames[:2]
+
+
+async def test_dashboard_is_computed_once_for_all_sockets_capped_and_anonymous(demo_stack, monkeypatch):
+    from demos.consumers.dashboard import BROADCASTER
+
+    monkeypatch.setenv("DEMO_DASHBOARD_SOCKETS_PER_ADDRESS", "3")
+    sockets = [await open_socket(address="192.0.2.8", path="/ws/demos/dashboard/") for _ in range(4)]
+    try:
+        assert [s[1] for s in sockets] == [True] * 4
+        refused = json.loads(await sockets[3][0].receive_from(timeout=10))
+        assert refused["code"] == "too_many_sockets"
+        start_count = BROADCASTER.computed
+        frames = [json.loads(await s[0].receive_from(timeout=10)) for s in sockets[:3]]
+        frames = [json.loads(await s[0].receive_from(timeout=10)) for s in sockets[:3]]
+        assert all(f["type"] == "stats" for f in frames)
+        assert BROADCASTER.computed - start_count <= 3  # ~one computation per interval, not one per socket
+        workers = frames[0]["workers"]
+        assert workers and all(w["name"].startswith("worker ") and "pid" not in w for w in workers)
+    finally:
+        for comm, _, _ in sockets:
+            await comm.disconnect()
