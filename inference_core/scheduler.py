@@ -508,17 +508,27 @@ def drive(engine, requests: Iterable[Request], config: SchedulerConfig, **kw) ->
 
 
 # ---- CLI: python -m inference_core batch ... -------------------------------------------------------------
-def read_prompts(path: str) -> list[dict]:
-    """One request per line: plain text, or a JSON object {"prompt", "max_new_tokens"?, "arrival_step"?, "id"?}."""
+def read_prompts(path: str, jsonl: bool = False) -> list[dict]:
+    """One request per non-blank line. Text (default): the line is the prompt, `\\n` for a newline.
+    JSON lines (`jsonl`): each line an object {"prompt", "max_new_tokens"?, "arrival_step"?, "id"?}."""
     import json
 
     out = []
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, start=1):
             line = line.rstrip("\n")
             if not line.strip():
                 continue
-            out.append(json.loads(line) if line.lstrip().startswith("{") else {"prompt": line.replace("\\n", "\n")})
+            if not jsonl:
+                out.append({"prompt": line.replace("\\n", "\n")})
+                continue
+            try:
+                spec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path} line {number}: not JSON ({exc.msg})") from None
+            if not isinstance(spec, dict) or not isinstance(spec.get("prompt"), str):
+                raise ValueError(f"{path} line {number}: needs an object with a \"prompt\" string")
+            out.append(spec)
     return out
 
 
@@ -527,7 +537,10 @@ def add_batch(sub) -> None:
 
     p = sub.add_parser("batch", help="serve a file of prompts with the batching scheduler")
     add_model_arg(p)
-    p.add_argument("--prompts-file", required=True, help="one prompt per line (or JSON objects)")
+    p.add_argument("--prompts-file", required=True,
+                   help="one prompt per line; JSON lines with --jsonl or a .jsonl file")
+    p.add_argument("--jsonl", action="store_true",
+                   help='read the file as JSON lines: {"prompt", "max_new_tokens"?, "arrival_step"?, "id"?}')
     p.add_argument("--mode", choices=["continuous", "static"], default="continuous")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--num-blocks", type=int, default=256)
@@ -552,7 +565,7 @@ def cmd_batch(args) -> int:
     config = SchedulerConfig(mode=args.mode, block_size=args.block_size, num_blocks=args.num_blocks,
                              max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                              prefix_caching=args.prefix_cache)
-    specs = read_prompts(args.prompts_file)
+    specs = read_prompts(args.prompts_file, jsonl=args.jsonl or args.prompts_file.endswith(".jsonl"))
     if not specs:
         raise ValueError(f"no prompts in {args.prompts_file}")
     reqs, arrivals = [], {}

@@ -58,3 +58,97 @@ def test_generate_json_metrics_no_cache_and_chat(engine, capsys):
     assert chat["metrics"]["kv_bytes"] == KV_BYTES_PER_TOKEN * (len(chat_ids) + len(chat["token_ids"]) - 1)
     assert chat["token_ids"] == engine.generate_ids(chat_ids, GenerationParams(max_new_tokens=N_NEW))
 
+
+
+# --- Bad arguments: one line, exit code 2, before any model loads -------------------------------------
+
+BAD_ARGUMENTS = [
+    (["generate", "--prompt", "hi", "--model", "nope"], "--model: unknown model 'nope'"),
+    (["generate", "--prompt", "hi", "--max-new-tokens", "-3"], "--max-new-tokens: must be at least 1"),
+    (["generate", "--prompt", "hi", "--max-new-tokens", "x"], "invalid int value: 'x'"),
+    (["generate", "--prompt", "hi", "--quant", "int3"], "--quant: unknown quantization format 'int3'"),
+    (["generate", "--prompt", "hi", "--top-p", "0"], "--top-p: must be in (0, 1]"),
+    (["generate", "--prompt", "hi", "--temperature", "-1"], "--temperature: must be at least 0"),
+    (["generate"], "the following arguments are required: --prompt"),
+    (["generate", "--prompt", "hi", "--bogus"], "unrecognized arguments: --bogus"),
+    (["bogus"], "invalid choice: 'bogus'"),
+    (["speculate", "--prompt", "hi", "--draft", "nope"], "--draft: unknown model 'nope'"),
+    (["speculate", "--prompt", "hi", "--k", "0"], "--k: must be at least 1"),
+    (["speculate", "--prompt", "hi", "--draft", "ngram:7"], "ngram:N needs N in 1..3"),
+    (["batch", "--prompts-file", "/no/such/prompts.txt"], "--prompts-file: '/no/such/prompts.txt' is not a file"),
+    (["batch", "--prompts-file", "README.md", "--block-size", "0"], "--block-size: must be at least 1"),
+    (["quantize-report", "--formats", "fp32,int3"], "--formats: unknown quantization format 'int3'"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
+def test_bad_argument_is_one_line_and_exit_code_2(argv, message, capsys, monkeypatch):
+    import inference_core.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "load_engine", lambda *a, **k: pytest.fail("loaded a model for a bad argument"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "error:" in lines[0], captured.err
+
+
+def test_missing_model_pack_is_one_line_without_traceback():
+    """A real process: a model whose files are not installed (the Qwen pair unless `make models-qwen` ran)."""
+    import subprocess
+    import sys
+
+    from inference_core.weights import MODELS, is_installed
+
+    missing = [name for name in MODELS if not is_installed(name)]
+    if not missing:
+        pytest.skip("every model is installed here")
+    result = subprocess.run([sys.executable, "-m", "inference_core", "speculate", "--prompt", "hi", "--model",
+                             missing[0]], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert f"model {missing[0]!r} is not installed: run " in result.stderr
+
+
+def test_every_option_of_every_command_has_help(capsys):
+    import argparse
+
+    from inference_core.cli import SUBCOMMANDS, OneLineParser, _fill_help
+
+    parser = OneLineParser(prog="x")
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
+    import importlib
+
+    for module, func in SUBCOMMANDS:
+        getattr(importlib.import_module(module), func)(sub)
+    for name, subparser in sub.choices.items():
+        _fill_help(subparser)
+        bare = [a.option_strings for a in subparser._actions if a.help in (None, "") and a.help != argparse.SUPPRESS]
+        assert not bare, f"{name}: options without help: {bare}"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["batch", "--help"])
+    assert exit_info.value.code == 0 and "--jsonl" in capsys.readouterr().out
+
+
+def test_batch_reads_json_lines_only_when_told(tmp_path):
+    from inference_core.scheduler import read_prompts
+
+    text = tmp_path / "prompts.txt"
+    text.write_text('{"prompt": "x"} is a prompt about JSON\nplain\n')
+    assert read_prompts(str(text)) == [{"prompt": '{"prompt": "x"} is a prompt about JSON'}, {"prompt": "plain"}]
+    lines = tmp_path / "prompts.jsonl"
+    lines.write_text('{"prompt": "a", "max_new_tokens": 2}\n\n{"prompt": "b"}\n')
+    assert read_prompts(str(lines), jsonl=True) == [{"prompt": "a", "max_new_tokens": 2}, {"prompt": "b"}]
+    lines.write_text('{"prompt": "a"}\nnot json\n')
+    with pytest.raises(ValueError, match="line 2: not JSON"):
+        read_prompts(str(lines), jsonl=True)
+
+
+@pytest.mark.model
+def test_quantized_generate_names_its_kernel(engine, capsys):
+    assert main(["generate", "--prompt", PROMPT, "--max-new-tokens", "2", "--quant", "int8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kernels"] and all(isinstance(k, str) and k for k in out["kernels"])
+    assert "kernels" not in _generate(capsys)  # fp32 runs no quantized kernel

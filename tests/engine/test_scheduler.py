@@ -238,8 +238,9 @@ def test_batch_cli_json(engine, tmp_path, capsys):
 
     from inference_core.cli import main
 
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text('The capital of France is\n{"prompt": "def add(a, b):", "max_new_tokens": 2, "arrival_step": 1}\n')
+    prompts = tmp_path / "prompts.jsonl"  # JSON lines because of the extension (or --jsonl)
+    prompts.write_text('{"prompt": "The capital of France is"}\n'
+                       '{"prompt": "def add(a, b):", "max_new_tokens": 2, "arrival_step": 1}\n')
     assert main(["batch", "--prompts-file", str(prompts), "--max-new-tokens", "3", "--mode", "static",
                  "--block-size", "4", "--num-blocks", "8", "--prefix-cache", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
