@@ -12,6 +12,8 @@ from courseapp.loader import load_course
 from courseapp.models import Module
 from courseapp.tasks import attach_upload
 
+from conftest import REPO_CONTENT  # tests/courseapp/conftest.py
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
 CUE_SECONDS = 1.5
@@ -174,3 +176,85 @@ def test_reading_position_is_remembered(transactional_db, content_dir, live_serv
     link.click()
     assert page.url.endswith("#part-4")
     assert page.errors == []
+
+
+def long_module(content_dir, slug: str = "long") -> None:
+    sections = "\n\n".join(f"## Part {n}\n\n" + "\n\n".join(["Lorem ipsum dolor sit amet. " * 12] * 4)
+                           for n in range(1, 6))
+    (content_dir / f"{slug}.md").write_text(f"---\ntitle: Long read\nslug: {slug}\ntrack: basics\norder: 9\n"
+                                            "draft: false\n---\n" + sections + "\n")
+    load_course(content_dir)
+
+
+def test_toc_jump_shows_the_heading_below_the_sticky_player_and_marks_it(transactional_db, content_dir, live_server,
+                                                                          browser_page):
+    long_module(content_dir)
+    attach_test_narration("long")
+    page = browser_page
+    page.goto(f"{live_server.url}/modules/long/")
+    page.wait_for_function("document.getElementById('player').dataset.ready === 'true'")
+    player_height = page.evaluate("document.getElementById('player').getBoundingClientRect().height")
+    assert player_height <= 64, player_height  # one row until "More"
+    for part in ("part-4", "part-2"):
+        page.locator(f'nav.outline a[href="#{part}"]').click()
+        page.wait_for_function(f"location.hash === '#{part}'")
+        page.wait_for_timeout(300)
+        player = page.evaluate("document.getElementById('player').getBoundingClientRect().bottom")
+        heading = page.evaluate(f"document.getElementById('{part}').getBoundingClientRect().top")
+        assert heading >= player - 1, (part, heading, player)  # not hidden under the player
+        assert heading < 300
+        page.wait_for_function(
+            f"document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash === '#{part}'")
+    # "More" expands the player on demand; "Less" folds it back to one row.
+    page.get_by_role("button", name="More").click()
+    assert page.get_by_label("Speed").is_visible()
+    page.get_by_role("button", name="Less").click()
+    assert not page.get_by_label("Speed").is_visible()
+    assert page.errors == []
+
+
+@pytest.fixture
+def phone_page(chromium):
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                                   device_scale_factor=2, bypass_csp=True)  # waits poll with eval
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and "WebSocket" not in msg.text
+            and page.errors.append(msg.text))
+    yield page
+    context.close()
+
+
+PHONE_CHECK = """() => {
+  const width = document.documentElement.clientWidth;
+  const charts = [...document.querySelectorAll('.ilab-calc__chart, .ilab-kv__chart, .js-plotly-plot')];
+  const outside = charts.map((c) => c.getBoundingClientRect())
+    .filter((r) => r.width > 0 && (r.left < -1 || r.right > width + 1)).map((r) => [r.left, r.right]);
+  const player = document.getElementById('player');
+  return {scrollWidth: document.scrollingElement.scrollWidth, width, charts: charts.length, outside,
+          player: player ? player.getBoundingClientRect().height : 0};
+}"""
+
+
+def test_phone_width_no_sideways_scroll_charts_inside_player_one_row(transactional_db, live_server, phone_page):
+    """The real course at 390 × 844: every module with charts (calculators, embedded demos) and the index."""
+    load_course(REPO_CONTENT)
+    attach_test_narration("kv-cache")
+    page = phone_page
+    interactive = [m.slug for m in Module.objects.filter(draft=False) if m.has_interactive]
+    assert len(interactive) >= 5
+    page.goto(f"{live_server.url}/")
+    assert page.evaluate(PHONE_CHECK)["scrollWidth"] <= 390
+    for slug in interactive:
+        page.goto(f"{live_server.url}/modules/{slug}/")
+        page.wait_for_function("document.querySelectorAll('.ilab-calc__chart, .ilab-kv__chart').length > 0",
+                               timeout=30_000)
+        page.wait_for_timeout(400)  # responsive relayout
+        found = page.evaluate(PHONE_CHECK)
+        assert found["scrollWidth"] <= found["width"] == 390, (slug, found)
+        assert found["charts"] and not found["outside"], (slug, found)
+        if slug == "kv-cache":
+            page.wait_for_function("document.getElementById('player').dataset.ready === 'true'")
+            assert 0 < page.evaluate(PHONE_CHECK)["player"] <= 64
+    assert page.errors == [], page.errors

@@ -108,7 +108,8 @@ export function outputs(pairs, ariaLabel) {
 
 /** A chart container with an accessible name and a visible text summary below it. */
 export function chartBlock(ariaLabel) {
-  const chart = el("div", { class: "ilab-calc__chart", role: "img", "aria-label": ariaLabel });
+  // Empty until first drawn with data (markEmptyCharts keeps this up to date): CSS shows a friendly note.
+  const chart = el("div", { class: "ilab-calc__chart", role: "img", "aria-label": ariaLabel, "data-empty": "true" });
   const summary = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
   const figure = el("figure", {}, chart, el("figcaption", {}, summary));
   return { figure, chart, summary };
