@@ -291,3 +291,30 @@ async def test_a_run_survives_a_daphne_restart_and_resumes_on_the_new_process(sc
     await ws.close()
     await sync_to_async(scaleout.start_daphne)("daphne-a", DAPHNE_ENV)
     await resume_to_the_end(scaleout.http_ports["daphne-a"], cookie, run_id, first)
+
+
+async def test_a_killed_workers_run_is_failed_by_the_server_with_nobody_watching(scaleout, session_cookie):
+    """kill -9 the worker mid-run after the page closed: the reaper thread of the web servers
+    (demos/reaper.py, started by `python -m inferencelab.server`) marks the run failed and its slot free."""
+    (_, cookie), _owner = session_cookie
+    params = {"prompt": f"Reaper ({uuid.uuid4().hex[:8]}): the lighthouse keeper told a long story",
+              "max_new_tokens": 64, "use_cache": False, "temperature": 0.0}
+    ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+    try:
+        await ws.send({"action": "start", "demo": "kv-cache", "params": params})
+        accepted = await ws.recv()
+        assert accepted["type"] == "accepted", accepted
+        await ws.collect(stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token")
+    finally:
+        await ws.close()
+    run = await get_run(accepted["run_id"])
+    name = worker_pids(scaleout)[int(run.worker.rsplit(":", 1)[1])]
+    scaleout.kill(name)  # SIGKILL: no goodbye, its heartbeat simply stops
+    killed_at = time.monotonic()
+    try:
+        while (run := await get_run(accepted["run_id"])).status == "running" and time.monotonic() - killed_at < 30:
+            await asyncio.sleep(0.5)
+        assert run.status == "error" and run.error_code == "worker_lost", (run.status, run.error_code)
+        assert time.monotonic() - killed_at < 30
+    finally:
+        await sync_to_async(scaleout.start_worker)(name)
