@@ -1,0 +1,88 @@
+"""Every demo page against the real stack (Daphne + Celery worker + Redis): Stop mid-run ends the run without
+a page error, and a page reload mid-run picks the run up again (run id kept in sessionStorage)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
+from demo_stack import Stack  # noqa: E402
+
+from demos.registry import DEMOS  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
+
+STATE = "document.querySelector('.ilab-demo').dataset.state"
+FINISHED = f"['done','error','cancelled'].includes({STATE})"
+
+
+@pytest.fixture(scope="module")
+def live_stack(django_db_setup, tmp_path_factory):
+    stack = Stack(tmp_path_factory.mktemp("stop-reload-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
+    try:
+        stack.start_redis()
+        stack.start_worker(name="stop-reload-worker")
+        stack.url = stack.start_daphne()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def demo_page(chromium):
+    """A page that records uncaught exceptions and console errors (a demo handler's exception is logged,
+    not thrown). CSP is bypassed only so that Playwright's waits can poll with string expressions."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
+    yield page
+    context.close()
+
+
+def status_text(page) -> str:
+    return page.locator(".ilab-demo [role=status]").first.inner_text()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_works_on_every_demo(live_stack, demo_page):
+    page = demo_page
+    for name in DEMOS:
+        page.goto(f"{live_stack.url}/demos/{name}/")
+        page.get_by_role("button", name="Run", exact=True).click()
+        page.wait_for_function("Boolean(document.querySelector('.ilab-demo').dataset.runId)", timeout=30_000)
+        page.get_by_role("button", name="Stop", exact=True).click()
+        page.wait_for_function(FINISHED, timeout=120_000)
+        state = page.evaluate(STATE)
+        assert state in ("cancelled", "done"), (name, state, status_text(page), live_stack.log("stop-reload-worker")[-2000:])
+        if state == "cancelled":
+            assert "Stopped" in status_text(page), (name, status_text(page))
+        assert page.get_by_role("button", name="Run", exact=True).is_enabled()
+        assert not page.errors, (name, page.errors)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reload_mid_run_resumes_the_run(live_stack, demo_page):
+    page = demo_page
+    page.goto(f"{live_stack.url}/demos/kv-cache/")
+    page.get_by_label("Preset").select_option("")
+    page.get_by_label("Prompt (Ctrl+Enter runs)").fill("A reload in the middle of a run: the story goes on and on")
+    page.get_by_label("Max new tokens").fill("48")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_function("document.querySelectorAll('.ilab-kv__text .t').length >= 2", timeout=120_000)
+    run_id = page.evaluate("document.querySelector('.ilab-demo').dataset.runId")
+    page.reload()
+    page.wait_for_function(f"document.querySelector('.ilab-demo').dataset.runId === '{run_id}'", timeout=30_000)
+    page.wait_for_function(FINISHED, timeout=180_000)
+    assert page.evaluate(STATE) == "done", status_text(page)
+    assert page.locator(".ilab-kv__text .t").count() >= 2  # the tokens from before the reload came back too
+    assert page.get_by_label("Prompt (Ctrl+Enter runs)").input_value().startswith("A reload in the middle")
+    assert page.evaluate("Object.keys(sessionStorage).filter((k) => k.startsWith('ilab-run:'))") == []
+    page.reload()  # finished: nothing to resume
+    page.wait_for_timeout(500)
+    assert page.evaluate(STATE) == "idle"
+    assert not page.errors, page.errors
