@@ -16,7 +16,7 @@ const CSS = `
 .ilab-calc .ilab-calc__wide { grid-column: 1 / -1; }
 .ilab-calc button, .ilab-run, .ilab-stop { font: inherit; padding: .45rem 1.1rem; border-radius: 6px; border: 1px solid #14213d; cursor: pointer; background: #14213d; color: #fff; }
 .ilab-calc button[data-secondary], .ilab-stop { background: #fff; color: #14213d; }
-.ilab-calc button:disabled { opacity: .5; cursor: not-allowed; }
+.ilab-calc button:disabled, .ilab-run:disabled, .ilab-stop:disabled { opacity: .5; cursor: not-allowed; }
 .ilab-calc__out { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: .4rem; margin: .8rem 0; }
 .ilab-calc__out div { background: #f6f8fa; border-radius: 6px; padding: .35rem .5rem; }
 .ilab-calc__out dt { font-size: .75rem; color: #555; }

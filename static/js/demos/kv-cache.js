@@ -6,7 +6,7 @@
 //   mount(rootElement, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 
 import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from "../ws-client.js";
-import { BASE_LAYOUT, PLOT_CONFIG, ensurePlotly } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, ensurePlotly, injectStyle as injectSharedStyle } from "../calculators/ui.js";
 import { errorText } from "./course-demo-kit.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
@@ -22,9 +22,6 @@ const CSS = `
 .ilab-kv .ilab-kv__prompt { grid-column: 1 / -1; }
 .ilab-kv input[type=number], .ilab-kv select { font: inherit; padding: .3rem; }
 .ilab-kv .ilab-kv__buttons { display: flex; gap: .5rem; }
-.ilab-kv button { font: inherit; padding: .45rem 1.1rem; border-radius: 6px; border: 1px solid #14213d; cursor: pointer; }
-.ilab-kv button[type=submit] { background: #14213d; color: #fff; }
-.ilab-kv button:disabled { opacity: .5; cursor: not-allowed; }
 .ilab-kv__status { margin: .6rem 0; min-height: 1.3em; color: #444; }
 .ilab-kv__status.is-error { color: #b00020; font-weight: 600; }
 .ilab-kv__replay { display: inline-block; background: #fff3cd; border: 1px solid #e0c36c; border-radius: 4px; padding: 0 .4rem; margin-left: .4rem; }
@@ -74,6 +71,7 @@ const fmtMs = (s) => (Number.isFinite(s) ? `${(s * 1000).toFixed(1)} ms` : "–"
 let instance = 0;
 
 export function mount(root, config = {}) {
+  injectSharedStyle(); // Run/Stop look the same in every demo
   injectStyle();
   instance += 1;
   const id = `ilabkv${instance}`;
