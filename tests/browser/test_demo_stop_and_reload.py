@@ -12,11 +12,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
 from demo_stack import Stack  # noqa: E402
 
 from demos.registry import DEMOS  # noqa: E402
+from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
 STATE = "document.querySelector('.ilab-demo').dataset.state"
-FINISHED = f"['done','error','cancelled'].includes({STATE})"
+FINISHED = f"() => ['done','error','cancelled'].includes({STATE})"
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +35,8 @@ def live_stack(django_db_setup, tmp_path_factory):
 @pytest.fixture
 def demo_page(chromium):
     """A page that records uncaught exceptions and console errors (a demo handler's exception is logged,
-    not thrown). CSP is bypassed only so that Playwright's waits can poll with string expressions."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    not thrown; a CSP violation is a console error too)."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.errors = []
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
@@ -51,18 +52,26 @@ def status_text(page) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_stop_works_on_every_demo(live_stack, demo_page):
     page = demo_page
+    states = {}
     for name in DEMOS:
         page.goto(f"{live_stack.url}/demos/{name}/")
         page.get_by_role("button", name="Run", exact=True).click()
-        page.wait_for_function("Boolean(document.querySelector('.ilab-demo').dataset.runId)", timeout=30_000)
-        page.get_by_role("button", name="Stop", exact=True).click()
+        page.wait_for_function("() => Boolean(document.querySelector('.ilab-demo').dataset.runId)", timeout=30_000)
+        stop = page.get_by_role("button", name="Stop", exact=True)
+        try:
+            stop.click(timeout=3_000)
+        except PlaywrightTimeout:  # disabled: the run already finished (a very short run)
+            pass
         page.wait_for_function(FINISHED, timeout=120_000)
-        state = page.evaluate(STATE)
-        assert state in ("cancelled", "done"), (name, state, status_text(page), live_stack.log("stop-reload-worker")[-2000:])
+        state = states[name] = page.evaluate(STATE)
+        assert state in ("cancelled", "done"), (name, state, status_text(page),
+                                                 live_stack.log("stop-reload-worker")[-2000:])
         if state == "cancelled":
             assert "Stopped" in status_text(page), (name, status_text(page))
         assert page.get_by_role("button", name="Run", exact=True).is_enabled()
         assert not page.errors, (name, page.errors)
+    print("states after Stop:", states)
+    assert sum(state == "cancelled" for state in states.values()) >= len(DEMOS) // 2, states  # really stopped
 
 
 @pytest.mark.django_db(transaction=True)
@@ -73,10 +82,10 @@ def test_reload_mid_run_resumes_the_run(live_stack, demo_page):
     page.get_by_label("Prompt (Ctrl+Enter runs)").fill("A reload in the middle of a run: the story goes on and on")
     page.get_by_label("Max new tokens").fill("48")
     page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_function("document.querySelectorAll('.ilab-kv__text .t').length >= 2", timeout=120_000)
+    page.wait_for_function("() => document.querySelectorAll('.ilab-kv__text .t').length >= 2", timeout=120_000)
     run_id = page.evaluate("document.querySelector('.ilab-demo').dataset.runId")
     page.reload()
-    page.wait_for_function(f"document.querySelector('.ilab-demo').dataset.runId === '{run_id}'", timeout=30_000)
+    page.wait_for_function(f"() => document.querySelector('.ilab-demo').dataset.runId === '{run_id}'", timeout=30_000)
     page.wait_for_function(FINISHED, timeout=180_000)
     assert page.evaluate(STATE) == "done", status_text(page)
     assert page.locator(".ilab-kv__text .t").count() >= 2  # the tokens from before the reload came back too

@@ -55,12 +55,12 @@ def test_narration_highlights_paragraphs_and_click_seeks(live_course, browser_pa
     page = browser_page
     page.goto(f"{live_course}/modules/cache/")
     player = page.get_by_role("region", name="Audio version of this page")
-    page.wait_for_function("document.getElementById('player').dataset.ready === 'true'")
+    page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
     page.wait_for_function(f"Number(document.getElementById('player').dataset.cues) === {len(ids)}")
 
     player.get_by_role("button", name="Play").click()
-    page.wait_for_function("document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c1'", timeout=10_000)
-    page.wait_for_function("document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c2'", timeout=10_000)
+    page.wait_for_function("() => document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c1'", timeout=10_000)
+    page.wait_for_function("() => document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c2'", timeout=10_000)
     assert player.get_by_role("button", name="Pause").is_visible()
 
     # Click a later paragraph: playback jumps to its cue.
@@ -74,12 +74,13 @@ def test_narration_highlights_paragraphs_and_click_seeks(live_course, browser_pa
     listen.focus()
     page.keyboard.press("Enter")
     assert page.evaluate("document.getElementById('narration-audio').currentTime") < CUE_SECONDS
-    page.wait_for_function("document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c1'")
+    page.wait_for_function("() => document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c1'")
 
     # Keyboard: K pauses while focus is in the player; speed select works.
     player.get_by_role("button", name="Pause").focus()
     page.keyboard.press("k")
-    page.wait_for_function("document.getElementById('narration-audio').paused")
+    page.wait_for_function("() => document.getElementById('narration-audio').paused")
+    player.get_by_role("button", name="More").click()  # the one-row player expands on demand
     player.get_by_label("Speed").select_option("1.5")
     assert page.evaluate("document.getElementById('narration-audio').playbackRate") == 1.5
     assert page.errors == []
@@ -106,7 +107,7 @@ def test_wrong_quiz_answer_shows_explanation(live_course, browser_page):
     page.get_by_label("Decode is memory-bound at batch 1.").check()
     page.get_by_label("Prefill is parallel over the prompt.").check()
     page.get_by_role("button", name="Check again").click()
-    page.wait_for_function("document.querySelector('#quiz-score')?.textContent.includes('2/2')")
+    page.wait_for_function("() => document.querySelector('#quiz-score')?.textContent.includes('2/2')")
     assert page.errors == []
 
 
@@ -192,7 +193,7 @@ def test_toc_jump_shows_the_heading_below_the_sticky_player_and_marks_it(transac
     attach_test_narration("long")
     page = browser_page
     page.goto(f"{live_server.url}/modules/long/")
-    page.wait_for_function("document.getElementById('player').dataset.ready === 'true'")
+    page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
     player_height = page.evaluate("document.getElementById('player').getBoundingClientRect().height")
     assert player_height <= 64, player_height  # one row until "More"
     for part in ("part-4", "part-2"):
@@ -216,7 +217,7 @@ def test_toc_jump_shows_the_heading_below_the_sticky_player_and_marks_it(transac
 @pytest.fixture
 def phone_page(chromium):
     context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
-                                   device_scale_factor=2, bypass_csp=True)  # waits poll with eval
+                                   device_scale_factor=2)
     page = context.new_page()
     page.errors = []
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
@@ -248,13 +249,13 @@ def test_phone_width_no_sideways_scroll_charts_inside_player_one_row(transaction
     assert page.evaluate(PHONE_CHECK)["scrollWidth"] <= 390
     for slug in interactive:
         page.goto(f"{live_server.url}/modules/{slug}/")
-        page.wait_for_function("document.querySelectorAll('.ilab-calc__chart, .ilab-kv__chart').length > 0",
+        page.wait_for_function("() => document.querySelectorAll('.ilab-calc__chart, .ilab-kv__chart').length > 0",
                                timeout=30_000)
         page.wait_for_timeout(400)  # responsive relayout
         found = page.evaluate(PHONE_CHECK)
         assert found["scrollWidth"] <= found["width"] == 390, (slug, found)
         assert found["charts"] and not found["outside"], (slug, found)
         if slug == "kv-cache":
-            page.wait_for_function("document.getElementById('player').dataset.ready === 'true'")
+            page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
             assert 0 < page.evaluate(PHONE_CHECK)["player"] <= 64
     assert page.errors == [], page.errors
