@@ -36,7 +36,7 @@ def live_stack(django_db_setup, tmp_path_factory):
 
 def run_and_wait(page, stack, timeout=150_000) -> None:
     page.get_by_role("button", name="Run").click()
-    page.wait_for_function("['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
+    page.wait_for_function("() => ['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=timeout)
     state = page.evaluate("document.querySelector('.ilab-demo').dataset.state")
     assert state == "done", page.locator(".ilab-calc__status").first.inner_text() + stack.log("course-demo-worker")[-3000:]

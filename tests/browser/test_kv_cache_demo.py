@@ -42,8 +42,8 @@ RECORDER = """() => {
 
 def run_and_wait(page, timeout=90_000):
     page.get_by_role("button", name="Run").click()
-    page.wait_for_function("document.querySelector('.ilab-demo').dataset.state === 'running'", timeout=10_000)
-    page.wait_for_function("['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
+    page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'running'", timeout=10_000)
+    page.wait_for_function("() => ['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=timeout)
     return page.evaluate("document.querySelector('.ilab-demo').dataset.state")
 
@@ -98,9 +98,9 @@ def test_dropped_connection_resumes_and_stop_cancels(live_stack, browser_page):
     page.get_by_label("Prompt (Ctrl+Enter runs)").fill("Counting slowly: one, two, three,")
     page.get_by_label("Max new tokens").fill("24")
     page.get_by_role("button", name="Run").click()
-    page.wait_for_function("document.querySelectorAll('.ilab-kv__text .t').length >= 3", timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('.ilab-kv__text .t').length >= 3", timeout=60_000)
     page.evaluate("document.querySelector('.ilab-demo').ilabDemo.socket.dropConnection()")
-    page.wait_for_function("['done','error'].includes(document.querySelector('.ilab-demo').dataset.state)",
+    page.wait_for_function("() => ['done','error'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=90_000)
     assert page.evaluate("document.querySelector('.ilab-demo').dataset.state") == "done"
     # Every token exactly once despite the reconnect: no gap, no duplicate, in the text and the chart.
@@ -112,9 +112,9 @@ def test_dropped_connection_resumes_and_stop_cancels(live_stack, browser_page):
     page.get_by_label("Use the KV cache").uncheck()
     page.get_by_label("Max new tokens").fill("100")
     page.get_by_role("button", name="Run").click()
-    page.wait_for_function("document.querySelectorAll('.ilab-kv__text .t').length >= 2", timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('.ilab-kv__text .t').length >= 2", timeout=60_000)
     page.get_by_role("button", name="Stop").click()
-    page.wait_for_function("document.querySelector('.ilab-demo').dataset.state === 'cancelled'", timeout=30_000)
+    page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'cancelled'", timeout=30_000)
     assert page.locator(".ilab-kv__text .t").count() < 100
     assert "Stopped" in page.locator(".ilab-kv__status").inner_text()
     assert not page.errors, page.errors
@@ -127,7 +127,7 @@ def test_dashboard_shows_the_live_worker(live_stack, browser_page):
     row = page.locator("#dash-workers tbody tr th")
     row.first.wait_for(timeout=30_000)
     assert row.count() >= 1
-    page.wait_for_function("document.getElementById('dash-tps').data.length >= 1 && "
+    page.wait_for_function("() => document.getElementById('dash-tps').data.length >= 1 && "
                            "document.getElementById('dash-tps').data[0].x.length >= 2", timeout=30_000)
     assert page.locator("#dash-queue-gpu").inner_text().isdigit()
     assert page.locator("#dash-conn").inner_text() == "Live."
@@ -186,7 +186,7 @@ def test_kv_cache_lesson_page_runs_its_embedded_demo(live_stack, browser_page):
     demo.scroll_into_view_if_needed()
     demo.get_by_label("Max new tokens").fill("6")
     demo.get_by_role("button", name="Run").click()
-    page.wait_for_function("['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
+    page.wait_for_function("() => ['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=90_000)
     assert demo.get_attribute("data-state") == "done", demo.locator(".ilab-kv__status").inner_text()
     assert demo.locator(".ilab-kv__text .t").count() == 6

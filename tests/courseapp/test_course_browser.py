@@ -56,7 +56,7 @@ def test_narration_highlights_paragraphs_and_click_seeks(live_course, browser_pa
     page.goto(f"{live_course}/modules/cache/")
     player = page.get_by_role("region", name="Audio version of this page")
     page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
-    page.wait_for_function(f"Number(document.getElementById('player').dataset.cues) === {len(ids)}")
+    page.wait_for_function(f"() => Number(document.getElementById('player').dataset.cues) === {len(ids)}")
 
     player.get_by_role("button", name="Play").click()
     page.wait_for_function("() => document.querySelector('#lesson .is-speaking')?.dataset.cue === 'c1'", timeout=10_000)
@@ -198,14 +198,14 @@ def test_toc_jump_shows_the_heading_below_the_sticky_player_and_marks_it(transac
     assert player_height <= 64, player_height  # one row until "More"
     for part in ("part-4", "part-2"):
         page.locator(f'nav.outline a[href="#{part}"]').click()
-        page.wait_for_function(f"location.hash === '#{part}'")
+        page.wait_for_function(f"() => location.hash === '#{part}'")
         page.wait_for_timeout(300)
         player = page.evaluate("document.getElementById('player').getBoundingClientRect().bottom")
         heading = page.evaluate(f"document.getElementById('{part}').getBoundingClientRect().top")
         assert heading >= player - 1, (part, heading, player)  # not hidden under the player
         assert heading < 300
         page.wait_for_function(
-            f"document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash === '#{part}'")
+            f"() => document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash === '#{part}'")
     # "More" expands the player on demand; "Less" folds it back to one row.
     page.get_by_role("button", name="More").click()
     assert page.get_by_label("Speed").is_visible()
