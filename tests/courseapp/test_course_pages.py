@@ -311,3 +311,14 @@ def test_outline_lists_check_yourself_where_the_quiz_is(client, course):
     start = html.index('class="outline"')
     nav = html[start:html.index("</nav>", start)]
     assert nav.index('href="#one"') < nav.index('href="#quiz"') < nav.index('href="#sources"')
+
+
+def test_narration_being_generated_says_so_with_its_progress(client, course):
+    from courseapp.models import Narration
+
+    narration = Narration.objects.create(module=Module.objects.get(slug="cache"))
+    html = client.get(module_url("cache")).content.decode()
+    assert "being generated now (queued)" in html and "Narration not generated yet" not in html
+    narration.status, narration.progress = Narration.Status.RUNNING, 0.4
+    narration.save()
+    assert "being generated now (40% done)" in client.get(module_url("cache")).content.decode()
