@@ -36,13 +36,29 @@ def chromium():
         browser.close()
 
 
-@pytest.fixture
-def browser_page(chromium):
-    """A fresh browser context (own cookies) and page; console errors are collected on `page.errors`."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+def _page(chromium, **options):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, **options)
     page = context.new_page()
     page.errors = []
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    return context, page
+
+
+@pytest.fixture
+def browser_page(chromium):
+    """A fresh browser context (own cookies) and page; console errors are collected on `page.errors`.
+
+    The site's Content-Security-Policy forbids eval, which Playwright's `wait_for_function` polling needs, so
+    this page bypasses it; `csp_page` keeps it (tests/browser/test_csp.py proves the pages work under it)."""
+    context, page = _page(chromium, bypass_csp=True)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def csp_page(chromium):
+    """As `browser_page`, with the site's CSP enforced (no `wait_for_function` on it: use selectors)."""
+    context, page = _page(chromium)
     yield page
     context.close()
 

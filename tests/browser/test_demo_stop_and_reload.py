@@ -36,7 +36,7 @@ def live_stack(django_db_setup, tmp_path_factory):
 def demo_page(chromium):
     """A page that records uncaught exceptions and console errors (a demo handler's exception is logged,
     not thrown; a CSP violation is a console error too)."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)  # wait_for_function evals
     page = context.new_page()
     page.errors = []
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))

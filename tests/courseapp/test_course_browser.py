@@ -143,7 +143,7 @@ def test_author_edits_and_publishes_then_student_sees_it(live_course, browser_pa
     page.get_by_role("button", name="Save").click()
     page.get_by_text("Saved “Batching” (draft).").wait_for()
 
-    student = chromium.new_context()
+    student = chromium.new_context(bypass_csp=True)
     student_page = student.new_page()
     try:
         assert student_page.goto(f"{live_course}/modules/batching/").status == 404  # still a draft
@@ -216,7 +216,7 @@ def test_toc_jump_shows_the_heading_below_the_sticky_player_and_marks_it(transac
 
 @pytest.fixture
 def phone_page(chromium):
-    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, bypass_csp=True,
                                    device_scale_factor=2)
     page = context.new_page()
     page.errors = []
