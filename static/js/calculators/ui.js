@@ -138,10 +138,34 @@ function hasPoints(trace) {
   return ["x", "y", "z", "values"].some((k) => Array.isArray(trace[k]) && trace[k].length > 0);
 }
 
+/** Narrow charts (a phone) keep their tick labels and legends: every axis grows its margin to fit its
+ * labels, and a horizontal legend below the plot sits at the figure's bottom edge, under the x-axis title
+ * rather than on it. */
+function fitToWidth(layout) {
+  if (!layout || typeof layout !== "object") return layout;
+  for (const key of ["xaxis", "yaxis"]) if (!layout[key]) layout[key] = {};
+  for (const [key, axis] of Object.entries(layout)) {
+    if (/^[xy]axis\d*$/.test(key) && axis && typeof axis === "object" && axis.automargin === undefined) {
+      axis.automargin = true;
+    }
+  }
+  const legend = layout.legend;
+  if (legend && legend.orientation === "h" && typeof legend.y === "number" && legend.y < 0) {
+    layout.legend = { ...legend, x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom" };
+    layout.margin = { ...(layout.margin || BASE_LAYOUT.margin) };
+    layout.margin.b = (layout.margin.b ?? 50) + 40;
+  }
+  return layout;
+}
+
 /** After every draw, mark a chart with no data points `data-empty` so CSS shows "Run the demo…" instead
- * of bare 0–4 axes. Wraps the Plotly calls the pages use; returns Plotly. */
+ * of bare 0–4 axes; layouts pass through fitToWidth. Wraps the Plotly calls the pages use; returns Plotly. */
 function markEmptyCharts(Plotly) {
   if (!Plotly || Plotly.ilabMarksEmpty) return Plotly;
+  for (const name of ["newPlot", "react"]) {
+    const original = Plotly[name];
+    Plotly[name] = (gd, data, layout, ...rest) => original.call(Plotly, gd, data, fitToWidth(layout), ...rest);
+  }
   for (const name of ["newPlot", "react", "extendTraces", "addTraces", "deleteTraces"]) {
     const original = Plotly[name];
     Plotly[name] = (gd, ...rest) => {

@@ -99,11 +99,19 @@ export function mount(root, config = {}) {
     return { z, nSteps };
   }
 
+  /** A step tick every 1, 2, 5 or 10 steps: about one label per 28 px of the chart's width. */
+  function stepTick(nSteps) {
+    const fit = Math.max(4, ((gantt.chart.clientWidth || 600) - 90) / 28);
+    return [1, 2, 5, 10].find((d) => nSteps / d <= fit) || 20;
+  }
+
   function draw() {
     if (!Plotly || !s) return;
     const traces = [];
-    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each step" }, height: 160 + 40 * Math.max(2, s.runs.length * 3),
-      grid: { rows: Math.max(1, s.runs.length), columns: 1, pattern: "independent" }, showlegend: false,
+    // Each panel: its request rows plus room for its tick labels; the title and colour key on top.
+    const panels = s.runs.reduce((h, run) => h + 24 * Math.max(3, run.order.length) + 60, 0);
+    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each step" }, height: 150 + Math.max(160, panels),
+      grid: { rows: Math.max(1, s.runs.length), columns: 1, pattern: "independent", ygap: 0.3 }, showlegend: false,
       annotations: [] };
     const lines = [];
     s.runs.forEach((run, i) => {
@@ -113,7 +121,8 @@ export function mount(root, config = {}) {
         showscale: false, xgap: 1, ygap: 2, xaxis: `x${ax}`, yaxis: `y${ax}`,
         text: z.map((r) => r.map((v) => STATES[v])), hovertemplate: `${run.mode}: %{y}, step %{x}: %{text}<extra></extra>` });
       layout[`yaxis${ax}`] = { title: { text: run.mode }, autorange: "reversed" };
-      layout[`xaxis${ax}`] = { title: { text: "step" }, dtick: nSteps > 30 ? 5 : 1 };
+      const last = i === s.runs.length - 1; // one "step" title, under the bottom panel
+      layout[`xaxis${ax}`] = { title: { text: last ? "step" : "" }, dtick: stepTick(nSteps) };
       lines.push(`${run.mode}: ${nSteps} steps; ` + run.order.map((id) => {
         const row = z[run.order.indexOf(id)];
         const waited = row.filter((v) => v === 1).length;
