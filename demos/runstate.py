@@ -6,12 +6,14 @@
   unless a `resume` deleted it.
 - `demos:hb:<run>`: the worker's heartbeat for a running run (expires after DEMO_HEARTBEAT_TTL).
 - `demos:worker:<hostname>:<pid>`: JSON stats of a worker process, for the dashboard.
+- `demos:fair:owners`, `demos:fair:q:<owner>`: queued runs per owner, taken round-robin (see fair_push).
 """
 from __future__ import annotations
 
 import asyncio
 import threading
 import weakref
+from collections.abc import Callable
 
 import redis
 import redis.asyncio as aioredis
@@ -62,6 +64,63 @@ async def attach(run_id, channel_name: str) -> None:
 async def detach(run_id, channel_name: str, now: float) -> bool:
     return bool(await async_redis().eval(DETACH_LUA, 2, watchers_key(run_id), detach_key(run_id),
                                          channel_name, f"{now:.3f}"))
+
+
+# Fair admission: queued runs wait in one list per owner. When a worker slot frees, the waiting owner with the
+# fewest runs on the engine goes next (ties: the owner waiting longest since its last turn), so one visitor's
+# many runs cannot hold every slot while another visitor waits. Each queued run also sends one Celery task (a
+# ticket); the worker thread that takes a ticket runs the *next fair run*, which may be another run than the
+# ticket's own. Tickets and runs are equal in number, so every run gets one.
+FAIR_OWNERS = "demos:fair:owners"  # owners with waiting runs, in turn order
+
+
+def fair_queue_key(owner: str) -> str:
+    return f"demos:fair:q:{owner}"
+
+
+FAIR_PUSH_LUA = """
+redis.call('RPUSH', KEYS[2], ARGV[2])
+if not redis.call('LPOS', KEYS[1], ARGV[1]) then redis.call('RPUSH', KEYS[1], ARGV[1]) end
+return 1
+"""
+# Atomically: pick the waiting owner with the fewest running runs (ARGV: queue-key prefix, then owner/count
+# pairs; ties go to the owner first in turn order), take its next run, and move it to the back of the turn
+# order (or drop it when it has no more). Two workers freeing slots at once therefore serve two owners.
+FAIR_POP_LUA = """
+local running = {}
+for i = 2, #ARGV, 2 do running[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local owners = redis.call('LRANGE', KEYS[1], 0, -1)
+local best, best_count = nil, nil
+for _, owner in ipairs(owners) do
+  local count = running[owner] or 0
+  if best == nil or count < best_count then best, best_count = owner, count end
+end
+if best == nil then return false end
+local queue = ARGV[1] .. best
+local run = redis.call('LPOP', queue)
+redis.call('LREM', KEYS[1], 0, best)
+if redis.call('LLEN', queue) > 0 then redis.call('RPUSH', KEYS[1], best) end
+return run
+"""
+
+
+def fair_push(owner: str, run_id: str) -> None:
+    sync_redis().eval(FAIR_PUSH_LUA, 2, FAIR_OWNERS, fair_queue_key(owner), owner, str(run_id))
+
+
+def fair_pop(running: Callable[[list[str]], dict[str, int]] = lambda owners: {}) -> str | None:
+    """The next queued run, or None when none waits. `running(owners)` counts each owner's runs now running."""
+    r = sync_redis()
+    for _ in range(8):  # an owner whose list emptied between the two calls: look again
+        owners = [o.decode() for o in r.lrange(FAIR_OWNERS, 0, -1)]
+        if not owners:
+            return None
+        counts = running(owners)
+        pairs = [str(item) for owner in owners for item in (owner, counts.get(owner, 0))]
+        run = r.eval(FAIR_POP_LUA, 1, FAIR_OWNERS, fair_queue_key(""), *pairs)
+        if run:
+            return run.decode() if isinstance(run, bytes) else run
+    return None
 
 
 def heartbeat_key(run_id) -> str:

@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 
 import redis
 from asgiref.sync import async_to_sync, sync_to_async
@@ -28,7 +29,7 @@ from django.utils import timezone
 from demos import conf
 from demos.models import Run, RunEvent
 from demos.registry import get_spec
-from demos.runstate import (cancel_key, detach_key, heartbeat_key, run_group, sync_redis, watchers_key,
+from demos.runstate import (cancel_key, detach_key, fair_pop, heartbeat_key, run_group, sync_redis, watchers_key,
                              worker_key)
 
 log = logging.getLogger(__name__)
@@ -223,12 +224,28 @@ class CancelCheck:
         return self.reason is not None
 
 
+def _running_by_owner(owners: list[str]) -> dict[str, int]:
+    rows = Run.objects.filter(status=Run.Status.RUNNING, owner__in=owners).values_list("owner", flat=True)
+    return dict(Counter(rows))
+
+
 @shared_task(name="workers.tasks.run_demo", acks_late=True, ignore_result=True)  # routed to `gpu`
-def run_demo(run_id: str) -> str:
-    """Run one queued demo run to completion; returns its final status."""
+def run_demo(ticket: str) -> str:
+    """Run the next queued run in owner round-robin order (runstate.fair_push) to completion.
+
+    The task's argument is the run that sent this ticket; it runs itself only when the fair lists are
+    empty (they were lost, e.g. a Redis without persistence restarted). Returns the final status."""
     close_old_connections()
     try:
-        return async_to_sync(_run_demo)(str(run_id))
+        for _ in range(100):  # skip runs cancelled while they waited: the next fair run gets this slot
+            run_id = fair_pop(_running_by_owner)
+            if run_id is None:
+                return async_to_sync(_run_demo)(str(ticket))  # "skipped" when it is not queued any more
+            log.info("ticket %s takes run %s (fair order)", ticket, run_id)
+            status = async_to_sync(_run_demo)(run_id)
+            if status != "skipped":
+                return status
+        return "skipped"
     finally:
         close_old_connections()
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from .. import conf
 from ..models import Run
 from ..registry import is_deterministic, validate
-from ..runstate import async_redis, attach, cancel_key, run_group
+from ..runstate import async_redis, attach, cancel_key, fair_push, run_group
 from .common import ACTIVE, ProtocolError, Watch, get_run, redis_retry, set_status
 from .replay import cache_key_for, engine_version, replay_source
 
@@ -108,7 +108,7 @@ class RunsMixin:
         await redis_retry(attach, run_id, self.channel_name)
         await self._send(accepted)
         try:
-            await sync_to_async(enqueue, thread_sensitive=False)(run_id)
+            await sync_to_async(enqueue, thread_sensitive=False)(run_id, self.owner)
         except Exception as exc:  # noqa: BLE001
             log.exception("could not queue run %s", run_id)
             await set_status(run_id, Run.Status.ERROR, error_code="queue_unavailable", error_message=str(exc))
@@ -177,9 +177,10 @@ class RunsMixin:
                                            "summary": {"finish_reason": "cancelled", "n_generated": 0}})
 
 
-def enqueue(run_id: str) -> None:
-    """Send the run to a worker on the queue CELERY_TASK_ROUTES names for `workers.tasks.run_demo`
-    (`gpu` by default; one queue per accelerator type in production): no queue is forced here."""
+def enqueue(run_id: str, owner: str) -> None:
+    """Queue the run fairly (its owner's list, runstate.fair_push) and send one ticket to a worker on the queue
+    CELERY_TASK_ROUTES names for `workers.tasks.run_demo` (`gpu` by default; no queue is forced here)."""
     from inferencelab.celery import app  # the configured app, not whatever app is "current"
 
+    fair_push(owner, run_id)
     app.send_task("workers.tasks.run_demo", args=[run_id], task_id=run_id)

@@ -222,3 +222,54 @@ async def test_dashboard_is_computed_once_for_all_sockets_capped_and_anonymous(d
     finally:
         for comm, _, _ in sockets:
             await comm.disconnect()
+
+
+async def test_queued_runs_are_taken_round_robin_across_owners(demo_stack):
+    from demos.runstate import FAIR_OWNERS, fair_pop, fair_push, fair_queue_key, sync_redis
+
+    def order():
+        owners = ("s:flood", "s:alice", "s:bob")
+        sync_redis().delete(FAIR_OWNERS, *(fair_queue_key(o) for o in owners))
+        for i in range(4):  # one visitor queues four runs first…
+            fair_push("s:flood", f"flood-{i}")
+        fair_push("s:alice", "alice-0")  # …then two others arrive
+        fair_push("s:bob", "bob-0")
+        fair_push("s:alice", "alice-1")
+        return [fair_pop() for _ in range(8)]
+
+    assert await sync_to_async(order)() == ["flood-0", "alice-0", "bob-0", "flood-1", "alice-1", "flood-2",
+                                            "flood-3", None]
+
+
+async def test_a_flood_does_not_delay_another_visitor_behind_all_of_it(demo_stack, monkeypatch):
+    """Six runs of one visitor queued ahead of one run of another, on the stack's two worker slots: the late
+    visitor's run starts as soon as a slot frees, not after the whole flood."""
+    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "10")
+    flooder, late = await connect(), await connect()  # no cookies: two owners
+    try:
+        ids = []
+        for i in range(6):
+            await send(flooder, {"action": "start", "demo": "kv-cache", "ref": f"f{i}",
+                                 "params": {"prompt": f"Flood {i}: a long tale of the sea", "max_new_tokens": 64,
+                                            "use_cache": False}})  # slow: still running when the late run comes
+            frame = await recv(flooder)
+            while not (frame["type"] == "accepted" and frame.get("ref") == f"f{i}"):
+                assert frame["type"] != "error", frame
+                frame = await recv(flooder)
+            ids.append(frame["run_id"])
+        mine = await start(late, {"prompt": "Late visitor: hello", "max_new_tokens": 2})
+        await collect(late, timeout=120)
+        for run_id in ids:
+            await send(flooder, {"action": "cancel", "run_id": run_id})
+    finally:
+        await flooder.disconnect()
+        await late.disconnect()
+
+    def started_order():
+        rows = Run.objects.filter(pk__in=[*ids, mine], started_at__isnull=False).order_by("started_at")
+        return [str(r.pk) for r in rows]
+
+    order = await sync_to_async(started_order)()
+    # First come, first served would start it seventh; taking turns, it gets one of the first two slots that
+    # free up (both may free at once: then the flood takes one and the late visitor the other).
+    assert mine in order[:4], (order.index(mine) if mine in order else None, len(order))
