@@ -28,9 +28,8 @@ const CSS = `
 .ilab-calc__chart { min-height: 320px; max-width: 100%; position: relative; }
 .ilab-calc__charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(360px, 100%), 1fr)); gap: .75rem; }
 .ilab-calc__charts > *, .ilab-calc figure { min-width: 0; margin: 0; }
-.ilab-calc__chart[data-empty="true"] > * { visibility: hidden; }
 .ilab-calc__chart[data-empty="true"]::before, .ilab-kv__chart[data-empty="true"]::before {
-  content: "Run the demo to draw this chart."; position: absolute; inset: 0; display: grid; place-items: center;
+  content: "Run the demo to draw this chart."; position: absolute; inset: 0; z-index: 5; display: grid; place-items: center;
   color: #555; background: #f6f8fa; border: 1px dashed #c4cad1; border-radius: 6px; font-size: .95rem; }
 .ilab-calc__summary { font-size: .9rem; color: #333; }
 .ilab-calc__status { min-height: 1.3em; color: #444; }

@@ -35,7 +35,6 @@ const CSS = `
 .ilab-kv__metrics dd { margin: 0; font-weight: 600; font-variant-numeric: tabular-nums; }
 .ilab-kv__charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(380px, 100%), 1fr)); gap: .75rem; }
 .ilab-kv__chart { min-height: 320px; min-width: 0; max-width: 100%; position: relative; }
-.ilab-kv__chart[data-empty="true"] > * { visibility: hidden; }
 `;
 
 function injectStyle() {
