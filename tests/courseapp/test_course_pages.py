@@ -322,3 +322,13 @@ def test_narration_being_generated_says_so_with_its_progress(client, course):
     narration.status, narration.progress = Narration.Status.RUNNING, 0.4
     narration.save()
     assert "being generated now (40% done)" in client.get(module_url("cache")).content.decode()
+
+
+def test_csrf_failure_page_uses_the_site_layout(course, settings):
+    from django.test import Client
+
+    settings.DEBUG = False
+    response = Client(enforce_csrf_checks=True).post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1"})
+    html = response.content.decode()
+    assert response.status_code == 403
+    assert "This form has expired" in html and 'class="site-header"' in html
