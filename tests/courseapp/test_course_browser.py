@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import wave
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
@@ -12,7 +13,7 @@ from courseapp.loader import load_course
 from courseapp.models import Module
 from courseapp.tasks import attach_upload
 
-from conftest import REPO_CONTENT  # tests/courseapp/conftest.py
+REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
