@@ -94,4 +94,10 @@ def test_reload_mid_run_resumes_the_run(live_stack, demo_page):
     page.reload()  # finished: nothing to resume
     page.wait_for_timeout(500)
     assert page.evaluate(STATE) == "idle"
+    # A remembered run the server does not know (or not for this visitor): a calm note, not an error.
+    key = page.evaluate("`ilab-run:${location.pathname}#kv-cache#0`")
+    page.evaluate(f"sessionStorage.setItem('{key}', JSON.stringify({{runId: '00000000-0000-4000-8000-000000000000'}}))")
+    page.reload()
+    page.get_by_text("The run from before the reload is no longer available").wait_for(timeout=30_000)
+    assert page.evaluate(STATE) == "idle"
     assert not page.errors, page.errors

@@ -85,6 +85,11 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
         forgetRun(key);
         if (current !== token) return;
         setRunning(false);
+        if (runId && frame.code === "not_found") { // e.g. signed out since: that run is not this visitor's
+          setStatus("The run from before the reload is no longer available: run the demo again.");
+          root.dataset.state = "idle";
+          return;
+        }
         setStatus(`Error: ${errorText(frame)}`, true);
         root.dataset.state = "error";
         if (frame.retry_after) countdown(frame);

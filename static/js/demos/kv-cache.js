@@ -274,6 +274,11 @@ export function mount(root, config = {}) {
         forgetRun(key);
         if (current !== c) return;
         setRunning(false);
+        if (runId && frame.code === "not_found") { // e.g. signed out since: that run is not this visitor's
+          setStatus("The run from before the reload is no longer available: run the demo again.");
+          root.dataset.state = "idle";
+          return;
+        }
         setStatus(`Error: ${errorText(frame)}`, true);
         root.dataset.state = "error";
         let left = Math.ceil(frame.retry_after || 0);
