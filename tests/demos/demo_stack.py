@@ -97,8 +97,10 @@ class Stack:
         return proc
 
     def start_redis(self) -> None:
+        # As `make run` starts it: with an append-only file, so a restart keeps queued work.
         proc = self._spawn("redis", [redis_server_binary(), "--port", str(self.redis_port), "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--dir", str(self.workdir)])
+                                     "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                                     "--dir", str(self.workdir)])
         _wait_port(self.redis_port, proc, 20, "redis-server", self.logs["redis"])
         r = redis.Redis.from_url(self.redis_url)
         deadline = time.monotonic() + 10

@@ -219,7 +219,7 @@ async def test_two_workers_two_daphnes_share_runs_and_resume_across_processes(sc
 
 
 async def test_a_run_survives_a_redis_restart_and_resumes_without_gaps(scaleout, session_cookie):
-    """Redis is stopped (SIGTERM) mid-run and started again on the same port (empty: no persistence).
+    """Redis is stopped (SIGTERM) mid-run and started again on the same port.
 
     The worker keeps stepping (events are persisted in the database, publishes during the outage are
     lost); the client reconnects and resumes after the last seq it saw and gets the rest exactly once.
@@ -318,3 +318,41 @@ async def test_a_killed_workers_run_is_failed_by_the_server_with_nobody_watching
         assert time.monotonic() - killed_at < 30
     finally:
         await sync_to_async(scaleout.start_worker)(name)
+
+
+async def test_queued_runs_run_after_a_redis_restart(scaleout, session_cookie):
+    """With no worker up, runs wait in Redis (Celery tickets and the fair lists); Redis restarts (its
+    append-only file, as under `make run`); then workers come back and every queued run completes."""
+    (_, cookie), _owner = session_cookie
+    for name in ("worker", "worker-b"):
+        scaleout.kill(name)
+    try:
+        ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
+        ids = []
+        try:
+            for i in range(2):
+                await ws.send({"action": "start", "demo": "kv-cache", "ref": f"q{i}", "params": {
+                    "prompt": f"Queued through a Redis restart ({uuid.uuid4().hex[:8]})", "max_new_tokens": 2}})
+                frame = await ws.recv()
+                while frame["type"] != "accepted":
+                    frame = await ws.recv()
+                ids.append(frame["run_id"])
+        finally:
+            await ws.close()
+        scaleout.kill("redis", signal.SIGTERM)
+        await sync_to_async(scaleout.start_redis)()
+        assert [(await get_run(run_id)).status for run_id in ids] == ["queued", "queued"]
+    finally:
+        await sync_to_async(scaleout.start_worker)("worker")
+        await sync_to_async(scaleout.start_worker)("worker-b")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        statuses = [(await get_run(run_id)).status for run_id in ids]
+        if all(status in ("done", "cancelled", "error") for status in statuses):
+            break
+        await asyncio.sleep(0.5)
+    runs = [await get_run(run_id) for run_id in ids]
+    # Nobody watches them after the socket closed: the worker may cancel them as orphans, but it must have
+    # picked them up from the restarted Redis, not lost them (which would leave them queued).
+    assert all(run.status in ("done", "cancelled") for run in runs), [(r.status, r.error_code) for r in runs]
+    assert all(run.worker for run in runs)
