@@ -11,6 +11,9 @@ _DEFAULTS = {
     "DEMO_RUNS_PER_MINUTE": 12,  # started runs per user/session in any 60 s window
     "DEMO_MAX_RUNS_PER_ADDRESS": 20,  # queued + running runs per client address (a classroom behind one NAT)
     "DEMO_RUNS_PER_MINUTE_PER_ADDRESS": 60,  # started runs per client address in any 60 s window
+    # Addresses that stand for many visitors (a reverse proxy without --proxy-headers, `make run` on loopback):
+    # no per-address limit applies to them; per-owner and global limits still do.
+    "DEMO_ADDRESS_LIMIT_EXEMPT": "127.0.0.0/8,::1",
     "DEMO_MAX_QUEUED": 100,  # runs waiting for a worker, all visitors together; beyond it `busy`
     "DEMO_DASHBOARD_SOCKETS_PER_ADDRESS": 4,  # open dashboard sockets per client address (per Daphne process)
     "DEMO_REAPER_INTERVAL": 5.0,  # how often the server looks for runs whose worker died
@@ -37,3 +40,15 @@ def get(name: str):
     if isinstance(default, bool):
         return raw.lower() in {"1", "true", "yes", "on"}
     return type(default)(raw)
+
+
+def address_limited(address: str) -> bool:
+    """Whether per-address limits apply to this client address (a real, non-exempt IP)."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    exempt = [n.strip() for n in str(get("DEMO_ADDRESS_LIMIT_EXEMPT")).split(",") if n.strip()]
+    return not any(ip in ipaddress.ip_network(net, strict=False) for net in exempt)

@@ -81,7 +81,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         self.is_staff = bool(getattr(user, "is_staff", False))
         await self.accept()
         cap = int(conf.get("DEMO_DASHBOARD_SOCKETS_PER_ADDRESS"))
-        if BROADCASTER.per_address()[self.client_addr] >= cap:
+        if conf.address_limited(self.client_addr) and BROADCASTER.per_address()[self.client_addr] >= cap:
             await self.send(text_data=json.dumps({"type": "error", "code": "too_many_sockets", "message":
                             f"At most {cap} dashboard connections per address: close another tab first."}))
             await self.close(code=4429)

@@ -29,7 +29,9 @@ def limit_hit(owners: tuple[str, ...], address: str, now=None) -> tuple[str, str
 
     Per owner (user or session): DEMO_MAX_CONCURRENT_RUNS active, DEMO_RUNS_PER_MINUTE started per minute.
     Per client address (dropping the cookie mints a new session, not a new address): DEMO_MAX_RUNS_PER_ADDRESS
-    active and DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute. All visitors: DEMO_MAX_QUEUED waiting.
+    active and DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute, except for DEMO_ADDRESS_LIMIT_EXEMPT addresses
+    (loopback: a proxy or `make run`; run Daphne with --proxy-headers behind a proxy so addresses are real).
+    All visitors: DEMO_MAX_QUEUED waiting.
     """
     now = now or timezone.now()
     real = Run.objects.filter(replay_of__isnull=True)
@@ -37,7 +39,7 @@ def limit_hit(owners: tuple[str, ...], address: str, now=None) -> tuple[str, str
     minute_ago = now - timedelta(seconds=60)
     scopes = [(Q(owner__in=owners), int(conf.get("DEMO_MAX_CONCURRENT_RUNS")), int(conf.get("DEMO_RUNS_PER_MINUTE")),
                "")]
-    if address:
+    if conf.address_limited(address):
         scopes.append((Q(client=address), int(conf.get("DEMO_MAX_RUNS_PER_ADDRESS")),
                        int(conf.get("DEMO_RUNS_PER_MINUTE_PER_ADDRESS")), " from your network address"))
     for who, max_active, per_minute, where in scopes:

@@ -273,3 +273,10 @@ async def test_a_flood_does_not_delay_another_visitor_behind_all_of_it(demo_stac
     # First come, first served would start it seventh; taking turns, it gets one of the first two slots that
     # free up (both may free at once: then the flood takes one and the late visitor the other).
     assert mine in order[:4], (order.index(mine) if mine in order else None, len(order))
+
+
+def test_per_address_limits_skip_addresses_that_stand_for_many_visitors():
+    from demos.conf import address_limited
+
+    assert address_limited("203.0.113.9") and address_limited("2001:db8::5")
+    assert not address_limited("127.0.0.1") and not address_limited("::1") and not address_limited("")
