@@ -80,21 +80,53 @@ def get_run(run_id: str, owners: tuple[str, ...] | None = None) -> Run | None:
 
 
 @database_sync_to_async
-def queue_position(run_id: str) -> dict | None:
-    """Where a queued run stands: runs queued before it (any user), and a wait estimate; None once it left
-    the queue. The estimate assumes the runs now running hold every worker slot (true whenever anything
-    waits) and that each takes the median time of the last 20 finished runs."""
-    run = Run.objects.filter(pk=run_id).values("status", "created_at").first()
-    if run is None or run["status"] != Run.Status.QUEUED:
-        return None
+def _queue_snapshot() -> dict:
+    """Every queued run's place (by creation), the number of running runs and a typical run time."""
     real = Run.objects.filter(replay_of__isnull=True)
-    ahead = real.filter(status=Run.Status.QUEUED, created_at__lt=run["created_at"]).count()
+    queued = real.filter(status=Run.Status.QUEUED).order_by("created_at").values_list("id", flat=True)[:5000]
     slots = max(1, real.filter(status=Run.Status.RUNNING).count())
     recent = (real.filter(status=Run.Status.DONE, started_at__isnull=False, finished_at__isnull=False)
               .order_by("-finished_at").values_list("started_at", "finished_at")[:20])
     durations = [(end - begin).total_seconds() for begin, end in recent]
-    typical = statistics.median(durations) if durations else 10.0
-    return {"position": ahead + 1, "ahead": ahead, "eta_s": round((ahead // slots + 1) * typical, 1)}
+    return {"place": {str(run_id): i for i, run_id in enumerate(queued)}, "slots": slots,
+            "typical": statistics.median(durations) if durations else 10.0, "at": time.monotonic()}
+
+
+class QueueView:
+    """The queue as this process last read it: one set of queries per QUEUE_VIEW_TTL, however many sockets
+    wait (each queued socket used to query the database every second, which slowed everyone's delivery)."""
+
+    TTL = 1.0
+
+    def __init__(self) -> None:
+        self.snapshot: dict | None = None
+        self.refreshing: asyncio.Future | None = None
+
+    async def read(self, max_age: float) -> dict:
+        """A view at most `max_age` seconds old; concurrent callers share one refresh."""
+        snap = self.snapshot
+        if snap is not None and time.monotonic() - snap["at"] <= max_age:
+            return snap
+        loop = asyncio.get_running_loop()
+        if self.refreshing is None or self.refreshing.done() or self.refreshing.get_loop() is not loop:
+            self.refreshing = loop.create_task(_queue_snapshot())
+        self.snapshot = await asyncio.shield(self.refreshing)
+        return self.snapshot
+
+
+QUEUE_VIEW = QueueView()
+
+
+async def queue_position(run_id: str, fresh: bool = False) -> dict | None:
+    """Where a queued run stands: runs queued before it (any user), and a wait estimate; None once it left
+    the queue. The estimate assumes the runs now running hold every worker slot (true whenever anything
+    waits) and that each takes the median time of the last 20 finished runs. `fresh`: read the database now
+    (a run just created is not in an older view)."""
+    snap = await _queue_snapshot() if fresh else await QUEUE_VIEW.read(QueueView.TTL)
+    ahead = snap["place"].get(str(run_id))
+    if ahead is None:
+        return None
+    return {"position": ahead + 1, "ahead": ahead, "eta_s": round((ahead // snap["slots"] + 1) * snap["typical"], 1)}
 
 
 @database_sync_to_async

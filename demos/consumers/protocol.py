@@ -169,7 +169,7 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
 
     async def _report_queue(self, w: Watch, force: bool = False) -> None:
         """Send `queued` (position, estimate) while the run waits: on a change, else every 5 s."""
-        info = await queue_position(w.run_id)
+        info = await queue_position(w.run_id, fresh=force)
         async with w.lock:
             if info is None or w.finished or w.last_seq >= 0:
                 w.queued = False  # picked up (or over): its events say the rest
