@@ -258,6 +258,8 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
                         log.exception("queue position of run %s failed", w.run_id)
                 if w.finished or w.replay or time.monotonic() - w.last_activity < stall:
                     continue
+                if w.queued and time.time() - w.created < queue_timeout:
+                    continue  # still in the queue view: nothing to ask the database until it could time out
                 try:
                     await self._check_quiet_run(w, queue_timeout)
                 except asyncio.CancelledError:
