@@ -1,7 +1,10 @@
 from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 
 from .forms import ModuleForm
+from .instructors import make_instructor
 from .loader import normalize_newlines, save_module
 from .models import Choice, Module, ModuleProgress, Narration, Preference, Question, QuizAttempt, Track
 from .rendering import ContentError, render_markdown
@@ -133,3 +136,20 @@ class QuizAttemptAdmin(admin.ModelAdmin):
 
 
 admin.site.register(Preference)
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class InstructorUserAdmin(UserAdmin):
+    """Django's user admin with one more action: the same as `manage.py createinstructor` for existing users."""
+
+    actions = ["make_instructors"]
+
+    @admin.action(description="Make the selected users instructors (staff, instructor group)")
+    def make_instructors(self, request, queryset):
+        for user in queryset:
+            make_instructor(user)
+        self.message_user(request, f"{queryset.count()} user(s) can now author the course.")
