@@ -2,6 +2,7 @@
 (so test subprocesses can be tuned), else the default here."""
 from __future__ import annotations
 
+import ipaddress
 import os
 
 from django.conf import settings
@@ -44,8 +45,6 @@ def get(name: str):
 
 def address_limited(address: str) -> bool:
     """Whether per-address limits apply to this client address (a real, non-exempt IP)."""
-    import ipaddress
-
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:

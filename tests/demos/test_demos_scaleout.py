@@ -17,7 +17,7 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from demo_helpers import FINAL, assert_contiguous, collect, events_of, get_run, stored_seqs
+from demo_helpers import FINAL, assert_contiguous, collect, events_of, get_run, stored_seqs, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -137,6 +137,14 @@ async def resume_to_the_end(port: int, cookie: bytes, run_id: str, first: list[d
     return events
 
 
+async def start_run(ws: WS, params: dict) -> str:
+    """Start one kv-cache run on `ws` and return its id (the reply must be `accepted`)."""
+    await ws.send({"action": "start", "demo": "kv-cache", "params": params})
+    accepted = await ws.recv()
+    assert accepted["type"] == "accepted", accepted
+    return accepted["run_id"]
+
+
 async def start_runs(ws: WS, prompts: list[str], **params) -> dict[str, list[dict]]:
     """Start one run per prompt (all before reading any), then read every frame until all are final."""
     for i, prompt in enumerate(prompts):
@@ -229,10 +237,7 @@ async def test_a_run_survives_a_redis_restart_and_resumes_without_gaps(scaleout,
               "max_new_tokens": 48, "use_cache": False, "temperature": 0.0}
     ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
     try:
-        await ws.send({"action": "start", "demo": "kv-cache", "params": params})
-        accepted = await ws.recv()
-        assert accepted["type"] == "accepted", accepted
-        run_id = accepted["run_id"]
+        run_id = await start_run(ws, params)
         first = events_of(await ws.collect(stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token"
                                            and f["seq"] >= 3))
         scaleout.kill("redis", signal.SIGTERM)
@@ -282,15 +287,18 @@ async def test_a_run_survives_a_daphne_restart_and_resumes_on_the_new_process(sc
     params = {"prompt": f"Daphne restart ({uuid.uuid4().hex[:8]}): the old lighthouse keeper",
               "max_new_tokens": 40, "use_cache": False, "temperature": 0.0}
     ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
-    await ws.send({"action": "start", "demo": "kv-cache", "params": params})
-    accepted = await ws.recv()
-    assert accepted["type"] == "accepted", accepted
-    run_id = accepted["run_id"]
+    run_id = await start_run(ws, params)
     first = events_of(await ws.collect(stop=lambda f: f["type"] == "event" and f["seq"] >= 3))
     scaleout.kill("daphne-a")
     await ws.close()
     await sync_to_async(scaleout.start_daphne)("daphne-a", DAPHNE_ENV)
     await resume_to_the_end(scaleout.http_ports["daphne-a"], cookie, run_id, first)
+
+
+async def _final(run_id: str):
+    """The run once it has ended (for `wait_for`), else None."""
+    run = await get_run(run_id)
+    return run if run.status in ("done", "cancelled", "error") else None
 
 
 async def test_a_killed_workers_run_is_failed_by_the_server_with_nobody_watching(scaleout, session_cookie):
@@ -301,19 +309,16 @@ async def test_a_killed_workers_run_is_failed_by_the_server_with_nobody_watching
               "max_new_tokens": 64, "use_cache": False, "temperature": 0.0}
     ws = await WS.connect(scaleout.http_ports["daphne-a"], cookie)
     try:
-        await ws.send({"action": "start", "demo": "kv-cache", "params": params})
-        accepted = await ws.recv()
-        assert accepted["type"] == "accepted", accepted
+        run_id = await start_run(ws, params)
         await ws.collect(stop=lambda f: f["type"] == "event" and f["event"]["type"] == "token")
     finally:
         await ws.close()
-    run = await get_run(accepted["run_id"])
+    run = await get_run(run_id)
     name = worker_pids(scaleout)[int(run.worker.rsplit(":", 1)[1])]
     scaleout.kill(name)  # SIGKILL: no goodbye, its heartbeat simply stops
     killed_at = time.monotonic()
     try:
-        while (run := await get_run(accepted["run_id"])).status == "running" and time.monotonic() - killed_at < 30:
-            await asyncio.sleep(0.5)
+        run = await wait_for(lambda: _final(run_id), timeout=30, interval=0.5)
         assert run.status == "error" and run.error_code == "worker_lost", (run.status, run.error_code)
         assert time.monotonic() - killed_at < 30
     finally:
@@ -345,13 +350,7 @@ async def test_queued_runs_run_after_a_redis_restart(scaleout, session_cookie):
     finally:
         await sync_to_async(scaleout.start_worker)("worker")
         await sync_to_async(scaleout.start_worker)("worker-b")
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        statuses = [(await get_run(run_id)).status for run_id in ids]
-        if all(status in ("done", "cancelled", "error") for status in statuses):
-            break
-        await asyncio.sleep(0.5)
-    runs = [await get_run(run_id) for run_id in ids]
+    runs = [await wait_for(lambda run_id=run_id: _final(run_id), timeout=90, interval=0.5) for run_id in ids]
     # Nobody watches them after the socket closed: the worker may cancel them as orphans, but it must have
     # picked them up from the restarted Redis, not lost them (which would leave them queued).
     assert all(run.status in ("done", "cancelled") for run in runs), [(r.status, r.error_code) for r in runs]
