@@ -20,6 +20,7 @@ run: migrate
 test: setup chromium
 	mkdir -p var/staticfiles
 	$(PY) -m inferencelab.secret_key
+	$(PY) -m inference_core.quant_kernels
 	$(PY) -m pytest -ra --timeout=600 $(PYTEST_ARGS)
 
 setup: $(STAMP)

@@ -5,9 +5,15 @@ INFERENCE_QUANT_KERNELS=torch set): callers then fall back to dequantize-then-ma
 gives the same numbers, only slower. `why_unavailable()` says why, for reports and the demo page.
 The build lands in the inference-lab cache (~/.cache/inference-lab/torch_extensions), keyed by the
 source's hash, so a changed kernel rebuilds and an unchanged one loads in milliseconds.
+
+Builders serialize on an flock the kernel drops when a process dies. torch's own build lock is a plain file
+that a killed build (a worker stopped mid-compile, a timed-out CI run) leaves behind, and every later build
+then waits on it forever; under our flock any such file is stale and is removed.
+`python -m inference_core.quant_kernels` builds ahead of time and says whether the kernels are usable.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import threading
@@ -59,11 +65,14 @@ def _build() -> ModuleType:
     digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
     build_dir = cache_dir() / "torch_extensions" / f"quant_gemv_{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
-    return cpp_load(
-        name=f"quant_gemv_{digest}",
-        sources=[str(_SOURCE)],
-        extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp"],
-        extra_ldflags=["-fopenmp"],
-        build_directory=str(build_dir),
-        verbose=False,
-    )
+    with open(build_dir.with_name(build_dir.name + ".flock"), "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        (build_dir / "lock").unlink(missing_ok=True)  # torch's lock: stale, since its holder held ours
+        return cpp_load(
+            name=f"quant_gemv_{digest}",
+            sources=[str(_SOURCE)],
+            extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp"],
+            extra_ldflags=["-fopenmp"],
+            build_directory=str(build_dir),
+            verbose=False,
+        )

@@ -1,6 +1,10 @@
 """Quantization: packing, round-trip error bounds, fast kernels == dequantize-then-matmul, real-model quality."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -111,6 +115,17 @@ def test_kernels_compiled_on_this_machine():
     assert quant_kernels.load() is not None, quant_kernels.why_unavailable()
     assert Q.quantize_linear(_w(8, 64), "nf4").kernel == "avx2-nf4-lut-gemv"
     assert Q.quantize_linear(_w(8, 64), "int4-g32").kernel == "avx2-int4-lut-gemv"
+
+
+def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_load():
+    """torch's build lock is a plain file; a build killed mid-compile leaves it and later loads waited forever."""
+    assert quant_kernels.load() is not None, quant_kernels.why_unavailable()
+    module_file = Path(quant_kernels.load().__file__)
+    (module_file.parent / "lock").write_text("")  # what a SIGKILLed build leaves behind
+    probe = "from inference_core import quant_kernels as q; print(q.load() is not None, q.why_unavailable())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split()[0] == "True", out.stdout + out.stderr
+    assert not (module_file.parent / "lock").exists()
 
 
 def test_torch_fallback_matches_kernel(monkeypatch):
