@@ -21,7 +21,7 @@ test: setup chromium
 	mkdir -p var/staticfiles
 	$(PY) -m inferencelab.secret_key
 	$(PY) -m inference_core.quant_kernels
-	$(PY) -m pytest -ra --timeout=600 $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --timeout=300 $(PYTEST_ARGS)
 
 setup: $(STAMP)
 
