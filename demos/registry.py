@@ -133,7 +133,7 @@ register(
             "Generate text with the real engine and watch the KV cache grow token by token; "
             "run again without the cache to see the per-step cost climb."
         ),
-        runner="inference_core.demos:kv_cache_run",
+        runner="inference_core.demos.kv_cache:run",
         module="js/demos/kv-cache.js",
         params={
             "prompt": ParamSpec(

@@ -6,10 +6,18 @@ import os
 # (spinning) policy and 23 tok/s with PASSIVE. It must be set before torch loads OpenMP.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .config import ModelConfig  # noqa: E402
-from .engine import Engine, GenerationParams, load_engine
-from .tokenizer import load_tokenizer
-from .trace import SCHEMA_VERSION, validate_event
+import importlib  # noqa: E402
 
-__all__ = ["Engine", "GenerationParams", "ModelConfig", "SCHEMA_VERSION", "load_engine", "load_tokenizer",
-           "validate_event"]
+# Names resolve on first use, so `from inference_core import load_tokenizer` (the web process counting a
+# prompt's tokens) never imports torch: Daphne stays small, and its garbage-collector pauses short.
+_EXPORTS = {
+    "Engine": "engine", "GenerationParams": "engine", "load_engine": "engine", "ModelConfig": "config",
+    "load_tokenizer": "tokenizer", "SCHEMA_VERSION": "trace", "validate_event": "trace",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

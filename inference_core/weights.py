@@ -14,12 +14,15 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .config import ModelConfig
 from .tokenizer import DEFAULT_SYSTEM as SMOLLM_SYSTEM
+
+if TYPE_CHECKING:  # torch is imported where weights are read: the tokenizer's path never loads it
+    import torch
 QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 QWEN_INSTALL = "make models-qwen  (or: python -m inference_core.qwen install)"
 
@@ -131,6 +134,7 @@ def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
     Tensors are dequantized one at a time as they are consumed, so peak memory is about the fp32 state.
     """
     import gguf
+    import torch
 
     reader = gguf.GGUFReader(str(path))
     arch = _field(reader, "general.architecture")

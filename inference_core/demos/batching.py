@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..engine import load_engine
-from ..scheduler import Request, SchedulerConfig, run_batch
 
 TOPICS = ("the moon", "rain", "bread", "music", "rivers", "bees", "glass", "maps")
 DEFAULT_WORKLOAD = "12@0, 3@0, 4@0, 8@1, 3@2, 6@4"
@@ -33,6 +31,9 @@ def parse_workload(text: str, max_requests: int = 8, max_tokens: int = 32, max_a
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    from ..engine import load_engine  # here, not at the top: the web process imports check_params only
+    from ..scheduler import Request, SchedulerConfig, run_batch
+
     engine = load_engine(params.get("model", "smollm2-135m"))
     jobs = parse_workload(params.get("workload", DEFAULT_WORKLOAD))
     batch = int(params.get("batch_size", 3))

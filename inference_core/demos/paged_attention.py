@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..engine import load_engine
-from ..scheduler import Request, SchedulerConfig, run_batch
 
 DEFAULT_PROMPTS = ("The capital of France is\nOnce upon a time, in a small village by the sea,\n"
                    "def fibonacci(n):\nThe three primary colours are")
@@ -24,6 +22,9 @@ def prompt_lines(text: str, limit: int = 6) -> list[str]:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    from ..engine import load_engine  # here, not at the top: the web process imports check_params only
+    from ..scheduler import Request, SchedulerConfig, run_batch
+
     engine = load_engine(params.get("model", "smollm2-135m"))
     prompts = prompt_lines(params.get("prompts", DEFAULT_PROMPTS))
     max_new = int(params.get("max_new_tokens", 20))

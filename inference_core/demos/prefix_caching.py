@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..engine import load_engine
-from ..scheduler import Request, SchedulerConfig, run_batch
 from .paged_attention import prompt_lines
 
 DEFAULT_SYSTEM = (
@@ -22,6 +20,9 @@ DEFAULT_QUESTIONS = "When are you open on Saturday?\nHow long can I keep a film?
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    from ..engine import load_engine  # here, not at the top: the web process imports check_params only
+    from ..scheduler import Request, SchedulerConfig, run_batch
+
     engine = load_engine(params.get("model", "smollm2-135m"))
     system = params.get("system_prompt", DEFAULT_SYSTEM)
     questions = prompt_lines(params.get("questions", DEFAULT_QUESTIONS), limit=4)

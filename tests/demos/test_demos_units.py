@@ -144,3 +144,22 @@ def test_vendored_plotly_is_the_plotly_packages_bundle(client):
     response = client.get("/static/vendor/plotly.min.js")
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == bundled.read_bytes()
+
+
+def test_the_web_process_checks_every_demo_without_loading_torch():
+    """Daphne validates prompts and params but never runs the model: with torch imported it holds ~1M more
+    objects, and full garbage collections over them stalled the event loop for tens of ms under load."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'inferencelab.settings')\n"
+        "from inferencelab import server\n"
+        "import django; django.setup(); server._settle()\n"
+        "from demos.registry import DEMOS, validate\n"
+        "for name in DEMOS: validate(name, {})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'gguf', 'transformers')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
