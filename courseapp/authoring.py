@@ -170,16 +170,25 @@ def module_publish(request, slug: str):
 @instructor_required
 @transaction.atomic
 def module_move(request, slug: str):
-    """Move a module up or down within its track (orders are renumbered 1..n)."""
+    """Move a module up or down within its track by swapping `order` with its neighbour.
+
+    Only the two modules that change places are written (an export then touches two files); a track
+    whose neighbours share an `order` is renumbered 1..n once, since a swap could not separate them.
+    """
     module = get_object_or_404(Module, slug=slug)
-    siblings = list(Module.objects.filter(track=module.track).order_by("order", "slug"))
-    index = siblings.index(module)
+    siblings = list(Module.objects.select_for_update().filter(track=module.track).order_by("order", "slug"))
+    index = next(i for i, sibling in enumerate(siblings) if sibling.pk == module.pk)
     target = index - 1 if request.POST.get("direction") == "up" else index + 1
     if 0 <= target < len(siblings):
-        siblings[index], siblings[target] = siblings[target], siblings[index]
-    for order, sibling in enumerate(siblings, start=1):
-        if sibling.order != order:
-            Module.objects.filter(pk=sibling.pk).update(order=order, updated_at=F("updated_at"))
+        here, there = siblings[index], siblings[target]
+        if here.order != there.order:
+            orders = {here.pk: there.order, there.pk: here.order}
+        else:
+            siblings[index], siblings[target] = there, here
+            orders = {s.pk: n for n, s in enumerate(siblings, start=1)}
+        for sibling in siblings:
+            if sibling.pk in orders and orders[sibling.pk] != sibling.order:
+                Module.objects.filter(pk=sibling.pk).update(order=orders[sibling.pk], updated_at=F("updated_at"))
     return redirect(reverse("courseapp:author_list") + f"#track-{module.track.slug}")
 
 

@@ -110,6 +110,21 @@ def test_reorder_within_track(author):
     assert Module.objects.get(slug="cache").order == 1
 
 
+def test_reorder_writes_only_the_two_modules_that_swap_places(author):
+    """Sparse orders stay sparse: an export after a move changes two files, not the whole track."""
+    basics = Module.objects.get(slug="intro").track
+    Module.objects.filter(slug="intro").update(order=10)
+    Module.objects.filter(slug="cache").update(order=20)
+    Module.objects.create(slug="extra", title="Extra", track=basics, order=30, source="## X\n")
+    author.post(reverse("courseapp:author_move", args=["extra"]), {"direction": "up"})
+    orders = dict(Module.objects.filter(track=basics).values_list("slug", "order"))
+    assert orders == {"intro": 10, "extra": 20, "cache": 30}
+    Module.objects.filter(slug="cache").update(order=20)  # a tie: the track is renumbered once
+    author.post(reverse("courseapp:author_move", args=["extra"]), {"direction": "up"})
+    orders = dict(Module.objects.filter(track=basics).values_list("slug", "order"))
+    assert orders == {"intro": 1, "extra": 2, "cache": 3}
+
+
 def test_export_writes_content_that_loads_back(author, settings, tmp_path):
     settings.CONTENT_DIR = tmp_path / "exported"
     author.post(reverse("courseapp:author_edit", args=["intro"]), form_data(
