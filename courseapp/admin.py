@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from simple_history.admin import SimpleHistoryAdmin
 
 from .forms import ModuleForm
 from .instructors import make_instructor
@@ -57,7 +58,7 @@ class ModuleAdminForm(forms.ModelForm):
 
 
 @admin.register(Module)
-class ModuleAdmin(admin.ModelAdmin):
+class ModuleAdmin(SimpleHistoryAdmin):
     form = ModuleAdminForm
     list_display = ("title", "slug", "track", "order", "draft", "reading_minutes", "updated_at")
     list_filter = ("track", "draft")
@@ -75,7 +76,7 @@ class ModuleAdmin(admin.ModelAdmin):
             return
         front = {f: getattr(obj, f) for f in ("title", "short_title", "slug", "order", "prerequisites",
                                                "summary", "draft")}
-        save_module(obj, front, form.cleaned_data["source"], rendered, obj.track)
+        save_module(obj, front, form.cleaned_data["source"], rendered, obj.track, reason="Edited in the admin")
 
     @admin.action(description="Publish the selected modules")
     def publish(self, request, queryset):

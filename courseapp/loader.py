@@ -110,11 +110,12 @@ def load_course(path: Path | str) -> LoadReport:
             row = existing.get(module.slug) or Module(slug=module.slug)
             # Derived fields are always re-rendered (the renderer or a demo embed may have changed);
             # "unchanged" reports that the authored content is the same.
-            before = (_front_matter(row), row.source) if row.pk else None
-            save_module(row, module.front_matter, module.body, rendered, track_rows[module.track])
+            before = authored(row) if row.pk else None
+            save_module(row, module.front_matter, module.body, rendered, track_rows[module.track],
+                        reason=f"Loaded from {Path(module.path).name}")
             if before is None:
                 report.created.append(module.slug)
-            elif before == (_front_matter(row), row.source):
+            elif before == authored(row):
                 report.unchanged.append(module.slug)
             else:
                 report.updated.append(module.slug)
@@ -166,8 +167,25 @@ def normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def save_module(row: Module, front_matter: dict, body: str, rendered: RenderedModule, track: Track) -> Module:
-    """Write front matter, body and everything derived from them (quiz rows included)."""
+def authored(row: Module) -> tuple[dict, str]:
+    """What an author wrote: the front matter and the body (everything else is derived from them)."""
+    return _front_matter(row), row.source
+
+
+def stored_authored(row: Module) -> tuple[dict, str] | None:
+    """What the database holds for `row` (a ModelForm writes its edits onto the instance before saving)."""
+    stored = Module.objects.select_related("track").filter(pk=row.pk).first() if row.pk else None
+    return authored(stored) if stored else None
+
+
+def save_module(row: Module, front_matter: dict, body: str, rendered: RenderedModule, track: Track,
+                reason: str = "") -> Module:
+    """Write front matter, body and everything derived from them (quiz rows included).
+
+    A revision is kept (with `reason`, and the request's user as author) only when what an author wrote
+    changed: re-rendering an unchanged module, as every content load does, adds none.
+    """
+    before = stored_authored(row)
     body = normalize_newlines(body)
     row.title = front_matter["title"]
     row.short_title = front_matter.get("short_title") or ""
@@ -179,7 +197,14 @@ def save_module(row: Module, front_matter: dict, body: str, rendered: RenderedMo
     row.draft = bool(front_matter.get("draft"))
     row.source = body
     row.apply_render(rendered)
-    row.save()
+    if before == authored(row):
+        row.save_without_historical_record()
+    else:
+        row._change_reason = reason[:100] or None
+        try:
+            row.save()
+        finally:  # the reason must not leak into a later save of the same object (e.g. a publish)
+            del row._change_reason
     row.replace_quiz(rendered.questions)
     return row
 

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+from simple_history.models import HistoricalRecords
 
 QUIZ_MARKER = "<!--quiz-->"
 NARRATION_STALL_AFTER = timedelta(minutes=10)
@@ -69,6 +70,11 @@ class Module(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = ModuleQuerySet.as_manager()
+    # Every save keeps a revision of what an author wrote (front matter and source, with the author and
+    # time); derived fields are left out: they are re-rendered from the source when a revision is restored.
+    history = HistoricalRecords(excluded_fields=[
+        "html", "outline", "cues", "demos", "calculators", "word_count", "reading_minutes", "cue_hash", "updated_at",
+    ])
 
     class Meta:
         ordering = ["track__order", "order", "slug"]

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "simple_history",
     "courseapp",
     "demos",
 ]
@@ -51,11 +52,15 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "simple_history.middleware.HistoryRequestMiddleware",  # a revision's author is the request's user
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "inferencelab.security.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "inferencelab.urls"
+# Module revisions are restored from the authoring page, which re-renders the lesson and checks it like a save;
+# the admin's revert would copy the text back without its HTML, cues and quiz rows.
+SIMPLE_HISTORY_REVERT_DISABLED = True
 
 TEMPLATES = [
     {
@@ -122,12 +127,14 @@ CONTENT_SECURITY_POLICY = os.environ.get("DJANGO_CSP", "; ".join([
 # --- Request limits (enforced at the socket by inferencelab/server.py, again by Django) ----------------------------
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
 UPLOAD_MAX_BODY_BYTES = env_int("UPLOAD_MAX_BODY_BYTES", 210 * 1024 * 1024)  # a 200 MB narration + its cues
-UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/admin/courseapp/narration/"]
+# The course zip import rides on the upload cap at the socket; its view caps it at COURSE_IMPORT_MAX_BYTES.
+UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/admin/courseapp/narration/", r"^/author/import/$"]
 REQUEST_HEADER_TIMEOUT = float(os.environ.get("REQUEST_HEADER_TIMEOUT", 10))
 REQUEST_BODY_TIMEOUT = float(os.environ.get("REQUEST_BODY_TIMEOUT", 60))
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES  # non-file form data Django will hold in memory
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploaded files stream to a temporary file
 NARRATION_MAX_AUDIO_BYTES = env_int("NARRATION_MAX_AUDIO_BYTES", 200 * 1024 * 1024)
+COURSE_IMPORT_MAX_BYTES = env_int("COURSE_IMPORT_MAX_BYTES", 5 * 1024 * 1024)  # a course zip (author/import/)
 # Login: this many failures per username or per client address within the window, then a wait.
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 900)

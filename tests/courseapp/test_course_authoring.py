@@ -1,6 +1,8 @@
 """Instructor authoring: create, edit with validation, live preview, publish, reorder, export, admin."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
@@ -23,6 +25,16 @@ def form_data(**overrides):
             "action": "save"}
     data.update(overrides)
     return data
+
+
+def save_live(client, slug: str, data: dict):
+    """Save through the editor; a published module first shows its diff, which the author confirms."""
+    url = reverse("courseapp:author_edit", args=[slug])
+    response = client.post(url, data)
+    if response.status_code == 200 and "confirm_live" in response.content.decode():
+        digest = re.search(r'name="confirm_live" value="([0-9a-f]+)"', response.content.decode()).group(1)
+        response = client.post(url, {**data, "confirm_live": digest})
+    return response
 
 
 def test_list_shows_tracks_status_and_narration(author):
@@ -74,7 +86,7 @@ def test_edit_rejects_prerequisite_cycle(author):
 def test_edit_saves_and_rerenders_quiz(author):
     source = (":::{quiz}\n- question: Only one?\n  choices:\n    - text: Sure\n      correct: true\n"
               "      explanation: Indeed.\n    - text: Never\n      explanation: Nope.\n:::\n")
-    response = author.post(reverse("courseapp:author_edit", args=["intro"]), form_data(slug="intro", prerequisites="", source=source))
+    response = save_live(author, "intro", form_data(slug="intro", prerequisites="", source=source))
     assert response.status_code == 302
     intro = Module.objects.get(slug="intro")
     assert intro.questions.count() == 1 and intro.slug == "intro"
@@ -127,7 +139,7 @@ def test_reorder_writes_only_the_two_modules_that_swap_places(author):
 
 def test_export_writes_content_that_loads_back(author, settings, tmp_path):
     settings.CONTENT_DIR = tmp_path / "exported"
-    author.post(reverse("courseapp:author_edit", args=["intro"]), form_data(
+    save_live(author, "intro", form_data(
         slug="intro", prerequisites="", title="Edited in the UI", source="## Hi\r\n\r\nCRLF from a browser.\r\n\r\n"))
     assert Module.objects.get(slug="intro").source == "## Hi\n\nCRLF from a browser.\n\n"  # not stripped
     response = author.post(reverse("courseapp:author_export"), follow=True)
