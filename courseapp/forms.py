@@ -88,6 +88,8 @@ class ModuleForm(forms.ModelForm):
         try:
             self.rendered = render_markdown(source)
         except ContentError as exc:
+            if exc.line:  # the editor marks the line in its gutter (static/js/authoring.js)
+                self.fields["source"].widget.attrs["data-error-line"] = exc.line
             raise forms.ValidationError(f"Line {exc.line}: {exc.message}" if exc.line else exc.message) from None
         return source
 

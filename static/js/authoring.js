@@ -2,10 +2,105 @@
 // narration progress bar, polled while Piper synthesizes on the cpu workers.
 
 const PREVIEW_DELAY_MS = 500;
+const STATIC_JS = "/static/js/";
+const CALCULATOR_NAME = /^[a-z][a-z0-9-]*$/;
+
+/** Run the preview's demos and calculators as the student page does (innerHTML runs no scripts). */
+async function mountPreview(preview) {
+  const names = new Set([...preview.querySelectorAll(".calculator[data-calculator]")]
+    .map((node) => node.dataset.calculator).filter((name) => CALCULATOR_NAME.test(name)));
+  try {
+    await Promise.all([...names].map((name) => import(`${STATIC_JS}calculators/${name}.js`)));
+    (await import(`${STATIC_JS}calculators/ui.js`)).mountCalculators(preview);
+  } catch {
+    /* an unknown calculator: the renderer already refused it, so only a stale page gets here */
+  }
+  if (preview.querySelector(".ilab-demo[data-module]")) (await import(`${STATIC_JS}demo-embed.js`)).mountDemos(preview);
+}
 const POLL_MS = 1000;
 
 function csrfToken(form) {
   return form.querySelector('input[name="csrfmiddlewaretoken"]').value;
+}
+
+/**
+ * Line numbers beside the Markdown editor, matching the "Line N" of every error message, with the
+ * erroneous line marked. Lines soft-wrap, so each number is as tall as its line measured in a hidden
+ * mirror with the textarea's width and font. Returns `markError(line | null)`.
+ */
+function lineNumbers(textarea) {
+  const wrap = document.createElement("div");
+  wrap.className = "md-editor-wrap";
+  const gutter = document.createElement("div");
+  gutter.className = "md-gutter";
+  gutter.setAttribute("aria-hidden", "true");
+  const mirror = document.createElement("div");
+  mirror.className = "md-mirror";
+  mirror.setAttribute("aria-hidden", "true");
+  textarea.replaceWith(wrap);
+  wrap.append(gutter, textarea, mirror);
+  let errorLine = Number(textarea.dataset.errorLine) || null;
+
+  const render = () => {
+    const style = getComputedStyle(textarea);
+    mirror.style.width = `${textarea.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)}px`;
+    for (const name of ["fontFamily", "fontSize", "fontWeight", "lineHeight", "letterSpacing", "tabSize"]) {
+      mirror.style[name] = style[name];
+    }
+    const lines = textarea.value.split("\n");
+    mirror.replaceChildren(...lines.map((text) => {
+      const row = document.createElement("div");
+      row.textContent = text || "\u200b";
+      return row;
+    }));
+    const heights = [...mirror.children].map((row) => row.getBoundingClientRect().height);
+    gutter.style.paddingTop = style.paddingTop;
+    gutter.replaceChildren(...heights.map((height, index) => {
+      const number = document.createElement("div");
+      number.textContent = String(index + 1);
+      number.style.height = `${height}px`;
+      if (index + 1 === errorLine) number.className = "is-error";
+      return number;
+    }));
+    gutter.scrollTop = textarea.scrollTop;
+  };
+  let pending = null;
+  const schedule = () => {
+    cancelAnimationFrame(pending);
+    pending = requestAnimationFrame(render);
+  };
+  textarea.addEventListener("input", schedule);
+  textarea.addEventListener("scroll", () => { gutter.scrollTop = textarea.scrollTop; });
+  new ResizeObserver(schedule).observe(textarea);
+  render();
+  return (line) => {
+    errorLine = line;
+    schedule();
+  };
+}
+
+/** Put the caret on `line` (1-based) of the textarea and scroll it into view. */
+function goToLine(textarea, line) {
+  const lines = textarea.value.split("\n");
+  const start = lines.slice(0, line - 1).reduce((sum, text) => sum + text.length + 1, 0);
+  textarea.focus();
+  textarea.setSelectionRange(start, start + (lines[line - 1] || "").length);
+  const lineHeight = parseFloat(getComputedStyle(textarea).lineHeight) || 20;
+  textarea.scrollTop = Math.max(0, (line - 3) * lineHeight);
+}
+
+/** A "Go to line N" button beside each error that names a line. */
+function errorLinks(textarea) {
+  for (const box of document.querySelectorAll(".field-errors, .error-summary li")) {
+    const match = /Line (\d+):/.exec(box.textContent);
+    if (!match || box.querySelector(".go-to-line")) continue;
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "button-small go-to-line";
+    button.textContent = `Go to line ${match[1]}`;
+    button.addEventListener("click", () => goToLine(textarea, Number(match[1])));
+    box.append(" ", button);
+  }
 }
 
 function livePreview() {
@@ -13,6 +108,8 @@ function livePreview() {
   const preview = document.getElementById("preview");
   const source = form && form.querySelector('textarea[name="source"]');
   if (!form || !preview || !source) return;
+  const markError = lineNumbers(source);
+  errorLinks(source);
   let timer = null;
   let sequence = 0;
   const refresh = async () => {
@@ -28,7 +125,12 @@ function livePreview() {
         credentials: "same-origin",
       });
       const html = await response.text();
-      if (mine === sequence && (response.ok || response.status === 422)) preview.innerHTML = html;
+      if (mine === sequence && (response.ok || response.status === 422)) {
+        preview.innerHTML = html;
+        const line = response.status === 422 ? /Line (\d+):/.exec(preview.textContent) : null;
+        markError(line ? Number(line[1]) : null);
+        mountPreview(preview);
+      }
     } catch {
       /* offline: keep the last preview */
     }
@@ -37,6 +139,7 @@ function livePreview() {
     clearTimeout(timer);
     timer = setTimeout(refresh, PREVIEW_DELAY_MS);
   });
+  mountPreview(preview);
 }
 
 function narrationProgress() {

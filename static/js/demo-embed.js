@@ -3,19 +3,24 @@
 // Imported once however many demos a page embeds (ES modules are evaluated once per URL).
 const DEMO_MODULES = "/static/js/demos/";
 
-for (const root of document.querySelectorAll(".ilab-demo[data-module]")) {
-  if (root.dataset.mounted) continue;
-  root.dataset.mounted = "1";
-  const url = new URL(root.dataset.module, document.baseURI);
-  if (url.origin !== location.origin || !url.pathname.startsWith(DEMO_MODULES)) continue;
-  const config = JSON.parse(root.querySelector(".ilab-demo__config").textContent);
-  import(url.href)
-    .then((module) => module.mount(root, config))
-    .catch((error) => {
-      const note = document.createElement("p");
-      note.className = "ilab-demo__error";
-      note.setAttribute("role", "alert");
-      note.textContent = `This demo could not start: ${error.message}`;
-      root.append(note);
-    });
+/** Mount every demo under `scope` not mounted yet (the authoring preview calls it after each refresh). */
+export function mountDemos(scope = document) {
+  for (const root of scope.querySelectorAll(".ilab-demo[data-module]")) {
+    if (root.dataset.mounted) continue;
+    root.dataset.mounted = "1";
+    const url = new URL(root.dataset.module, document.baseURI);
+    if (url.origin !== location.origin || !url.pathname.startsWith(DEMO_MODULES)) continue;
+    const config = JSON.parse(root.querySelector(".ilab-demo__config").textContent);
+    import(url.href)
+      .then((module) => module.mount(root, config))
+      .catch((error) => {
+        const note = document.createElement("p");
+        note.className = "ilab-demo__error";
+        note.setAttribute("role", "alert");
+        note.textContent = `This demo could not start: ${error.message}`;
+        root.append(note);
+      });
+  }
 }
+
+mountDemos();

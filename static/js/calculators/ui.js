@@ -186,10 +186,12 @@ export function readProps(container) {
   }
 }
 
-/** Mount `init(container, props)` on every `.calculator[data-calculator=name]` not mounted yet. */
-export function autoMount(name, init) {
-  const run = () => {
-    for (const node of document.querySelectorAll(`.calculator[data-calculator="${name}"]`)) {
+const calculators = new Map(); // name → init, for every calculator module this page has loaded
+
+/** Mount every registered calculator under `scope` that is not mounted yet. */
+export function mountCalculators(scope = document) {
+  for (const [name, init] of calculators) {
+    for (const node of scope.querySelectorAll(`.calculator[data-calculator="${name}"]`)) {
       if (node.dataset.mounted) continue;
       node.dataset.mounted = "1";
       injectStyle();
@@ -199,9 +201,14 @@ export function autoMount(name, init) {
         node.append(el("p", { class: "ilab-calc__status is-error", text: `Calculator error: ${err.message}` }));
       }
     }
-  };
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", run);
-  else run();
+  }
+}
+
+/** Register `init(container, props)` for `.calculator[data-calculator=name]` and mount it on the page. */
+export function autoMount(name, init) {
+  calculators.set(name, init);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", () => mountCalculators());
+  else mountCalculators();
 }
 
 export const fmtMs = (s) => (Number.isFinite(s) ? `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms` : "–");
