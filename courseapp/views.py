@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from . import progress as tracking
 from .forms import PreferenceForm, SignupForm
+from .glossary import glossary_terms
 from .models import Choice, Module, Preference, Question, Track
 from .quiz import SEED_FIELD, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark, shuffled
 
@@ -235,6 +236,7 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
         "preference_form": PreferenceForm(initial={"autoplay": autoplay}),
         "needs_plotly": module.has_interactive,
         "calculator_scripts": _calculator_scripts(module),
+        "glossary_terms": glossary_terms(),
     }
 
 
