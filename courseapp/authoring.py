@@ -1,4 +1,4 @@
-"""Instructor views: list, create, edit (with live preview), publish, reorder, narration, export.
+"""Instructor views: list, create, edit (with live preview), publish, reorder, narration, export, zip import.
 
 Every view requires the `courseapp.instructor` permission (the "instructor" group has it): anonymous
 visitors are redirected to the login page, signed-in students get 403.
@@ -17,10 +17,13 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from . import archive
+from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
-from .loader import export_course, normalize_newlines, save_module
+from .loader import CourseLoadError, export_course, normalize_newlines, save_module, stored_authored
 from .models import QUIZ_MARKER, Module, Narration, Track
 from .quiz import pass_mark
 from .rendering import ContentError, render_markdown
@@ -68,6 +71,11 @@ def _narration_state(module: Module) -> dict:
 @require_GET
 @instructor_required
 def module_list(request):
+    return render(request, "courseapp/authoring/list.html", _list_context())
+
+
+def _list_context() -> dict:
+    """The authoring list page: every track with its modules in course order, and their narration."""
     tracks = []
     modules = Module.objects.in_course_order().select_related("narration")
     by_track: dict[int, list] = {}
@@ -78,8 +86,7 @@ def module_list(request):
         for index, row in enumerate(rows):
             row["first"], row["last"] = index == 0, index == len(rows) - 1
         tracks.append({"track": track, "rows": rows})
-    return render(request, "courseapp/authoring/list.html", {"tracks": tracks,
-                                                            "content_dir": settings.CONTENT_DIR})
+    return {"tracks": tracks, "content_dir": settings.CONTENT_DIR}
 
 
 def _preview_html(rendered) -> str:
@@ -120,6 +127,23 @@ def _new_module_initial() -> dict:
     return {"track": track, "order": (last or 0) + 1, "source": "## First section\n\nWrite the lesson here.\n"}
 
 
+def _live_change(form, module: Module | None) -> dict | None:
+    """What saving would change for students, when the module is published and its text changes.
+
+    The author confirms after seeing this diff; the confirmation names the proposed version by digest, so
+    an edit made after looking at the diff is shown again rather than published unseen.
+    """
+    stored = stored_authored(module) if module is not None else None
+    if stored is None or stored[0]["draft"]:
+        return None
+    old, new = file_text(*stored), file_text(form.front_matter(), form.cleaned_data["source"])
+    rows = diff_rows(old, new)
+    if not rows:
+        return None
+    added, removed = diff_stats(rows)
+    return {"rows": rows, "added": added, "removed": removed, "digest": content_digest(new)}
+
+
 @require_http_methods(["GET", "POST"])
 @instructor_required
 def module_edit(request, slug: str | None = None):
@@ -130,10 +154,14 @@ def module_edit(request, slug: str | None = None):
             if request.POST.get("action") == "preview":
                 return render(request, "courseapp/authoring/edit.html",
                               _edit_context(form, module, _preview_html(form.rendered)))
+            live_change = _live_change(form, module)
+            if live_change and request.POST.get("confirm_live") != live_change["digest"]:
+                return render(request, "courseapp/authoring/edit.html",
+                              {**_edit_context(form, module, _preview_html(form.rendered)), "live_change": live_change})
             row = module or Module()
             with transaction.atomic():
                 save_module(row, form.front_matter(), form.cleaned_data["source"], form.rendered,
-                            form.cleaned_data["track"])
+                            form.cleaned_data["track"], reason="Edited in the authoring page")
             messages.success(request, f"Saved “{row.title}”" + (" (draft)." if row.draft else "."))
             return redirect("courseapp:author_edit", slug=row.slug)
         messages.error(request, "Not saved: please fix the errors below.")
@@ -250,4 +278,53 @@ def export(request):
     written = export_course(settings.CONTENT_DIR)
     messages.success(request, f"Exported {len(written)} file(s) to {settings.CONTENT_DIR}. Review and commit "
                               "them with git: content/ is the source of truth.")
+    return redirect("courseapp:author_list")
+
+
+@require_GET
+@instructor_required
+def export_zip(request):
+    """The course as a zip download, in content/'s format (drafts included), built from the database now."""
+    response = HttpResponse(archive.build_zip(), content_type="application/zip")
+    filename = f"inference-lab-course-{timezone.localdate():%Y%m%d}.zip"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Cache-Control"] = "private, no-store"  # it holds unpublished drafts
+    return response
+
+
+def _mib(size: int) -> str:
+    return f"{size / 1_048_576:.1f} MiB"
+
+
+def _upload_problem(upload) -> str | None:
+    """Why an upload cannot even be opened as a course zip, or None."""
+    if upload is None:
+        return "Choose a .zip file to import."
+    if upload.size > settings.COURSE_IMPORT_MAX_BYTES:
+        return (f"{upload.name} is {_mib(upload.size)}; an import accepts at most "
+                f"{_mib(settings.COURSE_IMPORT_MAX_BYTES)}.")
+    return None
+
+
+@require_POST
+@instructor_required
+def import_zip(request):
+    """Load a course zip all or nothing: on any error the list page shows every `file:line` and nothing changed."""
+    upload = request.FILES.get("archive")
+    problem = _upload_problem(upload)
+    errors = [problem] if problem else []
+    if not errors:
+        try:
+            report = archive.import_zip(upload)
+        except CourseLoadError as exc:
+            errors = [str(error) for error in exc.errors]
+    if errors:
+        messages.error(request, "Not imported: nothing was changed. Fix the errors below and import again.")
+        context = {**_list_context(), "import_errors": errors, "import_name": getattr(upload, "name", "")}
+        return render(request, "courseapp/authoring/list.html", context, status=400)
+    messages.success(request, f"Imported {upload.name}: {len(report.created)} module(s) created, "
+                              f"{len(report.updated)} updated, {len(report.unchanged)} unchanged; "
+                              f"{len(report.tracks)} track(s).")
+    for note in report.notes:
+        messages.info(request, note)
     return redirect("courseapp:author_list")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import authoring, media, views
+from . import authoring, class_views, media, revisions, views
 
 app_name = "courseapp"
 
@@ -18,10 +18,17 @@ urlpatterns = [
     path("author/new/", authoring.module_edit, name="author_create"),
     path("author/preview/", authoring.preview, name="author_preview"),
     path("author/export/", authoring.export, name="author_export"),
+    path("author/export.zip", authoring.export_zip, name="author_export_zip"),
+    path("author/import/", authoring.import_zip, name="author_import"),
     path("author/<slug:slug>/", authoring.module_edit, name="author_edit"),
     path("author/<slug:slug>/publish/", authoring.module_publish, name="author_publish"),
     path("author/<slug:slug>/move/", authoring.module_move, name="author_move"),
+    path("author/<slug:slug>/history/", revisions.module_history, name="author_history"),
+    path("author/<slug:slug>/history/diff/", revisions.module_diff, name="author_diff"),
+    path("author/<slug:slug>/history/<int:revision_id>/restore/", revisions.module_restore, name="author_restore"),
     path("author/<slug:slug>/narration/", authoring.narration_status, name="author_narration_status"),
     path("author/<slug:slug>/narration/generate/", authoring.narration_generate, name="author_narrate"),
     path("author/<slug:slug>/narration/upload/", authoring.narration_upload, name="author_upload"),
+    path("author/<slug:slug>/class/", class_views.class_dashboard, name="author_class"),
+    path("author/<slug:slug>/class.csv", class_views.class_dashboard_csv, name="author_class_csv"),
 ]
