@@ -139,6 +139,7 @@ def test_author_edits_and_publishes_then_student_sees_it(live_course, browser_pa
     page.get_by_role("link", name="Batching").click()
 
     source = page.get_by_label("Lesson (Markdown)")
+    page.locator(".md-gutter").wait_for(state="attached")  # the editor's script is running: typing is previewed
     source.fill(source.input_value() + "\nA brand-new paragraph about **iteration-level** scheduling.\n")
     page.locator("#preview strong", has_text="iteration-level").wait_for()  # live server-side preview
     page.get_by_role("button", name="Save").click()
@@ -260,3 +261,76 @@ def test_phone_width_no_sideways_scroll_charts_inside_player_one_row(transaction
             page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
             assert 0 < page.evaluate(PHONE_CHECK)["player"] <= 64
     assert page.errors == [], page.errors
+
+
+def test_author_fixes_an_error_on_its_numbered_line_previews_a_demo_and_publishes_after_the_diff(
+        live_course, csp_page, chromium):
+    """Under the site's CSP: the editor's line numbers mark the line an error names, the live preview mounts
+    a real demo (not just its title), and a change to a published module goes live only after its diff."""
+    teacher = User.objects.create_user("teacher", password="teacher-pass-123")
+    group, _ = Group.objects.get_or_create(name="instructor")
+    group.permissions.add(Permission.objects.get(codename="instructor", content_type__app_label="courseapp"))
+    teacher.groups.add(group)
+    page = csp_page
+    page.goto(f"{live_course}/accounts/login/?next=/author/intro/")
+    page.get_by_label("Username").fill("teacher")
+    page.get_by_label("Password").fill("teacher-pass-123")
+    page.get_by_role("button", name="Log in").click()
+
+    source = page.get_by_label("Lesson (Markdown)")
+    page.locator(".md-gutter").wait_for(state="attached")  # the editor's script is running
+    original = source.input_value()
+    broken = "## Why it matters\n\nFirst.\n\n:::{callout} loud\nNot a callout kind.\n:::\n"
+    source.fill(broken)
+    page.locator(".md-gutter .is-error", has_text="5").wait_for()  # the live preview's error, on line 5
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Not saved: please fix the errors below.").wait_for()
+    assert page.locator(".md-gutter .is-error").inner_text().endswith("5")
+    assert page.locator(".md-gutter > div").count() == len(broken.split("\n"))  # as editors number them
+    # Each number sits level with its line (lines soft-wrap: the gutter measures them).
+    line_height = page.locator("#id_source").evaluate("t => parseFloat(getComputedStyle(t).lineHeight)")
+    assert abs(page.locator(".md-gutter > div").first.bounding_box()["height"] - line_height) < 1
+    page.locator(".field-errors").get_by_role("button", name="Go to line 5").click()
+    selected = page.locator("#id_source").evaluate(
+        "t => t.value.slice(t.selectionStart, t.selectionEnd)")
+    assert selected == ":::{callout} loud"
+
+    fixed = original + '\n:::{demo} kv-cache\n{"prompt": "Edited live", "max_new_tokens": 4}\n:::\n'
+    page.get_by_label("Lesson (Markdown)").fill(fixed)
+    page.locator("#preview .ilab-demo[data-mounted] button", has_text="Run").wait_for()  # mounted, not a title
+    assert page.locator(".md-gutter .is-error").count() == 0
+
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Students see this module now: check what changes").wait_for()
+    assert page.locator(".live-change .diff-added", has_text=":::{demo} kv-cache").count() == 1
+    assert "kv-cache" not in Module.objects.get(slug="intro").source  # nothing live before the author agrees
+    page.get_by_role("button", name="Publish these changes").click()
+    page.get_by_text("Saved “Introduction to inference”.").wait_for()
+    assert Module.objects.get(slug="intro").source.endswith(":::\n")
+    assert Module.objects.get(slug="intro").demos
+    assert [e for e in page.errors if "WebSocket" not in e] == []
+
+
+def test_a_lesson_term_links_to_the_glossary_with_its_definition_on_focus(live_course, csp_page):
+    from courseapp.models import Track
+
+    Module.objects.create(slug="glossary", title="Glossary", track=Track.objects.get(slug="basics"), order=9,
+                          draft=False, source="x", html="<ul><li><strong>Inference</strong>: running a trained model."
+                          "</li></ul>" + "<p>filler</p>" * 80 + "<ul><li><strong>Prefill</strong>: the prompt pass.</li></ul>")
+    Module.objects.filter(slug="glossary").update(
+        source="- **Inference**: running a trained model.\n- **Prefill**: the prompt pass.\n")
+    page = csp_page
+    page.goto(f"{live_course}/modules/intro/")
+    term = page.locator("#lesson a.glossary-term").first
+    term.wait_for()
+    assert term.inner_text() == "Inference" and term.get_attribute("href") == "/modules/glossary/#term-inference"
+    assert page.locator("#lesson a.glossary-term").count() == 1  # first mention only
+    tip = page.locator("#" + term.get_attribute("aria-describedby"))
+    assert not tip.is_visible()
+    term.focus()
+    assert tip.is_visible() and tip.inner_text() == "Inference: running a trained model."
+    page.goto(f"{live_course}/modules/glossary/#term-prefill")
+    entry = page.locator("li#term-prefill.is-target")
+    entry.wait_for()
+    assert entry.is_visible() and page.evaluate("window.scrollY") > 0  # brought into view below the fold
+    assert page.errors == []
