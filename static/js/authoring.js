@@ -26,19 +26,20 @@ function csrfToken(form) {
 /**
  * Line numbers beside the Markdown editor, matching the "Line N" of every error message, with the
  * erroneous line marked. Lines soft-wrap, so each number is as tall as its line measured in a hidden
- * mirror with the textarea's width and font. Returns `markError(line | null)`.
+ * mirror with the textarea's width and font. The gutter lies over the textarea's widened left padding:
+ * the textarea itself is never moved (a moved field can lose what was typed before this script ran).
+ * Returns `markError(line | null)`.
  */
 function lineNumbers(textarea) {
-  const wrap = document.createElement("div");
-  wrap.className = "md-editor-wrap";
   const gutter = document.createElement("div");
   gutter.className = "md-gutter";
   gutter.setAttribute("aria-hidden", "true");
   const mirror = document.createElement("div");
   mirror.className = "md-mirror";
   mirror.setAttribute("aria-hidden", "true");
-  textarea.replaceWith(wrap);
-  wrap.append(gutter, textarea, mirror);
+  textarea.classList.add("has-gutter");
+  textarea.parentElement.classList.add("md-field");
+  textarea.after(gutter, mirror);
   let errorLine = Number(textarea.dataset.errorLine) || null;
 
   const render = () => {
@@ -54,7 +55,11 @@ function lineNumbers(textarea) {
       return row;
     }));
     const heights = [...mirror.children].map((row) => row.getBoundingClientRect().height);
-    gutter.style.paddingTop = style.paddingTop;
+    const border = parseFloat(style.borderTopWidth);
+    Object.assign(gutter.style, {
+      top: `${textarea.offsetTop + border}px`, left: `${textarea.offsetLeft + parseFloat(style.borderLeftWidth)}px`,
+      height: `${textarea.clientHeight}px`, paddingTop: style.paddingTop,
+    });
     gutter.replaceChildren(...heights.map((height, index) => {
       const number = document.createElement("div");
       number.textContent = String(index + 1);
