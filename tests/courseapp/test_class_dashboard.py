@@ -14,7 +14,8 @@ from datetime import date, datetime, timedelta
 from datetime import timezone as dt_timezone
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from browser_login import log_in_instructor_in_browser
+from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
@@ -496,16 +497,8 @@ def test_date_range_rejects_a_reversed_range():
 def test_charts_draw_under_the_csp(transactional_db, content_dir, live_server, csp_page):
     load_course(content_dir)
     seed_rows()
-    teacher = User.objects.create_user("teacher", password="teacher-pass-123")
-    # Transactional tests flush the data migration's group: recreate it as the migration does.
-    group, _ = Group.objects.get_or_create(name="instructor")
-    group.permissions.add(Permission.objects.get(codename="instructor", content_type__app_label="courseapp"))
-    teacher.groups.add(group)
     page = csp_page
-    page.goto(f"{live_server.url}/accounts/login/?next=/author/intro/class/%3Fstart%3D2025-03-01%26end%3D2025-03-10")
-    page.get_by_label("Username").fill("teacher")
-    page.get_by_label("Password").fill("teacher-pass-123")
-    page.get_by_role("button", name="Log in").click()
+    log_in_instructor_in_browser(page, live_server.url, "/author/intro/class/%3Fstart%3D2025-03-01%26end%3D2025-03-10")
     page.locator("#class-chart-q2 .trace.bars").first.wait_for()
     page.locator("#class-chart-demos .trace.bars").first.wait_for()
     # Question 2: one trace per kind of choice (correct, most-picked wrong), one bar per choice.

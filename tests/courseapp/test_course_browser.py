@@ -6,7 +6,7 @@ import wave
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from browser_login import log_in_instructor_in_browser
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from courseapp.loader import load_course
@@ -126,16 +126,8 @@ def test_quiz_without_javascript(live_course, chromium):
 
 
 def test_author_edits_and_publishes_then_student_sees_it(live_course, browser_page, chromium):
-    teacher = User.objects.create_user("teacher", password="teacher-pass-123")
-    # transactional tests flush the data migration's group: recreate it as the migration does
-    group, _ = Group.objects.get_or_create(name="instructor")
-    group.permissions.add(Permission.objects.get(codename="instructor", content_type__app_label="courseapp"))
-    teacher.groups.add(group)
     page = browser_page
-    page.goto(f"{live_course}/accounts/login/?next=/author/")
-    page.get_by_label("Username").fill("teacher")
-    page.get_by_label("Password").fill("teacher-pass-123")
-    page.get_by_role("button", name="Log in").click()
+    log_in_instructor_in_browser(page, live_course, "/author/")
     page.get_by_role("link", name="Batching").click()
 
     source = page.get_by_label("Lesson (Markdown)")
@@ -267,15 +259,8 @@ def test_author_fixes_an_error_on_its_numbered_line_previews_a_demo_and_publishe
         live_course, csp_page, chromium):
     """Under the site's CSP: the editor's line numbers mark the line an error names, the live preview mounts
     a real demo (not just its title), and a change to a published module goes live only after its diff."""
-    teacher = User.objects.create_user("teacher", password="teacher-pass-123")
-    group, _ = Group.objects.get_or_create(name="instructor")
-    group.permissions.add(Permission.objects.get(codename="instructor", content_type__app_label="courseapp"))
-    teacher.groups.add(group)
     page = csp_page
-    page.goto(f"{live_course}/accounts/login/?next=/author/intro/")
-    page.get_by_label("Username").fill("teacher")
-    page.get_by_label("Password").fill("teacher-pass-123")
-    page.get_by_role("button", name="Log in").click()
+    log_in_instructor_in_browser(page, live_course, "/author/intro/")
 
     source = page.get_by_label("Lesson (Markdown)")
     page.locator(".md-gutter").wait_for(state="attached")  # the editor's script is running
