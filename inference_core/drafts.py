@@ -26,6 +26,7 @@ import torch
 
 from .kv_cache import KVCache
 from .model import Transformer
+from .runner import runner_for
 from .sampling import SamplingParams, probabilities
 
 
@@ -124,12 +125,9 @@ class ModelDraft:
             del self.cached[length:]
 
     def _forward(self, tokens: list[int]) -> torch.Tensor:
-        start = len(self.cached)
-        device = self.model.tok_embeddings.weight.device
-        logits = self.model(torch.tensor([tokens], device=device), torch.arange(start, start + len(tokens), device=device),
-                            self.cache, last_only=True, n_layers=self.n_layers)
+        logits = runner_for(self.model).forward(tokens, self.cache, n_layers=self.n_layers)
         self.cached.extend(tokens)
-        return logits[0, -1]
+        return logits[-1]
 
     @torch.inference_mode()
     def propose(self, context_ids: list[int], k: int) -> Proposal:

@@ -14,6 +14,7 @@ from .config import ModelConfig
 from .cuda_graphs import GraphDecoder, capacity_bucket, compile_enabled, graphs_enabled
 from .kv_cache import KVCache, NoCache
 from .model import Transformer, load_state_into, rope_table, store_wide_weights_column_major
+from .runner import runner_for
 from .sampling import SamplingParams, sample
 from .tokenizer import Tokenizer, load_tokenizer
 from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
@@ -128,6 +129,7 @@ class Engine:
         # On CUDA a cached run decodes through a captured graph (same arithmetic, one launch per step).
         graph = self.graph_decoder(total) if params.use_cache else None
         cache = (graph.cache if graph is not None else self.new_cache(total)) if params.use_cache else None
+        runner = runner_for(self.model)
         seq = list(prompt_ids)
         out: list[int] = []
         times: list[float] = []
@@ -144,10 +146,12 @@ class Engine:
                 t0 = time.perf_counter()
                 if graph is not None:
                     last = graph.prefill(feed) if step == 0 else graph.decode(feed[0])
+                elif cache is not None:
+                    last = runner.forward(feed, cache)[-1]
                 else:
                     tokens = torch.tensor([feed], device=self.device)
                     positions = torch.arange(start, start + len(feed), device=self.device)
-                    last = self.model(tokens, positions, cache if cache is not None else NoCache(), last_only=True)[0, -1]
+                    last = self.model(tokens, positions, NoCache(), last_only=True)[0, -1]
                 token = sample(last, params.sampling, generator)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize()

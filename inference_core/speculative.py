@@ -33,6 +33,7 @@ from .drafts import Draft, ModelDraft, NgramDraft, Proposal
 from .engine import Engine, GenerationParams
 from .kv_cache import KVCache
 from .model import Transformer
+from .runner import runner_for
 from .sampling import SamplingParams, probabilities
 from .trace import RunFinished, RunStarted, TraceEvent, event
 
@@ -280,9 +281,7 @@ class SpeculativeRun:
         """All prompt tokens but the last: that one is fed with the first round's guesses."""
         self.t_start = time.perf_counter()
         if len(self.seq) > 1:
-            n = len(self.seq) - 1
-            self.model(torch.tensor([self.seq[:-1]], device=self.device), torch.arange(n, device=self.device),
-                       self.cache, last_only=True)
+            runner_for(self.model).forward(self.seq[:-1], self.cache)
         self.stats.prefill_time_s = time.perf_counter() - self.t_start
 
     @torch.inference_mode()
@@ -298,8 +297,7 @@ class SpeculativeRun:
         start = len(seq) - 1
         assert self.cache.length == start, "target cache out of sync"
         feed = [seq[-1]] + drafted
-        logits = self.model(torch.tensor([feed], device=self.device),
-                            torch.arange(start, start + len(feed), device=self.device), self.cache)[0]
+        logits = runner_for(self.model).forward(feed, self.cache, all_rows=True)
         # greedy needs only argmax: skip the softmax (accept() uses one-hot values)
         q = logits.float() if self.sampling.greedy else probabilities(logits, self.sampling)
         verdict = accept(drafted, p, q, self.sampling.greedy, self.generator)

@@ -1,4 +1,5 @@
-"""The AVX2 low-bit GEMV extension (gemv.cpp), compiled on first use with torch.utils.cpp_extension.
+"""The AVX2 CPU kernels, compiled on first use with torch.utils.cpp_extension: the low-bit GEMV ops
+(gemv.cpp) and the fused whole-step forward (step.cpp), sharing the row kernels of linear.h.
 
 `load()` returns the compiled module, or None when it cannot be built or run here (no compiler, no AVX2,
 INFERENCE_QUANT_KERNELS=torch set): callers then fall back to dequantize-then-matmul in PyTorch, which
@@ -20,7 +21,9 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-_SOURCE = Path(__file__).with_name("gemv.cpp")
+_HERE = Path(__file__).parent
+_SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
+_HEADERS = [_HERE / "linear.h"]
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
@@ -62,7 +65,7 @@ def _build() -> ModuleType:
 
     from ..weights import cache_dir
 
-    digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES + _HEADERS)).hexdigest()[:12]
     build_dir = cache_dir() / "torch_extensions" / f"quant_gemv_{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir.with_name(build_dir.name + ".flock"), "w") as guard:
@@ -70,7 +73,7 @@ def _build() -> ModuleType:
         (build_dir / "lock").unlink(missing_ok=True)  # torch's lock: stale, since its holder held ours
         return cpp_load(
             name=f"quant_gemv_{digest}",
-            sources=[str(_SOURCE)],
+            sources=[str(p) for p in _SOURCES],
             extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             build_directory=str(build_dir),

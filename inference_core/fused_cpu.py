@@ -1,0 +1,127 @@
+"""The CPU fast path: a whole forward step (every layer and the head) in one native call (quant_kernels/step.cpp).
+
+`Transformer.forward` stays the readable reference; this runs the same arithmetic for one sequence over a
+contiguous `KVCache`, for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant.py, reading
+each weight once per step whatever the number of new positions (a decode step, a speculative verify, a short
+prefill chunk). Tested token-identical (greedy) against the reference and transformers.
+
+`fused_model(model)` returns a `FusedStep`, or None with `why_not(model)` saying why (compiled kernels
+unavailable, `INFERENCE_CPU_FASTPATH=0`, a CUDA model, a batch, a format without a fused kernel: w8a8,
+llm-int8, bitsandbytes). Building one re-lays fp32 projections stored column-major (model.py's batch-1 layout
+for the Python path) back to row-major, which is what the fused kernels read.
+"""
+from __future__ import annotations
+
+import os
+import weakref
+
+import torch
+from torch import nn
+
+from . import quant_kernels
+from .kv_cache import KVCache
+from .model import Transformer
+
+# Beyond this many new positions the reference forward's GEMMs (MKL) beat row-at-a-time dot products.
+MAX_FUSED_POSITIONS = 16
+
+_KIND = {"fp32": 0, "int8": 1, "fp8": 2, "int4": 3, "nf4": 3}
+_cache: "weakref.WeakKeyDictionary[Transformer, FusedStep | None]" = weakref.WeakKeyDictionary()
+_reasons: "weakref.WeakKeyDictionary[Transformer, str]" = weakref.WeakKeyDictionary()
+
+
+def enabled() -> bool:
+    return os.environ.get("INFERENCE_CPU_FASTPATH", "1").lower() not in ("0", "false", "off", "no")
+
+
+class FusedStep:
+    """One model's weights as views for the native forward. Holds no copy of any weight."""
+
+    def __init__(self, model: Transformer, native, kernel: str) -> None:
+        self.model = model
+        self.native = native
+        self.kernel = kernel  # e.g. "cpu-fused-step int8": named in reports and run headers
+
+    @torch.inference_mode()
+    def forward(self, tokens: list[int], cache: KVCache, all_rows: bool = False, n_layers: int | None = None) -> torch.Tensor:
+        """Logits for the new `tokens` at positions cache.length…: [len(tokens), vocab] or, unless `all_rows`, [1, vocab].
+
+        Writes their K/V into `cache` and advances it, like `Transformer.forward` with a `KVCache` backend.
+        """
+        start = cache.length
+        if start + len(tokens) > cache.capacity:
+            raise ValueError(f"KV cache full: {start + len(tokens)} tokens > capacity {cache.capacity}")
+        ids = torch.tensor(tokens, dtype=torch.long)
+        x = self.model.tok_embeddings.weight.index_select(0, ids)
+        logits = self.native.forward(x, cache.k[:, 0], cache.v[:, 0], start,
+                                     -1 if n_layers is None else n_layers, all_rows)
+        cache.advance(len(tokens))
+        return logits
+
+
+def _linear(kernels, layer: nn.Module):
+    """A native weight view of an nn.Linear or a weight-only quantized layer; None when it has no fused kernel."""
+    from .quant import INT4_LUT, QuantizedLinear
+
+    bias = getattr(layer, "bias", None)
+    bias = None if bias is None else bias.detach().float().contiguous()
+    if isinstance(layer, nn.Linear):
+        weight = layer.weight
+        if weight.dtype != torch.float32:
+            return None
+        if not weight.is_contiguous():
+            weight.data = weight.data.contiguous()  # undo store_wide_weights_column_major: the kernels read rows
+        return kernels.make_linear(0, weight.detach(), None, bias, 0, None)
+    if not isinstance(layer, QuantizedLinear) or layer.fmt.kind not in _KIND:
+        return None
+    kind = layer.fmt.kind
+    if kind == "int8":
+        return kernels.make_linear(1, layer.qweight, layer.scale, bias, 0, None)
+    if kind == "fp8":
+        return kernels.make_linear(2, layer.qweight.view(torch.uint8), layer.scale, bias, 0, None)
+    if kind == "int4":
+        return kernels.make_linear(3, layer.packed, layer.scale, bias, layer.fmt.group, INT4_LUT)
+    return kernels.make_linear(3, layer.packed, layer.absmax, bias, layer.fmt.group, layer.codebook.half())
+
+
+def _format_name(model: Transformer) -> str:
+    fmt = getattr(model, "quant_format", None)
+    return fmt.name if fmt is not None else "fp32"
+
+
+def _build(model: Transformer) -> tuple[FusedStep | None, str]:
+    if not enabled():
+        return None, "disabled by INFERENCE_CPU_FASTPATH=0"
+    if model.tok_embeddings.weight.device.type != "cpu" or model.tok_embeddings.weight.dtype != torch.float32:
+        return None, "the fused step runs fp32 activations on the CPU"
+    kernels = quant_kernels.load()
+    if kernels is None:
+        return None, f"compiled kernels unavailable ({quant_kernels.why_unavailable()})"
+    cfg = model.config
+    layers = []
+    for block in model.layers:
+        att, ffn = block.attention, block.feed_forward
+        views = [_linear(kernels, m) for m in (att.wqkv, att.wo, ffn.w_gate_up, ffn.w_down)]
+        if any(v is None for v in views):
+            return None, f"no fused kernel for the {_format_name(model)} format"
+        layers.append(kernels.Layer(block.attention_norm.weight.detach(), views[0], views[1],
+                                    block.ffn_norm.weight.detach(), views[2], views[3]))
+    head = _linear(kernels, model.output)
+    if head is None:
+        return None, f"no fused kernel for the {_format_name(model)} head"
+    native = kernels.FusedModel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.norm_eps, layers,
+                                model.norm.weight.detach(), head, model.rope_cos, model.rope_sin)
+    return FusedStep(model, native, f"cpu-fused-step {_format_name(model)}"), ""
+
+
+def fused_model(model: Transformer) -> FusedStep | None:
+    """The model's fused step, built once per model; None when unavailable (`why_not` says why)."""
+    if model not in _cache:
+        step, reason = _build(model)
+        _cache[model], _reasons[model] = step, reason
+    return _cache[model]
+
+
+def why_not(model: Transformer) -> str:
+    fused_model(model)
+    return _reasons.get(model, "")

@@ -1,0 +1,177 @@
+// Row kernels shared by the standalone GEMV ops (gemv.cpp) and the fused decode step (step.cpp).
+//
+// `linear_rows(W, x, M, y, n0, n1)` computes y[m, n] = x[m] · dequant(W)[n] for n in [n0, n1) and every
+// m < M, without threading: callers split n across their own threads. Each weight chunk is decoded into fp32
+// registers once and multiplied with up to four activation rows, so a multi-position step (a prefill chunk, a
+// speculative verify) reads and decodes every weight once per four positions instead of once per position.
+//
+// Weight formats (packed by inference_core/quant.py; all row-major [N, K], K a multiple of 32):
+//   F32  : w fp32 [N, K]
+//   Int8 : q int8 [N, K], scale fp32 [N]                      w = q * scale[n]
+//   Fp8  : q uint8 (e4m3fn bits) [N, K], scale fp32 [N]       w = fp8(q) * scale[n]
+//   Lut4 : p uint8 [N, K/2], scale fp32 [N, ⌈K/G⌉], lut fp16[16]   w = lut[nibble] * scale[n, k/G]
+//          (int4: lut = code - 8; NF4: lut = the codebook). In every 32-value chunk, byte j holds value j in
+//          its low nibble and value j + 16 in its high nibble (llama.cpp's order).
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ilab {
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 1));
+  return _mm_cvtss_f32(lo);
+}
+
+enum class Kind : int { F32 = 0, Int8 = 1, Fp8 = 2, Lut4 = 3 };
+
+// A 16-entry fp16 table split into low and high bytes: two byte shuffles look up 16 codes at once, and
+// interleaving the results gives 16 fp16 numbers that F16C converts to fp32.
+struct Fp16Lut {
+  __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128();
+  Fp16Lut() = default;
+  explicit Fp16Lut(const uint16_t* table) {
+    alignas(16) uint8_t l[16], h[16];
+    for (int i = 0; i < 16; ++i) {
+      l[i] = table[i] & 0xFF;
+      h[i] = table[i] >> 8;
+    }
+    lo = _mm_load_si128(reinterpret_cast<const __m128i*>(l));
+    hi = _mm_load_si128(reinterpret_cast<const __m128i*>(h));
+  }
+  inline void decode(__m128i codes, __m256& a, __m256& b) const {
+    __m128i l = _mm_shuffle_epi8(lo, codes), h = _mm_shuffle_epi8(hi, codes);
+    a = _mm256_cvtph_ps(_mm_unpacklo_epi8(l, h));
+    b = _mm256_cvtph_ps(_mm_unpackhi_epi8(l, h));
+  }
+};
+
+// One weight matrix as raw pointers (the tensors are owned by the caller and outlive every call).
+struct WeightView {
+  Kind kind = Kind::F32;
+  int64_t N = 0, K = 0;
+  int64_t group = 0;        // Lut4: values per scale along K (a multiple of 32); 0 elsewhere
+  const void* w = nullptr;  // F32: float; others: bytes
+  const float* scale = nullptr;
+  const float* bias = nullptr;  // added after the product when set
+  Fp16Lut lut;
+};
+
+// 32 weights of row `row` starting at k → four registers of 8 fp32 values (before the row/group scale).
+template <Kind kKind>
+inline void decode32(const WeightView& W, const uint8_t* row, int64_t k, __m256& w0, __m256& w1, __m256& w2,
+                     __m256& w3) {
+  if constexpr (kKind == Kind::F32) {
+    const float* r = reinterpret_cast<const float*>(row) + k;
+    w0 = _mm256_loadu_ps(r);
+    w1 = _mm256_loadu_ps(r + 8);
+    w2 = _mm256_loadu_ps(r + 16);
+    w3 = _mm256_loadu_ps(r + 24);
+  } else if constexpr (kKind == Kind::Int8) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 16));
+    w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a));
+    w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)));
+    w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+    w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+  } else if constexpr (kKind == Kind::Fp8) {
+    // e4m3 → fp16 by moving bits: sign to bit 15, exponent+mantissa to bits 7..13. Read as fp16 this is the
+    // fp8 value times 2^-8 (bias 15 vs 7), normals and subnormals alike; the caller folds 2^8 into the scale.
+    const __m256i sign = _mm256_set1_epi16(0x80), body = _mm256_set1_epi16(0x7F);
+    auto widen = [&](__m128i bytes, __m256& lo8, __m256& hi8) {
+      __m256i h = _mm256_cvtepu8_epi16(bytes);
+      h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(h, sign), 8),
+                          _mm256_slli_epi16(_mm256_and_si256(h, body), 7));
+      lo8 = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+      hi8 = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    };
+    widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k)), w0, w1);
+    widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 16)), w2, w3);
+  } else {
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2));
+    W.lut.decode(_mm_and_si128(bytes, mask), w0, w1);
+    W.lut.decode(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), w2, w3);
+  }
+}
+
+template <Kind kKind>
+inline int64_t row_bytes(const WeightView& W) {
+  if constexpr (kKind == Kind::F32) return W.K * 4;
+  if constexpr (kKind == Kind::Lut4) return W.K / 2;
+  return W.K;
+}
+
+// y[m * ldy + n] for MB rows of x (row stride ldx) and one output row n.
+template <Kind kKind, int MB>
+inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  const int64_t K = W.K;
+  const uint8_t* row = static_cast<const uint8_t*>(W.w) + n * row_bytes<kKind>(W);
+  constexpr bool kGrouped = kKind == Kind::Lut4;
+  const int64_t group = kGrouped ? W.group : K;
+  const int64_t n_groups = (K + group - 1) / group;
+  __m256 total[MB];
+  for (int m = 0; m < MB; ++m) total[m] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int64_t k0 = g * group, k1 = std::min(K, k0 + group);
+    __m256 acc0[MB], acc1[MB];
+    for (int m = 0; m < MB; ++m) acc0[m] = acc1[m] = _mm256_setzero_ps();
+    for (int64_t k = k0; k < k1; k += 32) {
+      __m256 w0, w1, w2, w3;
+      decode32<kKind>(W, row, k, w0, w1, w2, w3);
+      for (int m = 0; m < MB; ++m) {
+        const float* xr = x + m * ldx + k;
+        acc0[m] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc0[m]);
+        acc1[m] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc1[m]);
+        acc0[m] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xr + 16), acc0[m]);
+        acc1[m] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xr + 24), acc1[m]);
+      }
+    }
+    if constexpr (kGrouped) {
+      const __m256 s = _mm256_set1_ps(W.scale[n * n_groups + g]);
+      for (int m = 0; m < MB; ++m) total[m] = _mm256_fmadd_ps(s, _mm256_add_ps(acc0[m], acc1[m]), total[m]);
+    } else {
+      for (int m = 0; m < MB; ++m) total[m] = _mm256_add_ps(acc0[m], acc1[m]);
+    }
+  }
+  float s = 1.0f;
+  if constexpr (kKind == Kind::Int8) s = W.scale[n];
+  if constexpr (kKind == Kind::Fp8) s = W.scale[n] * 256.0f;
+  const float b = W.bias ? W.bias[n] : 0.0f;
+  for (int m = 0; m < MB; ++m) y[m * ldy + n] = s * hsum(total[m]) + b;
+}
+
+// n outer, blocks of four rows inner: a weight row is fetched from memory once for every position (the later
+// blocks find it in L1).
+template <Kind kKind>
+inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
+                         int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) dot_row<kKind, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy);
+    switch (M - m) {
+      case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
+      case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
+      case 3: dot_row<kKind, 3>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
+      default: break;
+    }
+  }
+}
+
+// y[m, n] = x[m] · W[n] (+ bias[n]) for n in [n0, n1), m < M. Single-threaded.
+inline void linear_rows(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
+                        int64_t n0, int64_t n1) {
+  switch (W.kind) {
+    case Kind::F32: rows_of_kind<Kind::F32>(W, x, M, ldx, y, ldy, n0, n1); break;
+    case Kind::Int8: rows_of_kind<Kind::Int8>(W, x, M, ldx, y, ldy, n0, n1); break;
+    case Kind::Fp8: rows_of_kind<Kind::Fp8>(W, x, M, ldx, y, ldy, n0, n1); break;
+    case Kind::Lut4: rows_of_kind<Kind::Lut4>(W, x, M, ldx, y, ldy, n0, n1); break;
+  }
+}
+
+}  // namespace ilab

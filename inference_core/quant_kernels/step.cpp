@@ -1,0 +1,289 @@
+// The fused CPU forward: one native call runs every layer of a Llama-family decoder for T new positions of one
+// sequence over a contiguous KV cache, and the output head. It computes what model.Transformer.forward computes
+// (the readable reference), only without per-op dispatch: RMSNorm, the fused QKV projection (+ bias), RoPE,
+// causal GQA attention over the cached keys and values, the output projection, the SwiGLU MLP and the residual
+// adds all run inside one OpenMP region, the threads meeting at a spin barrier between phases (a step is ~150
+// phases, too many for the runtime's sleeping barrier). Each projection splits its output rows across the
+// threads, so every weight byte is read once per step whatever T is (see linear.h).
+//
+// Invariants: x is the embedded tokens [T, D]; positions are start .. start+T-1; on return the cache holds
+// K/V for positions < start+T in every layer that ran. Results equal the reference up to fp32 summation order.
+#include <omp.h>
+#include <torch/extension.h>
+
+#include <atomic>
+#include <cmath>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "linear.h"
+
+namespace ilab {
+namespace {
+
+// Threads spin (then yield) while a step runs; between steps they sleep in the OpenMP runtime as usual.
+struct SpinBarrier {
+  std::atomic<int> arrived{0};
+  std::atomic<int> generation{0};
+  int n = 1;
+  void wait() {
+    if (n == 1) return;
+    const int gen = generation.load(std::memory_order_acquire);
+    if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
+      arrived.store(0, std::memory_order_relaxed);
+      generation.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    for (int spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
+      if (spins < 20000) _mm_pause();
+      else std::this_thread::yield();
+    }
+  }
+};
+
+inline std::pair<int64_t, int64_t> share(int64_t n, int t, int nt) { return {n * t / nt, n * (t + 1) / nt}; }
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  return hsum(acc);
+}
+
+inline void rms_norm(const float* x, const float* weight, float eps, int64_t d, float* out) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < d; ++i) ss += double(x[i]) * x[i];
+  const float inv = 1.0f / std::sqrt(float(ss / d) + eps);
+  for (int64_t i = 0; i < d; ++i) out[i] = x[i] * inv * weight[i];
+}
+
+// x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[half:], x[:half])
+inline void rope(float* x, const float* cos, const float* sin, int64_t hd) {
+  const int64_t half = hd / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + half] = b * cos[i + half] + a * sin[i + half];
+  }
+}
+
+}  // namespace
+
+struct Linear {
+  torch::Tensor w, scale, bias, lut;
+  WeightView view;
+};
+
+Linear make_linear(int64_t kind, torch::Tensor w, std::optional<torch::Tensor> scale, std::optional<torch::Tensor> bias,
+                   int64_t group, std::optional<torch::Tensor> lut) {
+  Linear L;
+  L.w = w;
+  TORCH_CHECK(w.device().is_cpu() && w.dim() == 2 && w.is_contiguous(), "weight: contiguous 2-D CPU tensor");
+  WeightView& v = L.view;
+  v.kind = static_cast<Kind>(kind);
+  v.N = w.size(0);
+  v.w = w.data_ptr();
+  switch (v.kind) {
+    case Kind::F32:
+      TORCH_CHECK(w.scalar_type() == torch::kFloat32, "fp32 weight expected");
+      v.K = w.size(1);
+      break;
+    case Kind::Int8:
+    case Kind::Fp8:
+      TORCH_CHECK(w.element_size() == 1, "one-byte weight expected");
+      v.K = w.size(1);
+      break;
+    case Kind::Lut4:
+      TORCH_CHECK(w.scalar_type() == torch::kUInt8, "packed uint8 weight expected");
+      v.K = w.size(1) * 2;
+      v.group = group;
+      TORCH_CHECK(group > 0 && group % 32 == 0, "group must be a positive multiple of 32");
+      TORCH_CHECK(lut && lut->numel() == 16 && lut->scalar_type() == torch::kHalf, "lut: 16 fp16 values");
+      L.lut = lut->contiguous();
+      v.lut = Fp16Lut(reinterpret_cast<const uint16_t*>(L.lut.data_ptr<at::Half>()));
+      break;
+    default:
+      TORCH_CHECK(false, "unknown weight kind ", kind);
+  }
+  TORCH_CHECK(v.K % 32 == 0, "K must be a multiple of 32, got ", v.K);
+  if (v.kind != Kind::F32) {
+    TORCH_CHECK(scale && scale->scalar_type() == torch::kFloat32 && scale->is_contiguous(), "scale: contiguous fp32");
+    const int64_t per_row = v.kind == Kind::Lut4 ? (v.K + group - 1) / group : 1;
+    TORCH_CHECK(scale->numel() == v.N * per_row, "scale has ", scale->numel(), " values, expected ", v.N * per_row);
+    L.scale = *scale;
+    v.scale = L.scale.data_ptr<float>();
+  }
+  if (bias) {
+    TORCH_CHECK(bias->scalar_type() == torch::kFloat32 && bias->numel() == v.N && bias->is_contiguous(), "bias: fp32 [N]");
+    L.bias = *bias;
+    v.bias = L.bias.data_ptr<float>();
+  }
+  return L;
+}
+
+struct Layer {
+  torch::Tensor attn_norm, ffn_norm;
+  Linear qkv, o, gate_up, down;
+};
+
+class FusedModel {
+ public:
+  FusedModel(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t ffn_dim, double eps, std::vector<Layer> layers,
+             torch::Tensor final_norm, Linear head, torch::Tensor rope_cos, torch::Tensor rope_sin)
+      : hq_(n_heads), hkv_(n_kv_heads), hd_(head_dim), ffn_(ffn_dim), eps_(float(eps)), layers_(std::move(layers)),
+        final_norm_(final_norm.contiguous()), head_(std::move(head)), cos_(rope_cos.contiguous()),
+        sin_(rope_sin.contiguous()) {
+    dim_ = hq_ * hd_;
+    TORCH_CHECK(hd_ % 8 == 0 && hq_ % hkv_ == 0, "head_dim must be a multiple of 8 and heads divisible by kv heads");
+    TORCH_CHECK(cos_.scalar_type() == torch::kFloat32 && cos_.size(1) == hd_, "rope tables: fp32 [positions, head_dim]");
+    for (const Layer& l : layers_) {
+      TORCH_CHECK(l.qkv.view.K == dim_ && l.qkv.view.N == (hq_ + 2 * hkv_) * hd_, "qkv shape");
+      TORCH_CHECK(l.o.view.K == dim_ && l.o.view.N == dim_, "o shape");
+      TORCH_CHECK(l.gate_up.view.K == dim_ && l.gate_up.view.N == 2 * ffn_, "gate/up shape");
+      TORCH_CHECK(l.down.view.K == ffn_ && l.down.view.N == dim_, "down shape");
+    }
+    TORCH_CHECK(head_.view.K == dim_, "head shape");
+  }
+
+  // x: [T, D] embedded tokens; k_cache, v_cache: [layers, kv_heads, capacity, head_dim] fp32 contiguous.
+  // Returns logits [T, vocab] (all_rows) or [1, vocab] for the last position.
+  torch::Tensor forward(torch::Tensor x, torch::Tensor k_cache, torch::Tensor v_cache, int64_t start, int64_t n_layers,
+                        bool all_rows) {
+    TORCH_CHECK(x.dim() == 2 && x.size(1) == dim_ && x.scalar_type() == torch::kFloat32, "x: fp32 [T, dim]");
+    TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous() && k_cache.scalar_type() == torch::kFloat32 &&
+                    k_cache.sizes() == v_cache.sizes() && k_cache.dim() == 4 && k_cache.size(1) == hkv_ &&
+                    k_cache.size(3) == hd_, "caches: contiguous fp32 [layers, kv_heads, capacity, head_dim]");
+    const int64_t T = x.size(0), cap = k_cache.size(2);
+    const int64_t L = n_layers < 0 ? int64_t(layers_.size()) : std::min<int64_t>(n_layers, layers_.size());
+    TORCH_CHECK(k_cache.size(0) >= L, "cache has fewer layers than the model");
+    TORCH_CHECK(T >= 1 && start >= 0 && start + T <= cap && start + T <= cos_.size(0), "positions ", start, "+", T,
+                " exceed the cache (", cap, ") or the RoPE table");
+    torch::Tensor residual = x.contiguous().clone();
+    const int64_t R = all_rows ? T : 1;
+    torch::Tensor logits = torch::empty({R, head_.view.N}, x.options());
+    const int64_t nqkv = (hq_ + 2 * hkv_) * hd_;
+    std::vector<float> qkv(T * nqkv), attn(T * dim_), proj(T * dim_), gu(T * 2 * ffn_), act(T * ffn_);
+    float* xs = residual.data_ptr<float>();
+    float* kc = k_cache.data_ptr<float>();
+    float* vc = v_cache.data_ptr<float>();
+    const float* cos = cos_.data_ptr<float>();
+    const float* sin = sin_.data_ptr<float>();
+    const float scale = 1.0f / std::sqrt(float(hd_));
+    const int64_t group = hq_ / hkv_;
+    SpinBarrier barrier;
+    const int requested = std::max(1, at::get_num_threads());
+
+#pragma omp parallel num_threads(requested)
+    {
+      const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+#pragma omp single
+      barrier.n = nt;  // the single's implicit barrier publishes n
+      std::vector<float> xn(T * dim_), scores(start + T);
+      for (int64_t li = 0; li < L; ++li) {
+        const Layer& layer = layers_[li];
+        float* kl = kc + li * hkv_ * cap * hd_;
+        float* vl = vc + li * hkv_ * cap * hd_;
+        // 1. attention norm (every thread keeps its own copy) and the QKV projection, rows split across threads
+        for (int64_t r = 0; r < T; ++r) rms_norm(xs + r * dim_, layer.attn_norm.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
+        auto [q0, q1] = share(nqkv, t, nt);
+        linear_rows(layer.qkv.view, xn.data(), T, dim_, qkv.data(), nqkv, q0, q1);
+        barrier.wait();
+        // 2. RoPE on q and k heads; k and v into the cache at their positions
+        for (int64_t item = t; item < T * (hq_ + hkv_); item += nt) {
+          const int64_t r = item / (hq_ + hkv_), h = item % (hq_ + hkv_), pos = start + r;
+          float* head = qkv.data() + r * nqkv + h * hd_;
+          rope(head, cos + pos * hd_, sin + pos * hd_, hd_);
+          if (h >= hq_) {
+            const int64_t kv = h - hq_;
+            std::copy(head, head + hd_, kl + (kv * cap + pos) * hd_);
+            const float* v = qkv.data() + r * nqkv + (hq_ + hkv_ + kv) * hd_;
+            std::copy(v, v + hd_, vl + (kv * cap + pos) * hd_);
+          }
+        }
+        barrier.wait();
+        // 3. causal attention: position start+r sees keys 0 .. start+r
+        for (int64_t item = t; item < T * hq_; item += nt) {
+          const int64_t r = item / hq_, h = item % hq_, kv = h / group, n_keys = start + r + 1;
+          const float* q = qkv.data() + r * nqkv + h * hd_;
+          const float* keys = kl + kv * cap * hd_;
+          const float* values = vl + kv * cap * hd_;
+          float best = -INFINITY;
+          for (int64_t j = 0; j < n_keys; ++j) {
+            scores[j] = dot(q, keys + j * hd_, hd_) * scale;
+            best = std::max(best, scores[j]);
+          }
+          float total = 0.0f;
+          for (int64_t j = 0; j < n_keys; ++j) total += (scores[j] = std::exp(scores[j] - best));
+          float* out = attn.data() + r * dim_ + h * hd_;
+          for (int64_t d = 0; d < hd_; d += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t j = 0; j < n_keys; ++j)
+              acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), _mm256_loadu_ps(values + j * hd_ + d), acc);
+            _mm256_storeu_ps(out + d, _mm256_mul_ps(acc, _mm256_set1_ps(1.0f / total)));
+          }
+        }
+        barrier.wait();
+        // 4. output projection and the residual add, each thread on its own columns
+        auto [o0, o1] = share(dim_, t, nt);
+        linear_rows(layer.o.view, attn.data(), T, dim_, proj.data(), dim_, o0, o1);
+        for (int64_t r = 0; r < T; ++r)
+          for (int64_t n = o0; n < o1; ++n) xs[r * dim_ + n] += proj[r * dim_ + n];
+        barrier.wait();
+        // 5. MLP norm, gate and up rows j and ffn+j on the same thread, so SiLU(gate)·up needs no barrier
+        for (int64_t r = 0; r < T; ++r) rms_norm(xs + r * dim_, layer.ffn_norm.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
+        auto [j0, j1] = share(ffn_, t, nt);
+        linear_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, j0, j1);
+        linear_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, ffn_ + j0, ffn_ + j1);
+        for (int64_t r = 0; r < T; ++r)
+          for (int64_t j = j0; j < j1; ++j) {
+            const float g = gu[r * 2 * ffn_ + j], u = gu[r * 2 * ffn_ + ffn_ + j];
+            act[r * ffn_ + j] = g / (1.0f + std::exp(-g)) * u;
+          }
+        barrier.wait();
+        // 6. down projection and the residual add
+        linear_rows(layer.down.view, act.data(), T, ffn_, proj.data(), dim_, o0, o1);
+        for (int64_t r = 0; r < T; ++r)
+          for (int64_t n = o0; n < o1; ++n) xs[r * dim_ + n] += proj[r * dim_ + n];
+        barrier.wait();
+      }
+      // final norm of the rows wanted, then the vocabulary head split across threads
+      const int64_t first = T - R;
+      for (int64_t r = 0; r < R; ++r)
+        rms_norm(xs + (first + r) * dim_, final_norm_.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
+      auto [v0, v1] = share(head_.view.N, t, nt);
+      linear_rows(head_.view, xn.data(), R, dim_, logits.data_ptr<float>(), head_.view.N, v0, v1);
+    }
+    return logits;
+  }
+
+ private:
+  int64_t hq_, hkv_, hd_, ffn_, dim_ = 0;
+  float eps_;
+  std::vector<Layer> layers_;
+  torch::Tensor final_norm_;
+  Linear head_;
+  torch::Tensor cos_, sin_;
+};
+
+}  // namespace ilab
+
+void register_step(pybind11::module& m) {
+  namespace py = pybind11;
+  using namespace ilab;
+  py::class_<Linear>(m, "Linear");
+  m.def("make_linear", &make_linear, "A weight view: kind 0 fp32, 1 int8, 2 fp8 (e4m3 bits), 3 4-bit lookup",
+        py::arg("kind"), py::arg("w"), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
+        py::arg("group") = 0, py::arg("lut") = py::none());
+  py::class_<Layer>(m, "Layer")
+      .def(py::init([](torch::Tensor attn_norm, Linear qkv, Linear o, torch::Tensor ffn_norm, Linear gate_up,
+                       Linear down) {
+        TORCH_CHECK(attn_norm.scalar_type() == torch::kFloat32 && ffn_norm.scalar_type() == torch::kFloat32, "fp32 norms");
+        return Layer{attn_norm.contiguous(), ffn_norm.contiguous(), std::move(qkv), std::move(o), std::move(gate_up),
+                     std::move(down)};
+      }));
+  py::class_<FusedModel>(m, "FusedModel")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, double, std::vector<Layer>, torch::Tensor, Linear, torch::Tensor,
+                    torch::Tensor>())
+      .def("forward", &FusedModel::forward, py::arg("x"), py::arg("k_cache"), py::arg("v_cache"), py::arg("start"),
+           py::arg("n_layers") = -1, py::arg("all_rows") = false, py::call_guard<py::gil_scoped_release>());
+}
