@@ -1,0 +1,161 @@
+"""The fused CPU step (quant_kernels/step.cpp via fused_cpu.py) against the reference forward of model.py.
+
+fp32: logits within fp32 summation-order noise and greedy tokens identical (and, through the Engine, identical to
+transformers: test_model.py's greedy test now runs this path, asserted below). Quantized formats: against a
+reference model holding the *dequantized* weights in plain nn.Linear layers, so no compiled code is shared.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from inference_core import GenerationParams, fused_cpu, quant_kernels
+from inference_core.config import tiny_config
+from inference_core.engine import build_model
+from inference_core.kv_cache import KVCache
+from inference_core.quant import PROJECTIONS, QuantizedLinear, quantize_model
+from inference_core.runner import ModelRunner, runner_for
+
+pytestmark = pytest.mark.skipif(quant_kernels.load() is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
+
+PROMPT = "The KV cache stores keys and values so that each decode step"
+
+
+def new_cache(model, capacity: int) -> KVCache:
+    cfg = model.config
+    return KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, capacity, cfg.head_dim, torch.float32, "cpu")
+
+
+def reference_logits(model, tokens: list[int], cache: KVCache, n_layers: int | None = None) -> torch.Tensor:
+    start = cache.length
+    with torch.inference_mode():
+        return model(torch.tensor([tokens]), torch.arange(start, start + len(tokens)), cache, n_layers=n_layers)[0]
+
+
+def fused_logits(model, tokens: list[int], cache: KVCache, n_layers: int | None = None) -> torch.Tensor:
+    step = fused_cpu.fused_model(model)
+    assert step is not None, fused_cpu.why_not(model)
+    return step.forward(tokens, cache, all_rows=True, n_layers=n_layers)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_tiny_model_prefill_chunks_and_steps_match_reference(qkv_bias):
+    model = build_model(tiny_config(qkv_bias=qkv_bias), None, torch.device("cpu"))
+    if qkv_bias:  # random non-zero biases (build_model draws them too, but make sure they matter)
+        for block in model.layers:
+            nn.init.normal_(block.attention.wqkv.bias, std=0.5)
+    torch.manual_seed(3)
+    tokens = torch.randint(0, model.config.vocab_size, (40,)).tolist()
+    ref_cache, fused_cache = new_cache(model, 64), new_cache(model, 64)
+    # chunks of 7, 1, 5 (a verify-sized step) and single tokens, at growing offsets
+    for lo, hi in [(0, 7), (7, 8), (8, 13), (13, 14), (14, 30), (30, 31)]:
+        ref = reference_logits(model, tokens[lo:hi], ref_cache)
+        got = fused_logits(model, tokens[lo:hi], fused_cache)
+        torch.testing.assert_close(got, ref, atol=2e-5, rtol=1e-4)
+    assert fused_cache.length == ref_cache.length == 31
+    torch.testing.assert_close(fused_cache.k[:, :, :, :31], ref_cache.k[:, :, :, :31], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused_cache.v[:, :, :, :31], ref_cache.v[:, :, :, :31], atol=1e-5, rtol=1e-5)
+
+
+def test_early_exit_runs_only_the_first_layers(tiny_model):
+    tokens = [3, 14, 15, 92, 65]
+    cfg = tiny_model.config
+    ref_cache = KVCache.allocate(1, 1, cfg.n_kv_heads, 16, cfg.head_dim, torch.float32, "cpu")
+    fused_cache = KVCache.allocate(1, 1, cfg.n_kv_heads, 16, cfg.head_dim, torch.float32, "cpu")
+    ref = reference_logits(tiny_model, tokens, ref_cache, n_layers=1)
+    got = fused_logits(tiny_model, tokens, fused_cache, n_layers=1)
+    torch.testing.assert_close(got, ref, atol=2e-5, rtol=1e-4)
+    full = fused_logits(tiny_model, tokens, new_cache(tiny_model, 16))
+    assert not torch.allclose(full, got, atol=1e-3)
+
+
+def test_cache_overflow_is_a_clear_error(tiny_model):
+    with pytest.raises(ValueError, match="KV cache full"):
+        fused_logits(tiny_model, [1] * 5, new_cache(tiny_model, 4))
+
+
+@pytest.mark.model
+def test_engine_decodes_through_the_fused_step_token_identical_to_the_reference(engine):
+    runner = runner_for(engine.model)
+    assert runner.kernel == "cpu-fused-step fp32", runner.fallback_reason
+    ids = engine.tokenizer.encode(PROMPT)
+    params = GenerationParams(max_new_tokens=24, stop_at_eos=False)
+    fast = engine.generate_ids(ids, params)
+    cache = engine.new_cache(len(ids) + 24)
+    seq, ref = list(ids), []
+    with torch.inference_mode():
+        feed = list(ids)
+        for _ in range(24):
+            logits = engine.model(torch.tensor([feed]), torch.arange(cache.length, cache.length + len(feed)), cache,
+                                  last_only=True)[0, -1]
+            ref.append(int(logits.argmax()))
+            seq.append(ref[-1])
+            feed = [ref[-1]]
+    assert fast == ref
+
+
+@pytest.mark.model
+def test_verify_step_scores_every_position_like_the_reference(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    ref_cache, fused_cache = engine.new_cache(64), engine.new_cache(64)
+    reference_logits(engine.model, ids, ref_cache)
+    reference_logits(engine.model, ids, fused_cache)
+    guesses = [ids[-1], 578, 1345, 260, 3094]  # k + 1 = 5 positions, as in a speculative round
+    ref = reference_logits(engine.model, guesses, ref_cache)
+    got = fused_logits(engine.model, guesses, fused_cache)
+    torch.testing.assert_close(got, ref, atol=5e-4, rtol=1e-4)
+    assert got.argmax(-1).tolist() == ref.argmax(-1).tolist()
+
+
+def dequantized_reference(qmodel, base):
+    """`base` with every projection and the head replaced by nn.Linear holding qmodel's dequantized weights."""
+    ref = copy.deepcopy(base)
+    for qblock, block in zip(qmodel.layers, ref.layers):
+        for path in PROJECTIONS:
+            parent, attr = path.split(".")
+            q: QuantizedLinear = getattr(getattr(qblock, parent), attr)
+            lin = nn.Linear(q.in_features, q.out_features, bias=False)
+            lin.weight.data = q.dequantize().float().contiguous()
+            setattr(getattr(block, parent), attr, lin)
+    head = nn.Linear(qmodel.output.in_features, qmodel.output.out_features, bias=False)
+    head.weight.data = qmodel.output.dequantize().float().contiguous()
+    ref.output = head
+    return ref
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("fmt", ["int8", "fp8", "int4-g128", "int4-g32", "nf4"])
+def test_quantized_formats_match_their_dequantized_reference(engine, fmt, one_thread):
+    qmodel = quantize_model(engine.model, fmt)
+    assert runner_for(qmodel).kernel == f"cpu-fused-step {fmt}"
+    ref_model = dequantized_reference(qmodel, engine.model)
+    ids = engine.tokenizer.encode(PROMPT)[:12]
+    ref_cache, fused_cache = new_cache(ref_model, 40), new_cache(qmodel, 40)
+    ref_tokens, fused_tokens = [], []
+    ref_feed = fused_feed = ids
+    for _ in range(12):
+        ref = reference_logits(ref_model, ref_feed, ref_cache)[-1]
+        got = fused_logits(qmodel, fused_feed, fused_cache)[-1]
+        torch.testing.assert_close(got, ref, atol=2e-3, rtol=1e-3)
+        ref_tokens.append(int(ref.argmax()))
+        fused_tokens.append(int(got.argmax()))
+        ref_feed, fused_feed = [ref_tokens[-1]], [fused_tokens[-1]]
+    assert fused_tokens == ref_tokens
+
+
+@pytest.mark.model
+def test_formats_without_a_fused_kernel_fall_back_and_say_why(engine):
+    w8a8 = quantize_model(engine.model, "w8a8")
+    runner = ModelRunner(w8a8)
+    assert runner.kernel == "torch reference"
+    assert "w8a8" in runner.fallback_reason
+
+
+def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
+    monkeypatch.setenv("INFERENCE_CPU_FASTPATH", "0")
+    runner = ModelRunner(tiny_model)
+    assert runner.kernel == "torch reference"
+    assert "INFERENCE_CPU_FASTPATH=0" in runner.fallback_reason
