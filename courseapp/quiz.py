@@ -3,8 +3,11 @@
 The form never names a choice by its authored order (in most questions the first authored choice is the
 correct one): each attempt gets a random `seed`, the page shows every question's choices in the order
 `shuffled(question, seed)` gives, and a submitted value is a 1-based position in that order. Grading maps
-positions back through the same seed, so scores never depend on the shuffle. A post without a seed (an old
-page, a script) uses the authored order.
+positions back through the same seed, so scores never depend on the shuffle.
+
+The seed travels in a hidden field signed for the module (`seed_token`), and a post is graded only with a
+valid one: a missing seed (which would mean the authored order, where "always the first choice" scores
+full marks), a forged or altered one, or one signed for another module is refused as out of date.
 """
 from __future__ import annotations
 
@@ -13,9 +16,13 @@ import random
 import secrets
 from dataclasses import dataclass, field
 
+from django.core import signing
+
 PASS_FRACTION = 0.8
 SEED_FIELD = "quiz_seed"
 MAX_SEED = 2**32 - 1
+SEED_SALT = "courseapp.quiz.seed"
+OUT_OF_DATE = "The quiz form is out of date: reload the page and answer again."
 
 
 class QuizInputError(ValueError):
@@ -80,13 +87,25 @@ def new_seed() -> int:
     return secrets.randbelow(MAX_SEED) + 1
 
 
-def parse_seed(raw) -> int | None:
-    """The attempt's seed from the form: None when absent; QuizInputError when malformed."""
+def _signer(module_slug: str) -> signing.Signer:
+    return signing.Signer(salt=f"{SEED_SALT}:{module_slug}")
+
+
+def seed_token(module_slug: str, seed: int) -> str:
+    """The hidden field's value: the attempt's seed, signed for this module."""
+    return _signer(module_slug).sign(str(seed))
+
+
+def parse_seed(raw, module_slug: str) -> int:
+    """The attempt's seed from the form's signed token; QuizInputError when absent, forged or malformed."""
     if raw in (None, ""):
-        return None
-    text = str(raw)
+        raise QuizInputError(OUT_OF_DATE)
+    try:
+        text = _signer(module_slug).unsign(str(raw))
+    except signing.BadSignature:
+        raise QuizInputError(OUT_OF_DATE) from None
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_SEED:
-        raise QuizInputError("The quiz form is out of date: reload the page and answer again.")
+        raise QuizInputError(OUT_OF_DATE)
     return int(text)
 
 

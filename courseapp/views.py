@@ -14,11 +14,14 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from serverprofile import figures as server_figures
+
 from . import progress as tracking
 from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
 from .models import Choice, Module, Preference, Question, Track
-from .quiz import SEED_FIELD, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark, shuffled
+from .quiz import (SEED_FIELD, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark, seed_token,
+                   shuffled)
 
 
 # --- View models (templates only display what these prepare) ------------------------------
@@ -204,7 +207,8 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
     previous, following = _pager(request, module)
     questions = list(module.questions.all())
     narration = getattr(module, "narration", None)
-    lesson_before, lesson_after = module.html_parts()
+    # This server's figures ({{ server.… }}) are filled in per request, from the newest measured profile.
+    lesson_before, lesson_after = (server_figures.fill(part) for part in module.html_parts())
     autoplay = autoplay_preference(request)
     if result is not None:
         seed = result.seed
@@ -222,6 +226,7 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
         "progress": mine,
         "quiz": quiz_items(questions, result, seed),
         "quiz_seed": seed,
+        "quiz_seed_token": seed_token(module.slug, seed),
         "quiz_seed_field": SEED_FIELD,
         "quiz_error": quiz_error,
         "quiz_result": result,
@@ -263,7 +268,7 @@ def quiz_submit(request, slug: str):
         raise Http404("This module has no quiz")
     template = "courseapp/_quiz.html" if _wants_fragment(request) else "courseapp/module.html"
     try:
-        seed = parse_seed(request.POST.get(SEED_FIELD))
+        seed = parse_seed(request.POST.get(SEED_FIELD), module.slug)
         result = grade(questions, request.POST, seed)
     except QuizInputError as error:
         context = module_context(request, module, seed=new_seed(), quiz_error=str(error))

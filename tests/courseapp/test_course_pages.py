@@ -1,16 +1,38 @@
 """Student pages: index, module page, quiz grading without JS, progress and its merge on sign-up."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from django.urls import reverse
 
+from courseapp.loader import load_course
 from courseapp.models import Module, ModuleProgress, QuizAttempt
 
 pytestmark = pytest.mark.django_db
 
+REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
+
 
 def module_url(slug):
     return reverse("courseapp:module", args=[slug])
+
+
+def post_quiz(client, slug, answers, **extra):
+    """Post answers named by their authored choice orders, as the page would: through a fresh signed seed,
+    each answer sent as its position in that seed's shuffled order."""
+    from courseapp.quiz import new_seed, seed_token, shuffled
+
+    seed = new_seed()
+    data = {"quiz_seed": seed_token(slug, seed)}
+    for question in Module.objects.get(slug=slug).questions.all():
+        values = answers.get(question.field_name)
+        if values is None:
+            continue
+        shown = [c.order for c in shuffled(question, seed)]
+        data[question.field_name] = [str(shown.index(int(v)) + 1) for v in ([values] if isinstance(values, str) else values)]
+    return client.post(reverse("courseapp:quiz", args=[slug]), data, **extra)
 
 
 def test_index_lists_tracks_modules_and_hides_drafts(client, course):
@@ -50,7 +72,7 @@ def test_index_query_count_is_constant(client, course, student):
 
 def test_module_page_query_count_is_constant(client, course, student):
     client.force_login(student)
-    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1"})
+    post_quiz(client, "intro", {"q1": "1"})
     client.get(module_url("cache"))
     before = count_queries(client, module_url("cache"))
     add_modules(12)
@@ -86,7 +108,7 @@ def test_pager_works_across_a_gated_module(client, course):
 
 
 def test_quiz_graded_on_server_wrong_choice_shows_explanation(client, course):
-    response = client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "2", "q2": ["1"]})
+    response = post_quiz(client, "intro", {"q1": "2", "q2": ["1"]})
     html = response.content.decode()
     assert response.status_code == 200
     assert "You scored <strong>0/2</strong>" in html
@@ -99,7 +121,7 @@ def test_quiz_graded_on_server_wrong_choice_shows_explanation(client, course):
 
 
 def test_quiz_pass_completes_module(client, course):
-    response = client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    response = post_quiz(client, "intro", {"q1": "1", "q2": ["1", "2"]})
     assert "You scored <strong>2/2</strong>" in response.content.decode()
     progress = ModuleProgress.objects.get(module__slug="intro")
     assert progress.completed and progress.best_score == 2
@@ -109,7 +131,7 @@ def test_quiz_pass_completes_module(client, course):
 
 
 def test_quiz_fragment_for_fetch(client, course):
-    response = client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "2"}, HTTP_X_REQUESTED_WITH="fetch")
+    response = post_quiz(client, "intro", {"q1": "2"}, HTTP_X_REQUESTED_WITH="fetch")
     html = response.content.decode()
     assert html.lstrip().startswith('<section class="quiz"') and "<html" not in html
     assert "Not answered." in html
@@ -139,7 +161,7 @@ def test_resume_where_you_left_off_in_a_module(client, course):
 
 
 def test_anonymous_progress_is_merged_on_signup(client, course):
-    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    post_quiz(client, "intro", {"q1": "1", "q2": ["1", "2"]})
     client.post(reverse("courseapp:place", args=["cache"]), {"position": "30"})
     response = client.post(reverse("courseapp:signup"), {
         "username": "newbie", "password1": "a-long-password-42", "password2": "a-long-password-42"})
@@ -154,7 +176,7 @@ def test_anonymous_progress_is_merged_on_signup(client, course):
 def test_progress_merged_on_login_keeps_best(client, course, student):
     intro = Module.objects.get(slug="intro")
     ModuleProgress.objects.create(user=student, module=intro, best_score=1)
-    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    post_quiz(client, "intro", {"q1": "1", "q2": ["1", "2"]})
     client.post(reverse("login"), {"username": "student", "password": "student-pass-123"})
     progress = ModuleProgress.objects.get(user=student, module=intro)
     assert progress.best_score == 2 and progress.completed
@@ -192,10 +214,8 @@ CORRECT_TEXTS = {"For every request.", "Decode is memory-bound at batch 1.", "Pr
 
 
 def shown_quiz(html: str) -> tuple[str, dict[str, list[tuple[str, str]]]]:
-    """The attempt's seed and, per question field, the (value, label text) pairs in page order."""
-    import re
-
-    seed = re.search(r'name="quiz_seed" value="(\d+)"', html).group(1)
+    """The attempt's signed seed and, per question field, the (value, label text) pairs in page order."""
+    seed = re.search(r'name="quiz_seed" value="([^"]+)"', html).group(1)
     fields: dict[str, list[tuple[str, str]]] = {}
     pattern = r'name="(q\d+)" value="(\d+)" id="[^"]+"[^>]*>\s*<label for="[^"]+">(?:<p>)?(.*?)(?:</p>)?</label>'
     for name, value, text in re.findall(pattern, html):
@@ -220,6 +240,59 @@ def test_quiz_order_varies_between_attempts_and_grading_follows_it(client, cours
     assert all(a.answers["1"] == [1] for a in QuizAttempt.objects.filter(score=2))  # stored as authored orders
 
 
+def test_wrong_answer_explanation_matches_the_choice_picked_under_shuffling(client, course):
+    for _ in range(6):
+        seed, fields = shown_quiz(client.get(module_url("intro")).content.decode())
+        wrong = next(v for v, text in fields["q1"] if text == "Once, like training.")
+        html = client.post(reverse("courseapp:quiz", args=["intro"]), {"quiz_seed": seed, "q1": wrong}).content.decode()
+        assert "You scored <strong>0/2</strong>" in html
+        assert "Training happens once; inference happens for every request." in html  # the picked choice's own
+        assert QuizAttempt.objects.order_by("-pk").first().answers["1"] == [2]  # authored order 2: the wrong one
+
+
+def test_always_the_first_choice_no_longer_passes_the_real_course(client, db):
+    """In content/ the first authored choice is nearly always the correct one: shown shuffled, picking the first
+    shown choice of every question scores full marks only by chance, and each question's order varies."""
+    load_course(REPO_CONTENT)
+    module = Module.objects.filter(questions__isnull=False).distinct().order_by("pk").first()
+    slug, total = module.slug, module.questions.count()
+    scores, first_shown = [], {}
+    for _ in range(10):
+        seed, fields = shown_quiz(client.get(module_url(slug)).content.decode())
+        assert len(fields) == total
+        for name, pairs in fields.items():
+            first_shown.setdefault(name, set()).add(pairs[0][1])
+        html = client.post(reverse("courseapp:quiz", args=[slug]),
+                           {"quiz_seed": seed, **{name: ["1"] for name in fields}}).content.decode()
+        scores.append(int(re.search(r"You scored <strong>(\d+)/", html).group(1)))
+    assert sum(score == total for score in scores) < 3, scores
+    assert all(len(texts) > 1 for texts in first_shown.values()), first_shown
+
+
+@pytest.mark.parametrize("forge", ["missing", "unsigned", "tampered", "other-module", "garbage"])
+def test_quiz_without_a_valid_signed_seed_is_refused(client, course, forge):
+    """Without a seed the authored order would be graded (first choice correct); a forged or edited seed would
+    let a script pick its own order. Each is refused with a 400 and records no attempt."""
+    from courseapp.quiz import seed_token
+
+    token, _ = shown_quiz(client.get(module_url("intro")).content.decode())
+    seed = int(token.split(":")[0])
+    data = {"q1": "1", "q2": ["1", "2"]}
+    if forge == "unsigned":
+        data["quiz_seed"] = str(seed)
+    elif forge == "tampered":
+        data["quiz_seed"] = f"{seed % 1000 + 1}:{token.split(':', 1)[1]}"
+    elif forge == "other-module":
+        data["quiz_seed"] = seed_token("cache", seed)
+    elif forge == "garbage":
+        data["quiz_seed"] = "²:x"
+    response = client.post(reverse("courseapp:quiz", args=["intro"]), data)
+    assert response.status_code == 400
+    assert "out of date" in response.content.decode()
+    assert not QuizAttempt.objects.exists()
+    assert not ModuleProgress.objects.filter(completed_at__isnull=False).exists()
+
+
 def test_graded_quiz_keeps_the_order_the_student_saw(client, course):
     seed, fields = shown_quiz(client.get(module_url("intro")).content.decode())
     response = client.post(reverse("courseapp:quiz", args=["intro"]), {"quiz_seed": seed, "q1": "1"})
@@ -227,14 +300,14 @@ def test_graded_quiz_keeps_the_order_the_student_saw(client, course):
     assert (again_seed, again) == (seed, fields)
 
 
-@pytest.mark.parametrize("answers", [{"q1": "²"}, {"q1": "٣"}, {"q1": "x"}, {"q1": "-1"}, {"q1": "9"},
-                                     {"q1": "1", "quiz_seed": "²"}, {"q1": "1", "quiz_seed": "0"}])
+@pytest.mark.parametrize("answers", [{"q1": "²"}, {"q1": "٣"}, {"q1": "x"}, {"q1": "-1"}, {"q1": "9"}])
 def test_malformed_quiz_answer_is_a_clear_400(client, course, answers):
+    seed, _ = shown_quiz(client.get(module_url("intro")).content.decode())
+    answers = {"quiz_seed": seed, **answers}
     response = client.post(reverse("courseapp:quiz", args=["intro"]), answers)
     assert response.status_code == 400
     html = response.content.decode()
-    assert 'role="alert"' in html and ("not one of its choices" in html or "choices 1 to 2" in html
-                                       or "out of date" in html)
+    assert 'role="alert"' in html and ("not one of its choices" in html or "choices 1 to 2" in html)
     assert not QuizAttempt.objects.exists()
     fragment = client.post(reverse("courseapp:quiz", args=["intro"]), answers, HTTP_X_REQUESTED_WITH="fetch")
     assert fragment.status_code == 400 and fragment.content.decode().lstrip().startswith('<section class="quiz"')
@@ -247,7 +320,7 @@ def test_module_with_a_quiz_is_completed_only_by_passing_it(client, course):
     html = client.get(module_url("intro")).content.decode()
     assert "by passing its quiz: 2 of 2 correct" in html
     assert "2/2 correct completes this module" in html
-    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    post_quiz(client, "intro", {"q1": "1", "q2": ["1", "2"]})
     assert ModuleProgress.objects.get(module__slug="intro").completed
 
 
@@ -290,11 +363,11 @@ def test_demo_pages_share_the_site_navigation_and_link_to_their_lessons(client, 
 
 
 def test_index_shows_score_out_of_total_and_resumes_at_the_next_unfinished_module(client, course):
-    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1"]})
+    post_quiz(client, "intro", {"q1": "1", "q2": ["1"]})
     html = client.get("/").content.decode()
     assert "Best quiz score 1/2" in html
     assert "Resume where you left off: Intro" in html  # visited, not finished
-    client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1", "q2": ["1", "2"]})
+    post_quiz(client, "intro", {"q1": "1", "q2": ["1", "2"]})
     html = client.get("/").content.decode()
     assert "Best quiz score 2/2" in html
     assert "Resume where you left off: Caching" in html  # intro is done: carry on with the next one
