@@ -23,7 +23,10 @@ _DEFAULTS = {
     "DEMO_HEARTBEAT_TTL": 5.0,  # a heartbeat key older than this means the worker is gone
     "DEMO_QUEUE_TIMEOUT": 300.0,  # queued this long without a worker picking it up → error
     "DEMO_ORPHAN_GRACE": 15.0,  # a run whose socket closed is cancelled unless resumed within this
-    "DEMO_REPLAY_CACHE": True,  # serve deterministic repeats from stored events
+    "DEMO_REPLAY_CACHE": True,  # a stored identical run may be replayed: when asked for, or when no worker slot is free
+    # Worker slots (runs the workers can run at once); 0 = the sum the live workers report (their -c). A start
+    # runs live while fewer real runs than this are queued or running; otherwise a stored run may be replayed.
+    "DEMO_WORKER_SLOTS": 0,
     "DEMO_REPLAY_SPEED": 1.0,  # 1.0 = paced like the original run
     "DEMO_STATS_INTERVAL": 1.0,  # worker stats and dashboard refresh period
     "DEMO_MESSAGE_RATE": 20.0,  # messages per second one socket may send (sustained)…

@@ -1,10 +1,16 @@
 """Every demo run and every event it produced, so runs can be resumed, replayed and audited."""
 from __future__ import annotations
 
+import secrets
 import uuid
 
 from django.conf import settings
 from django.db import models
+
+
+def new_share_id() -> str:
+    """An unguessable public id for a run's share link (96 random bits, URL-safe; never sequential)."""
+    return secrets.token_urlsafe(12)
 
 
 class Run(models.Model):
@@ -30,6 +36,13 @@ class Run(models.Model):
     cache_key = models.CharField(max_length=64, blank=True, db_index=True)
     deterministic = models.BooleanField(default=False)
     replay_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replays")
+    # Why a replay was served instead of a live run: "requested" (the student asked) or "busy" (no free slot).
+    replay_reason = models.CharField(max_length=16, blank=True)
+    # Where the numbers were measured (set by the worker when it claims the run).
+    device = models.CharField(max_length=32, blank=True)
+    dtype = models.CharField(max_length=32, blank=True)
+    # The share link's id (/demos/runs/<share_id>/): a finished run can be reopened read-only by anyone with it.
+    share_id = models.CharField(max_length=32, unique=True, default=new_share_id, editable=False)
     worker = models.CharField(max_length=200, blank=True)
     n_events = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
@@ -54,6 +67,21 @@ class Run(models.Model):
     def event_source(self) -> "Run":
         """Where this run's events are stored: a replay reads the original's."""
         return self.replay_of if self.replay_of_id else self
+
+    def header(self) -> dict:
+        """What stands behind this run's numbers (the `header` frame, docs/protocol.md): live or a replay, and
+        the model, device, dtype, engine version and time of the run that measured them (a replay: the
+        original's). Reads `replay_of` (a query unless it was loaded): call it in a thread from async code."""
+        source = self.event_source
+        measured = source.started_at or source.created_at
+        frame = {"type": "header", "run_id": str(self.id), "demo": self.demo,
+                 "mode": "replay" if self.replay_of_id else "live", "model": source.model or None,
+                 "device": source.device or None, "dtype": source.dtype or None,
+                 "engine_version": source.engine_version or None,
+                 "measured_at": measured.isoformat() if measured else None}
+        if self.replay_of_id:
+            frame["replay_reason"] = self.replay_reason or "requested"
+        return frame
 
 
 class RunEvent(models.Model):

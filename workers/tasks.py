@@ -69,6 +69,7 @@ class Stats:
         self.tokens_total = 0
         self.token_times: list[float] = []  # monotonic times of recent tokens (last 10 s)
         self.started = time.time()
+        self.slots = 0  # this worker's task slots (its -c), reported so a start knows whether one is free
         self._thread = None
 
     def token(self):
@@ -95,6 +96,7 @@ class Stats:
                 "pid": os.getpid(),
                 "model": settings.ENGINE_MODEL,
                 "device": str(engine.device) if engine is not None else None,
+                "slots": self.slots,
                 "engine_loaded": engine is not None,
                 # The continuous batch of the engine's batching service (cached generation): how many
                 # sequences shared the last forward, and what waits for a slot or KV blocks.
@@ -143,10 +145,23 @@ def _consumes_gpu_queue(consumer) -> bool:
         return True
 
 
+def _concurrency(consumer) -> int:
+    """The worker's task slots (`-c`), 0 when unknown (then a start assumes the default of 16)."""
+    for get in (lambda: consumer.controller.concurrency, lambda: consumer.pool.limit):
+        try:
+            value = int(get())
+            if value > 0:
+                return value
+        except Exception:  # noqa: BLE001
+            continue
+    return 0
+
+
 @worker_ready.connect
 def _warm_up(sender=None, **kwargs):
     if sender is not None and not _consumes_gpu_queue(sender):
         return  # a `cpu`-only worker never runs the engine
+    STATS.slots = _concurrency(sender)
     STATS.start_reporter()
     try:
         get_engine()
@@ -267,7 +282,8 @@ async def _run_demo(run_id: str) -> str:
         run = await sync_to_async(_claim)(run_id)
         if run is None:
             return "skipped"
-        await publish({"type": "run.started", "run_id": run_id, "worker": WORKER_NAME})
+        # The run's header (device, dtype, engine version, start time) reaches the client before its first event.
+        await publish({"type": "run.started", "run_id": run_id, "worker": WORKER_NAME, "header": run.header()})
         state = _RunState(run)
         try:
             while True:
@@ -293,9 +309,15 @@ async def _run_demo(run_id: str) -> str:
 
 
 def _claim(run_id: str) -> Run | None:
-    """Queued → running, exactly once (a redelivered or cancelled task finds it no longer queued)."""
+    """Queued → running, exactly once (a redelivered or cancelled task finds it no longer queued). Records the
+    device and dtype the run's numbers are measured on (an engine that fails to load is reported by the run)."""
+    try:
+        engine = get_engine()
+        where = {"device": str(engine.device)[:32], "dtype": str(engine.dtype).removeprefix("torch.")[:32]}
+    except Exception:  # noqa: BLE001 - the run's first step fails with the real error
+        where = {}
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, worker=WORKER_NAME, started_at=timezone.now()
+        status=Run.Status.RUNNING, worker=WORKER_NAME, started_at=timezone.now(), **where
     )
     if not claimed:
         log.info("run %s is not queued any more; skipping", run_id)

@@ -239,6 +239,9 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
         if w:
             w.queued = False
             w.last_activity = time.monotonic()
+            header = message.get("header")
+            if isinstance(header, dict) and not w.replay and not w.finished:
+                await self._send({**header, "type": "header", "run_id": w.run_id})
 
     # --- watchdog ----
 

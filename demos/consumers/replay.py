@@ -1,10 +1,12 @@
-"""Serving a deterministic repeat from the stored events of an identical finished run.
+"""Serving a run from the stored events of an identical finished run.
 
-A replay needs no worker, so the same preset run by a class costs one engine run. Invariants: the cache key
-includes the engine's own source version (a changed engine never replays old results); timing demos are
-never replayed (`DemoSpec.measures_time`); a visitor is replayed someone else's run only when every text
-they typed is a demo default or preset (public), so a replay never reveals another visitor's prompt, and the
-frame names the source run only when it is the visitor's own.
+Runs are live by default. A replay is served only when the student asks for one (`start` with `replay: true`)
+or, for a deterministic run, when no worker slot is free (runs.has_free_slot); a replay needs no worker, so a
+busy class still sees a preset's numbers at once. Every replay is labelled (the `header` frame: the original
+run's time, device, dtype and engine version). Invariants: the cache key includes the engine's own source
+version (a changed engine never replays old results); a visitor is replayed someone else's run only when every
+text they typed is a demo default or preset (public), so a replay never reveals another visitor's prompt, and
+the frame names the source run only when it is the visitor's own.
 """
 from __future__ import annotations
 

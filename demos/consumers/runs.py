@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from datetime import timedelta
@@ -15,7 +16,7 @@ from django.utils import timezone
 from .. import conf
 from ..models import Run
 from ..registry import is_deterministic, validate
-from ..runstate import async_redis, attach, cancel_key, fair_push, run_group
+from ..runstate import async_redis, attach, cancel_key, fair_push, run_group, worker_key
 from .common import ACTIVE, ProtocolError, Watch, get_run, redis_retry, set_status
 from .replay import cache_key_for, engine_version, replay_source
 
@@ -67,9 +68,19 @@ class RunsMixin:
         version = await sync_to_async(engine_version)()
         key = cache_key_for(demo, cleaned, settings.ENGINE_MODEL, version)
         live = bool(msg.get("live") or msg.get("no_replay"))
-        source = None
-        if deterministic and conf.get("DEMO_REPLAY_CACHE") and not live:
-            source = await database_sync_to_async(replay_source)(demo, cleaned, key, self.owners)
+        wants_replay = msg.get("replay") is True
+        if live and wants_replay:
+            raise ProtocolError("invalid_message", "a start is either live or a replay, not both")
+        # Live by default. A stored identical run is replayed only when the student asks for one ("replay":
+        # true) or, for a deterministic run, when no worker slot is free (docs/protocol.md).
+        source, reason = None, ""
+        if conf.get("DEMO_REPLAY_CACHE") and not live:
+            if wants_replay:
+                reason = "requested"
+            elif deterministic and not await has_free_slot():
+                reason = "busy"
+            if reason:
+                source = await database_sync_to_async(replay_source)(demo, cleaned, key, self.owners)
         user = self.scope.get("user")
 
         def create() -> Run:
@@ -80,7 +91,8 @@ class RunsMixin:
                 demo=demo, params=cleaned, owner=self.owner, client=self.client_addr[:64],
                 user=user if getattr(user, "is_authenticated", False) else None,
                 model=settings.ENGINE_MODEL, engine_version=version, cache_key=key, deterministic=deterministic,
-                replay_of=source, status=Run.Status.RUNNING if source else Run.Status.QUEUED,
+                replay_of=source, replay_reason=reason if source else "",
+                status=Run.Status.RUNNING if source else Run.Status.QUEUED,
                 worker="replay" if source else "", started_at=timezone.now() if source else None,
             )
 
@@ -98,12 +110,17 @@ class RunsMixin:
         run_id = str(run.id)
         w = Watch(run_id=run_id, source_id=str(source.id) if source else run_id, replay=bool(source))
         self.watches[run_id] = w
-        accepted = {"type": "accepted", "run_id": run_id, "demo": demo, "params": cleaned}
+        accepted = {"type": "accepted", "run_id": run_id, "demo": demo, "params": cleaned,
+                    "mode": "replay" if source else "live", "share_id": run.share_id}
         if self._ref:
             accepted["ref"] = self._ref
+        if wants_replay and not source:
+            accepted["replay_unavailable"] = True  # nothing stored to replay: this run is live
         if source:
             accepted["replayed_from"] = self._replay_label(source)
+            accepted["replay_reason"] = reason
             await self._send(accepted)
+            await self._send(await database_sync_to_async(run.header)())
             w.task = asyncio.create_task(self._replay(w))
             return
         await redis_retry(self.channel_layer.group_add, run_group(run_id), self.channel_name)
@@ -140,7 +157,9 @@ class RunsMixin:
             run = await get_run(run_id)  # re-read after subscribing: nothing can slip between
         label = await database_sync_to_async(lambda: self._replay_label(run.replay_of))() if replay else None
         await self._send({"type": "resumed", "run_id": run_id, "after_seq": after, "status": run.status,
-                          **({"replayed_from": label} if replay else {})})
+                          "share_id": run.share_id, **({"replayed_from": label} if replay else {})})
+        if replay or run.started_at:  # a live run still queued gets its header when a worker starts it
+            await self._send(await database_sync_to_async(run.header)())
         if replay and not run.is_final:
             w.task = asyncio.create_task(self._replay(w))
             return
@@ -177,6 +196,40 @@ class RunsMixin:
                 if w:
                     await self._finish(w, {"type": "done", "run_id": run_id, "status": "cancelled",
                                            "summary": {"finish_reason": "cancelled", "n_generated": 0}})
+
+
+async def worker_slots() -> int:
+    """How many runs the workers can run at once: DEMO_WORKER_SLOTS when set, else the sum of the slots the live
+    workers report (`slots` in their stats, their -c; 16 for a worker that does not say). No worker: 0."""
+    configured = int(conf.get("DEMO_WORKER_SLOTS"))
+    if configured > 0:
+        return configured
+    r = async_redis()
+    keys = [k async for k in r.scan_iter(match=worker_key("*"), count=100)]
+    total = 0
+    for raw in (await r.mget(keys) if keys else []):
+        try:
+            total += max(0, int(json.loads(raw).get("slots") or 16)) if raw else 0
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return total
+
+
+def _busy_runs() -> int:
+    """Real runs (not replays) holding or waiting for a worker slot."""
+    recent = timezone.now() - timedelta(minutes=15)
+    return Run.objects.filter(replay_of__isnull=True, status__in=ACTIVE, created_at__gte=recent).count()
+
+
+async def has_free_slot() -> bool:
+    """Whether a new run would get a worker slot at once (nothing queued ahead of it, a slot idle). When Redis
+    cannot say, assume it would: a run is live unless the server is known to be full."""
+    try:
+        capacity = await worker_slots()
+    except Exception:  # noqa: BLE001
+        log.warning("worker slots unknown; starting live")
+        return True
+    return await database_sync_to_async(_busy_runs)() < capacity
 
 
 def enqueue(run_id: str, owner: str) -> None:

@@ -115,25 +115,32 @@ async def test_unknown_websocket_path_is_closed_cleanly(demo_stack):
     await comm.disconnect()
 
 
-async def test_timing_demos_are_never_replayed_and_live_skips_the_cache(demo_stack):
-    from demos.registry import DEMOS, is_deterministic
+async def test_a_repeat_runs_live_unless_a_replay_is_asked_for(demo_stack):
+    from demos.registry import DEMOS
 
     timing = {"prefill-decode", "serving-load", "flash-attention", "quantization", "speculative"}
     assert {name for name, spec in DEMOS.items() if spec.measures_time} == timing
-    assert not any(is_deterministic(name, {}) for name in timing)
+    assert DEMOS["prefill-decode"].describe()["measures_time"] is True  # pages label their timings' origin
     params = {"prompt": "The capital of France is", "max_new_tokens": 2}  # the demo's own preset text
     comm = await connect()
     try:
         first = await start(comm, params)
         await collect(comm)
-        replayed = await start_frame(comm, params=params)
+        repeat = await start_frame(comm, params=params)  # a free worker slot: live, not the stored run
+        await collect(comm)
+        replayed = await start_frame(comm, params=params, replay=True)
         await collect(comm)
         live = await start_frame(comm, params=params, live=True)
         await collect(comm)
+        both = await start_frame(comm, params=params, live=True, replay=True)
     finally:
         await comm.disconnect()
-    assert replayed["replayed_from"] == first  # one's own run: named
-    assert "replayed_from" not in live
+    assert repeat["mode"] == "live" and "replayed_from" not in repeat
+    assert first != repeat["run_id"]
+    # The newest identical run, one's own: named.
+    assert replayed["replayed_from"] == repeat["run_id"] and replayed["replay_reason"] == "requested"
+    assert "replayed_from" not in live and live["mode"] == "live"
+    assert both["type"] == "error" and both["code"] == "invalid_message"
 
 
 async def test_replays_never_reveal_another_visitors_prompt(demo_stack):
@@ -145,14 +152,15 @@ async def test_replays_never_reveal_another_visitors_prompt(demo_stack):
         await collect(alice)
         await start(alice, preset)
         await collect(alice)
-        mine = await start_frame(bob, params=private)
+        mine = await start_frame(bob, params=private, replay=True)
         await collect(bob)
-        shared = await start_frame(bob, params=preset)
+        shared = await start_frame(bob, params=preset, replay=True)
         done = (await collect(bob))[-1]
     finally:
         await alice.disconnect()
         await bob.disconnect()
     assert "replayed_from" not in mine  # Bob's run really ran: nothing says Alice typed it
+    assert mine["replay_unavailable"] is True and mine["mode"] == "live"
     assert shared["replayed_from"] == "shared" and done["replayed_from"] == "shared"  # no run id of Alice's
 
 

@@ -241,7 +241,7 @@ async def test_concurrency_and_rate_limits_answer_with_retry_after(demo_stack, s
         await comm.disconnect()
 
 
-async def test_deterministic_repeat_is_replayed_from_storage_paced_like_the_original(demo_stack):
+async def test_a_replay_asked_for_is_served_from_storage_paced_like_the_original(demo_stack):
     params = {**SHORT, "max_new_tokens": 8, "prompt": "Water boils at"}
     comm = await connect()
     try:
@@ -251,12 +251,12 @@ async def test_deterministic_repeat_is_replayed_from_storage_paced_like_the_orig
         first_s = time.monotonic() - t0
         await sync_to_async(Run.objects.filter(pk=first_id).update)(worker="original-worker")
 
-        await send(comm, {"action": "start", "demo": "kv-cache", "params": params})
+        await send(comm, {"action": "start", "demo": "kv-cache", "params": params, "replay": True})
         accepted = await recv(comm)
         t1 = time.monotonic()
         second = await collect(comm)
         second_s = time.monotonic() - t1
-        # A sampled run without a seed is never replayed.
+        # A run not asked to be a replay is live (a worker slot is free).
         await send(comm, {"action": "start", "demo": "kv-cache", "params": {**params, "temperature": 0.8}})
         sampled = await recv(comm)
         await collect(comm)
@@ -265,6 +265,7 @@ async def test_deterministic_repeat_is_replayed_from_storage_paced_like_the_orig
     assert accepted["replayed_from"] == first_id
     assert second[-1]["type"] == "done" and second[-1]["replayed_from"] == first_id
     assert second[-1]["summary"]["replayed"] is True
+    assert [f["type"] for f in second[:1]] == ["header"] and second[0]["mode"] == "replay"
     assert [e["event"] for e in events_of(second)] == [e["event"] for e in events_of(first)]
     stored = await sync_to_async(lambda: list(RunEvent.objects.filter(run_id=first_id).values_list("t", flat=True)))()
     assert second_s >= 0.8 * (max(stored) - min(stored))  # paced like the original
