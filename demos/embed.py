@@ -12,6 +12,7 @@ import uuid
 
 from django.template.loader import render_to_string
 from django.templatetags.static import static
+from django.urls import reverse
 
 from .registry import get_spec, validate
 
@@ -21,7 +22,8 @@ def _script_safe_json(value) -> str:
     return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render_embed(name: str, props: dict | None = None, *, standalone: bool = False) -> str:
+def render_embed(name: str, props: dict | None = None, *, standalone: bool = False, shared_run: str | None = None) -> str:
+    """`shared_run`: the URL of a finished run's stored trace (a share link): the demo draws it read-only."""
     spec = get_spec(name)
     params = validate(name, props or {})
     dom_id = f"demo-{spec.name}-{uuid.uuid4().hex[:8]}"
@@ -33,7 +35,12 @@ def render_embed(name: str, props: dict | None = None, *, standalone: bool = Fal
         "wsPath": "/ws/demos/",
         "plotlyUrl": static("vendor/plotly.min.js"),
         "standalone": standalone,
+        "myRunsUrl": reverse("demos:my_runs"),
+        "shareUrlTemplate": reverse("demos:shared_run", args=["__run__"]),
+        "runDataUrlTemplate": reverse("demos:shared_run_json", args=["__run__"]),
     }
+    if shared_run:
+        config["sharedRun"] = shared_run
     return render_to_string(
         "demos/embed.html",
         {

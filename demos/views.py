@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import re
+
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
@@ -61,3 +64,60 @@ def run_events(request, run_id):
             "events": events,
         }
     )
+
+
+SHARE_ID = re.compile(r"[A-Za-z0-9_-]{8,32}")  # what demos.models.new_share_id makes (anything else: 404)
+MY_RUNS_LIMIT = 10
+
+
+def _shared_run(share_id: str) -> Run:
+    """The finished run a share link names, or 404 (unknown, malformed, unfinished or of a removed demo)."""
+    if not isinstance(share_id, str) or not SHARE_ID.fullmatch(share_id):
+        raise Http404("no such run")
+    run = Run.objects.filter(share_id=share_id, status=Run.Status.DONE).select_related("replay_of").first()
+    if run is None or run.demo not in DEMOS:
+        raise Http404("no such run")
+    return run
+
+
+def _share_urls(run: Run) -> dict:
+    return {"share_url": reverse("demos:shared_run", args=[run.share_id]),
+            "data_url": reverse("demos:shared_run_json", args=[run.share_id])}
+
+
+@require_GET
+def shared_run(request, share_id: str):
+    """A share link: the demo's page drawing a finished run's stored events, read-only (no model runs)."""
+    run = _shared_run(share_id)
+    spec = get_spec(run.demo)
+    try:
+        embed = render_embed(spec.name, run.params, standalone=True, shared_run=_share_urls(run)["data_url"])
+    except DemoParamError:  # the demo's limits changed since: the form shows its defaults, the charts the run
+        embed = render_embed(spec.name, {}, standalone=True, shared_run=_share_urls(run)["data_url"])
+    return render(request, "demos/shared_run.html", {"spec": spec, "run": run, "header": run.header(),
+                                                     "embed": mark_safe(embed)})
+
+
+@require_GET
+def shared_run_json(request, share_id: str):
+    """A shared run's stored trace (anyone with the link): what the read-only page draws."""
+    run = _shared_run(share_id)
+    events = list(run.event_source.events.order_by("seq").values_list("event", flat=True))
+    return JsonResponse({"share_id": run.share_id, "demo": run.demo, "params": run.params, "status": run.status,
+                         "summary": run.summary, "header": run.header(), "events": events, **_share_urls(run)})
+
+
+@require_GET
+def my_runs(request):
+    """This visitor's latest finished runs of one demo (`?demo=`), newest first: what a page can add to its
+    comparison from the server (each with its share link and header, not its events)."""
+    _ensure_session(request)
+    try:
+        spec = get_spec(request.GET.get("demo"))
+    except DemoParamError:
+        raise Http404("no such demo")
+    runs = (Run.objects.filter(owner__in=owners_for_request(request), demo=spec.name, status=Run.Status.DONE)
+            .select_related("replay_of").order_by("-finished_at")[:MY_RUNS_LIMIT])
+    return JsonResponse({"demo": spec.name, "runs": [
+        {"share_id": r.share_id, "params": r.params, "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+         "header": r.header(), **_share_urls(r)} for r in runs]})
