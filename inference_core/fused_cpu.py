@@ -22,8 +22,9 @@ from . import quant_kernels
 from .kv_cache import KVCache
 from .model import Transformer
 
-# Beyond this many new positions the reference forward's GEMMs (MKL) beat row-at-a-time dot products.
-MAX_FUSED_POSITIONS = 16
+# Beyond this many new rows in a step the reference forward's GEMMs (MKL) beat row-at-a-time dot products
+# (measured on the 2-core box: fused 13× faster at 1 row, 3.4× at 5, even at 32, 0.6× at 128).
+MAX_FUSED_POSITIONS = 32
 
 _KIND = {"fp32": 0, "int8": 1, "fp8": 2, "int4": 3, "nf4": 3}
 _cache: "weakref.WeakKeyDictionary[Transformer, FusedStep | None]" = weakref.WeakKeyDictionary()
@@ -51,12 +52,24 @@ class FusedStep:
         start = cache.length
         if start + len(tokens) > cache.capacity:
             raise ValueError(f"KV cache full: {start + len(tokens)} tokens > capacity {cache.capacity}")
-        ids = torch.tensor(tokens, dtype=torch.long)
-        x = self.model.tok_embeddings.weight.index_select(0, ids)
-        logits = self.native.forward(x, cache.k[:, 0], cache.v[:, 0], start,
-                                     -1 if n_layers is None else n_layers, all_rows)
-        cache.advance(len(tokens))
+        n = len(tokens)
+        # the contiguous cache [layers, 1, kv_heads, capacity, head_dim] is a pool of one block of `capacity` slots
+        logits = self.forward_rows(torch.tensor(tokens, dtype=torch.long), torch.arange(start, start + n),
+                                   torch.zeros(n, dtype=torch.long), _ONE_BLOCK, cache.k, cache.v,
+                                   torch.arange(n) if all_rows else torch.tensor([n - 1]), n_layers)
+        cache.advance(n)
         return logits
+
+    def forward_rows(self, tokens: torch.Tensor, positions: torch.Tensor, seq: torch.Tensor, tables: torch.Tensor,
+                     k_pool: torch.Tensor, v_pool: torch.Tensor, rows: torch.Tensor,
+                     n_layers: int | None = None) -> torch.Tensor:
+        """A flattened step of several sequences over a paged pool: row i is token `tokens[i]` at `positions[i]`
+        of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`."""
+        x = self.model.tok_embeddings.weight.index_select(0, tokens)
+        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers)
+
+
+_ONE_BLOCK = torch.zeros(1, 1, dtype=torch.long)
 
 
 def _linear(kernels, layer: nn.Module):

@@ -31,6 +31,8 @@ from typing import Literal
 import torch
 
 from .paged import BlockAllocator, BlockTable, PagedBackend, PagedKVPool, SeqSlice, forward_rows
+from .fused_cpu import MAX_FUSED_POSITIONS as MAX_FUSED_STEP_TOKENS
+from .runner import runner_for
 from .paged_trace import (BatchRunFinished, BatchRunStarted, BatchStep, KVBlock, Preemption, RequestFinished,
                           RequestQueued)
 from .prefix_cache import ROOT, PrefixCache, block_hash, chain_hashes
@@ -170,12 +172,8 @@ class Scheduler:
             tokens.extend(req.all_ids[start:start + n_new])
             positions.extend(range(start, start + n_new))
             rows.append(len(tokens) - 1)
-        device = self.engine.device
-        self.backend.begin_step(slices)
         with torch.inference_mode():
-            logits = forward_rows(self.model, torch.tensor([tokens], device=device),
-                                  torch.tensor(positions, device=device), self.backend,
-                                  torch.tensor(rows, device=device))
+            logits = self._forward(scheduled, tokens, positions, rows, slices)
             picked = self._sample(scheduled, logits)
         now = self.clock()
         entries, finished = [], []
@@ -201,6 +199,21 @@ class Scheduler:
         self._release_static_batch()
         self.step_count += 1
         return self._drain()
+
+    def _forward(self, scheduled, tokens: list[int], positions: list[int], rows: list[int],
+                 slices: list[SeqSlice]) -> torch.Tensor:
+        """Logits at `rows` of the flattened step: the fused CPU step when it applies, else the reference."""
+        fused = runner_for(self.model).fused
+        if fused is not None and len(tokens) <= MAX_FUSED_STEP_TOKENS and self.pool.k.dtype == torch.float32:
+            seq = [i for i, (_, n_new) in enumerate(scheduled) for _ in range(n_new)]
+            width = max(len(req.table.blocks) for req, _ in scheduled)
+            tables = [req.table.blocks + [0] * (width - len(req.table.blocks)) for req, _ in scheduled]
+            return fused.forward_rows(torch.tensor(tokens), torch.tensor(positions), torch.tensor(seq),
+                                      torch.tensor(tables), self.pool.k, self.pool.v, torch.tensor(rows))
+        device = self.engine.device
+        self.backend.begin_step(slices)
+        return forward_rows(self.model, torch.tensor([tokens], device=device), torch.tensor(positions, device=device),
+                            self.backend, torch.tensor(rows, device=device))
 
     def run_metrics(self) -> dict:
         return run_metrics(self)

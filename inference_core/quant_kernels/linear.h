@@ -146,12 +146,21 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
   for (int m = 0; m < MB; ++m) y[m * ldy + n] = s * hsum(total[m]) + b;
 }
 
-// n outer, blocks of four rows inner: a weight row is fetched from memory once for every position (the later
-// blocks find it in L1).
+// n outer, blocks of rows inner: a weight row is fetched from memory once for every position (later blocks find
+// it in L1). Up to six rows go in one block (a speculative verify is k + 1 = 5 rows), so each weight chunk is
+// decoded once for all of them; larger M runs in blocks of four.
 template <Kind kKind>
 inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
                          int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
+    switch (M) {
+      case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy); continue;
+      case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy); continue;
+      case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy); continue;
+      case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy); continue;
+      case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy); continue;
+      default: break;
+    }
     int64_t m = 0;
     for (; m + 4 <= M; m += 4) dot_row<kKind, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy);
     switch (M - m) {

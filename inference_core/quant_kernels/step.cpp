@@ -1,13 +1,13 @@
-// The fused CPU forward: one native call runs every layer of a Llama-family decoder for T new positions of one
-// sequence over a contiguous KV cache, and the output head. It computes what model.Transformer.forward computes
+// The fused CPU forward: one native call runs every layer of a Llama-family decoder for the new positions of one
+// or more sequences over a paged KV pool (a contiguous cache being a pool of one block), and the output head. It computes what model.Transformer.forward computes
 // (the readable reference), only without per-op dispatch: RMSNorm, the fused QKV projection (+ bias), RoPE,
 // causal GQA attention over the cached keys and values, the output projection, the SwiGLU MLP and the residual
 // adds all run inside one OpenMP region, the threads meeting at a spin barrier between phases (a step is ~150
 // phases, too many for the runtime's sleeping barrier). Each projection splits its output rows across the
 // threads, so every weight byte is read once per step whatever T is (see linear.h).
 //
-// Invariants: x is the embedded tokens [T, D]; positions are start .. start+T-1; on return the cache holds
-// K/V for positions < start+T in every layer that ran. Results equal the reference up to fp32 summation order.
+// Invariants: on return every row's K/V sits in its sequence's slot for its position in every layer that ran;
+// rows of one sequence are its consecutive new positions. Results equal the reference up to fp32 summation order.
 #include <omp.h>
 #include <torch/extension.h>
 
@@ -35,8 +35,10 @@ struct SpinBarrier {
       generation.fetch_add(1, std::memory_order_release);
       return;
     }
+    // A phase ends within microseconds of its siblings unless a thread lost its core to another process;
+    // then yield at once rather than burn the time slice that thread is waiting for.
     for (int spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
-      if (spins < 20000) _mm_pause();
+      if (spins < 2000) _mm_pause();
       else std::this_thread::yield();
     }
   }
@@ -145,31 +147,56 @@ class FusedModel {
     TORCH_CHECK(head_.view.K == dim_, "head shape");
   }
 
-  // x: [T, D] embedded tokens; k_cache, v_cache: [layers, kv_heads, capacity, head_dim] fp32 contiguous.
-  // Returns logits [T, vocab] (all_rows) or [1, vocab] for the last position.
-  torch::Tensor forward(torch::Tensor x, torch::Tensor k_cache, torch::Tensor v_cache, int64_t start, int64_t n_layers,
-                        bool all_rows) {
-    TORCH_CHECK(x.dim() == 2 && x.size(1) == dim_ && x.scalar_type() == torch::kFloat32, "x: fp32 [T, dim]");
-    TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous() && k_cache.scalar_type() == torch::kFloat32 &&
-                    k_cache.sizes() == v_cache.sizes() && k_cache.dim() == 4 && k_cache.size(1) == hkv_ &&
-                    k_cache.size(3) == hd_, "caches: contiguous fp32 [layers, kv_heads, capacity, head_dim]");
-    const int64_t T = x.size(0), cap = k_cache.size(2);
+  // One flattened step over a paged KV pool. x: [N, D] embedded tokens; positions [N] and seq [N] (int64) give
+  // each row's position and its sequence, whose block table is tables[seq] (int64 [S, W]); k_pool, v_pool:
+  // fp32 [layers, blocks, kv_heads, block_size, head_dim] (a contiguous cache is the one-block case). A row
+  // attends to its sequence's positions 0 .. its own, new rows included. Returns logits [R, vocab] of `rows`.
+  torch::Tensor forward(torch::Tensor x, torch::Tensor positions, torch::Tensor seq, torch::Tensor tables,
+                        torch::Tensor k_pool, torch::Tensor v_pool, torch::Tensor rows, int64_t n_layers) {
+    TORCH_CHECK(x.dim() == 2 && x.size(1) == dim_ && x.scalar_type() == torch::kFloat32, "x: fp32 [N, dim]");
+    TORCH_CHECK(k_pool.is_contiguous() && v_pool.is_contiguous() && k_pool.scalar_type() == torch::kFloat32 &&
+                    k_pool.sizes() == v_pool.sizes() && k_pool.dim() == 5 && k_pool.size(2) == hkv_ &&
+                    k_pool.size(4) == hd_, "pools: contiguous fp32 [layers, blocks, kv_heads, block_size, head_dim]");
+    const int64_t T = x.size(0), n_blocks = k_pool.size(1), bs = k_pool.size(3);
+    TORCH_CHECK(positions.scalar_type() == torch::kLong && seq.scalar_type() == torch::kLong &&
+                    tables.scalar_type() == torch::kLong && rows.scalar_type() == torch::kLong &&
+                    positions.numel() == T && seq.numel() == T && tables.dim() == 2 && positions.is_contiguous() &&
+                    seq.is_contiguous() && tables.is_contiguous() && rows.is_contiguous(), "index tensors: contiguous int64");
     const int64_t L = n_layers < 0 ? int64_t(layers_.size()) : std::min<int64_t>(n_layers, layers_.size());
-    TORCH_CHECK(k_cache.size(0) >= L, "cache has fewer layers than the model");
-    TORCH_CHECK(T >= 1 && start >= 0 && start + T <= cap && start + T <= cos_.size(0), "positions ", start, "+", T,
-                " exceed the cache (", cap, ") or the RoPE table");
+    TORCH_CHECK(k_pool.size(0) >= L, "the pool has fewer layers than the model");
+    const int64_t* pos = positions.data_ptr<int64_t>();
+    const int64_t* seq_of = seq.data_ptr<int64_t>();
+    const int64_t* table = tables.data_ptr<int64_t>();
+    const int64_t width = tables.size(1);
+    int64_t max_pos = 0;
+    for (int64_t r = 0; r < T; ++r) {
+      TORCH_CHECK(pos[r] >= 0 && pos[r] < cos_.size(0) && seq_of[r] >= 0 && seq_of[r] < tables.size(0) &&
+                      pos[r] / bs < width, "row ", r, ": position ", pos[r], " outside its block table or the RoPE table");
+      for (int64_t b = 0; b <= pos[r] / bs; ++b) {
+        const int64_t id = table[seq_of[r] * width + b];
+        TORCH_CHECK(id >= 0 && id < n_blocks, "block id ", id, " outside the pool");
+      }
+      max_pos = std::max(max_pos, pos[r]);
+    }
+    const int64_t R = rows.numel();
+    const int64_t* out_rows = rows.data_ptr<int64_t>();
+    for (int64_t r = 0; r < R; ++r) TORCH_CHECK(out_rows[r] >= 0 && out_rows[r] < T, "logit row out of range");
     torch::Tensor residual = x.contiguous().clone();
-    const int64_t R = all_rows ? T : 1;
     torch::Tensor logits = torch::empty({R, head_.view.N}, x.options());
     const int64_t nqkv = (hq_ + 2 * hkv_) * hd_;
     std::vector<float> qkv(T * nqkv), attn(T * dim_), proj(T * dim_), gu(T * 2 * ffn_), act(T * ffn_);
     float* xs = residual.data_ptr<float>();
-    float* kc = k_cache.data_ptr<float>();
-    float* vc = v_cache.data_ptr<float>();
+    float* kp = k_pool.data_ptr<float>();
+    float* vp = v_pool.data_ptr<float>();
     const float* cos = cos_.data_ptr<float>();
     const float* sin = sin_.data_ptr<float>();
     const float scale = 1.0f / std::sqrt(float(hd_));
     const int64_t group = hq_ / hkv_;
+    const int64_t block_stride = hkv_ * bs * hd_, layer_stride = n_blocks * block_stride;
+    // where position p of row r's sequence keeps kv head h of layer l
+    auto slot = [&](float* pool, int64_t l, int64_t r, int64_t p, int64_t h) {
+      return pool + l * layer_stride + table[seq_of[r] * width + p / bs] * block_stride + (h * bs + p % bs) * hd_;
+    };
     SpinBarrier barrier;
     const int requested = std::max(1, at::get_num_threads());
 
@@ -178,11 +205,9 @@ class FusedModel {
       const int nt = omp_get_num_threads(), t = omp_get_thread_num();
 #pragma omp single
       barrier.n = nt;  // the single's implicit barrier publishes n
-      std::vector<float> xn(T * dim_), scores(start + T);
+      std::vector<float> xn(std::max(T, R) * dim_), scores(max_pos + 1);
       for (int64_t li = 0; li < L; ++li) {
         const Layer& layer = layers_[li];
-        float* kl = kc + li * hkv_ * cap * hd_;
-        float* vl = vc + li * hkv_ * cap * hd_;
         // 1. attention norm (every thread keeps its own copy) and the QKV projection, rows split across threads
         for (int64_t r = 0; r < T; ++r) rms_norm(xs + r * dim_, layer.attn_norm.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
         auto [q0, q1] = share(nqkv, t, nt);
@@ -190,35 +215,39 @@ class FusedModel {
         barrier.wait();
         // 2. RoPE on q and k heads; k and v into the cache at their positions
         for (int64_t item = t; item < T * (hq_ + hkv_); item += nt) {
-          const int64_t r = item / (hq_ + hkv_), h = item % (hq_ + hkv_), pos = start + r;
+          const int64_t r = item / (hq_ + hkv_), h = item % (hq_ + hkv_), p = pos[r];
           float* head = qkv.data() + r * nqkv + h * hd_;
-          rope(head, cos + pos * hd_, sin + pos * hd_, hd_);
+          rope(head, cos + p * hd_, sin + p * hd_, hd_);
           if (h >= hq_) {
             const int64_t kv = h - hq_;
-            std::copy(head, head + hd_, kl + (kv * cap + pos) * hd_);
+            std::copy(head, head + hd_, slot(kp, li, r, p, kv));
             const float* v = qkv.data() + r * nqkv + (hq_ + hkv_ + kv) * hd_;
-            std::copy(v, v + hd_, vl + (kv * cap + pos) * hd_);
+            std::copy(v, v + hd_, slot(vp, li, r, p, kv));
           }
         }
         barrier.wait();
-        // 3. causal attention: position start+r sees keys 0 .. start+r
+        // 3. causal attention: the row at position p sees its sequence's keys 0 .. p, block by block
         for (int64_t item = t; item < T * hq_; item += nt) {
-          const int64_t r = item / hq_, h = item % hq_, kv = h / group, n_keys = start + r + 1;
+          const int64_t r = item / hq_, h = item % hq_, kv = h / group, n_keys = pos[r] + 1;
           const float* q = qkv.data() + r * nqkv + h * hd_;
-          const float* keys = kl + kv * cap * hd_;
-          const float* values = vl + kv * cap * hd_;
           float best = -INFINITY;
-          for (int64_t j = 0; j < n_keys; ++j) {
-            scores[j] = dot(q, keys + j * hd_, hd_) * scale;
-            best = std::max(best, scores[j]);
+          for (int64_t j0 = 0; j0 < n_keys; j0 += bs) {
+            const float* keys = slot(kp, li, r, j0, kv);
+            for (int64_t j = j0; j < std::min(n_keys, j0 + bs); ++j) {
+              scores[j] = dot(q, keys + (j - j0) * hd_, hd_) * scale;
+              best = std::max(best, scores[j]);
+            }
           }
           float total = 0.0f;
           for (int64_t j = 0; j < n_keys; ++j) total += (scores[j] = std::exp(scores[j] - best));
           float* out = attn.data() + r * dim_ + h * hd_;
           for (int64_t d = 0; d < hd_; d += 8) {
             __m256 acc = _mm256_setzero_ps();
-            for (int64_t j = 0; j < n_keys; ++j)
-              acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), _mm256_loadu_ps(values + j * hd_ + d), acc);
+            for (int64_t j0 = 0; j0 < n_keys; j0 += bs) {
+              const float* values = slot(vp, li, r, j0, kv) + d;
+              for (int64_t j = j0; j < std::min(n_keys, j0 + bs); ++j)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), _mm256_loadu_ps(values + (j - j0) * hd_), acc);
+            }
             _mm256_storeu_ps(out + d, _mm256_mul_ps(acc, _mm256_set1_ps(1.0f / total)));
           }
         }
@@ -247,9 +276,8 @@ class FusedModel {
         barrier.wait();
       }
       // final norm of the rows wanted, then the vocabulary head split across threads
-      const int64_t first = T - R;
       for (int64_t r = 0; r < R; ++r)
-        rms_norm(xs + (first + r) * dim_, final_norm_.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
+        rms_norm(xs + out_rows[r] * dim_, final_norm_.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
       auto [v0, v1] = share(head_.view.N, t, nt);
       linear_rows(head_.view, xn.data(), R, dim_, logits.data_ptr<float>(), head_.view.N, v0, v1);
     }
@@ -284,6 +312,7 @@ void register_step(pybind11::module& m) {
   py::class_<FusedModel>(m, "FusedModel")
       .def(py::init<int64_t, int64_t, int64_t, int64_t, double, std::vector<Layer>, torch::Tensor, Linear, torch::Tensor,
                     torch::Tensor>())
-      .def("forward", &FusedModel::forward, py::arg("x"), py::arg("k_cache"), py::arg("v_cache"), py::arg("start"),
-           py::arg("n_layers") = -1, py::arg("all_rows") = false, py::call_guard<py::gil_scoped_release>());
+      .def("forward", &FusedModel::forward, py::arg("x"), py::arg("positions"), py::arg("seq"), py::arg("tables"),
+           py::arg("k_pool"), py::arg("v_pool"), py::arg("rows"), py::arg("n_layers") = -1,
+           py::call_guard<py::gil_scoped_release>());
 }

@@ -14,10 +14,11 @@ from torch import nn
 
 from inference_core import GenerationParams, fused_cpu, quant_kernels
 from inference_core.config import tiny_config
-from inference_core.engine import build_model
+from inference_core.engine import Engine, build_model
 from inference_core.kv_cache import KVCache
 from inference_core.quant import PROJECTIONS, QuantizedLinear, quantize_model
 from inference_core.runner import ModelRunner, runner_for
+from inference_core.scheduler import Request, SchedulerConfig, drive
 
 pytestmark = pytest.mark.skipif(quant_kernels.load() is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
 
@@ -159,3 +160,34 @@ def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
     runner = ModelRunner(tiny_model)
     assert runner.kernel == "torch reference"
     assert "INFERENCE_CPU_FASTPATH=0" in runner.fallback_reason
+
+
+@pytest.mark.parametrize("config", [
+    SchedulerConfig(block_size=4, num_blocks=12),  # too small for every request: preempts and recomputes
+    SchedulerConfig(block_size=4, num_blocks=40, prefix_caching=True),
+], ids=["preempt", "prefix"])
+def test_batched_steps_run_fused_over_the_paged_pool_and_match_single_requests(config):
+    model = build_model(tiny_config(), None, torch.device("cpu"))
+    engine = Engine("tiny", model, None, torch.device("cpu"))
+    fused = runner_for(model).fused
+    calls = []
+    native_rows = fused.forward_rows
+    fused.forward_rows = lambda *a, **kw: calls.append(len(a[0])) or native_rows(*a, **kw)
+    torch.manual_seed(5)
+    prompts = [torch.randint(3, 97, (n,)).tolist() for n in (9, 23, 4, 17)]
+    prompts += [prompts[1] + [5, 6, 7, 8, 9, 10], prompts[1] + [11, 12]]  # shared prefixes for the prefix cache
+    reqs = [Request(f"r{i}", p, max_new_tokens=7, stop_at_eos=False) for i, p in enumerate(prompts)]
+    sched, _ = drive(engine, reqs, config, arrival_steps={"r4": 3, "r5": 4})
+    for i, prompt in enumerate(prompts):
+        cache, feed, want = new_cache(model, len(prompt) + 7), prompt, []
+        for _ in range(7):
+            want.append(int(reference_logits(model, feed, cache)[-1].argmax()))
+            feed = [want[-1]]
+        assert sched.requests[f"r{i}"].output_ids == want, f"r{i}"
+    # every step within the fused size ran fused (a recompute after preemption may exceed it), batches included
+    sizes = [s["n_tokens"] for s in sched.step_stats]
+    assert calls == [n for n in sizes if n <= fused_cpu.MAX_FUSED_POSITIONS] and max(calls) > 1
+    if config.prefix_caching:
+        assert sched.requests["r5"].num_cached_tokens > 0
+    else:
+        assert sched.num_preemptions > 0
