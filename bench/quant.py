@@ -6,7 +6,9 @@ Rounds are interleaved (fp32, int8, …, fp32, int8, …) so load from other pro
 alike. On a shared CPU a run is only ever slowed down by other jobs, never sped up, so the headline figure
 is the best round (max tokens/s, min µs); the median is printed beside it. Also times each layer shape
 alone (one linear, batch 1), which isolates the kernels from the Python overhead of a decode step.
-Ratios are against our fp32.
+Ratios are against our fp32. With `make bench-peers` built, llama.cpp's `llama-bench` decodes the file type of
+the same width in the same rounds (fp32 vs F32, int8 vs Q8_0, int4-g128 vs Q4_1), and the ratio of medians is
+printed; without it the column is skipped with a note.
 """
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import llama_cpp  # noqa: E402
 from inference_core import load_engine  # noqa: E402
 from inference_core.engine import Engine, GenerationParams  # noqa: E402
-from inference_core.quant import kernels_used, matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
+from inference_core.quant import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
+from inference_core.runner import runner_for  # noqa: E402
 from inference_core.trace import RunFinished  # noqa: E402
 
 PROMPT = "The old lighthouse keeper looked out at the sea and"
@@ -106,11 +110,15 @@ def main() -> None:
     speeds: dict[str, list[float]] = {f: [] for f in formats}
     if hf is not None:
         speeds["transformers fp32"] = []
+    peers = {f: ft for f, ft in llama_cpp.FILE_TYPES.items() if f in formats} if llama_cpp.llama_bench_path() else {}
+    llama: dict[str, list[float]] = {f: [] for f in peers}
     for f in formats:  # warm-up: first calls allocate and build kernels
         ours(engines[f], 4)
     for _ in range(args.rounds):
         for f in formats:
             speeds[f].append(ours(engines[f], args.tokens))
+            if f in peers:
+                llama[f].append(llama_cpp.decode_tps(peers[f], threads=args.threads, n_gen=args.tokens, repetitions=1))
         if hf is not None:
             speeds["transformers fp32"].append(hf_decode(hf, ids, args.tokens))
     ref = max(speeds["fp32"]) if "fp32" in speeds else None
@@ -119,9 +127,16 @@ def main() -> None:
         best, med = max(vals), statistics.median(vals)
         eng = engines.get(name)
         mib = f"{matmul_weight_bytes(eng.model) / 2**20:11.1f}" if eng else f"{'':>11}"
-        kern = ",".join(kernels_used(eng.model)) if eng else "transformers LlamaForCausalLM"
+        kern = runner_for(eng.model).kernel if eng else "transformers LlamaForCausalLM"
         ratio = f"{best / ref:11.2f}×" if ref else ""
         print(f"{name:<18} {mib} {best:10.1f} {med:7.1f} {ratio:>12}  {kern}", flush=True)
+    if llama:
+        print(f"\n{'vs llama.cpp':<18} {'file':>6} {'llama tok/s':>11} {'ours':>7} {'ratio':>7}  (medians)")
+        for f, vals in llama.items():
+            ours_med, theirs = statistics.median(speeds[f]), statistics.median(vals)
+            print(f"{f:<18} {peers[f]:>6} {theirs:11.1f} {ours_med:7.1f} {ours_med / theirs:6.2f}×")
+    else:
+        print("\nllama.cpp column skipped: `make bench-peers` builds llama-bench")
     if not args.no_layers:
         layer_table(formats, args.rounds)
 

@@ -22,6 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inference_core import load_engine  # noqa: E402
+from inference_core.runner import runner_for  # noqa: E402
 from inference_core.speculative import SpecParams, make_draft, plain_timed, run_speculative  # noqa: E402
 
 CODE = '''def moving_average(values, window):
@@ -57,20 +58,18 @@ QUICK = [("ngram:2", 4), ("self-int8", 3)]
 
 def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, tuple[float, float]]:
     """(wall ms, CPU ms), medians, of one target forward over T new positions with `context` tokens cached."""
-    model = engine.model
+    runner = runner_for(engine.model)  # the path the engine's verify takes (the fused step on the CPU)
     ids = list(range(1000, 1000 + context + 9))
     cache = engine.new_cache(context + 16)
     sync = torch.cuda.synchronize if engine.device.type == "cuda" else (lambda: None)
     out = {}
     with torch.inference_mode():
-        model(torch.tensor([ids[:context]], device=engine.device), torch.arange(context, device=engine.device),
-              cache, last_only=True)
+        runner.forward(ids[:context], cache)
         for t in (1, 2, 3, 5, 9):
             wall, cpu = [], []
             for _ in range(repeats):
                 t0, c0 = time.perf_counter(), time.process_time()
-                model(torch.tensor([ids[context:context + t]], device=engine.device),
-                      torch.arange(context, context + t, device=engine.device), cache)
+                runner.forward(ids[context:context + t], cache, all_rows=True)
                 sync()
                 wall.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
