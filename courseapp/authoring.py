@@ -20,6 +20,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from serverprofile import figures as server_figures
+
 from . import archive
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
@@ -94,7 +96,7 @@ def _preview_html(rendered) -> str:
     quiz = render_to_string("courseapp/authoring/_quiz_preview.html", {
         "questions": rendered.questions, "pass_mark": pass_mark(len(rendered.questions)),
     }) if rendered.questions else ""
-    return rendered.html.replace(QUIZ_MARKER, quiz)
+    return server_figures.fill(rendered.html).replace(QUIZ_MARKER, quiz)
 
 
 def _error_summary(form) -> list[dict]:

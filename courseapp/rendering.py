@@ -29,6 +29,8 @@ from django.utils.text import slugify
 from markdown_it import MarkdownIt
 from mdit_py_plugins.colon_fence import colon_fence_plugin
 
+from serverprofile import figures as server_figures
+
 from .models import QUIZ_MARKER
 
 logger = logging.getLogger(__name__)
@@ -190,6 +192,11 @@ def render_inline(text: str) -> str:
 
 def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule:
     """Render a module body. Raises `ContentError` (line relative to the body) on a bad directive."""
+    unknown = server_figures.unknown_placeholders(body)
+    if unknown:
+        line, name = unknown[0]
+        raise ContentError(f"'{{{{ server.{name} }}}}' is not one of this server's figures: use one of "
+                           f"{', '.join(sorted(server_figures.NAMES))}", line)
     md = markdown()
     annotator = _Annotator(validate_demos=validate_demos)
     env: dict = {"annotator": annotator}
@@ -274,7 +281,7 @@ class _Annotator:
     def _cue(self, token, text: str, kind: str) -> None:
         if not text or self._silent_below is not None:
             return
-        cue = Cue(id=f"c{len(self.cues) + 1}", text=text, kind=kind)
+        cue = Cue(id=f"c{len(self.cues) + 1}", text=server_figures.spoken(text), kind=kind)
         self.cues.append(cue)
         token.attrSet(self.cue_attr, cue.id)
 

@@ -53,6 +53,8 @@ def test_calculators_compute_and_react(course_url, browser_page):
     roof = page.locator('.calculator[data-calculator="roofline"]')
     roof.locator("table tbody tr").first.wait_for()
     assert roof.locator("table tbody tr").count() == 4  # A100, H100, H200 and the course server
+    server_row = roof.locator("table tbody tr").nth(3).inner_text()  # no worker has measured: the recorded profile
+    assert server_row.startswith("This server (") and "(recorded " in server_row and "machine_roofline.py" in server_row
     assert "0.3% of peak" in roof.locator("table tbody tr").nth(1).inner_text()  # H100 decode at batch 1
     roof.get_by_label("Decode batch size").fill("512")
     assert "of peak" in roof.locator(".ilab-calc__summary").first.inner_text()

@@ -1,6 +1,8 @@
 // Roofline calculator: attainable FLOP/s = min(peak, intensity × bandwidth) for GPUs and this machine,
 // with the operating points of decode (batch b) and prefill (N prompt tokens) marked on each roof.
-// Props: {"machine": {"label", "bandwidth_gbps", "peak_gflops"}, "batch", "prompt_tokens", "precision"}.
+// Props: {"machine": {"label", "bandwidth_gbps", "peak_gflops", "note"?}, "batch", "prompt_tokens", "precision"}.
+// A lesson writes "machine": "{{ server.machine }}": the server fills in this server's measured profile
+// (serverprofile/figures.py), with a note saying when and how it was measured.
 // Listens for `ilab:measured` events (detail: {bandwidth, flops, decodeIntensity, prefillIntensity}) from the
 // prefill-decode demo and plots what the live run achieved.
 import { GB, GPUS, attainableFlops, formatDecimal, matmulIntensity, ridgePoint } from "./formulas.js";
@@ -21,7 +23,7 @@ export function mount(root, props = {}) {
   const devices = ROOF_GPUS.map((k) => ({ key: k, label: GPUS[k].label, bandwidth: GPUS[k].bandwidth, peak: GPUS[k].peakFlops, note: "BF16 dense" }));
   if (props.machine && props.machine.bandwidth_gbps && props.machine.peak_gflops) {
     devices.push({ key: "machine", label: props.machine.label || "This machine", bandwidth: props.machine.bandwidth_gbps * GB,
-      peak: props.machine.peak_gflops * 1e9, note: "measured" });
+      peak: props.machine.peak_gflops * 1e9, note: props.machine.note || "measured" });
   }
   const precision = selectField("Weight precision", [["bf16", "BF16 (2 bytes)"], ["fp32", "FP32 (4 bytes)"], ["int8", "INT8 / FP8 (1 byte)"], ["int4", "INT4 (0.5 byte)"]], props.precision || "bf16");
   const batch = numberField("Decode batch size", props.batch || 1, { min: 1, max: 4096, step: 1, help: "sequences decoded together, one token each" });

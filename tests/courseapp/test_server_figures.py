@@ -1,0 +1,101 @@
+"""Lessons and calculator defaults read this server's measured profile (issue 15), or the labelled fallback."""
+from __future__ import annotations
+
+import html
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from courseapp.loader import load_course
+from courseapp.rendering import ContentError, render_markdown
+from serverprofile import figures
+from serverprofile.models import MachineProfile
+
+pytestmark = pytest.mark.django_db
+REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
+PROPS_RE = re.compile(r'data-calculator="roofline" data-props="([^"]*)"')
+
+
+def store_profile(**overrides) -> MachineProfile:
+    fields = dict(measured_at=datetime(2026, 11, 25, 9, 30, tzinfo=timezone.utc), worker="host:1", device="cpu",
+                  device_name="Test EPYC 9999", threads=2, dtype="float32", model="smollm2-135m",
+                  engine_version="abc123", torch_version="2.13.0+cpu", bandwidth_gbps=31.42, matmul_gflops=176.3,
+                  decode_step_ms=17.5, decode_bytes_per_step=538_357_248, duration_s=0.8)
+    return MachineProfile.objects.create(**{**fields, **overrides})
+
+
+@pytest.fixture
+def roofline_lesson(db) -> str:
+    for slug in ("overview", "prefill-decode"):  # the lesson and its prerequisite
+        load_course(REPO_CONTENT / f"{slug}.md")
+    return reverse("courseapp:module", args=["prefill-decode"])
+
+
+def roofline_props(page: str) -> dict:
+    (raw,) = PROPS_RE.findall(page)
+    return json.loads(html.unescape(raw))
+
+
+def test_lesson_shows_the_stored_profile(client, roofline_lesson):
+    store_profile(bandwidth_gbps=9.0, matmul_gflops=20.0, measured_at=datetime(2026, 11, 24, tzinfo=timezone.utc))
+    store_profile()  # the newest wins
+    page = client.get(roofline_lesson).content.decode()
+    assert "{{" not in page
+    assert "copies memory at 31.4 GB/s and multiplies fp32 matrices at 176 GFLOP/s, a ridge point of 5.6" in page
+    assert "took 17.5 ms (57.1 tokens per second) for the 538 MB the engine counts it reading, 30.8 GB/s" in page
+    assert "measured by this server&#x27;s demo worker when it started, 2026-11-25 09:30 UTC, on Test EPYC 9999" in page
+    assert "14.3" not in page and "56.6" not in page  # the old hard-coded figures
+
+
+def test_calculator_defaults_in_the_page_equal_the_profile(client, roofline_lesson):
+    row = store_profile()
+    props = roofline_props(client.get(roofline_lesson).content.decode())
+    machine = props["machine"]
+    assert machine["bandwidth_gbps"] == row.bandwidth_gbps and machine["peak_gflops"] == row.matmul_gflops
+    assert "Test EPYC 9999" in machine["label"] and machine["note"] == "measured at worker start 2026-11-25 09:30 UTC"
+    assert props["batch"] == 1 and props["precision"] == "bf16"  # the authored props are kept
+
+
+def test_without_a_profile_the_recorded_fallback_is_shown_and_labelled(client, roofline_lesson):
+    recorded = json.loads(figures.RECORDED_PATH.read_text())
+    page = client.get(roofline_lesson).content.decode()
+    when = datetime.fromisoformat(recorded["measured_at"]).strftime("%Y-%m-%d %H:%M")
+    assert f"recorded on {when} UTC with <code>{recorded['command']}</code> on {recorded['device_name']} CPU" in page
+    assert "has not published its own measurement yet" in page
+    assert f"copies memory at {recorded['bandwidth_gbps']:.1f} GB/s" in page
+    machine = roofline_props(page)["machine"]
+    assert machine["bandwidth_gbps"] == recorded["bandwidth_gbps"]
+    assert machine["peak_gflops"] == recorded["matmul_gflops"]
+    assert machine["note"].startswith("recorded ") and recorded["command"] in machine["note"]
+
+
+def test_a_lesson_without_figures_costs_no_query(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert figures.fill("<p>No figures {here}.</p>") == "<p>No figures {here}.</p>"
+
+
+def test_an_unknown_figure_is_an_authoring_error_at_its_line():
+    with pytest.raises(ContentError) as exc:
+        render_markdown("Intro.\n\nThe server reads {{ server.bandwith_gbps }} GB/s.\n")
+    assert exc.value.line == 3 and "bandwidth_gbps" in exc.value.message
+
+
+def test_narration_speaks_the_recorded_figures():
+    rendered = render_markdown("It copies {{ server.bandwidth_gbps }} GB/s ({{ server.provenance }}).\n")
+    recorded = figures.recorded()
+    (cue,) = rendered.cues
+    assert cue.text == (f"It copies {recorded.bandwidth_gbps:.1f} GB/s (recorded on "
+                        f"{recorded.measured_at:%-d %B %Y} with {recorded.command}).")
+    assert "{{ server.bandwidth_gbps }}" in rendered.html  # the page fills it per request
+
+
+def test_authoring_preview_fills_the_figures(client, instructor):
+    store_profile()
+    client.force_login(instructor)
+    response = client.post(reverse("courseapp:author_preview"),
+                           {"source": "## Hi\n\nBandwidth: {{ server.bandwidth_gbps }} GB/s.\n"})
+    assert response.status_code == 200 and "Bandwidth: 31.4 GB/s." in response.content.decode()
