@@ -341,9 +341,15 @@ class W8A8DynamicLinear(QuantizedLinear):
         return dequantize_int8(self.qweight, self.scale)
 
     def weight_bytes(self) -> int:
-        # FBGEMM's prepacked copy replaces qweight in a deployment; we keep qweight for emulation and count it
-        # once (same bytes + column offsets, which are negligible).
+        # What a decode step reads: one int8 copy (FBGEMM's prepacked one) + scales. Memory holds two copies:
+        # `prepacked_bytes` is the second.
         return self.qweight.nbytes + self.scale.nbytes + (self.bias.nbytes if self.bias is not None else 0)
+
+    def prepacked_bytes(self) -> int:
+        """FBGEMM's prepacked copy, held beside `qweight` (which prefill and the emulation multiply by): the same
+        int8 values rearranged for its kernel, plus an int32 column offset, an fp32 scale and an int32 zero point
+        per output channel. Not a parameter or buffer, so `resident_bytes` cannot see it; the report adds it."""
+        return self.qweight.nbytes + 12 * self.out_features if self._packed is not None else 0
 
     def product(self, x):
         shape = x.shape

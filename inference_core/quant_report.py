@@ -35,6 +35,13 @@ def decode_speed(engine: Engine, prompt: str = SAMPLE_PROMPT, new_tokens: int = 
 KV_INT8 = "fp32+kv-int8"
 
 
+def resident_total(model) -> int:
+    """Bytes the model holds in memory: `resident_bytes` (parameters and buffers) plus what quantized layers keep
+    outside them (w8a8: FBGEMM's prepacked copy of the int8 weights)."""
+    return resident_bytes(model) + sum(m.prepacked_bytes() for m in quantized_linears(model).values()
+                                       if hasattr(m, "prepacked_bytes"))
+
+
 def report(model_name: str = "smollm2-135m", formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
            max_tokens: int | None = None, window: int = 512, new_tokens: int = 32, repeats: int = 3,
            log=None, kv_int8: bool = False) -> list[dict]:
@@ -61,7 +68,7 @@ def report(model_name: str = "smollm2-135m", formats: list[str] | tuple[str, ...
                                    new_tokens=new_tokens, repeats=repeats)
         rows.append({
             "format": f.name, "label": f.label, "kernels": kernels_used(model),
-            "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_bytes(model),
+            "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),
             "kv_bytes_per_token": cfg.kv_bytes_per_token(4),
             **quality[f.name].to_dict(), "decode_tokens_per_s": speed, "sample": text,
         })
@@ -76,7 +83,7 @@ def report(model_name: str = "smollm2-135m", formats: list[str] | tuple[str, ...
         rows.append({
             "format": KV_INT8, "label": "fp32 weights, int8 KV cache (per token/head scale)",
             "kernels": kernels_used(base.model), "matmul_weight_bytes": matmul_weight_bytes(base.model),
-            "resident_bytes": resident_bytes(base.model),
+            "resident_bytes": resident_total(base.model),
             "kv_bytes_per_token": eng.new_cache(1).bytes_per_token_layer() * cfg.n_layers,
             **quality[KV_INT8].to_dict(), "decode_tokens_per_s": speed, "sample": text,
         })
@@ -103,7 +110,18 @@ def cmd_quantize_report(args) -> int:
     rows = report(args.model, formats, args.max_tokens, args.window, args.new_tokens,
                   log=lambda s: print(s, file=sys.stderr, flush=True), kv_int8=args.kv_int8)
     if args.json:
-        print(json.dumps({"model": args.model, "threads": torch.get_num_threads(), "rows": rows}, indent=1))
+        # What a recorded copy (inference_core/data/quant_measured.json) must say: the command, date and device.
+        from datetime import datetime, timezone
+
+        from .engine import pick_device
+        from .machine_profile import device_name
+
+        dev = pick_device()
+        where = f"{device_name(dev)} CPU, {torch.get_num_threads()} threads" if dev.type == "cpu" else device_name(dev)
+        print(json.dumps({"model": args.model, "threads": torch.get_num_threads(),
+                          "command": "python -m inference_core " + " ".join(sys.argv[1:]),
+                          "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+                          "device": f"{where}, torch {torch.__version__}", "rows": rows}, indent=1))
         return 0
     print(f"{'format':<13} {'MiB':>7} {'ppl':>8} {'KL':>8} {'top1':>6} {'tok/s':>7}  kernel")
     for r in rows:

@@ -105,9 +105,17 @@ def outliers_event(engine: Engine, prompt_ids: list[int], layer: int, projection
     )
 
 
+def recorded_source(data: dict) -> str:
+    """How the recorded table was made, as the chart's caption says it: date, device, command (and any note)."""
+    if not data.get("command"):
+        return data.get("source", "not recorded")
+    text = f"{data.get('date', 'undated')} on {data.get('device', 'an unnamed device')}, with {data['command']}"
+    return f"{text}. {data['note']}" if data.get("note") else text
+
+
 def recorded_formats() -> QuantFormats:
     data = json.loads(MEASURED_PATH.read_text()) if MEASURED_PATH.exists() else {"source": "not recorded", "rows": []}
-    return QuantFormats(source=data.get("source", ""), rows=data.get("rows", []))
+    return QuantFormats(source=recorded_source(data), rows=data.get("rows", []))
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:

@@ -379,3 +379,35 @@ def test_quantized_qwen_style_model_with_biases_runs_close_to_fp32():
         out = q(tokens, torch.arange(5), NoCache())
     assert q.layers[0].attention.wqkv.bias is not None
     assert (out - ref).abs().max() < 0.05 * ref.abs().max()
+
+
+def test_report_resident_bytes_count_fbgemm_prepacked_copy(tiny_model):
+    """w8a8 holds its int8 weights twice: `qweight` (prefill, emulation) and FBGEMM's prepacked copy (decode)."""
+    if not Q.fbgemm_available():
+        pytest.skip("no FBGEMM on this machine: w8a8 emulates, and holds one copy")
+    from inference_core.quant_report import resident_total
+
+    w8a8, int8 = Q.quantize_model(tiny_model, "w8a8"), Q.quantize_model(tiny_model, "int8")
+    prepacked = sum(m.qweight.nbytes + 12 * m.out_features for m in Q.quantized_linears(w8a8).values())
+    assert prepacked > 0 and all(m.prepacked_bytes() > 0 for m in Q.quantized_linears(w8a8).values())
+    assert resident_total(w8a8) == Q.resident_bytes(w8a8) + prepacked == resident_total(int8) + prepacked
+    assert resident_total(int8) == Q.resident_bytes(int8)  # weight-only formats hold nothing beside their buffers
+    assert Q.matmul_weight_bytes(w8a8) == Q.matmul_weight_bytes(int8)  # a decode step still reads one copy
+
+
+def test_recorded_report_names_command_date_device_and_counts_the_prepacked_copy():
+    import json
+    import re
+
+    from inference_core.demos.quantization import MEASURED_PATH, recorded_formats
+
+    data = json.loads(MEASURED_PATH.read_text())
+    assert data["command"].startswith("python -m inference_core quantize-report")
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", data["date"]) and "CPU" in data["device"]
+    source = recorded_formats().source  # what the demo's trade-off chart captions
+    assert data["command"] in source and data["date"] in source and data["device"] in source
+    rows = {r["format"]: r for r in data["rows"]}
+    extra = rows["w8a8"]["resident_bytes"] - rows["int8"]["resident_bytes"]
+    n_out = 30 * (960 + 576 + 3072 + 576) + 49152  # output channels of the quantized projections and head
+    int8_values = rows["int8"]["matmul_weight_bytes"] - 4 * n_out  # minus the fp32 row scales
+    assert extra == int8_values + 12 * n_out  # ~135 MB: the prepacked copy of the same int8 values

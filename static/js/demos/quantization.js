@@ -129,9 +129,10 @@ export function mount(root, config = {}) {
   function showFormats(ev) {
     const rows = ev.rows || [];
     tradeTable.replaceChildren(el("caption", { text: `Recorded: ${ev.source}` }),
-      el("tr", {}, ...["format", "weights MiB", "perplexity", "KL vs fp32", "decode tok/s", "kernel"].map((h) => el("th", { scope: "col", text: h }))),
+      el("tr", {}, ...["format", "weights read per token, MiB", "model in memory, MiB", "perplexity", "KL vs fp32", "decode tok/s", "kernel"].map((h) => el("th", { scope: "col", text: h }))),
       ...rows.map((r) => el("tr", { "data-current": r.format === state.fmt ? "true" : null },
         el("th", { scope: "row", text: r.format }), el("td", { text: fixed(r.matmul_weight_bytes / MiB, 1) }),
+        el("td", { text: r.resident_bytes ? fixed(r.resident_bytes / MiB, 1) : "" }),
         el("td", { text: fixed(r.perplexity, 2) }), el("td", { text: fixed(r.kl_vs_fp32, 4) }),
         el("td", { text: fixed(r.decode_tokens_per_s, 1) }), el("td", { text: r.kernels.join(", ") }))));
     if (!rows.length) { trade.summary.textContent = "No recorded table on this server."; return; }
