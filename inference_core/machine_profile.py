@@ -66,6 +66,17 @@ def decode_step(engine, steps: int = 8, prompt: str = DECODE_PROMPT) -> tuple[fl
     return statistics.median(e.step_time_s for e in decode), statistics.median(e.bytes_moved for e in decode)
 
 
+def warm_up(engine, prompt: str = DECODE_PROMPT) -> float:
+    """Seconds of one prefill and one decode step, untimed by `decode_step`: the engine's first use (a kernel
+    extension built or loaded, buffers allocated) must not count as a step, nor as the measurement's cost."""
+    from .engine import GenerationParams
+
+    t0 = time.perf_counter()
+    for _ in engine.generate(prompt, GenerationParams(max_new_tokens=2, stop_at_eos=False)):
+        pass
+    return time.perf_counter() - t0
+
+
 def device_name(device: torch.device | str = "cpu") -> str:
     """The processor's name as the OS reports it, e.g. 'AMD EPYC' or 'NVIDIA H100 80GB HBM3'."""
     device = torch.device(device)
@@ -86,6 +97,7 @@ def measure(engine=None, *, device: torch.device | str | None = None, quick: boo
     step. Returns a JSON-ready dict; rates are rounded to what the measurement can support."""
     copy_mib, n, repeats, steps = SIZES["quick" if quick else "full"]
     device = torch.device(device if device is not None else (engine.device if engine is not None else "cpu"))
+    warmup = warm_up(engine) if engine is not None else 0.0
     started = time.perf_counter()
     bandwidth = copy_bandwidth(copy_mib * 2**20, repeats, device)
     flops = matmul_flops(n, repeats, device)
@@ -100,5 +112,6 @@ def measure(engine=None, *, device: torch.device | str | None = None, quick: boo
         profile.update(model=engine.name, dtype=str(engine.dtype).removeprefix("torch."),
                        decode_step_ms=round(step_s * 1e3, 2), decode_bytes_per_step=int(step_bytes))
     profile["measured_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    profile["duration_s"] = round(time.perf_counter() - started, 2)
+    profile["duration_s"] = round(time.perf_counter() - started, 2)  # the measurement itself
+    profile["warmup_s"] = round(warmup, 2)  # the engine's first decode, which the first run would pay otherwise
     return profile

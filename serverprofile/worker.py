@@ -43,6 +43,8 @@ def measure_and_store(engine, *, quick: bool = False, worker: str = ""):
         engine_version=engine_version(), **{k: data[k] for k in FIELDS})
     stale = MachineProfile.objects.order_by("-measured_at", "-pk").values_list("pk", flat=True)[KEEP:]
     MachineProfile.objects.filter(pk__in=list(stale)).delete()
+    log.info("machine profile: %s (engine's first decode %.1f s, then the measurement %.1f s)", row,
+             data["warmup_s"], data["duration_s"])
     return row
 
 
@@ -55,7 +57,6 @@ def publish_machine_profile(sender=None, **kwargs):
     if not flag("MACHINE_PROFILE", True):
         return
     try:
-        row = measure_and_store(get_engine(), quick=flag("MACHINE_PROFILE_QUICK", False), worker=WORKER_NAME)
-        log.info("machine profile: %s (measured in %.1f s)", row, row.duration_s)
+        measure_and_store(get_engine(), quick=flag("MACHINE_PROFILE_QUICK", False), worker=WORKER_NAME)
     except Exception:  # noqa: BLE001 - the lessons fall back to the recorded profile; keep the worker up
         log.exception("machine profile not measured")
