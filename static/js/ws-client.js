@@ -3,8 +3,8 @@
 //   import { getSocket } from "/static/js/ws-client.js";
 //   const sock = getSocket("/ws/demos/");
 //   const run = sock.start("kv-cache", {prompt: "Hi"}, {
-//     onAccepted(frame) {}, onEvent(event, seq, frame) {}, onDone(frame) {}, onError(frame) {},
-//   });
+//     onAccepted(frame) {}, onHeader(frame) {}, onEvent(event, seq, frame) {}, onDone(frame) {}, onError(frame) {},
+//   }, {replay: false});
 //   run.cancel();
 //
 // Reconnects with exponential backoff (plus jitter) and, once reconnected, resumes every run that
@@ -167,12 +167,16 @@ export class DemoSocket {
     try { this.ws.send(JSON.stringify(msg)); } catch (e) { this.outbox.push(msg); }
   }
 
-  /** Start a demo run. Returns a handle with .cancel(), .runId (once accepted), .lastSeq. */
-  start(demo, params, handlers = {}) {
+  /** Start a demo run. Returns a handle with .cancel(), .runId (once accepted), .lastSeq.
+   * options.replay: replay a stored identical run instead (no worker); options.live: never a replay. */
+  start(demo, params, handlers = {}, options = {}) {
     const ref = `r${++refCounter}`;
     const run = new RunHandle(this, ref, handlers);
     this.pending.set(ref, run);
-    this.send({ action: "start", demo, params, ref });
+    const msg = { action: "start", demo, params, ref };
+    if (options.replay) msg.replay = true;
+    else if (options.live) msg.live = true;
+    this.send(msg);
     return run;
   }
 
@@ -215,6 +219,10 @@ export class DemoSocket {
         break;
       case "queued":
         run._call("onQueued", frame);
+        break;
+      case "header": // live or replay, and the device, dtype, engine version and time behind the numbers
+        run.header = frame;
+        run._call("onHeader", frame);
         break;
       case "resumed":
         run._call("onResumed", frame);

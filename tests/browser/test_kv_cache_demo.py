@@ -80,10 +80,13 @@ def test_kv_cache_demo_streams_tokens_and_charts(live_stack, browser_page):
     assert "cache on" in traces[0][0] and "cache off" in traces[1][0]
     assert page.locator(".ilab-kv__text .t").count() == 8
 
-    # Third run, same as the first: greedy and already stored → replayed without the worker.
+    # Third run, same as the first, with "Replay a stored run" ticked: replayed without the worker, and labelled
+    # with the stored run's date, device and engine version (runs are live unless a replay is asked for).
     page.get_by_label("Use the KV cache").check()
+    page.get_by_label("Replay a stored run instead of running live").check()
     assert run_and_wait(page) == "done"
     assert page.get_by_text("replayed from a previous run").is_visible()
+    assert page.get_by_test_id("run-provenance").inner_text().startswith("Replay of a run recorded 20")
     assert "".join(page.locator(".ilab-kv__text .t").all_inner_texts()) == generated
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

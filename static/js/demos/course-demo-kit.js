@@ -3,24 +3,33 @@
 // fields, reads their values into params, and handles the trace events.
 import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from "../ws-client.js";
 import { el, ensurePlotly, injectStyle } from "../calculators/ui.js";
+import { compareMetrics } from "./compare-metrics.js";
+import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
 
 /**
  * Build the shell inside `root`. fields: label elements from ui.js; getParams(): params or throws Error
  * (shown to the student); handlers.onStart(), onEvent(ev), onDone(frame).
  * Returns {body, setStatus, plotly (Promise)} — append the demo's outputs to `body`.
  * A run still going when the page reloads is resumed: onStart(params) again, then its events from the first.
+ * Every demo also gets (run-history.js): "Replay a stored run instead of running live", the line saying what
+ * measured the numbers (live/replay, device, dtype, engine version, date), a share link once a run is done,
+ * "Compare runs" (series from compare-metrics.js, or `compare` here) and a shared run drawn read-only (its
+ * share page, or ?run=<share id>) through the same onStart/onEvent/onDone.
  */
-export function demoShell(root, config, { title, fields, getParams, onStart, onEvent, onDone }) {
+export function demoShell(root, config, { title, fields, getParams, onStart, onEvent, onDone, compare }) {
   injectStyle();
   const socket = getSocket(config.wsPath || "/ws/demos/");
   const key = runKey(root, config.demo);
   const runBtn = el("button", { type: "submit", class: "ilab-run", text: "Run" });
   const stopBtn = el("button", { type: "button", class: "ilab-stop", "data-secondary": true, text: "Stop", disabled: true });
+  // Replay choice, provenance line, share link and the runs comparison: shared by every demo (run-history.js).
+  const extras = runExtras(root, config, { metrics: compare || compareMetrics(config.demo) });
   const form = el("form", { "aria-label": `${title}: settings` },
-    el("fieldset", {}, el("legend", { text: "Settings" }), ...fields, el("div", {}, runBtn, " ", stopBtn)));
+    el("fieldset", {}, el("legend", { text: "Settings" }), ...fields, extras.replayChoice,
+      el("div", {}, runBtn, " ", stopBtn)));
   const status = el("p", { class: "ilab-calc__status", role: "status", "aria-live": "polite" });
   const body = el("div");
-  root.append(el("div", { class: "ilab-calc" }, form, status, body));
+  root.append(el("div", { class: "ilab-calc" }, form, status, extras.provenance, extras.share, body, extras.panel));
 
   let current = null;
   const setStatus = (msg, isError = false) => {
@@ -56,20 +65,29 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     setRunning(true);
     setStatus(runId ? "Picking up the run you started before the page reloaded…"
       : "Queued… (the course server runs one demo at a time on its CPU)");
+    const options = runId ? {} : extras.startOptions();
+    extras.onStart();
     onStart && onStart(params);
     const handlers = {
       onAccepted(frame) {
         root.dataset.runId = frame.run_id;
         rememberRun(key, frame.run_id, params);
         token.replayed = Boolean(frame.replayed_from);
-        setStatus(token.replayed ? "Replayed from a previous run with the same settings (no worker needed)…"
+        extras.onAccepted(frame);
+        setStatus(token.replayed ? "Replaying a stored run with the same settings (no worker needed)…"
           : "Running…");
       },
+      onHeader(frame) { if (current === token) extras.onHeader(frame); },
       onQueued(frame) { if (current === token) { token.waiting = true; setStatus(queueText(frame)); } },
-      onResumed() { if (current === token) setStatus(runId ? "Resumed after the reload; catching up…" : "Reconnected; catching up…"); },
+      onResumed(frame) {
+        if (current !== token) return;
+        extras.onResumed(frame);
+        setStatus(runId ? "Resumed after the reload; catching up…" : "Reconnected; catching up…");
+      },
       onEvent(ev) {
         if (current !== token) return;
         if (token.waiting) { token.waiting = false; setStatus("Running…"); }
+        extras.onEvent(ev);
         onEvent(ev);
       },
       onDone(frame) {
@@ -79,6 +97,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
         const stopped = frame.status === "cancelled";
         setStatus(stopped ? "Stopped. What ran before the stop is shown above." : "Done.");
         root.dataset.state = stopped ? "cancelled" : "done";
+        extras.onDone(frame, params);
         onDone && onDone(frame);
       },
       onError(frame) {
@@ -99,7 +118,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
       root.dataset.runId = runId;
       token.handle = socket.resume(runId, handlers);
     } else {
-      token.handle = socket.start(config.demo, params, handlers);
+      token.handle = socket.start(config.demo, params, handlers, options);
     }
   }
 
@@ -122,7 +141,39 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
   socket.connect();
   setRunning(false);
   const stored = storedRun(key);
+  const shared = sharedRunUrl(root, config);
   if (stored) plotly.then(() => follow(stored.params || {}, stored.runId));
+  else if (shared) plotly.then(() => showShared(shared));
+
+  /** Draw a finished run from its stored trace (a share link): no socket, no model. On its own share page
+   * the form stays disabled (read-only); on a lesson (?run=) the student can still run the demo. */
+  async function showShared(url) {
+    const readOnly = Boolean(config.sharedRun);
+    if (readOnly) form.querySelector("fieldset").disabled = true;
+    setStatus("Loading the shared run…");
+    let data;
+    try {
+      data = await fetchSharedRun(url);
+      await new Promise((resolve) => setTimeout(resolve, 0)); // the demo's own Plotly set-up runs first
+    } catch (err) {
+      setStatus(`Could not open the shared run: ${err.message}.`, true);
+      root.dataset.state = "error";
+      return;
+    }
+    if (data.demo !== config.demo || current) { if (!current) setStatus(""); return; }
+    extras.onStart();
+    onStart && onStart(data.params || {});
+    for (const ev of data.events || []) {
+      try { onEvent(ev); } catch (err) { console.error(err); }
+    }
+    const frame = { type: "done", status: "done", summary: data.summary || {}, run_id: null };
+    onDone && onDone(frame);
+    extras.showShared(data);
+    setStatus(readOnly ? "A shared run, redrawn from its stored trace (read-only)."
+      : "A shared run, redrawn from its stored trace: run the demo to make your own.");
+    root.dataset.state = "shared";
+    root.dataset.sharedRun = data.share_id;
+  }
   return { body, setStatus, plotly, run };
 }
 

@@ -8,6 +8,8 @@
 import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from "../ws-client.js";
 import { BASE_LAYOUT, PLOT_CONFIG, ensurePlotly, injectStyle as injectSharedStyle } from "../calculators/ui.js";
 import { errorText } from "./course-demo-kit.js";
+import { compareMetrics } from "./compare-metrics.js";
+import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
@@ -94,10 +96,13 @@ export function mount(root, config = {}) {
   const stopBtn = el("button", { type: "button", class: "ilab-stop ilab-kv__stop", text: "Stop", disabled: true });
   const key = runKey(root, config.demo || "kv-cache");
 
+  // Replay choice, provenance line, share link and the runs comparison (run-history.js).
+  const extras = runExtras(root, config, { metrics: compareMetrics(config.demo || "kv-cache"), checkClass: "ilab-kv__check" });
   const form = el("form", { "aria-label": "KV cache demo settings" },
     el("label", { for: `${id}-preset` }, "Preset", presetSel),
     el("label", { for: `${id}-max` }, "Max new tokens", maxNew),
     el("label", { for: `${id}-cache`, class: "ilab-kv__check" }, useCache, "Use the KV cache"),
+    extras.replayChoice,
     el("div", { class: "ilab-kv__buttons" }, runBtn, stopBtn),
     el("label", { for: `${id}-prompt`, class: "ilab-kv__prompt" }, "Prompt (Ctrl+Enter runs)", prompt));
 
@@ -109,8 +114,8 @@ export function mount(root, config = {}) {
     "aria-label": "KV-cache bytes after each token, stacked per layer" });
   const timeChart = el("div", { class: "ilab-kv__chart ilab-kv__timechart", role: "img",
     "aria-label": "Time per step in milliseconds" });
-  const wrap = el("div", { class: "ilab-kv" }, form, status, textBox, metrics,
-    el("div", { class: "ilab-kv__charts" }, kvChart, timeChart));
+  const wrap = el("div", { class: "ilab-kv" }, form, status, extras.provenance, extras.share, textBox, metrics,
+    el("div", { class: "ilab-kv__charts" }, kvChart, timeChart), extras.panel);
   root.append(wrap);
 
   const metricCells = {};
@@ -243,17 +248,25 @@ export function mount(root, config = {}) {
     for (const k of ["ttft", "tpot", "tps", "kvTotal", "lastStep"]) setMetric(k, "–");
     setRunning(true);
     setStatus(runId ? "Picking up the run you started before the page reloaded…" : "Queued…");
+    const options = runId ? {} : extras.startOptions();
+    extras.onStart();
     const handlers = {
       onAccepted(frame) {
         c.replayed = Boolean(frame.replayed_from);
         root.dataset.runId = frame.run_id;
         rememberRun(key, frame.run_id, params);
+        extras.onAccepted(frame);
         setStatus(c.replayed ? "Replaying" : "Running…", false, c.replayed);
       },
+      onHeader(frame) { if (current === c) extras.onHeader(frame); },
       onQueued(frame) { if (current === c) { c.interrupted = true; setStatus(queueText(frame)); } },
-      onResumed() { c.interrupted = true; setStatus("Reconnected; catching up…", false, c.replayed); },
+      onResumed(frame) {
+        if (current === c) extras.onResumed(frame);
+        c.interrupted = true; setStatus("Reconnected; catching up…", false, c.replayed);
+      },
       onEvent(ev) {
         if (current !== c) return;
+        extras.onEvent(ev);
         if (c.interrupted) { c.interrupted = false; setStatus(c.replayed ? "Replaying" : "Running…", false, c.replayed); }
         if (ev.type === "run_started") onRunStarted(ev);
         else if (ev.type === "token") onToken(ev);
@@ -269,6 +282,7 @@ export function mount(root, config = {}) {
         setStatus(`${how}: ${n} tokens${s.finish_reason ? ` (${s.finish_reason})` : ""}.`, false,
           Boolean(frame.replayed_from));
         root.dataset.state = frame.status === "cancelled" ? "cancelled" : "done";
+        extras.onDone(frame, params);
       },
       onError(frame) {
         forgetRun(key);
@@ -294,7 +308,7 @@ export function mount(root, config = {}) {
       root.dataset.runId = runId;
       c.handle = socket.resume(runId, handlers);
     } else {
-      c.handle = socket.start(config.demo || "kv-cache", params, handlers);
+      c.handle = socket.start(config.demo || "kv-cache", params, handlers, options);
     }
   }
 
@@ -317,6 +331,42 @@ export function mount(root, config = {}) {
     if (p.max_new_tokens) maxNew.value = String(p.max_new_tokens);
     if (typeof p.use_cache === "boolean") useCache.checked = p.use_cache;
     plotReady.then(() => follow(p, stored.runId));
+  } else if (sharedRunUrl(root, config)) {
+    plotReady.then(() => showShared(sharedRunUrl(root, config)));
+  }
+
+  /** Draw a finished run from its stored trace (a share link): no socket, no model. Read-only on its share
+   * page (the form is disabled); on a lesson (?run=) the student can still run the demo. */
+  async function showShared(url) {
+    const readOnly = Boolean(config.sharedRun);
+    if (readOnly) for (const node of form.elements) node.disabled = true;
+    setStatus("Loading the shared run…");
+    let data;
+    try {
+      data = await fetchSharedRun(url);
+    } catch (err) {
+      setStatus(`Could not open the shared run: ${err.message}.`, true);
+      root.dataset.state = "error";
+      return;
+    }
+    if (data.demo !== (config.demo || "kv-cache") || current) { if (!current) setStatus(""); return; }
+    const p = data.params || {};
+    if (typeof p.prompt === "string") prompt.value = p.prompt;
+    if (p.max_new_tokens) maxNew.value = String(p.max_new_tokens);
+    if (typeof p.use_cache === "boolean") useCache.checked = p.use_cache;
+    runCount += 1;
+    current = { number: runCount, useCache: p.use_cache !== false, generated: 0, nPrompt: 0, replayed: false, shared: true };
+    extras.onStart();
+    for (const ev of data.events || []) {
+      if (ev.type === "run_started") onRunStarted(ev);
+      else if (ev.type === "token") onToken(ev);
+      else if (ev.type === "run_finished") onFinished(ev);
+    }
+    extras.showShared(data);
+    setStatus(readOnly ? "A shared run, redrawn from its stored trace (read-only)."
+      : "A shared run, redrawn from its stored trace: run the demo to make your own.");
+    root.dataset.state = "shared";
+    root.dataset.sharedRun = data.share_id;
   }
   const api = { run, stop: () => stopBtn.click(), socket };
   root.ilabDemo = api; // for debugging and tests
