@@ -8,13 +8,16 @@
 //
 // Invariants: on return every row's K/V sits in its sequence's slot for its position in every layer that ran;
 // rows of one sequence are its consecutive new positions. Results equal the reference up to fp32 summation order.
+#include <linux/futex.h>
 #include <omp.h>
+#include <sys/syscall.h>
 #include <torch/extension.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
+#include <climits>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "linear.h"
@@ -22,25 +25,32 @@
 namespace ilab {
 namespace {
 
-// Threads spin (then yield) while a step runs; between steps they sleep in the OpenMP runtime as usual.
+// Threads spin while a step runs (a phase ends within microseconds of its siblings), and sleep on a futex when
+// a sibling is late, e.g. because another process took its core: spinning on then would burn the very time
+// slice the late thread waits for. Between steps they sleep in the OpenMP runtime as usual.
 struct SpinBarrier {
   std::atomic<int> arrived{0};
   std::atomic<int> generation{0};
+  std::atomic<int> sleepers{0};
   int n = 1;
   void wait() {
     if (n == 1) return;
     const int gen = generation.load(std::memory_order_acquire);
     if (arrived.fetch_add(1, std::memory_order_acq_rel) == n - 1) {
       arrived.store(0, std::memory_order_relaxed);
-      generation.fetch_add(1, std::memory_order_release);
+      generation.fetch_add(1);  // seq_cst here and on `sleepers` below: a waiter either sees the new
+      if (sleepers.load() > 0)    // generation or is counted in `sleepers` before this load (no lost wake-up)
+        syscall(SYS_futex, reinterpret_cast<int*>(&generation), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
       return;
     }
-    // A phase ends within microseconds of its siblings unless a thread lost its core to another process;
-    // then yield at once rather than burn the time slice that thread is waiting for.
-    for (int spins = 0; generation.load(std::memory_order_acquire) == gen; ++spins) {
-      if (spins < 2000) _mm_pause();
-      else std::this_thread::yield();
+    for (int spins = 0; spins < 4000; ++spins) {
+      if (generation.load(std::memory_order_acquire) != gen) return;
+      _mm_pause();
     }
+    sleepers.fetch_add(1);
+    while (generation.load() == gen)  // FUTEX_WAIT returns at once if it moved on
+      syscall(SYS_futex, reinterpret_cast<int*>(&generation), FUTEX_WAIT_PRIVATE, gen, nullptr, nullptr, 0);
+    sleepers.fetch_sub(1, std::memory_order_acq_rel);
   }
 };
 
