@@ -15,8 +15,8 @@ class RunEventInline(admin.TabularInline):
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = ("id", "demo", "status", "owner", "worker", "n_events", "created_at", "finished_at")
-    list_filter = ("demo", "status", "deterministic")
-    search_fields = ("id", "owner", "worker", "cache_key")
+    list_filter = ("demo", "status", "deterministic", "replay_reason", "device")
+    search_fields = ("id", "share_id", "owner", "worker", "cache_key")
     readonly_fields = [f.name for f in Run._meta.fields]
     inlines = [RunEventInline]
 

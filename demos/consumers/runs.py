@@ -5,6 +5,7 @@ import asyncio
 import json
 import logging
 import math
+import time
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -204,6 +205,9 @@ async def worker_slots() -> int:
     configured = int(conf.get("DEMO_WORKER_SLOTS"))
     if configured > 0:
         return configured
+    now = time.monotonic()
+    if _slots_seen[0] > now:  # one keyspace scan per process per second, however many starts
+        return _slots_seen[1]
     r = async_redis()
     keys = [k async for k in r.scan_iter(match=worker_key("*"), count=100)]
     total = 0
@@ -212,7 +216,11 @@ async def worker_slots() -> int:
             total += max(0, int(json.loads(raw).get("slots") or 16)) if raw else 0
         except (ValueError, TypeError, AttributeError):
             continue
+    _slots_seen[:] = [now + 1.0, total]
     return total
+
+
+_slots_seen: list = [0.0, 0]  # [valid until (monotonic), slots]
 
 
 def _busy_runs() -> int:
