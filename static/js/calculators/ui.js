@@ -137,11 +137,100 @@ function hasPoints(trace) {
   return ["x", "y", "z", "values"].some((k) => Array.isArray(trace[k]) && trace[k].length > 0);
 }
 
-/** Narrow charts (a phone) keep their tick labels and legends: every axis grows its margin to fit its
- * labels, and a horizontal legend below the plot sits at the figure's bottom edge, under the x-axis title
- * rather than on it. */
-function fitToWidth(layout) {
+// Plotly's default font, to measure titles before drawing them.
+const PLOT_FONT = '"Open Sans", verdana, arial, sans-serif';
+let measuring = null;
+
+function textWidth(text, px) {
+  measuring = measuring || document.createElement("canvas").getContext("2d");
+  measuring.font = `${px}px ${PLOT_FONT}`;
+  return measuring.measureText(text.replace(/<[^>]*>/g, "")).width;
+}
+
+/** A title in Plotly's markup ("<br>" between lines, a "<sub>" line drawn smaller) broken at spaces into
+ * lines at most `room` px wide. */
+export function wrapTitle(text, px, room, measure = textWidth) {
+  return String(text).split(/<br\s*\/?>/i).map((line) => {
+    const sub = /^<sub>(.*)<\/sub>$/i.exec(line.trim());
+    const size = sub ? px * 0.7 : px;
+    const lines = [];
+    let current = "";
+    for (const word of (sub ? sub[1] : line).split(" ")) {
+      const longer = current ? `${current} ${word}` : word;
+      if (current && measure(longer, size) > room) {
+        lines.push(current);
+        current = word;
+      } else current = longer;
+    }
+    lines.push(current);
+    return lines.map((l) => (sub ? `<sub>${l}</sub>` : l)).join("<br>");
+  }).join("<br>");
+}
+
+const TITLE_PAD = 8;
+const lineCount = (text) => String(text).split(/<br\s*\/?>/i).length;
+
+/** Titles that would be clipped at this chart's width (a phone) wrap onto more lines: the chart's title
+ * within the figure, each axis title within the room around its axis' middle. */
+function wrapTitles(layout, gd) {
+  const width = gd && gd.clientWidth;
+  if (!width) return;
+  const fontPx = (layout.font && layout.font.size) || 12;
+  const margin = { ...BASE_LAYOUT.margin, ...(layout.margin || {}) };
+  const title = typeof layout.title === "string" ? { text: layout.title } : layout.title;
+  if (title && title.text) {
+    const px = (title.font && title.font.size) || Math.round(fontPx * 1.4);
+    // A layout read back from the chart (`{...gd.layout, …}`) carries the wrapped title and the grown margin.
+    const memo = gd.ilabTitle;
+    const source = memo && title.text === memo.wrapped ? memo.source : title.text;
+    const text = wrapTitle(source, px, width - 24);
+    const top = layout.margin && typeof layout.margin.t === "number" ? layout.margin.t : null;
+    if (text === source || top === null) {
+      layout.title = { ...title, text };
+    } else {
+      // A wrapped title hangs from the top edge and the plot moves down below its last line. (Plotly anchors
+      // a multi-line title by its first line, drawn about 0.7 em above a "top" anchor, the rest below it.)
+      const base = memo && top === memo.top ? memo.base : top;
+      const grown = Math.max(base, Math.ceil(TITLE_PAD + lineCount(text) * px * 1.3 + 12));
+      const height = layout.height || gd.clientHeight || 450;
+      const anchor = TITLE_PAD + 0.7 * px + 3;
+      layout.title = { ...title, text, yref: "container", y: 1 - anchor / height, yanchor: "top" };
+      layout.margin = { ...layout.margin, t: grown };
+      gd.ilabTitle = { source, wrapped: text, base, top: grown };
+    }
+  }
+  const height = layout.height || gd.clientHeight || 320;
+  for (const [key, axis] of Object.entries(layout)) {
+    if (!/^[xy]axis\d*$/.test(key) || !axis || !axis.title) continue;
+    const axisTitle = typeof axis.title === "string" ? { text: axis.title } : axis.title;
+    if (!axisTitle.text) continue;
+    const px = (axisTitle.font && axisTitle.font.size) || Math.round(fontPx * 1.2);
+    let room;
+    if (key.startsWith("x")) {
+      const middle = margin.l + (width - margin.l - margin.r) / 2;
+      room = 2 * Math.min(middle, width - middle) - 16;
+    } else room = height - margin.t - margin.b - 8;
+    axis.title = { ...axisTitle, text: wrapTitle(axisTitle.text, px, Math.max(room, 60)) };
+  }
+}
+
+/** Legend entries too long for a narrow chart wrap onto more lines (the traces are copied, not changed). */
+function fitLegendNames(data, layout, gd) {
+  const width = gd && gd.clientWidth;
+  if (!width || !Array.isArray(data)) return data;
+  const px = (layout && layout.legend && layout.legend.font && layout.legend.font.size)
+    || (layout && layout.font && layout.font.size) || 12;
+  const room = width - 60; // the legend's symbol and padding
+  return data.map((trace) => (trace && typeof trace.name === "string" && textWidth(trace.name, px) > room
+    ? { ...trace, name: wrapTitle(trace.name, px, room) } : trace));
+}
+
+/** Narrow charts (a phone) keep their titles, tick labels and legends: long titles wrap, every axis grows
+ * its margin to fit its labels, and a horizontal legend below the plot sits at the figure's bottom edge,
+ * under the x-axis title rather than on it. */
+function fitToWidth(layout, gd) {
   if (!layout || typeof layout !== "object") return layout;
+  wrapTitles(layout, gd);
   for (const key of ["xaxis", "yaxis"]) if (!layout[key]) layout[key] = {};
   for (const [key, axis] of Object.entries(layout)) {
     if (/^[xy]axis\d*$/.test(key) && axis && typeof axis === "object" && axis.automargin === undefined) {
@@ -163,7 +252,8 @@ function markEmptyCharts(Plotly) {
   if (!Plotly || Plotly.ilabMarksEmpty) return Plotly;
   for (const name of ["newPlot", "react"]) {
     const original = Plotly[name];
-    Plotly[name] = (gd, data, layout, ...rest) => original.call(Plotly, gd, data, fitToWidth(layout), ...rest);
+    Plotly[name] = (gd, data, layout, ...rest) =>
+      original.call(Plotly, gd, fitLegendNames(data, layout, gd), fitToWidth(layout, gd), ...rest);
   }
   for (const name of ["newPlot", "react", "extendTraces", "addTraces", "deleteTraces"]) {
     const original = Plotly[name];

@@ -1,0 +1,227 @@
+"""The demos as a student meets them, against a stand-in websocket server that replays runs recorded from the
+real demo runners in this process (no Redis, no worker): the charts on a phone, the empty-chart note before
+a first run, one look for every Stop button, and a rate limit's countdown."""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from courseapp.loader import load_course
+from courseapp.models import Module
+
+pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
+
+REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
+
+# Small settings: every chart gets data, quickly.
+SMALL_PARAMS = {
+    "kv-cache": {"prompt": "The capital of France is", "max_new_tokens": 6},
+    "prefill-decode": {"max_new_tokens": 6},
+    "flash-attention": {},
+    "serving-load": {},
+    "speculative": {"max_new_tokens": 12},
+    "paged-attention": {"max_new_tokens": 6},
+    "batching": {},
+    "prefix-caching": {"max_new_tokens": 2},
+    "quantization": {"max_new_tokens": 2},
+}
+
+
+@pytest.fixture(scope="module")
+def recorded_runs() -> dict[str, list[dict]]:
+    """Each demo's trace events from one small run of its real runner (what a worker would publish)."""
+    from demos.registry import DEMOS, validate
+
+    assert set(SMALL_PARAMS) == set(DEMOS), "a new demo: give it small params here"
+    runs = {}
+    for name, params in SMALL_PARAMS.items():
+        events = list(DEMOS[name].load_runner()(validate(name, params)))
+        runs[name] = json.loads(json.dumps(events))
+    return runs
+
+
+class StandInServer:
+    """Answers the page's demo socket (docs/protocol.md): a `start` is accepted and its recorded events
+    follow, then `done`; with `refuse` set, a `start` gets that error frame instead."""
+
+    def __init__(self, runs: dict[str, list[dict]]):
+        self.runs = runs
+        self.refuse: dict | None = None
+        self.started: list[str] = []
+
+    def __call__(self, ws) -> None:
+        ws.on_message(lambda message: self.answer(ws, json.loads(message)))
+
+    def answer(self, ws, message: dict) -> None:
+        if message.get("action") == "ping":
+            ws.send(json.dumps({"type": "pong", "t": 0}))
+        if message.get("action") != "start":
+            return
+        demo, ref = message["demo"], message.get("ref")
+        self.started.append(demo)
+        if self.refuse:
+            ws.send(json.dumps({"type": "error", "ref": ref, **self.refuse}))
+            return
+        run_id = str(uuid.uuid4())
+        ws.send(json.dumps({"type": "accepted", "run_id": run_id, "demo": demo, "params": message["params"],
+                            "ref": ref}))
+        events = self.runs[demo]
+        for seq, event in enumerate(events):
+            ws.send(json.dumps({"type": "event", "run_id": run_id, "seq": seq, "event": event}))
+        summary = {k: v for k, v in events[-1].items() if k != "token_ids"} if events[-1]["type"] == "run_finished" else {}
+        ws.send(json.dumps({"type": "done", "run_id": run_id, "status": "done", "summary": summary}))
+
+
+def stand_in_page(chromium, runs, **context_options):
+    context = chromium.new_context(bypass_csp=True, **context_options)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
+    server = StandInServer(runs)
+    page.route_web_socket("**/ws/demos/", server)
+    return context, page, server
+
+
+@pytest.fixture
+def phone(chromium, recorded_runs):
+    context, page, server = stand_in_page(chromium, recorded_runs, viewport={"width": 390, "height": 844},
+                                          is_mobile=True, has_touch=True, device_scale_factor=2)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def desktop(chromium, recorded_runs):
+    context, page, server = stand_in_page(chromium, recorded_runs, viewport={"width": 1280, "height": 900})
+    page.server = server
+    yield page
+    context.close()
+
+
+DEMO_CHARTS = "() => [...document.querySelectorAll('.ilab-demo .ilab-calc__chart, .ilab-demo .ilab-kv__chart')]"
+
+EMPTY_NOTES = f"""() => ({DEMO_CHARTS})().map((chart) => ({{
+  empty: chart.dataset.empty,
+  note: getComputedStyle(chart, '::before').content,
+  height: chart.getBoundingClientRect().height,
+}}))"""
+
+# Every Plotly chart on the page: inside the viewport; its title, axis titles and legend inside the figure;
+# the title above the plot area; no mode bar on the title; the legend clear of the x-axis tick labels.
+CHART_PROBLEMS = """() => {
+  const inside = (r, box) => r.left >= box.left - 1 && r.right <= box.right + 1 && r.top >= box.top - 1
+    && r.bottom <= box.bottom + 1;
+  const overlap = (a, b) => a.width > 0 && b.width > 0 && a.left < b.right && b.left < a.right
+    && a.top < b.bottom && b.top < a.bottom;
+  const width = document.documentElement.clientWidth;
+  const problems = [];
+  const charts = [...document.querySelectorAll('.js-plotly-plot')];
+  for (const gd of charts) {
+    const name = gd.getAttribute('aria-label') || gd.id;
+    const box = gd.querySelector('.main-svg').getBoundingClientRect();
+    if (box.left < -1 || box.right > width + 1) problems.push([name, 'outside the viewport']);
+    for (const text of gd.querySelectorAll('.gtitle, .xtitle, .x2title, .ytitle, .y2title')) {
+      const r = text.getBoundingClientRect();
+      if (r.width && !inside(r, box)) problems.push([name, 'clipped', text.textContent]);
+    }
+    const title = gd.querySelector('.gtitle');
+    if (title) {
+      const plotTop = box.top + gd._fullLayout._size.t;
+      if (title.getBoundingClientRect().bottom > plotTop + 2) problems.push([name, 'title on the plot']);
+      const bar = gd.querySelector('.modebar');
+      if (bar && getComputedStyle(bar).opacity !== '0' && overlap(bar.getBoundingClientRect(), title.getBoundingClientRect())) {
+        problems.push([name, 'mode bar on the title']);
+      }
+    }
+    const legend = gd.querySelector('.legend');
+    if (legend) {
+      const lr = legend.getBoundingClientRect();
+      if (!inside(lr, box)) problems.push([name, 'legend clipped']);
+      for (const tick of gd.querySelectorAll('.xtick text, .xtitle')) {
+        if (overlap(lr, tick.getBoundingClientRect())) { problems.push([name, 'legend on', tick.textContent]); break; }
+      }
+    }
+  }
+  return {charts: charts.length, problems, scrollWidth: document.scrollingElement.scrollWidth, width};
+}"""
+
+
+def run_every_demo(page) -> None:
+    for button in page.locator(".ilab-demo .ilab-run").all():
+        button.click()
+    page.wait_for_function("() => [...document.querySelectorAll('.ilab-demo')].every((d) => d.dataset.state === 'done')",
+                           timeout=30_000)
+    page.wait_for_timeout(300)  # the last relayout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_lesson_on_a_phone_notes_empty_charts_then_fits_its_charts_and_titles(live_server, phone):
+    load_course(REPO_CONTENT)
+    page = phone
+    interactive = [m for m in Module.objects.filter(draft=False).in_course_order() if m.has_interactive]
+    with_demos = [m.slug for m in interactive if m.demos]
+    assert len(with_demos) >= 8
+    for module in interactive:
+        page.goto(f"{live_server.url}/modules/{module.slug}/")
+        if module.demos:
+            page.wait_for_function(f"() => ({DEMO_CHARTS})().length > 0")
+            # Before a first run: a note in place of bare 0–4 axes.
+            notes = page.evaluate(EMPTY_NOTES)
+            assert notes and all(n["empty"] == "true" and "Run the demo" in n["note"] and n["height"] > 100
+                                 for n in notes), (module.slug, notes)
+            run_every_demo(page)
+            assert all(n["empty"] == "false" for n in page.evaluate(EMPTY_NOTES)), module.slug
+        else:
+            page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+            page.wait_for_timeout(300)
+        page.locator(".js-plotly-plot").first.hover()  # a mode bar shown on hover would show now
+        found = page.evaluate(CHART_PROBLEMS)
+        assert found["charts"] > 0, module.slug
+        assert found["scrollWidth"] <= found["width"] == 390, (module.slug, found)
+        assert found["problems"] == [], (module.slug, found["problems"])
+    assert page.errors == [], page.errors
+
+
+STOP_LOOK = """() => [...document.querySelectorAll('.ilab-demo button')].filter((b) => b.textContent.trim() === 'Stop')
+  .map((b) => { const s = getComputedStyle(b); return {cls: b.className,
+    look: [s.backgroundColor, s.color, s.borderTopColor, s.borderTopWidth, s.borderRadius, s.paddingTop, s.paddingLeft,
+           s.fontSize, s.fontWeight].join(' ')}; })"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_demo_has_the_same_stop_button(live_server, desktop, recorded_runs):
+    looks = {}
+    for name in recorded_runs:
+        desktop.goto(f"{live_server.url}/demos/{name}/")
+        desktop.locator(".ilab-demo .ilab-run").first.wait_for()
+        stops = desktop.evaluate(STOP_LOOK)
+        assert len(stops) == 1 and "ilab-stop" in stops[0]["cls"].split(), (name, stops)
+        looks[name] = stops[0]["look"]
+    assert len(set(looks.values())) == 1, looks
+    assert desktop.errors == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("demo", ["prefill-decode", "kv-cache"])
+def test_a_rate_limit_reads_as_a_sentence_and_counts_down_every_second(live_server, desktop, demo):
+    desktop.server.refuse = {"code": "rate_limited", "message": "Too many runs in the last minute", "retry_after": 3}
+    desktop.goto(f"{live_server.url}/demos/{demo}/")
+    status = desktop.locator(".ilab-demo [role=status]").first
+    desktop.locator(".ilab-demo .ilab-run").click()
+    desktop.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'error'")
+    seen = []
+    for _ in range(40):
+        text = status.inner_text()
+        if not seen or seen[-1] != text:
+            seen.append(text)
+        if "Ready" in text:
+            break
+        desktop.wait_for_timeout(150)
+    assert seen[:3] == [f"Error: Too many runs in the last minute. Try again in {n} s." for n in (3, 2, 1)], seen
+    assert seen[-1] == "Ready: you can run the demo again.", seen
+    assert desktop.server.started == [demo]
+    assert desktop.errors == []
