@@ -252,6 +252,16 @@ def test_phone_width_no_sideways_scroll_charts_inside_player_one_row(transaction
         if slug == "kv-cache":
             page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
             assert 0 < page.evaluate(PHONE_CHECK)["player"] <= 64
+            # One row until asked: "More" (aria-expanded) shows the rest, "Less" folds it back.
+            more = page.get_by_role("button", name="More")
+            assert more.get_attribute("aria-expanded") == "false" and not page.get_by_label("Speed").is_visible()
+            more.click()
+            assert page.get_by_role("button", name="Less").get_attribute("aria-expanded") == "true"
+            assert page.get_by_label("Speed").is_visible()
+            assert page.get_by_text("Player options and keyboard shortcuts").is_visible()
+            assert page.evaluate(PHONE_CHECK)["scrollWidth"] <= 390
+            page.get_by_role("button", name="Less").click()
+            assert 0 < page.evaluate(PHONE_CHECK)["player"] <= 64
     assert page.errors == [], page.errors
 
 
