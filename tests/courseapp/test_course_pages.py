@@ -386,6 +386,25 @@ def test_outline_lists_check_yourself_where_the_quiz_is(client, course):
     assert nav.index('href="#one"') < nav.index('href="#quiz"') < nav.index('href="#sources"')
 
 
+def test_every_real_module_lists_its_sections_in_page_order(client):
+    """"On this page" in the real course: every entry, "Check yourself" and "Sources" included, in the
+    order the reader meets them."""
+    load_course(REPO_CONTENT)
+    checked_sources = 0
+    for module in Module.objects.filter(draft=False):
+        html = client.get(module_url(module.slug)).content.decode()
+        start = html.index('class="outline"')
+        nav = html[start:html.index("</nav>", start)]
+        targets = re.findall(r'href="#([^"]+)"', nav)
+        body = html[html.index("</nav>", start):]
+        positions = [body.index(f'id="{target}"') for target in targets]
+        assert positions == sorted(positions), (module.slug, targets)
+        if "quiz" in targets and "sources" in targets:
+            assert targets.index("quiz") < targets.index("sources"), module.slug
+            checked_sources += 1
+    assert checked_sources >= 5
+
+
 def test_narration_being_generated_says_so_with_its_progress(client, course):
     from courseapp.models import Narration
 
