@@ -97,13 +97,14 @@ def course_index(request):
 
 def _resume_module(modules: list[Module], mine: list) -> Module | None:
     """The module to carry on with: the last one visited, or, when that one is complete, the first
-    incomplete module after it in course order (None when there is nothing left to carry on with)."""
+    incomplete module after it in course order, else the first incomplete one before it (None when every
+    module is complete)."""
     last = max(mine, key=lambda p: p.visited_at, default=None)
     if last is None:
         return None
     completed = {p.module_id for p in mine if p.completed}
     start = next(i for i, m in enumerate(modules) if m.pk == last.module_id)
-    return next((m for m in modules[start:] if m.pk not in completed), None)
+    return next((m for m in modules[start:] + modules[:start] if m.pk not in completed), None)
 
 
 def _module_or_404(request, slug: str) -> Module:

@@ -373,6 +373,15 @@ def test_index_shows_score_out_of_total_and_resumes_at_the_next_unfinished_modul
     assert "Resume where you left off: Caching" in html  # intro is done: carry on with the next one
 
 
+def test_resume_after_finishing_the_last_module_goes_back_to_the_first_unfinished_one(client, course):
+    client.get(module_url("intro"))  # visited, not finished
+    client.post(reverse("courseapp:complete", args=["cache"]))  # the last module, finished just now
+    html = client.get("/").content.decode()
+    assert "Resume where you left off: Intro" in html and "Resume where you left off: Caching" not in html
+    post_quiz(client, "intro", {"q1": "1", "q2": ["1", "2"]})
+    assert "Resume where you left off" not in client.get("/").content.decode()  # nothing left to finish
+
+
 def test_outline_lists_check_yourself_where_the_quiz_is(client, course):
     module = Module.objects.get(slug="intro")
     module.outline = [{"id": "one", "text": "One", "level": 2}, {"id": "sources", "text": "Sources", "level": 2}]
