@@ -510,13 +510,26 @@ def demo_embed_html(name: str, props: dict) -> str:
         from demos.registry import DemoParamError
     except ImportError:
         render_embed = None
+    links = ""
     if render_embed is not None:
         try:
             inner = mark_safe(str(render_embed(name, props)))  # noqa: S308 (trusted: rendered by the demos app)
+            links = demo_links_html(name)
         except DemoParamError as exc:
             logger.warning("demo '%s' embed unavailable: %s", name, exc)
-    return format_html('<div class="demo-embed" data-demo="{}" data-props="{}">{}</div>',
-                       name, json.dumps(props, ensure_ascii=False), inner)
+    return format_html('<div class="demo-embed" data-demo="{}" data-props="{}">{}{}</div>',
+                       name, json.dumps(props, ensure_ascii=False), inner, links)
+
+
+def demo_links_html(name: str) -> str:
+    """Under a lesson's demo: its own page (more room, a shareable address) and the index of every demo."""
+    from django.urls import reverse
+
+    from demos.registry import get_spec
+
+    return format_html('<p class="help demo-embed-links"><a href="{}">Open “{}” on its own page</a> · '
+                       '<a href="{}">All live demos</a></p>',
+                       reverse("demos:demo", args=[name]), get_spec(name).title, reverse("demos:index"))
 
 
 # --- Quiz ------------------------------------------------------------------------------------

@@ -362,6 +362,20 @@ def test_demo_pages_share_the_site_navigation_and_link_to_their_lessons(client, 
     assert 'href="/demos/"' in client.get("/").content.decode()  # the course links to the demos
 
 
+def test_a_lessons_demo_links_to_its_own_page_and_to_every_demo(client):
+    load_course(REPO_CONTENT)
+    html = client.get(module_url("kv-cache")).content.decode()
+    lesson = html[html.index('id="lesson"'):html.index('id="pager"')]
+    embed = lesson[lesson.index('<div class="demo-embed" data-demo="kv-cache"'):]
+    links = embed[:embed.index("</p>", embed.index("demo-embed-links"))]
+    from demos.registry import get_spec
+
+    assert f'<a href="/demos/kv-cache/">Open “{get_spec("kv-cache").title}” on its own page</a>' in links
+    assert '<a href="/demos/">All live demos</a>' in links
+    # The demo's own page leads back to the lesson.
+    assert f'href="{module_url("kv-cache")}"' in client.get("/demos/kv-cache/").content.decode()
+
+
 def test_index_shows_score_out_of_total_and_resumes_at_the_next_unfinished_module(client, course):
     post_quiz(client, "intro", {"q1": "1", "q2": ["1"]})
     html = client.get("/").content.decode()
