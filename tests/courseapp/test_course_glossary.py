@@ -56,3 +56,16 @@ def test_lesson_pages_carry_the_published_glossary_terms(client, course):
 def test_a_draft_glossary_is_not_shown_to_students(client, course):
     make_glossary(draft=True)
     assert glossary_terms() == []
+
+
+@pytest.mark.django_db
+def test_the_glossary_page_shows_its_terms_in_alphabetical_order(client):
+    """The page says "Terms are in alphabetical order": what a student reads, every entry, in that order."""
+    from courseapp.loader import load_course
+
+    load_course(REPO_CONTENT)
+    html = client.get(reverse("courseapp:module", args=["glossary"])).content.decode()
+    assert "Terms are in alphabetical order" in html
+    shown = re.findall(r'<li[^>]*>\s*(?:<p>)?\s*<strong>([^<]+)</strong>:', html)
+    assert len(shown) == len(parse_terms((REPO_CONTENT / "glossary.md").read_text())) > 30
+    assert shown == sorted(shown, key=str.casefold)
