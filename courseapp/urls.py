@@ -10,6 +10,7 @@ urlpatterns = [
     path("modules/<slug:slug>/quiz/", views.quiz_submit, name="quiz"),
     path("modules/<slug:slug>/complete/", views.module_complete, name="complete"),
     path("modules/<slug:slug>/place/", views.save_place, name="place"),
+    path("modules/<slug:slug>/narration/", views.narration_state, name="narration_state"),
     path("preferences/", views.preferences, name="preferences"),
     path("accounts/signup/", views.signup, name="signup"),
     path("narration/<path:path>", media.narration_media, name="narration_media"),

@@ -9,6 +9,7 @@ from django.contrib.staticfiles import finders
 from django.db.models import Count, Prefetch
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -20,6 +21,7 @@ from . import progress as tracking
 from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
 from .models import Choice, Module, Preference, Question, Track
+from .narration_status import narration_status
 from .quiz import (SEED_FIELD, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark, seed_token,
                    shuffled)
 
@@ -178,13 +180,34 @@ def _resume_section(module: Module, progress) -> dict | None:
     return next((item for item in module.outline if item["id"] == progress.last_section), None)
 
 
-def _narration_progress(narration) -> str:
-    """How far a narration being generated has got, for the student ("queued", "40% done"), else ""."""
-    if narration is None or not narration.is_busy:
-        return ""
-    if narration.status == narration.Status.RUNNING and narration.progress > 0:
-        return f"{round(narration.progress * 100)}% done"
-    return "queued" if narration.status == narration.Status.PENDING else "starting"
+def _player_context(request, module: Module, narration, mine) -> dict:
+    """What `_player.html` shows: the player once the audio is ready, else the narration's status."""
+    ready = narration is not None and narration.is_ready
+    autoplay = autoplay_preference(request)
+    return {
+        "module": module,
+        "narration": narration if ready else None,
+        "narration_status": None if ready else narration_status(narration, request.user),
+        "resume_position": mine.audio_position if mine else 0.0,
+        "autoplay": autoplay,
+        "preference_form": PreferenceForm(initial={"autoplay": autoplay}),
+        "player_next": module.get_absolute_url(),
+    }
+
+
+@require_GET
+def narration_state(request, slug: str):
+    """The page's narration while it is being generated (polled by player.js): state, message, the course's
+    count of narrated modules, and the player's HTML once the audio is ready."""
+    module = _module_or_404(request, slug)
+    narration = getattr(module, "narration", None)
+    mine = tracking.get_progress(tracking.Learner.from_request(request), module)
+    context = _player_context(request, module, narration, mine)
+    status = context["narration_status"]
+    if status is None:
+        return JsonResponse({"state": "ready",
+                             "player": render_to_string("courseapp/_player.html", context, request=request)})
+    return JsonResponse(status.as_dict())
 
 
 def _outline_parts(outline: list[dict], lesson_after: str) -> dict:
@@ -210,7 +233,6 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
     narration = getattr(module, "narration", None)
     # This server's figures ({{ server.… }}) are filled in per request, from the newest measured profile.
     lesson_before, lesson_after = (server_figures.fill(part) for part in module.html_parts())
-    autoplay = autoplay_preference(request)
     if result is not None:
         seed = result.seed
     elif seed is None:
@@ -233,13 +255,8 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
         "quiz_result": result,
         "quiz_pass_mark": pass_mark(len(questions)),
         "quiz_total": len(questions),
-        "narration": narration if narration is not None and narration.is_ready else None,
-        "narration_busy": narration is not None and narration.is_busy,
-        "narration_progress": _narration_progress(narration),
-        "resume_position": mine.audio_position if mine else 0.0,
+        **_player_context(request, module, narration, mine),
         "resume_section": _resume_section(module, mine),
-        "autoplay": autoplay,
-        "preference_form": PreferenceForm(initial={"autoplay": autoplay}),
         "needs_plotly": module.has_interactive,
         "calculator_scripts": _calculator_scripts(module),
         "glossary_terms": glossary_terms(),

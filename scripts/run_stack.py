@@ -141,15 +141,16 @@ def main() -> int:
         celery = [str(VENV_BIN / "celery"), "-A", "inferencelab", "worker", "-P", "threads", "--loglevel", "INFO"]
         sup.spawn("gpu", celery + ["-Q", "gpu", "-c", env.get("CELERY_CONCURRENCY", "16"), "-n", "gpu@%h"], env)
         sup.spawn("cpu", celery + ["-Q", "cpu", "-c", env.get("CELERY_CPU_CONCURRENCY", "2"), "-n", "cpu@%h"], env)
+        # Narration missing or out of date is synthesized in the background by the worker's `cpu` queue
+        # (cached by content hash, so later starts queue nothing). Queued before the site opens, so a first
+        # visitor reads "being generated now" with its progress, never "not generated yet".
+        subprocess.run([sys.executable, str(ROOT / "manage.py"), "narrate", "--all", "--queue"], env=env,
+                       cwd=ROOT, check=False)
         # Daphne through our launcher: body caps and header/body deadlines at the socket (inferencelab/server.py).
         web = sup.spawn("daphne", [str(VENV_BIN / "python"), "-m", "inferencelab.server", "-b", host, "-p", str(port),
                                    "inferencelab.asgi:application"], env)
         sup.wait_port(port, web, "daphne", 60)
         log(f"Inference Lab is up: http://{host}:{port}/  (demos: http://{host}:{port}/demos/ ; Ctrl-C stops)")
-        # Narration missing or out of date is synthesized in the background by the worker's `cpu` queue
-        # (cached by content hash, so later starts queue nothing).
-        subprocess.run([sys.executable, str(ROOT / "manage.py"), "narrate", "--all", "--queue"], env=env,
-                       cwd=ROOT, check=False)
     except RuntimeError as exc:
         log(f"error: {exc}")
         sup.stop()

@@ -307,7 +307,45 @@ export function trackReading(article) {
   window.addEventListener("pagehide", () => send(true));
 }
 
+// Audio still being generated (a fresh server narrates every module in the background for its first
+// minutes): poll the page's narration state, keep the note and its progress bar current, and put the player
+// in its place once the audio is ready.
+export function watchNarration(note, { every = 4000 } = {}) {
+  const url = note.dataset.statusUrl;
+  if (!url || note.dataset.state !== "busy") return;
+  let delay = every;
+  const check = async () => {
+    try {
+      const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const status = await response.json();
+      if (status.state === "ready" && status.player) {
+        const holder = document.createElement("div");
+        holder.innerHTML = status.player;
+        const player = holder.querySelector("#player");
+        if (player && player.querySelector("audio")) {
+          note.replaceWith(player);
+          initPlayer(player);
+          return;
+        }
+      }
+      note.dataset.state = status.state;
+      note.querySelector(".narration-message").textContent = status.message || "";
+      const bar = note.querySelector(".narration-progress");
+      if (bar && typeof status.progress === "number") bar.value = status.progress;
+      if (bar && status.state !== "busy") bar.remove();
+      if (status.state !== "busy") return; // failed or stalled: nothing more to wait for here
+      delay = every;
+    } catch {
+      delay = Math.min(delay * 2, 60000); // the server is restarting or gone: ask less often
+    }
+    setTimeout(check, delay);
+  };
+  setTimeout(check, delay);
+}
+
 const section = document.getElementById("player");
 if (section && section.querySelector("audio")) initPlayer(section);
+else if (section && section.dataset.statusUrl) watchNarration(section);
 const article = document.querySelector("article.lesson");
 if (article) trackReading(article);

@@ -329,3 +329,26 @@ def test_a_lesson_term_links_to_the_glossary_with_its_definition_on_focus(live_c
     entry.wait_for()
     assert entry.is_visible() and page.evaluate("window.scrollY") > 0  # brought into view below the fold
     assert page.errors == []
+
+
+def test_narration_being_generated_shows_its_progress_then_the_player_without_a_reload(live_course, browser_page):
+    from courseapp.models import Narration
+
+    Narration.objects.create(module=Module.objects.get(slug="cache"), status=Narration.Status.RUNNING, progress=0.3)
+    page = browser_page
+    page.goto(f"{live_course}/modules/cache/")
+    note = page.locator("#player")
+    assert "being generated now (30% done). Narration is ready for 0 of 2 modules." in note.inner_text()
+    assert page.locator("#player progress").evaluate("p => p.value") == pytest.approx(0.3)
+
+    Narration.objects.filter(module__slug="cache").update(progress=0.6)
+    page.wait_for_function("() => document.querySelector('#player').textContent.includes('60% done')", timeout=15_000)
+    assert page.locator("#player progress").evaluate("p => p.value") == pytest.approx(0.6)
+
+    attach_test_narration("cache")  # the worker finishes: the player takes the note's place, working
+    page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'", timeout=15_000)
+    player = page.get_by_role("region", name="Audio version of this page")
+    assert player.get_by_role("button", name="Play").is_visible()
+    assert page.get_by_role("button", name="Listen from “What is cached”").count() == 1
+    assert page.url.endswith("/modules/cache/")  # no reload
+    assert page.errors == []

@@ -439,6 +439,60 @@ def test_narration_being_generated_says_so_with_its_progress(client, course):
     assert "being generated now (40% done)" in client.get(module_url("cache")).content.decode()
 
 
+def test_narration_state_is_polled_with_the_courses_count_until_the_player_comes(client, course):
+    """What player.js polls while the audio is made: the page's state, a sentence, the course's count of
+    narrated modules (the two published ones here), then the player's own HTML."""
+    from django.core.files.base import ContentFile
+
+    from courseapp.models import Narration
+
+    url = reverse("courseapp:narration_state", args=["cache"])
+    page = client.get(module_url("cache")).content.decode()
+    assert f'data-status-url="{url}"' in page and 'data-state="missing"' in page
+    assert "Narration not generated yet." in page and "<progress" not in page
+    assert client.get(url).json()["state"] == "missing"
+
+    intro = Narration.objects.create(module=Module.objects.get(slug="intro"), status=Narration.Status.READY)
+    intro.audio.save("intro.wav", ContentFile(b"RIFF"), save=False)
+    intro.vtt.save("intro.vtt", ContentFile(b"WEBVTT\n"), save=True)
+    narration = Narration.objects.create(module=Module.objects.get(slug="cache"), status=Narration.Status.RUNNING,
+                                         progress=0.25)
+    state = client.get(url).json()
+    assert state == {"state": "busy", "progress": 0.25, "ready": 1, "total": 2,
+                     "message": "being generated now (25% done). Narration is ready for 1 of 2 modules. "
+                                "The player appears here when this page's audio is ready."}
+    page = client.get(module_url("cache")).content.decode()
+    assert 'data-state="busy"' in page and 'class="narration-progress" max="1" value="0.25"' in page
+
+    narration.status = Narration.Status.READY
+    narration.audio.save("cache.wav", ContentFile(b"RIFF"), save=False)
+    narration.vtt.save("cache.vtt", ContentFile(b"WEBVTT\n"), save=True)
+    state = client.get(url).json()
+    assert state["state"] == "ready" and '<audio id="narration-audio"' in state["player"]
+    assert f'name="next" value="{module_url("cache")}"' in state["player"]  # the page, not this JSON
+    assert client.get(reverse("courseapp:narration_state", args=["batching"])).status_code == 404  # a draft
+
+
+def test_narration_queued_behind_a_long_queue_is_still_coming_unless_the_queue_stopped(client, course):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from courseapp.models import Narration
+
+    long_ago = timezone.now() - timedelta(minutes=25)
+    Narration.objects.create(module=Module.objects.get(slug="cache"))
+    other = Narration.objects.create(module=Module.objects.get(slug="intro"), status=Narration.Status.RUNNING,
+                                     progress=0.5)
+    Narration.objects.filter(module__slug="cache").update(updated_at=long_ago)  # queued 25 minutes ago
+    state = client.get(reverse("courseapp:narration_state", args=["cache"])).json()
+    assert state["state"] == "busy" and state["message"].startswith("being generated now (queued).")
+    Narration.objects.filter(pk=other.pk).update(updated_at=long_ago)  # nothing has moved for 25 minutes
+    state = client.get(reverse("courseapp:narration_state", args=["cache"])).json()
+    assert state == {"state": "missing", "message": "Narration not generated yet.", "progress": None, "ready": 0,
+                     "total": 0}
+
+
 def test_csrf_failure_page_uses_the_site_layout(course, settings):
     from django.test import Client
 
