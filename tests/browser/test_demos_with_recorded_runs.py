@@ -183,6 +183,13 @@ def test_every_lesson_on_a_phone_notes_empty_charts_then_fits_its_charts_and_tit
         assert found["charts"] > 0, module.slug
         assert found["scrollWidth"] <= found["width"] == 390, (module.slug, found)
         assert found["problems"] == [], (module.slug, found["problems"])
+    # The demo index, and a demo on its own page (wider than in a lesson).
+    page.goto(f"{live_server.url}/demos/")
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+    page.goto(f"{live_server.url}/demos/batching/")
+    run_every_demo(page)
+    found = page.evaluate(CHART_PROBLEMS)
+    assert found["charts"] >= 2 and found["scrollWidth"] <= 390 and found["problems"] == [], found
     assert page.errors == [], page.errors
 
 
