@@ -91,6 +91,8 @@ class DemoSpec:
     # Runs whose output is their own timings: a replay of one shows another run's measurements, so the page
     # names when, on which device and with which engine version they were taken (the run's `header`).
     measures_time: bool = False
+    # "What to try next": one or two concrete changes to make after a run, shown under the demo once a run is done.
+    try_next: tuple = field(default_factory=tuple)
 
     def load_runner(self) -> Callable[[dict], Iterator[dict]]:
         return _load(self.runner)
@@ -103,6 +105,7 @@ class DemoSpec:
             "params": {k: p.describe() for k, p in self.params.items()},
             "presets": list(self.presets),
             "measures_time": self.measures_time,
+            "try_next": list(self.try_next),
         }
 
 
@@ -120,6 +123,12 @@ def _max_prompt_tokens() -> int:
 
 
 DEMOS: dict[str, DemoSpec] = {}
+
+FLASH_DEFAULT_PROMPT = (
+    "The quick brown fox jumps over the lazy dog because it was bored of sleeping in the sun all afternoon. "
+    "The dog, who had seen this trick many times before, did not even open its eyes, and the fox, a little "
+    "disappointed, trotted off into the woods to look for someone more impressed."
+)
 
 
 def register(spec: DemoSpec) -> DemoSpec:
@@ -158,6 +167,12 @@ register(
             {"label": "Story opening", "prompt": "Once upon a time, in a small village by the sea,"},
             {"label": "Recipe", "prompt": "To make a simple tomato sauce, first"},
         ),
+        try_next=(
+            "Untick “Use the KV cache” and run again: without the cache every step recomputes the whole prefix, so "
+            "the step time climbs token by token instead of staying flat.",
+            "Raise “Max new tokens” to 96 with the cache on: the step time stays flat while the cache grows by the "
+            "same number of bytes for every token.",
+        ),
     )
 )
 
@@ -184,6 +199,12 @@ register(
             {"label": "Capital of France", "prompt": "The capital of France is"},
             {"label": "Story opening", "prompt": "Once upon a time, in a small village by the sea,"},
         ),
+        try_next=(
+            "Set “Repeat the prompt” to 16: the prefill gets longer, yet its cost per prompt token falls further, "
+            "while every decode step still costs about the same.",
+            "Set it to 1: a 5-token prompt shares each weight read among only 5 tokens, so prefill's advantage per "
+            "token shrinks.",
+        ),
     )
 )
 register(
@@ -198,12 +219,20 @@ register(
         measures_time=True,
         module="js/demos/flash-attention.js",
         params={
-            "prompt": ParamSpec("str", default="The quick brown fox jumps over the lazy dog because it was",
-                                label="Prompt", max_chars=4000, max_tokens=_max_prompt_tokens),
+            # About 60 tokens: with tiles of 16 that is a 4 × 4 grid of tiles, 6 of them skipped by the causal mask
+            # (a prompt shorter than one tile would be a single tile: nothing saved, "Ratio 1.0×").
+            "prompt": ParamSpec("str", default=FLASH_DEFAULT_PROMPT, label="Prompt", max_chars=4000,
+                                max_tokens=_max_prompt_tokens),
             "layer": ParamSpec("int", default=0, label="Layer", min_value=0, max_value=29),
             "block_size": ParamSpec("int", default=16, label="Tile size (queries and keys)", min_value=4,
                                     max_value=128),
         },
+        try_next=(
+            "Set the tile size to 64 or more: one tile then covers the whole prompt, the ratio drops to 1.0× and "
+            "nothing is skipped; that single tile is the naive N × N matrix again.",
+            "Set the tile size to 4: the memory held shrinks further, but the Python loop now runs many more tiny "
+            "tiles, so the tiled time on this CPU grows.",
+        ),
     )
 )
 register(
@@ -226,6 +255,11 @@ register(
             "ttft_slo_s": ParamSpec("float", default=3.0, label="TTFT target (s)", min_value=0.05, max_value=60.0),
             "tpot_slo_s": ParamSpec("float", default=0.5, label="TPOT target (s)", min_value=0.01, max_value=10.0),
         },
+        try_next=(
+            "Switch “Scheduling” to sequential with the same settings and compare the runs: the first request is "
+            "served as fast, every later one queues behind it, and throughput falls.",
+            "Tighten the TPOT target to 0.05 s: goodput falls while throughput stays the same.",
+        ),
     )
 )
 
@@ -260,6 +294,12 @@ register(
             {"label": "Edit code", "prompt": "Rename the function add to plus and return only the code:\n\ndef add(a, b):\n    \"\"\"Return a + b.\"\"\"\n    return a + b\n", "draft": "ngram"},
             {"label": "Free text (drafts struggle)", "prompt": "Write a haiku about autumn.", "draft": "self-early-exit"},
         ),
+        try_next=(
+            "Pick the preset “Free text (drafts struggle)”: few guesses are accepted, and speculation becomes slower "
+            "than plain decoding; the page works out why from the acceptance rate and the cost of a round.",
+            "On the copy preset, set “Guesses per round (k)” to 8: when the guesses are right, each target pass "
+            "yields more tokens.",
+        ),
     )
 )
 
@@ -284,6 +324,11 @@ register(
             "num_blocks": ParamSpec("int", default=24, label="Physical blocks in the pool", min_value=6, max_value=64),
             "arrival_every": ParamSpec("int", default=2, label="A new request every … steps", min_value=0, max_value=8),
         },
+        try_next=(
+            "Lower “Physical blocks in the pool” to 8: the pool runs out, a request is preempted, its blocks are "
+            "freed and its tokens recomputed later.",
+            "Set the block size to 16: fewer, larger blocks leave more of each request's last block empty.",
+        ),
     )
 )
 register(
@@ -303,6 +348,11 @@ register(
             "batch_size": ParamSpec("int", default=3, label="Batch size (sequence slots)", min_value=1, max_value=8),
             "modes": ParamSpec("choice", default="both", label="Modes", choices=("both", "continuous", "static")),
         },
+        try_next=(
+            "Set the batch size to 1: both modes become the same one-at-a-time schedule and their step counts meet.",
+            "Try the workload “24@0, 2@0, 2@0, 2@1, 2@1, 2@2”: one long request holds the static batch while the "
+            "short ones wait for it.",
+        ),
     )
 )
 register(
@@ -323,6 +373,11 @@ register(
             "max_new_tokens": ParamSpec("int", default=8, label="New tokens per answer", min_value=1, max_value=16),
             "block_size": ParamSpec("choice", default=16, label="Block size (tokens)", choices=(8, 16, 32)),
         },
+        try_next=(
+            "Set the block size to 32: only whole blocks are cached, so the part of the shared prompt that ends "
+            "in a partly filled block is computed again.",
+            "Add a fourth line to “Questions”: it reuses the same cached blocks, so its time to first token drops too.",
+        ),
     )
 )
 
@@ -348,6 +403,12 @@ register(
                                     choices=("wqkv", "wo", "w_gate_up", "w_down")),
             "max_new_tokens": ParamSpec("int", default=16, label="New tokens", min_value=1, max_value=24),
         },
+        try_next=(
+            "Switch the format to int8 and run again: the text usually matches fp32 token for token; then try "
+            "int4-g32 and nf4 and see where the outputs part.",
+            "Set the format to llm-int8: it keeps the activation outliers of the outlier chart in floating point; "
+            "compare its text and bytes per token with int8's.",
+        ),
     )
 )
 

@@ -101,3 +101,57 @@ def test_reload_mid_run_resumes_the_run(live_stack, demo_page):
     page.get_by_text("The run from before the reload is no longer available").wait_for(timeout=30_000)
     assert page.evaluate(STATE) == "idle"
     assert not page.errors, page.errors
+
+
+# Eight sequences per step, 33 steps per mode: seconds on the course CPU, so the second mode is still running when
+# the first mode's row appears (few, heavy steps: the page redraws its charts once per step and keeps up).
+LONG_WORKLOAD = ", ".join(["32@0"] * 8)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reload_mid_run_resumes_a_course_demo(live_stack, demo_page):
+    """The shared demo shell (every demo but kv-cache): a reload between the two modes of a batching run picks
+    the run up again and draws both modes' results, the first one redrawn from the stored events, with the form
+    showing the run's own settings."""
+    page = demo_page
+    page.goto(f"{live_stack.url}/demos/batching/")
+    page.get_by_label("Requests: new tokens @ arrival step").fill(LONG_WORKLOAD)
+    page.get_by_label("Batch size (sequence slots)").fill("8")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.wait_for_function("() => document.querySelectorAll('.ilab-demo table tbody tr').length >= 1", timeout=180_000)
+    run_id = page.evaluate("document.querySelector('.ilab-demo').dataset.runId")
+    assert page.evaluate(STATE) == "running", (status_text(page), page.locator(".ilab-provenance").inner_text(), page.locator(".ilab-demo table").inner_text())  # mid-run
+    page.reload()
+    page.wait_for_function(f"() => document.querySelector('.ilab-demo').dataset.runId === '{run_id}'", timeout=30_000)
+    page.wait_for_function(FINISHED, timeout=240_000)
+    assert page.evaluate(STATE) == "done", status_text(page)
+    rows = page.locator(".ilab-demo table tbody tr th").all_inner_texts()
+    assert rows == ["continuous", "static"], rows  # the mode from before the reload came back too
+    assert page.get_by_label("Requests: new tokens @ arrival step").input_value() == LONG_WORKLOAD
+    assert page.get_by_label("Batch size (sequence slots)").input_value() == "8"
+    assert page.evaluate("Object.keys(sessionStorage).filter((k) => k.startsWith('ilab-run:'))") == []
+    assert not page.errors, page.errors
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_mid_stream_keeps_what_was_streamed(live_stack, demo_page):
+    """Stop after part of a run has streamed: the partial results stay on the page with a "Stopped" note (a mode cut
+    short is labelled so), no page error, and no "What to try next" (that follows a finished run)."""
+    page = demo_page
+    page.goto(f"{live_stack.url}/demos/batching/")
+    page.get_by_label("Requests: new tokens @ arrival step").fill(LONG_WORKLOAD)
+    page.get_by_label("Batch size (sequence slots)").fill("2")  # 128 steps per mode
+    page.get_by_role("button", name="Run", exact=True).click()
+    # Stop once the second mode has streamed a few steps: its Gantt panel is drawing.
+    page.wait_for_function("() => { const d = document.querySelectorAll('.ilab-calc__chart')[0].data || [];"
+                           " return d.length === 2 && d[1].x.length >= 3; }", timeout=180_000)
+    page.get_by_role("button", name="Stop", exact=True).click()
+    page.wait_for_function(FINISHED, timeout=60_000)
+    assert page.evaluate(STATE) == "cancelled", status_text(page)
+    assert "Stopped" in status_text(page)
+    rows = page.locator(".ilab-demo table tbody tr th").all_inner_texts()
+    assert rows in (["continuous"], ["continuous", "static (stopped)"]), rows  # what streamed stays, the cut mode says so
+    assert not page.locator(".ilab-why").is_visible()  # no explanation built on a half-run mode
+    assert page.evaluate("document.querySelectorAll('.ilab-calc__chart')[0].data[1].x.length") >= 3  # static's steps too
+    assert not page.get_by_role("complementary", name="What to try next").is_visible()
+    assert not page.errors, page.errors

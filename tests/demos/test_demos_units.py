@@ -163,3 +163,52 @@ def test_the_web_process_checks_every_demo_without_loading_torch():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# --- Each demo's default shows its lesson's effect; "What to try next" comes from the spec ------------------
+
+@pytest.mark.parametrize("name", sorted(DEMOS))
+def test_every_demo_suggests_one_or_two_things_to_try_next(name):
+    spec = DEMOS[name]
+    assert 1 <= len(spec.try_next) <= 2, name
+    labels = {p.label for p in spec.params.values()} | {p.get("label") for p in spec.presets}
+    for tip in spec.try_next:
+        assert tip.endswith(".") and len(tip) < 240, tip
+        # concrete: names a setting (by its label, a preset or a value to type) that the page has
+        assert any(label and label.split(" (")[0].lower() in tip.lower() for label in labels) or "“" in tip, tip
+    config = json.loads(render_embed(name).split('class="ilab-demo__config">')[1].split("</script>")[0])
+    assert config["spec"]["try_next"] == list(spec.try_next)
+
+
+def test_flash_attention_default_prompt_spans_several_tiles():
+    """With a prompt shorter than one tile the demo showed a single tile, nothing skipped and "Ratio 1.0×"."""
+    from demos.registry import count_tokens
+
+    params = validate("flash-attention", {})
+    n, block = count_tokens(params["prompt"]), params["block_size"]
+    tiles_per_side = math.ceil(n / block)
+    assert tiles_per_side >= 3, (n, block)
+    assert tiles_per_side * (tiles_per_side - 1) // 2 >= 3  # causal tiles skipped
+
+
+def test_flash_attention_lesson_uses_the_registry_default():
+    """One place for the default: the lesson's directive does not repeat (or contradict) it."""
+    from pathlib import Path
+
+    from courseapp.rendering import render_markdown
+
+    text = (Path(__file__).resolve().parents[2] / "content" / "flash-attention.md").read_text()
+    body = text.split("\n---\n", 1)[1] if text.startswith("---") else text
+    demos = render_markdown(body).demos
+    assert [d["name"] for d in demos] == ["flash-attention"]
+    assert demos[0]["props"] == {}
+
+
+@pytest.mark.model
+def test_flash_attention_default_run_tiles_and_skips():
+    from inference_core.demos.flash_attention import run
+
+    compare = next(ev for ev in run(validate("flash-attention", {})) if ev["type"] == "attention_compare")
+    assert compare["tiles_computed"] >= 6 and compare["tiles_skipped"] >= 3
+    assert compare["naive_score_bytes"] / compare["tile_bytes"] >= 9  # "Ratio" well above 1.0×
+    assert compare["max_abs_diff"] < 1e-4

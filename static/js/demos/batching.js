@@ -5,6 +5,8 @@
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn } from "./course-demo-kit.js";
+import { batchingNote, showWhy, whyNote } from "./run-notes.js";
+import { fillForm } from "./restore-form.js";
 
 const STATES = ["", "waiting", "prefill", "decode", "done, slot held"];
 const STATE_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"], [0.4, "#d1d5db"], [0.4, "#f59e0b"], [0.6, "#f59e0b"],
@@ -12,8 +14,9 @@ const STATE_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"], [0.4, 
 
 export function mount(root, config = {}) {
   const p = config.params || {};
+  const defaults = (config.spec && config.spec.params) || {};
   const wid = `ilab-wl-${Math.random().toString(36).slice(2, 8)}`;
-  const workload = el("input", { id: wid, type: "text", value: p.workload || "12@0, 3@0, 4@0, 8@1, 3@2, 6@4",
+  const workload = el("input", { id: wid, type: "text", value: p.workload || (defaults.workload && defaults.workload.default) || "",
     "aria-describedby": `${wid}-help`, size: "40" });
   const wlLabel = el("label", { for: wid, class: "ilab-calc__wide" }, "Requests: new tokens @ arrival step, comma-separated", workload,
     el("small", { id: `${wid}-help`, text: "Example: 12@0 is a request for 12 tokens arriving at step 0. Up to 8 requests, 1–32 tokens, arrival 0–40." }));
@@ -23,9 +26,10 @@ export function mount(root, config = {}) {
   const gantt = chartBlock("Gantt chart per mode: one row per request, one column per step, coloured by the request's state");
   const occ = chartBlock("Line chart: sequences in the batch at each step, per mode, against the number of slots");
   const results = el("table", {}, el("caption", { text: "Same requests, both modes (latencies are wall-clock on the course CPU)" }),
-    el("thead", {}, el("tr", {}, ...["Mode", "Steps", "Wall time", "Output tokens/s", "Mean TTFT", "Mean end-to-end", "Mean slots busy"]
+    el("thead", {}, el("tr", {}, ...["Mode", "Steps", "Wall time", "Output tokens/s", "Mean TTFT", "Mean end-to-end", "Mean end-to-end (steps)", "Mean slots busy"]
       .map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
   const note = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
+  const why = whyNote();
 
   let Plotly = null;
   let s = null;
@@ -42,10 +46,12 @@ export function mount(root, config = {}) {
       }
       return { workload: workload.value, batch_size: intIn(batch.input, "Batch size", 1, 8), modes: modes.input.value };
     },
-    onStart() {
+    onStart(params) {
+      fillForm({ workload, batch_size: batch.input, modes: modes.input }, params); // a resumed run's own settings
       s = { runs: [], cur: null };
       results.querySelector("tbody").replaceChildren();
       note.textContent = "";
+      showWhy(why, "");
       draw();
     },
     onEvent(ev) {
@@ -57,26 +63,38 @@ export function mount(root, config = {}) {
         s.cur.order.push(ev.request_id);
       } else if (ev.type === "batch_step") {
         s.cur.steps.push(ev);
-        draw();
+        drawSoon();
       } else if (ev.type === "request_finished") {
         s.cur.done[ev.request_id] = ev;
       } else if (ev.type === "batch_run_finished") {
         const m = ev.metrics || {};
         const run = s.cur;
         const busy = run.steps.reduce((a, e) => a + e.entries.length, 0) / Math.max(1, run.steps.length);
-        results.querySelector("tbody").append(el("tr", {}, el("th", { scope: "row", text: run.mode }),
+        // End-to-end in steps, from the trace: arrival step to the step that produced the request's last token.
+        const lastStep = {};
+        for (const e of run.steps) for (const x of e.entries) if (x.finished) lastStep[x.request_id] = e.step;
+        const spans = run.order.filter((id) => id in lastStep).map((id) => lastStep[id] - run.queued[id] + 1);
+        const e2eSteps = spans.length ? spans.reduce((a, b) => a + b, 0) / spans.length : NaN;
+        // A mode cut short by Stop still reports what it finished: its row says so, and no note compares it.
+        const stopped = (m.completed ?? 0) < run.order.length;
+        run.measured = stopped ? null : { mode: run.mode, slots: run.slots, nSteps: run.steps.length, durationS: m.duration_s,
+          meanE2eMs: m.mean_e2el_ms, meanTtftMs: m.mean_ttft_ms, throughput: m.output_throughput, busy,
+          meanE2eSteps: e2eSteps, stepMs: run.steps.map((e) => e.duration_s * 1000) };
+        results.querySelector("tbody").append(el("tr", {}, el("th", { scope: "row", text: stopped ? `${run.mode} (stopped)` : run.mode }),
           el("td", { text: String(run.steps.length) }), el("td", { text: `${fixed(m.duration_s, 2)} s` }),
           el("td", { text: fixed(m.output_throughput, 2) }), el("td", { text: fmtMs(m.mean_ttft_ms / 1000) }),
-          el("td", { text: fmtMs(m.mean_e2el_ms / 1000) }), el("td", { text: `${fixed(busy, 2)} of ${run.slots}` })));
-        if (s.runs.length === 2) {
+          el("td", { text: fmtMs(m.mean_e2el_ms / 1000) }), el("td", { text: fixed(e2eSteps, 1) }),
+          el("td", { text: `${fixed(busy, 2)} of ${run.slots}` })));
+        if (s.runs.length === 2 && !stopped) {
           const [a, b] = s.runs;
           note.textContent = `Continuous batching took ${a.steps.length} steps, static ${b.steps.length}: static keeps finished requests' ` +
             "slots until its slowest member is done and admits no one in the meantime, so later arrivals wait longer.";
+          showWhy(why, batchingNote(s.runs.map((r) => r.measured).filter(Boolean)));
         }
       }
     },
   });
-  shell.body.append(el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note);
+  shell.body.append(el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note, why);
   shell.plotly.then((P) => { Plotly = P; draw(); });
 
   function matrix(run) {
@@ -103,6 +121,15 @@ export function mount(root, config = {}) {
   function stepTick(nSteps) {
     const fit = Math.max(4, ((gantt.chart.clientWidth || 600) - 90) / 28);
     return [1, 2, 5, 10].find((d) => nSteps / d <= fit) || 20;
+  }
+
+  // At most one redraw per frame: a fast run streams steps quicker than Plotly redraws both charts, and drawing
+  // each one would leave the page (and its Stop button) a backlog behind the run.
+  let drawPending = false;
+  function drawSoon() {
+    if (drawPending) return;
+    drawPending = true;
+    requestAnimationFrame(() => { drawPending = false; draw(); });
   }
 
   function draw() {

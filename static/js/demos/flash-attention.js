@@ -5,21 +5,26 @@
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, fixed } from "../calculators/ui.js";
 import { formatBytes } from "../calculators/formulas.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+import { flashNote, showWhy, whyNote } from "./run-notes.js";
+import { fillForm } from "./restore-form.js";
 
 export function mount(root, config = {}) {
   const p = config.params || {};
   const limits = (config.spec && config.spec.params) || {};
   const maxLayer = (limits.layer && limits.layer.max) ?? 29;
   const maxBlock = (limits.block_size && limits.block_size.max) || 128;
-  const prompt = promptField("Prompt", p.prompt || "The quick brown fox jumps over the lazy dog because it was");
-  const layer = numberField("Layer", p.layer ?? 0, { min: 0, max: maxLayer, step: 1 });
-  const block = numberField("Tile size", p.block_size || 16, { min: 4, max: maxBlock, step: 1, help: "queries and keys per tile" });
+  // Defaults live in the registry (demos/registry.py); config.params has them filled in.
+  const initial = (key) => p[key] ?? (limits[key] && limits[key].default);
+  const prompt = promptField("Prompt", initial("prompt") || "");
+  const layer = numberField("Layer", initial("layer") ?? 0, { min: 0, max: maxLayer, step: 1 });
+  const block = numberField("Tile size", initial("block_size"), { min: 4, max: maxBlock, step: 1, help: "queries and keys per tile" });
   const out = outputs([["n", "Tokens (N)"], ["diff", "Max |tiled − naive|"], ["diffSdpa", "Max |tiled − PyTorch SDPA|"],
     ["scores", "Naive: score matrix held"], ["tile", "Tiled: largest score tile held"], ["ratio", "Ratio"],
     ["tiles", "Tiles computed / skipped"], ["times", "Time naive / tiled (CPU)"]], "Naive vs tiled attention");
   const weights = chartBlock("Bar chart: how much the last token attends to each earlier token");
   const grid = chartBlock("Grid: which query-by-key tiles a causal tiled pass computes and which it skips");
   const curve = chartBlock("Log-log line chart: bytes of the N by N score matrix and of memory traffic against sequence length, naive against tiled");
+  const why = whyNote();
   let Plotly = null;
 
   const shell = demoShell(root, config, {
@@ -29,15 +34,17 @@ export function mount(root, config = {}) {
       if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
       return { prompt: prompt.input.value, layer: intIn(layer.input, "Layer", 0, maxLayer), block_size: intIn(block.input, "Tile size", 4, maxBlock) };
     },
-    onStart() {
+    onStart(params) {
+      fillForm({ prompt: prompt.input, layer: layer.input, block_size: block.input }, params); // a resumed run's own settings
       for (const k of ["n", "diff", "diffSdpa", "scores", "tile", "ratio", "tiles", "times"]) out.set(k, "–");
+      showWhy(why, "");
     },
     onEvent(ev) {
       if (ev.type === "attention_compare") showCompare(ev);
       else if (ev.type === "attention_memory_curve") showCurve(ev);
     },
   });
-  shell.body.append(out.node, weights.figure, el("div", { class: "ilab-calc__charts" }, grid.figure, curve.figure));
+  shell.body.append(out.node, why, weights.figure, el("div", { class: "ilab-calc__charts" }, grid.figure, curve.figure));
   shell.plotly.then((P) => { Plotly = P; });
 
   let lastN = null;
@@ -51,6 +58,7 @@ export function mount(root, config = {}) {
     out.set("ratio", `${fixed(ev.naive_score_bytes / ev.tile_bytes, 1)}×`);
     out.set("tiles", `${ev.tiles_computed} / ${ev.tiles_skipped}`);
     out.set("times", `${fmtMs(ev.naive_time_s)} / ${fmtMs(ev.tiled_time_s)}`);
+    showWhy(why, flashNote(ev));
     const top = ev.last_row_weights.map((w, i) => [w, i]).sort((a, b) => b[0] - a[0]).slice(0, 3);
     weights.summary.textContent = `Layer ${ev.layer}, ${ev.dtype}: the two results differ by at most ${ev.max_abs_diff.toExponential(1)} ` +
       `(rounding). The last token attends most to ${top.map(([w, i]) => `"${ev.tokens[i]}" (${fixed(100 * w, 0)}%)`).join(", ")}.`;

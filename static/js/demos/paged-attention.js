@@ -5,6 +5,8 @@
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+import { pagedNote, showWhy, whyNote } from "./run-notes.js";
+import { fillForm } from "./restore-form.js";
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
 
@@ -29,6 +31,7 @@ export function mount(root, config = {}) {
     el("thead", {}, el("tr", {}, ...["Request", "Tokens stored", "Block table", "Output so far"].map((t) => el("th", { scope: "col", text: t })))),
     el("tbody"));
   const log = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
+  const why = whyNote();
 
   let Plotly = null;
   let s = null;
@@ -43,10 +46,13 @@ export function mount(root, config = {}) {
         block_size: Number(blockSize.input.value), num_blocks: intIn(numBlocks.input, "Blocks", 6, 64),
         arrival_every: intIn(every.input, "Arrival spacing", 0, 8) };
     },
-    onStart() {
+    onStart(params) {
+      fillForm({ prompts: prompts.input, max_new_tokens: newTok.input, block_size: blockSize.input, num_blocks: numBlocks.input,
+        arrival_every: every.input }, params); // a resumed run's own settings
       s = { bs: 8, nb: 24, owner: {}, cached: new Set(), reqs: {}, order: [], steps: [], preempt: 0 };
       tables.querySelector("tbody").replaceChildren();
       log.textContent = "";
+      showWhy(why, "");
       for (const k of ["step", "blocks", "paged", "contig", "preempt", "per"]) out.set(k, "–");
     },
     onEvent(ev) {
@@ -76,13 +82,15 @@ export function mount(root, config = {}) {
         drawTables();
       } else if (ev.type === "batch_run_finished") {
         const m = ev.metrics || {};
-        log.textContent = `Whole run: paged cache left ${fixed(m.kv_waste_pct, 1)}% of its allocated slots unused on average; ` +
+        const stopped = (m.completed ?? 0) < s.order.length;
+        log.textContent = `${stopped ? "Until the stop" : "Whole run"}: paged cache left ${fixed(m.kv_waste_pct, 1)}% of its allocated slots unused on average; ` +
           `reserving prompt + max new tokens contiguously would have left ${fixed(m.contiguous_request_max_waste_pct, 1)}% unused, ` +
           `and reserving the model's full context ${fixed(m.contiguous_model_max_waste_pct, 1)}%.`;
+        showWhy(why, pagedNote(m, s.bs));
       }
     },
   });
-  shell.body.append(out.node, el("div", { class: "ilab-calc__charts" }, grid.figure, waste.figure), tables, log);
+  shell.body.append(out.node, el("div", { class: "ilab-calc__charts" }, grid.figure, waste.figure), tables, log, why);
   shell.plotly.then((P) => {
     Plotly = P;
     if (!Plotly) return;

@@ -5,15 +5,19 @@
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, fixed } from "../calculators/ui.js";
 import { formatDecimal } from "../calculators/formulas.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+import { prefillNote, showWhy, whyNote } from "./run-notes.js";
+import { fillForm } from "./restore-form.js";
 
 export function mount(root, config = {}) {
   const p = config.params || {};
   const limits = (config.spec && config.spec.params) || {};
   const maxRepeat = (limits.repeat_prompt && limits.repeat_prompt.max) || 16;
   const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 48;
-  const prompt = promptField("Prompt", p.prompt || "The capital of France is");
-  const repeat = numberField("Repeat the prompt", p.repeat_prompt || 4, { min: 1, max: maxRepeat, step: 1, help: "more prompt tokens, one prefill" });
-  const newTokens = numberField("New tokens", p.max_new_tokens || 16, { min: 2, max: maxNew, step: 1 });
+  // Defaults live in the registry (demos/registry.py); config.params has them filled in.
+  const initial = (key) => p[key] ?? (limits[key] && limits[key].default);
+  const prompt = promptField("Prompt", initial("prompt") || "");
+  const repeat = numberField("Repeat the prompt", initial("repeat_prompt"), { min: 1, max: maxRepeat, step: 1, help: "more prompt tokens, one prefill" });
+  const newTokens = numberField("New tokens", initial("max_new_tokens"), { min: 2, max: maxNew, step: 1 });
   const text = el("div", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Generated text" });
   const out = outputs([["prompt", "Prompt tokens"], ["ttft", "TTFT (prefill)"], ["tpot", "TPOT (mean decode step)"],
     ["itl", "ITL median / max"], ["prefillRate", "Prefill: tokens/s"], ["decodeRate", "Decode: tokens/s"],
@@ -22,6 +26,7 @@ export function mount(root, config = {}) {
   const steps = chartBlock("Bar chart: milliseconds for each forward pass; the first bar is the prefill");
   const perToken = chartBlock("Bar chart: milliseconds per token processed, prefill against decode");
   const rates = chartBlock("Chart: achieved gigabytes per second (bars) and gigaFLOP per second (line) for each forward pass");
+  const why = whyNote();
   let Plotly = null;
   let state = null;
 
@@ -33,13 +38,15 @@ export function mount(root, config = {}) {
       return { prompt: prompt.input.value, repeat_prompt: intIn(repeat.input, "Repeat", 1, maxRepeat),
         max_new_tokens: intIn(newTokens.input, "New tokens", 2, maxNew) };
     },
-    onStart() {
+    onStart(params) {
+      fillForm({ prompt: prompt.input, repeat_prompt: repeat.input, max_new_tokens: newTokens.input }, params);
       state = { x: [], y: [], colors: [], gbps: [], gflops: [], nPrompt: 0 };
       text.replaceChildren();
       for (const k of ["prompt", "ttft", "tpot", "itl", "prefillRate", "decodeRate", "prefillFlops", "decodeBw", "intensity"]) out.set(k, "–");
       steps.summary.textContent = "";
       perToken.summary.textContent = "";
       rates.summary.textContent = "";
+      showWhy(why, "");
       if (Plotly) {
         Plotly.react(steps.chart, [], stepLayout());
         Plotly.react(perToken.chart, [], perTokenLayout());
@@ -72,7 +79,7 @@ export function mount(root, config = {}) {
       }
     },
   });
-  shell.body.append(text, out.node, el("div", { class: "ilab-calc__charts" }, steps.figure, perToken.figure, rates.figure));
+  shell.body.append(text, out.node, why, el("div", { class: "ilab-calc__charts" }, steps.figure, perToken.figure, rates.figure));
   shell.plotly.then((P) => {
     Plotly = P;
     if (!Plotly) return;
@@ -113,6 +120,7 @@ export function mount(root, config = {}) {
     perToken.summary.textContent = `Per token, prefill cost ${fixed(prefillPer, 2)} ms and decode ${fixed(decodePer, 1)} ms: ` +
       `${fixed(decodePer / prefillPer, 1)}× more per token in decode, because every decode step streams all ` +
       `${formatDecimal(s.weight_bytes, "B")} of weights for one token.`;
+    showWhy(why, prefillNote(s));
     const lastGbps = state.gbps.slice(1);
     rates.summary.textContent = `Decode moved a median ${formatDecimal(s.decode_bytes_per_s, "B/s")} at ${formatDecimal(s.decode_flops_per_s, "FLOP/s")}; ` +
       `prefill computed at ${formatDecimal(s.prefill_flops_per_s, "FLOP/s")}, ${(s.prefill_flops_per_s / Math.max(s.decode_flops_per_s, 1)).toFixed(1)}× the decode rate` +

@@ -4,6 +4,8 @@
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+import { prefixNote, showWhy, whyNote } from "./run-notes.js";
+import { fillForm } from "./restore-form.js";
 
 export function mount(root, config = {}) {
   const p = config.params || {};
@@ -22,6 +24,7 @@ export function mount(root, config = {}) {
   const answers = el("table", {}, el("caption", { text: "Answers (greedy; the cache must not change them)" }),
     el("thead", {}, el("tr", {}, ...["Question", "Without cache", "With cache", "Cached tokens"].map((t) => el("th", { scope: "col", text: t })))),
     el("tbody"));
+  const why = whyNote();
 
   let Plotly = null;
   let s = null;
@@ -35,10 +38,12 @@ export function mount(root, config = {}) {
       return { questions: questions.input.value, max_new_tokens: intIn(newTok.input, "New tokens", 1, maxNew),
         block_size: Number(blockSize.input.value) };
     },
-    onStart() {
+    onStart(params) {
+      fillForm({ questions: questions.input, max_new_tokens: newTok.input, block_size: blockSize.input }, params);
       s = { runs: [], cur: null };
       answers.querySelector("tbody").replaceChildren();
       for (const k of ["prompt", "hit", "skipped", "ttft", "same"]) out.set(k, "–");
+      showWhy(why, "");
       draw();
     },
     onEvent(ev) {
@@ -61,12 +66,13 @@ export function mount(root, config = {}) {
           const m = ev.metrics || {};
           out.set("hit", `${fixed(100 * m.prefix_cache_hit_rate, 0)}% (${m.prefix_cache_hits} of ${m.prefix_cache_queries} prompt tokens)`);
           out.set("skipped", String(m.prefix_cache_hits));
+          s.cur.hits = m.prefix_cache_hits;
         }
         summarize();
       }
     },
   });
-  shell.body.append(out.node, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
+  shell.body.append(out.node, why, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
   shell.plotly.then((P) => { Plotly = P; draw(); });
 
   function summarize() {
@@ -77,11 +83,16 @@ export function mount(root, config = {}) {
       return el("tr", {}, el("th", { scope: "row", text: id }), el("td", { style: "text-align:left", text: x ? x.text : "" }),
         el("td", { style: "text-align:left", text: y ? y.text : "…" }), el("td", { text: y ? String(y.n_cached_tokens) : "…" }));
     }));
-    if (b && b.order.every((id) => b.fin[id])) {
+    const complete = (run) => run.order.every((id) => run.fin[id] && run.fin[id].finish_reason !== "aborted");
+    if (b && complete(a) && complete(b)) { // both runs whole (not cut short by Stop)
       // The first question has nothing to reuse in either run; the cache can only help the later ones.
       const later = a.order.length > 1 ? a.order.slice(1) : a.order;
       const mean = (run) => later.reduce((t, id) => t + run.fin[id].ttft_s, 0) / later.length;
-      out.set("ttft", `${fmtMs(mean(a))} → ${fmtMs(mean(b))} (${(mean(a) / mean(b)).toFixed(1)}× lower)`);
+      out.set("ttft", `${fmtMs(mean(a))} → ${fmtMs(mean(b))} ` +
+        (mean(b) < mean(a) ? `(${(mean(a) / mean(b)).toFixed(1)}× lower)` : "(not lower: see the note)"));
+      const first = a.order[0];
+      showWhy(why, prefixNote({ withoutS: mean(a), withS: mean(b), hits: b.hits, blockSize: b.bs,
+        firstS: [a.fin[first].ttft_s, b.fin[first].ttft_s] }));
       const same = a.order.every((id) => JSON.stringify(a.fin[id].token_ids) === JSON.stringify(b.fin[id].token_ids));
       out.set("same", same ? "yes, token for token" : "no (see the table)");
     }

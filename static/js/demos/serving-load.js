@@ -3,6 +3,7 @@
 // percentiles, goodput against your latency targets, and a table comparing your runs.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
+import { fillForm } from "./restore-form.js";
 import { demoShell, intIn, numIn } from "./course-demo-kit.js";
 
 export function mount(root, config = {}) {
@@ -38,6 +39,8 @@ export function mount(root, config = {}) {
         ttft_slo_s: numIn(ttftSlo.input, "TTFT target", 0.05, 60), tpot_slo_s: numIn(tpotSlo.input, "TPOT target", 0.01, 10) };
     },
     onStart(params) {
+      fillForm({ n_requests: nReq.input, max_new_tokens: newTok.input, spacing_s: spacing.input, mode: mode.input,
+        ttft_slo_s: ttftSlo.input, tpot_slo_s: tpotSlo.input }, params); // a resumed run's own settings
       runNo += 1;
       state = { params, t: [0], n: [0], reqs: [] };
       requests.querySelector("tbody").replaceChildren();

@@ -6,6 +6,8 @@
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, checkField, el, fmtMs, numberField, outputs, selectField } from "../calculators/ui.js";
 import { demoShell, intIn, numIn, promptField } from "./course-demo-kit.js";
+import { showWhy, speculativeNote, whyNote } from "./run-notes.js";
+import { fillForm } from "./restore-form.js";
 
 const STYLE_ID = "ilab-spec-style";
 const CSS = `
@@ -79,6 +81,7 @@ export function mount(root, config = {}) {
     ["spec", "Speculative, per token"], ["speedup", "Speedup (wall clock)"], ["same", "Same tokens as plain?"]],
   "Measured on this run");
   const roundTable = el("table", { class: "ilab-spec__round" });
+  const why = whyNote();
   const posChart = chartBlock("Bar chart: fraction of guesses accepted at each draft position 1 to k");
   const speedChart = chartBlock("Line chart: running wall-clock speedup over plain decoding and target passes per token, by tokens generated");
   let Plotly = null;
@@ -96,6 +99,9 @@ export function mount(root, config = {}) {
         seed: temp > 0 ? 0 : null, baseline: baseline.input.checked };
     },
     onStart(params) {
+      fillForm({ prompt: prompt.input, chat: chat.input, draft: draft.input, exit_layers: exitLayers.input, k: k.input,
+        temperature: temperature.input, max_new_tokens: newTokens.input, baseline: baseline.input }, params);
+      syncExit();
       s = { k: params.k, drafted: [], accepted: [], x: [], speedup: [], passes: [], rounds: 0, acc: 0, nDrafted: 0,
         perToken: null, baselineIds: null, out: [] };
       text.replaceChildren();
@@ -104,6 +110,7 @@ export function mount(root, config = {}) {
       for (const key of ["rounds", "accept", "perPass", "passPerTok", "draftCost", "plain", "spec", "speedup", "same"]) out.set(key, "–");
       posChart.summary.textContent = "";
       speedChart.summary.textContent = "";
+      showWhy(why, "");
       drawCharts();
     },
     onEvent(ev) {
@@ -124,7 +131,7 @@ export function mount(root, config = {}) {
       }
     },
   });
-  shell.body.append(legend, text, live, out.node, roundTable,
+  shell.body.append(legend, text, live, out.node, why, roundTable,
     el("div", { class: "ilab-calc__charts" }, posChart.figure, speedChart.figure));
   shell.plotly.then((P) => { Plotly = P; drawCharts(); });
 
@@ -212,6 +219,7 @@ export function mount(root, config = {}) {
         `on this server (plain ${fmtMs(s.perToken)} per token, speculative ${fmtMs(m.total_time_s / m.n_generated)}). ` +
         `One verify pass took ${fmt(m.verify_ms_per_forward, 1)} ms.`
       : `${m.n_generated} tokens in ${m.rounds} target passes (plain decoding was not timed).`;
+    showWhy(why, speculativeNote(m, s.perToken));
     drawCharts();
   }
 
