@@ -4,6 +4,8 @@
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtNum, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
+import { fillForm } from "./restore-form.js";
+import { quantNote, showWhy, whyNote } from "./run-notes.js";
 
 const FORMATS = [["int8", "int8 per-channel (weight-only)"], ["w8a8", "int8 weights × int8 activations (FBGEMM)"],
   ["int4-g32", "int4, groups of 32"], ["int4-g128", "int4, groups of 128"], ["nf4", "NF4, blocks of 64"],
@@ -33,6 +35,7 @@ export function mount(root, config = {}) {
     ["stream", "Bytes streamed per token: fp32 → quantized"]], "Side-by-side generation");
   const trade = chartBlock("Scatter chart: weight bytes against perplexity for each format, marker size shows decode speed");
   const tradeTable = el("table", { class: "ilab-calc__table" });
+  const why = whyNote();
   let Plotly = null;
   let state = null;
 
@@ -45,6 +48,9 @@ export function mount(root, config = {}) {
         projection: proj.input.value, max_new_tokens: intIn(newTokens.input, "New tokens", 1, maxNew) };
     },
     onStart(params) {
+      fillForm({ prompt: prompt.input, format: format.input, layer: layer.input, projection: proj.input,
+        max_new_tokens: newTokens.input }, params); // a resumed run's own settings
+      showWhy(why, "");
       state = { fmt: params.format };
       qLabel.textContent = params.format;
       textFp.replaceChildren(el("strong", { text: "fp32: " }));
@@ -63,7 +69,7 @@ export function mount(root, config = {}) {
   });
   shell.body.append(
     layerOut.node, el("div", { class: "ilab-calc__charts" }, hist.figure, heat.figure), outl.figure,
-    el("h4", { text: "The same prompt, greedy, fp32 vs quantized (underlined: a different token)" }), textFp, textQ, runOut.node,
+    el("h4", { text: "The same prompt, greedy, fp32 vs quantized (underlined: a different token)" }), textFp, textQ, runOut.node, why,
     el("h4", { text: "All formats: bytes, quality and speed (recorded by quantize-report)" }), trade.figure, tradeTable,
   );
   shell.plotly.then((P) => { Plotly = P; });
@@ -124,6 +130,7 @@ export function mount(root, config = {}) {
     runOut.set("first", s.first_divergence < 0 ? "none: identical text" : `step ${s.first_divergence}`);
     runOut.set("speed", `${fixed(s.fp32_decode_tokens_per_s, 1)} / ${fixed(s.quant_decode_tokens_per_s, 1)} (shared CPU; kernel ${s.kernels.join(", ")})`);
     runOut.set("stream", `${fmtNum(s.fp32_matmul_bytes / MiB)} MiB → ${fmtNum(s.quant_matmul_bytes / MiB)} MiB`);
+    showWhy(why, quantNote(s));
   }
 
   function showFormats(ev) {
