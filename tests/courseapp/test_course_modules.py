@@ -12,6 +12,7 @@ import pytest
 
 from courseapp.content import parse_module_file, parse_tracks_file
 from courseapp.loader import load_course, render_module_file
+from demos.registry import DEMOS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTENT = ROOT / "content"
@@ -95,8 +96,11 @@ def test_internal_links_resolve(path: Path):
         elif href.split("#")[0].endswith(".md"):
             target = (path.parent / href.split("#")[0]).resolve()
             assert target.is_file(), f"{path.name}: link {href} points to a missing file"
+        elif href.startswith("/demos/"):  # the demo index, or one demo's own page (linked under each embed)
+            name = href.split("/")[2]
+            assert name == "" or name in DEMOS, f"{path.name}: link {href} points to no demo"
         else:
-            pytest.fail(f"{path.name}: internal link {href} is neither /modules/<slug>/ nor a .md file")
+            pytest.fail(f"{path.name}: internal link {href} is neither /modules/<slug>/, /demos/… nor a .md file")
 
 
 @pytest.mark.parametrize("path", MODULE_FILES, ids=lambda p: p.stem)
