@@ -115,70 +115,78 @@ inline int64_t row_bytes(const WeightView& W) {
   return W.K;
 }
 
-// y[m * ldy + n] for MB rows of x (row stride ldx) and one output row n. Two accumulators per row and nothing
-// else live across the loop (MB = 6 uses 12 + 4 registers of 16). Grouped formats scale each decoded chunk by
-// its group's scale before the multiply-adds, so no per-group totals are needed. Every row is summed in the same
-// order whatever MB is: a row's result does not depend on how many rows share the call (a speculative verify
-// scores a position exactly as a plain decode step would).
+// y[m * ldy + n] for MB rows of x (row stride ldx) and one output row n. Two accumulators per row; grouped
+// formats (4-bit) also keep a running total per row, scaled once per group (cheaper than scaling every decoded
+// chunk: batch-1 int4 decode is bound by instructions, not bytes), which is why they take at most two rows per
+// call. Every row is summed in the same order whatever MB is: a row's result does not depend on how many rows
+// share the call (a speculative verify scores a position exactly as a plain decode step would).
 template <Kind kKind, int MB>
 inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
   const int64_t K = W.K;
   const uint8_t* row = static_cast<const uint8_t*>(W.w) + n * row_bytes<kKind>(W);
   constexpr bool kGrouped = kKind == Kind::Lut4;
-  const float* group_scale = kGrouped ? W.scale + n * ((K + W.group - 1) / W.group) : nullptr;
-  __m256 acc0[MB], acc1[MB];
-  for (int m = 0; m < MB; ++m) acc0[m] = acc1[m] = _mm256_setzero_ps();
+  const int64_t group = kGrouped ? W.group : K;
+  const float* group_scale = kGrouped ? W.scale + n * ((K + group - 1) / group) : nullptr;
   constexpr int64_t kChunkBytes = kKind == Kind::F32 ? 128 : kKind == Kind::Lut4 ? 16 : 32;
   const char* ahead = reinterpret_cast<const char*>(row) + kPrefetchBytes;
-  for (int64_t k = 0; k < K; k += 32) {
-    // Rows are consecutive in memory, so prefetching past this row's end fetches the next rows.
-    const int64_t offset = k / 32 * kChunkBytes;
-    if constexpr (kChunkBytes >= 64) {
-      for (int64_t line = 0; line < kChunkBytes; line += 64) _mm_prefetch(ahead + offset + line, _MM_HINT_T0);
-    } else if (offset % 64 == 0) {
-      _mm_prefetch(ahead + offset, _MM_HINT_T0);
+  __m256 acc0[MB], acc1[MB], total[kGrouped ? MB : 1];
+  for (int m = 0; m < (kGrouped ? MB : 1); ++m) total[m] = _mm256_setzero_ps();
+  for (int64_t k0 = 0; k0 < K; k0 += group) {
+    for (int m = 0; m < MB; ++m) acc0[m] = acc1[m] = _mm256_setzero_ps();
+    for (int64_t k = k0; k < std::min(K, k0 + group); k += 32) {
+      // Rows are consecutive in memory, so prefetching past this row's end fetches the next rows.
+      const int64_t offset = k / 32 * kChunkBytes;
+      if constexpr (kChunkBytes >= 64) {
+        for (int64_t line = 0; line < kChunkBytes; line += 64) _mm_prefetch(ahead + offset + line, _MM_HINT_T0);
+      } else if (offset % 64 == 0) {
+        _mm_prefetch(ahead + offset, _MM_HINT_T0);
+      }
+      __m256 w0, w1, w2, w3;
+      decode32<kKind>(W, row, k, w0, w1, w2, w3);
+      for (int m = 0; m < MB; ++m) {
+        const float* xr = x + m * ldx + k;
+        acc0[m] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc0[m]);
+        acc1[m] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc1[m]);
+        acc0[m] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xr + 16), acc0[m]);
+        acc1[m] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xr + 24), acc1[m]);
+      }
     }
-    __m256 w0, w1, w2, w3;
-    decode32<kKind>(W, row, k, w0, w1, w2, w3);
     if constexpr (kGrouped) {
-      const __m256 s = _mm256_set1_ps(group_scale[k / W.group]);
-      w0 = _mm256_mul_ps(w0, s);
-      w1 = _mm256_mul_ps(w1, s);
-      w2 = _mm256_mul_ps(w2, s);
-      w3 = _mm256_mul_ps(w3, s);
-    }
-    for (int m = 0; m < MB; ++m) {
-      const float* xr = x + m * ldx + k;
-      acc0[m] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc0[m]);
-      acc1[m] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc1[m]);
-      acc0[m] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xr + 16), acc0[m]);
-      acc1[m] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xr + 24), acc1[m]);
+      const __m256 s = _mm256_set1_ps(group_scale[k0 / group]);
+      for (int m = 0; m < MB; ++m) total[m] = _mm256_fmadd_ps(s, _mm256_add_ps(acc0[m], acc1[m]), total[m]);
     }
   }
   float s = 1.0f;
   if constexpr (kKind == Kind::Int8) s = W.scale[n];
   if constexpr (kKind == Kind::Fp8) s = W.scale[n] * 256.0f;
   const float b = W.bias ? W.bias[n] : 0.0f;
-  for (int m = 0; m < MB; ++m) y[m * ldy + n] = s * hsum(_mm256_add_ps(acc0[m], acc1[m])) + b;
+  for (int m = 0; m < MB; ++m) {
+    if constexpr (kGrouped) y[m * ldy + n] = s * hsum(total[m]) + b;
+    else y[m * ldy + n] = s * hsum(_mm256_add_ps(acc0[m], acc1[m])) + b;
+  }
 }
 
 // n outer, blocks of rows inner: a weight row is fetched from memory once for every position (later blocks find
 // it in L1). Up to six rows go in one block (a speculative verify is k + 1 = 5 rows), so each weight chunk is
-// decoded once for all of them; larger M runs in blocks of four.
+// decoded once for all of them; larger M runs in blocks of four (grouped 4-bit formats: blocks of two).
 template <Kind kKind>
 inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
                          int64_t n0, int64_t n1) {
+  constexpr bool kGrouped = kKind == Kind::Lut4;
   for (int64_t n = n0; n < n1; ++n) {
-    switch (M) {
-      case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy); continue;
-      case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy); continue;
-      case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy); continue;
-      case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy); continue;
-      case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy); continue;
-      default: break;
+    if constexpr (!kGrouped) {
+      switch (M) {
+        case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy); continue;
+        case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy); continue;
+        case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy); continue;
+        case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy); continue;
+        case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy); continue;
+        default: break;
+      }
     }
+    constexpr int kBlock = kGrouped ? 2 : 4;
     int64_t m = 0;
-    for (; m + 4 <= M; m += 4) dot_row<kKind, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy);
+    for (; m + kBlock <= M; m += kBlock) dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy);
     switch (M - m) {
       case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
       case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
