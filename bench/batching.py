@@ -33,6 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inference_core.config import DEFAULT_MODEL  # noqa: E402
+
 from inference_core import load_engine  # noqa: E402
 from inference_core.scheduler import Request, SchedulerConfig, drive  # noqa: E402
 
@@ -75,7 +77,7 @@ def load_hf():
 
     from inference_core.weights import MODELS, gguf_path
 
-    path = gguf_path(MODELS["smollm2-135m"])
+    path = gguf_path(MODELS[DEFAULT_MODEL])
     return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
                                                 dtype=torch.float32).to(DEVICE).eval()
 
@@ -191,7 +193,7 @@ def gemm_ceiling(engine) -> dict:
 
 
 def main() -> None:
-    engine = load_engine("smollm2-135m", device=DEVICE)
+    engine = load_engine(DEFAULT_MODEL, device=DEVICE)
     print(f"device {DEVICE}, torch threads {torch.get_num_threads()}, quick={QUICK}, clock={CLOCK.__name__}", flush=True)
     g = gemm_ceiling(engine)
     print(f"fp32 matmul ceiling (w_gate_up {tuple(engine.model.layers[0].feed_forward.w_gate_up.weight.shape)}): "

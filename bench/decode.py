@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
 from bench.common import measure_read_bandwidth  # noqa: E402
+from inference_core.config import DEFAULT_MODEL  # noqa: E402
 from inference_core import GenerationParams, load_engine  # noqa: E402
 from inference_core.runner import runner_for  # noqa: E402
 from inference_core.trace import TokenStep  # noqa: E402
@@ -68,8 +69,8 @@ def main() -> None:
 
     from inference_core.weights import MODELS, gguf_path
 
-    engine = load_engine("smollm2-135m", device=args.device)
-    path = gguf_path(MODELS["smollm2-135m"])
+    engine = load_engine(DEFAULT_MODEL, device=args.device)
+    path = gguf_path(MODELS[DEFAULT_MODEL])
     hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     hf = hf.to(args.device).eval()
     cuda = args.device.startswith("cuda")

@@ -18,12 +18,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from inference_core.config import DEFAULT_MODEL  # noqa: E402
+
 from inference_core.machine_profile import copy_bandwidth, matmul_flops, measure  # noqa: E402,F401
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="smollm2-135m", help="the model whose decode step is timed")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the model whose decode step is timed")
     p.add_argument("--no-model", action="store_true", help="bandwidth and matmul only (no model load)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", action="store_true", help="print the whole profile as JSON")

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
+from inference_core.config import DEFAULT_MODEL  # noqa: E402
 from inference_core import load_engine  # noqa: E402
 from inference_core.engine import Engine, GenerationParams  # noqa: E402
 from inference_core.quant import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
@@ -54,7 +55,7 @@ def load_hf():
 
     from inference_core.weights import MODELS, gguf_path
 
-    path = gguf_path(MODELS["smollm2-135m"])
+    path = gguf_path(MODELS[DEFAULT_MODEL])
     return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
 
 
@@ -100,7 +101,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     formats = [f for f in args.formats.split(",") if f]
-    base = load_engine("smollm2-135m", device="cpu")
+    base = load_engine(DEFAULT_MODEL, device="cpu")
     engines = {f: base if f == "fp32" else Engine(f"q:{f}", quantize_model(base.model, f), base.tokenizer, base.device)
                for f in formats}
     hf = None if args.no_hf else load_hf()

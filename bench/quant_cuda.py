@@ -23,6 +23,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inference_core.config import DEFAULT_MODEL  # noqa: E402
+
 from inference_core import load_engine  # noqa: E402
 from inference_core.engine import Engine, GenerationParams  # noqa: E402
 from inference_core.quant import quantize_linear, quantize_model  # noqa: E402
@@ -94,7 +96,7 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {bnb_note}")
     layer_table(bnb, args.rounds)
 
-    base = load_engine("smollm2-135m", device="cuda")
+    base = load_engine(DEFAULT_MODEL, device="cuda")
     engines: dict[str, Engine] = {"fp32 (graph)": base, "fp32 (eager)": base}
     for f in OUR_FORMATS + (BNB_FORMATS if bnb else []):
         name = f if f in BNB_FORMATS else f"ours {f}"

@@ -21,6 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inference_core.config import DEFAULT_MODEL  # noqa: E402
+
 from inference_core import load_engine  # noqa: E402
 from inference_core.runner import runner_for  # noqa: E402
 from inference_core.speculative import SpecParams, make_draft, plain_timed, run_speculative  # noqa: E402
@@ -90,7 +92,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = load_engine("smollm2-135m", device=args.device)
+    engine = load_engine(DEFAULT_MODEL, device=args.device)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, smollm2-135m fp32 on {args.device}, "
           f"{args.tokens} new tokens, median of {args.repeats}")
     costs = verify_cost(engine)

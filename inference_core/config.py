@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+DEFAULT_MODEL = "smollm2-135m"  # the course's model: every default model name in the code is this constant
+
 
 @dataclass(frozen=True)
 class ModelConfig:

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import torch
 
-from .config import ModelConfig
+from .config import DEFAULT_MODEL, ModelConfig
 from .cuda_graphs import GraphDecoder, capacity_bucket, compile_enabled, graphs_enabled
 from .kv_cache import KVCache, NoCache
 from .model import Transformer, load_state_into, rope_table, store_wide_weights_column_major
@@ -205,7 +205,7 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
 
 
 @lru_cache(maxsize=2)
-def load_engine(name: str = "smollm2-135m", device: str | None = None) -> Engine:
+def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
     """Load once per process (cached): weights from the safetensors cache, fp32 on CPU."""
     from .weights import load_config, load_state
 

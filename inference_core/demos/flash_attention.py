@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from ..config import DEFAULT_MODEL
 from ..course_trace import AttentionCompare, AttentionMemoryCurve
 from ..engine import load_engine
 from ..flash_attention import hbm_traffic, naive_attention, tiled_attention
@@ -57,7 +58,7 @@ def _timed(fn, repeats: int = 3):
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    engine = load_engine(params.get("model", "smollm2-135m"))
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
     cfg = engine.config
     layer = min(int(params.get("layer", 0)), cfg.n_layers - 1)
     block = int(params.get("block_size", 16))

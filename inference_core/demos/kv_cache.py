@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..config import DEFAULT_MODEL
 from ..engine import GenerationParams, load_engine
 from ..serving import get_service
 from ..trace import TraceEvent
@@ -33,7 +34,7 @@ class EventDicts:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> EventDicts:
-    model = params.get("model", "smollm2-135m")
+    model = params.get("model", DEFAULT_MODEL)
     gen = GenerationParams(
         max_new_tokens=int(params.get("max_new_tokens", 32)),
         temperature=float(params.get("temperature", 0.0)),

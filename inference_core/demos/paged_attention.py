@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..config import DEFAULT_MODEL
+
 
 DEFAULT_PROMPTS = ("The capital of France is\nOnce upon a time, in a small village by the sea,\n"
                    "def fibonacci(n):\nThe three primary colours are")
@@ -25,7 +27,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     from ..engine import load_engine  # here, not at the top: the web process imports check_params only
     from ..scheduler import Request, SchedulerConfig, run_batch
 
-    engine = load_engine(params.get("model", "smollm2-135m"))
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
     prompts = prompt_lines(params.get("prompts", DEFAULT_PROMPTS))
     max_new = int(params.get("max_new_tokens", 20))
     spacing = int(params.get("arrival_every", 2))

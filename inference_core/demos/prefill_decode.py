@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterator
 
+from ..config import DEFAULT_MODEL
 from ..course_trace import PrefillDecodeSummary
 from ..engine import GenerationParams, load_engine
 from ..trace import RunFinished, TokenStep
@@ -44,7 +45,7 @@ def summarize(steps: list[TokenStep], weight_bytes: int) -> PrefillDecodeSummary
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    engine = load_engine(params.get("model", "smollm2-135m"))
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
     gen = GenerationParams(max_new_tokens=int(params.get("max_new_tokens", 32)), temperature=0.0,
                            stop_at_eos=False)
     prompt_ids = build_prompt_ids(engine, params["prompt"], int(params.get("repeat_prompt", 1)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..config import DEFAULT_MODEL
 from .paged_attention import prompt_lines
 
 DEFAULT_SYSTEM = (
@@ -23,7 +24,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     from ..engine import load_engine  # here, not at the top: the web process imports check_params only
     from ..scheduler import Request, SchedulerConfig, run_batch
 
-    engine = load_engine(params.get("model", "smollm2-135m"))
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
     system = params.get("system_prompt", DEFAULT_SYSTEM)
     questions = prompt_lines(params.get("questions", DEFAULT_QUESTIONS), limit=4)
     max_new = int(params.get("max_new_tokens", 8))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from ..config import DEFAULT_MODEL
 from ..engine import Engine, GenerationParams, load_engine
 from ..kv_cache import NoCache
 from ..quant import (NF4_CODEBOOK, QuantizedLinear, kernels_used, matmul_weight_bytes, parse_format,
@@ -119,7 +120,7 @@ def recorded_formats() -> QuantFormats:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    model_name = params.get("model", "smollm2-135m")
+    model_name = params.get("model", DEFAULT_MODEL)
     fmt = parse_format(params.get("format", "int4-g128"))
     layer = int(params.get("layer", 0))
     projection = params.get("projection", "w_down")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from ..config import DEFAULT_MODEL
 from ..course_trace import LoadRequest, LoadStep, LoadSummary
 from ..engine import GenerationParams, load_engine
 from ..trace import TokenStep
@@ -130,7 +131,7 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    engine = load_engine(params.get("model", "smollm2-135m"))
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
     n = int(params.get("n_requests", 4))
     max_new = int(params.get("max_new_tokens", 12))
     spacing = float(params.get("spacing_s", 0.0))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from ..config import DEFAULT_MODEL
 from ..engine import load_engine
 from ..speculative import SpecBaseline, SpecParams, make_draft, plain_timed, speculate
 
@@ -13,7 +14,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     """Params: prompt, chat, draft (one of DRAFT_CHOICES), exit_layers, k, temperature, max_new_tokens, seed,
     baseline. Yields run_started, spec_baseline (unless baseline is false), spec_started, spec_round…,
     spec_finished, run_finished."""
-    engine = load_engine(params.get("model", "smollm2-135m"))
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
     kind = params.get("draft", "ngram")
     if kind == "self-early-exit":
         kind = f"self-early-exit:{int(params.get('exit_layers', 20))}"
