@@ -1,12 +1,13 @@
 """The CPU fast path: a whole forward step (every layer and the head) in one native call (quant_kernels/step.cpp).
 
-`Transformer.forward` stays the readable reference; this runs the same arithmetic for one sequence over a
-contiguous `KVCache`, for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant.py, reading
-each weight once per step whatever the number of new positions (a decode step, a speculative verify, a short
-prefill chunk). Tested token-identical (greedy) against the reference and transformers.
+`Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one
+sequence over a contiguous `KVCache` (`forward`) or of several sequences over the paged pool (`forward_rows`),
+for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant.py, reading each weight once per
+step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch). Tested
+token-identical (greedy) against the reference and transformers.
 
 `fused_model(model)` returns a `FusedStep`, or None with `why_not(model)` saying why (compiled kernels
-unavailable, `INFERENCE_CPU_FASTPATH=0`, a CUDA model, a batch, a format without a fused kernel: w8a8,
+unavailable, `INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8,
 llm-int8, bitsandbytes). Building one re-lays fp32 projections stored column-major (model.py's batch-1 layout
 for the Python path) back to row-major, which is what the fused kernels read.
 """
@@ -23,7 +24,7 @@ from .kv_cache import KVCache
 from .model import Transformer
 
 # Beyond this many new rows in a step the reference forward's GEMMs (MKL) beat row-at-a-time dot products
-# (measured on the 2-core box: fused 13× faster at 1 row, 3.4× at 5, even at 32, 0.6× at 128).
+# (measured on the 2-core box: the fused step ~3× faster at 1 row and at 5, about even at 32-64, 0.6× at 128).
 MAX_FUSED_POSITIONS = 32
 
 _KIND = {"fp32": 0, "int8": 1, "fp8": 2, "int4": 3, "nf4": 3}
