@@ -27,7 +27,7 @@ from .model import Transformer
 # (measured on the 2-core box: the fused step ~3× faster at 1 row and at 5, about even at 32-64, 0.6× at 128).
 MAX_FUSED_POSITIONS = 32
 
-_KIND = {"fp32": 0, "int8": 1, "fp8": 2, "int4": 3, "nf4": 3}
+_KIND = {"fp32": 0, "int8": 1, "fp8": 2, "nf4": 3, "int4": 4}
 _cache: "weakref.WeakKeyDictionary[Transformer, FusedStep | None]" = weakref.WeakKeyDictionary()
 _reasons: "weakref.WeakKeyDictionary[Transformer, str]" = weakref.WeakKeyDictionary()
 
@@ -75,7 +75,7 @@ _ONE_BLOCK = torch.zeros(1, 1, dtype=torch.long)
 
 def _linear(kernels, layer: nn.Module):
     """A native weight view of an nn.Linear or a weight-only quantized layer; None when it has no fused kernel."""
-    from .quant import INT4_LUT, QuantizedLinear
+    from .quant import QuantizedLinear
 
     bias = getattr(layer, "bias", None)
     bias = None if bias is None else bias.detach().float().contiguous()
@@ -94,7 +94,7 @@ def _linear(kernels, layer: nn.Module):
     if kind == "fp8":
         return kernels.make_linear(2, layer.qweight.view(torch.uint8), layer.scale, bias, 0, None)
     if kind == "int4":
-        return kernels.make_linear(3, layer.packed, layer.scale, bias, layer.fmt.group, INT4_LUT)
+        return kernels.make_linear(4, layer.packed, layer.scale, bias, layer.fmt.group, None)
     return kernels.make_linear(3, layer.packed, layer.absmax, bias, layer.fmt.group, layer.codebook.half())
 
 

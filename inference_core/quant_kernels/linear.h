@@ -10,13 +10,18 @@
 //   Int8 : q int8 [N, K], scale fp32 [N]                      w = q * scale[n]
 //   Fp8  : q uint8 (e4m3fn bits) [N, K], scale fp32 [N]       w = fp8(q) * scale[n]
 //   Lut4 : p uint8 [N, K/2], scale fp32 [N, ⌈K/G⌉], lut fp16[16]   w = lut[nibble] * scale[n, k/G]
-//          (int4: lut = code - 8; NF4: lut = the codebook). In every 32-value chunk, byte j holds value j in
-//          its low nibble and value j + 16 in its high nibble (llama.cpp's order).
+//          (NF4: lut = the codebook).
+//   Int4 : p uint8 [N, K/2], scale fp32 [N, ⌈K/G⌉]            w = (nibble - 8) * scale[n, k/G]
+//          Computed as scale · (Σ x·nibble − 8 Σ x) per group: the nibbles convert to fp32 with two instructions
+//          per eight (no table), and the group sums of x are taken once per call.
+// In every 32-value chunk of a 4-bit row, byte j holds value j in its low nibble and value j + 16 in its high
+// nibble (llama.cpp's order).
 #pragma once
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace ilab {
 
@@ -28,7 +33,7 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-enum class Kind : int { F32 = 0, Int8 = 1, Fp8 = 2, Lut4 = 3 };
+enum class Kind : int { F32 = 0, Int8 = 1, Fp8 = 2, Lut4 = 3, Int4 = 4 };
 
 // How far ahead of the multiply-adds the weight stream is prefetched, into L2 (T1: more misses in flight than
 // L1 allows). With several rows of x per weight the loop issues loads too slowly for the hardware prefetcher
@@ -67,7 +72,7 @@ struct Fp16Lut {
 struct WeightView {
   Kind kind = Kind::F32;
   int64_t N = 0, K = 0;
-  int64_t group = 0;        // Lut4: values per scale along K (a multiple of 32); 0 elsewhere
+  int64_t group = 0;        // Lut4, Int4: values per scale along K (a multiple of 32); 0 elsewhere
   const void* w = nullptr;  // F32: float; others: bytes
   const float* scale = nullptr;
   const float* bias = nullptr;  // added after the product when set
@@ -104,6 +109,14 @@ inline void decode32(const WeightView& W, const uint8_t* row, int64_t k, __m256&
     };
     widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k)), w0, w1);
     widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k + 16)), w2, w3);
+  } else if constexpr (kKind == Kind::Int4) {
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2));
+    const __m128i lo = _mm_and_si128(bytes, mask), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    w0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+    w1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+    w2 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    w3 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
   } else {
     const __m128i mask = _mm_set1_epi8(0x0F);
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2));
@@ -115,7 +128,7 @@ inline void decode32(const WeightView& W, const uint8_t* row, int64_t k, __m256&
 template <Kind kKind>
 inline int64_t row_bytes(const WeightView& W) {
   if constexpr (kKind == Kind::F32) return W.K * 4;
-  if constexpr (kKind == Kind::Lut4) return W.K / 2;
+  if constexpr (kKind == Kind::Lut4 || kKind == Kind::Int4) return W.K / 2;
   return W.K;
 }
 
@@ -125,13 +138,14 @@ inline int64_t row_bytes(const WeightView& W) {
 // call. Every row is summed in the same order whatever MB is: a row's result does not depend on how many rows
 // share the call (a speculative verify scores a position exactly as a plain decode step would).
 template <Kind kKind, int MB>
-inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
+                    const float* xsum = nullptr, int64_t ldxsum = 0) {
   const int64_t K = W.K;
   const uint8_t* row = static_cast<const uint8_t*>(W.w) + n * row_bytes<kKind>(W);
-  constexpr bool kGrouped = kKind == Kind::Lut4;
+  constexpr bool kGrouped = kKind == Kind::Lut4 || kKind == Kind::Int4;
   const int64_t group = kGrouped ? W.group : K;
   const float* group_scale = kGrouped ? W.scale + n * ((K + group - 1) / group) : nullptr;
-  constexpr int64_t kChunkBytes = kKind == Kind::F32 ? 128 : kKind == Kind::Lut4 ? 16 : 32;
+  constexpr int64_t kChunkBytes = kKind == Kind::F32 ? 128 : kGrouped ? 16 : 32;
   const char* ahead = reinterpret_cast<const char*>(row) + kPrefetchBytes;
   __m256 acc0[MB], acc1[MB], total[kGrouped ? MB : 1];
   for (int m = 0; m < (kGrouped ? MB : 1); ++m) total[m] = _mm256_setzero_ps();
@@ -155,7 +169,13 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
         acc1[m] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xr + 24), acc1[m]);
       }
     }
-    if constexpr (kGrouped) {
+    if constexpr (kKind == Kind::Int4) {  // scale · (Σ x·nibble − 8 Σ x): Σ x off each of the 8 lanes
+      const __m256 s = _mm256_set1_ps(group_scale[k0 / group]);
+      for (int m = 0; m < MB; ++m) {
+        const __m256 shift = _mm256_set1_ps(xsum[m * ldxsum + k0 / group]);
+        total[m] = _mm256_fmadd_ps(s, _mm256_sub_ps(_mm256_add_ps(acc0[m], acc1[m]), shift), total[m]);
+      }
+    } else if constexpr (kGrouped) {
       const __m256 s = _mm256_set1_ps(group_scale[k0 / group]);
       for (int m = 0; m < MB; ++m) total[m] = _mm256_fmadd_ps(s, _mm256_add_ps(acc0[m], acc1[m]), total[m]);
     }
@@ -176,7 +196,15 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
 template <Kind kKind>
 inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
                          int64_t n0, int64_t n1) {
-  constexpr bool kGrouped = kKind == Kind::Lut4;
+  constexpr bool kGrouped = kKind == Kind::Lut4 || kKind == Kind::Int4;
+  std::vector<float> xsum;  // Int4: Σ x over each group of each row (the same for every weight row)
+  const int64_t n_groups = kGrouped ? (W.K + W.group - 1) / W.group : 0;
+  if constexpr (kKind == Kind::Int4) {
+    xsum.assign(M * n_groups, 0.0f);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < W.K; ++k) xsum[m * n_groups + k / W.group] += x[m * ldx + k];
+  }
+  const float* xs = xsum.data();
   for (int64_t n = n0; n < n1; ++n) {
     if constexpr (!kGrouped) {
       switch (M) {
@@ -190,11 +218,12 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
     }
     constexpr int kBlock = kGrouped ? 2 : 4;
     int64_t m = 0;
-    for (; m + kBlock <= M; m += kBlock) dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy);
+    for (; m + kBlock <= M; m += kBlock)
+      dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
     switch (M - m) {
-      case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
-      case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
-      case 3: dot_row<kKind, 3>(W, n, x + m * ldx, ldx, y + m * ldy, ldy); break;
+      case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
+      case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
+      case 3: dot_row<kKind, 3>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
       default: break;
     }
   }
@@ -208,6 +237,7 @@ inline void linear_rows(const WeightView& W, const float* x, int64_t M, int64_t 
     case Kind::Int8: rows_of_kind<Kind::Int8>(W, x, M, ldx, y, ldy, n0, n1); break;
     case Kind::Fp8: rows_of_kind<Kind::Fp8>(W, x, M, ldx, y, ldy, n0, n1); break;
     case Kind::Lut4: rows_of_kind<Kind::Lut4>(W, x, M, ldx, y, ldy, n0, n1); break;
+    case Kind::Int4: rows_of_kind<Kind::Int4>(W, x, M, ldx, y, ldy, n0, n1); break;
   }
 }
 

@@ -106,13 +106,16 @@ Linear make_linear(int64_t kind, torch::Tensor w, std::optional<torch::Tensor> s
       v.K = w.size(1);
       break;
     case Kind::Lut4:
+    case Kind::Int4:
       TORCH_CHECK(w.scalar_type() == torch::kUInt8, "packed uint8 weight expected");
       v.K = w.size(1) * 2;
       v.group = group;
       TORCH_CHECK(group > 0 && group % 32 == 0, "group must be a positive multiple of 32");
-      TORCH_CHECK(lut && lut->numel() == 16 && lut->scalar_type() == torch::kHalf, "lut: 16 fp16 values");
-      L.lut = lut->contiguous();
-      v.lut = Fp16Lut(reinterpret_cast<const uint16_t*>(L.lut.data_ptr<at::Half>()));
+      if (v.kind == Kind::Lut4) {
+        TORCH_CHECK(lut && lut->numel() == 16 && lut->scalar_type() == torch::kHalf, "lut: 16 fp16 values");
+        L.lut = lut->contiguous();
+        v.lut = Fp16Lut(reinterpret_cast<const uint16_t*>(L.lut.data_ptr<at::Half>()));
+      }
       break;
     default:
       TORCH_CHECK(false, "unknown weight kind ", kind);
@@ -120,7 +123,7 @@ Linear make_linear(int64_t kind, torch::Tensor w, std::optional<torch::Tensor> s
   TORCH_CHECK(v.K % 32 == 0, "K must be a multiple of 32, got ", v.K);
   if (v.kind != Kind::F32) {
     TORCH_CHECK(scale && scale->scalar_type() == torch::kFloat32 && scale->is_contiguous(), "scale: contiguous fp32");
-    const int64_t per_row = v.kind == Kind::Lut4 ? (v.K + group - 1) / group : 1;
+    const int64_t per_row = v.group ? (v.K + group - 1) / group : 1;
     TORCH_CHECK(scale->numel() == v.N * per_row, "scale has ", scale->numel(), " values, expected ", v.N * per_row);
     L.scale = *scale;
     v.scale = L.scale.data_ptr<float>();
@@ -309,7 +312,7 @@ void register_step(pybind11::module& m) {
   namespace py = pybind11;
   using namespace ilab;
   py::class_<Linear>(m, "Linear");
-  m.def("make_linear", &make_linear, "A weight view: kind 0 fp32, 1 int8, 2 fp8 (e4m3 bits), 3 4-bit lookup",
+  m.def("make_linear", &make_linear, "A weight view: kind 0 fp32, 1 int8, 2 fp8 (e4m3 bits), 3 4-bit lookup (NF4), 4 int4",
         py::arg("kind"), py::arg("w"), py::arg("scale") = py::none(), py::arg("bias") = py::none(),
         py::arg("group") = 0, py::arg("lut") = py::none());
   py::class_<Layer>(m, "Layer")
