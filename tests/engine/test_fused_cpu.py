@@ -191,3 +191,20 @@ def test_batched_steps_run_fused_over_the_paged_pool_and_match_single_requests(c
         assert sched.requests["r5"].num_cached_tokens > 0
     else:
         assert sched.num_preemptions > 0
+
+
+@pytest.mark.model
+def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
+    qmodel = quantize_model(engine.model, "int8")
+    runner = runner_for(qmodel)
+    calls = []
+    native_forward = runner.fused.forward
+    runner.fused.forward = lambda tokens, *a, **kw: calls.append(len(tokens)) or native_forward(tokens, *a, **kw)
+    ids = engine.tokenizer.encode(PROMPT * 4)
+    assert len(ids) > fused_cpu.MAX_FUSED_POSITIONS
+    chunked = runner.forward(ids, new_cache(qmodel, len(ids) + 1), all_rows=True)
+    step = fused_cpu.MAX_FUSED_POSITIONS
+    assert calls == [len(ids[i:i + step]) for i in range(0, len(ids), step)]
+    whole = reference_logits(qmodel, ids, new_cache(qmodel, len(ids) + 1))
+    torch.testing.assert_close(chunked, whole, atol=2e-3, rtol=1e-3)
+    assert chunked.argmax(-1).tolist() == whole.argmax(-1).tolist()
