@@ -57,15 +57,15 @@ def cmd_generate(args) -> int:
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, use_cache=not args.no_cache, chat=args.chat,
     )
-    kernels: list[str] = []
-    if getattr(args, "quant", None):
-        from .quant import quantized_engine
+    from .quant import kernels_used, quantized_engine
 
+    if getattr(args, "quant", None):
         if not args.json:
             print(f"Quantizing to {args.quant} (the first use on this machine also compiles the AVX2 kernels, "
                   "which can take a minute)…", file=sys.stderr, flush=True)
         engine = quantized_engine(engine, args.quant)  # a quantized copy: the cached engine stays fp32
-        kernels = kernel_names(engine.model)
+    # without a cache every step re-feeds the whole sequence through the reference forward
+    kernels = kernels_used(engine.model) if params.use_cache else ["torch reference"]
     final = None
     for event in engine.generate(args.prompt, params):
         if isinstance(event, RunFinished):
@@ -79,19 +79,13 @@ def cmd_generate(args) -> int:
             "metrics": {"ttft_s": final.ttft_s, "tpot_s": final.tpot_s, "tokens_per_s": final.tokens_per_s,
                         "kv_bytes": final.kv_bytes, "n_prompt_tokens": final.n_prompt_tokens},
         }
-        if kernels:
-            out["kernels"] = kernels
+        out["kernels"] = kernels
         print(json.dumps(out))
     else:
-        ran = f" · kernel {', '.join(kernels)}" if kernels else ""
+        ran = f" · kernel {', '.join(kernels)}"
         print(f"\n\nTTFT {final.ttft_s * 1000:.1f} ms · TPOT {final.tpot_s * 1000:.1f} ms · "
               f"{final.tokens_per_s:.1f} tok/s · KV {final.kv_bytes / 1024:.0f} KiB{ran}", file=sys.stderr)
     return 0
-
-
-def kernel_names(model) -> list[str]:
-    """The matmul kernels a quantized model's layers run (each QuantizedLinear names its own)."""
-    return sorted({m.kernel for m in model.modules() if isinstance(getattr(m, "kernel", None), str)})
 
 
 # --- Checking arguments before anything loads ------------------------------------------------------

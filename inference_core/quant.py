@@ -517,6 +517,12 @@ def quantized_linears(model: nn.Module) -> dict[str, QuantizedLinear]:
 
 
 def kernels_used(model: nn.Module) -> list[str]:
+    """What a decode step of `model` runs: the fused CPU step where it applies, else each layer's kernel."""
+    from .runner import runner_for
+
+    runner = runner_for(model)
+    if runner.fused is not None:
+        return [runner.kernel]
     return sorted({m.kernel for m in quantized_linears(model).values()}) or ["fp32-mkl-sgemm"]
 
 

@@ -28,8 +28,9 @@ def test_generate_json_metrics_no_cache_and_chat(engine, capsys):
     no_cache = _generate(capsys, "--no-cache")
     chat = _generate(capsys, "--chat")
 
+    assert cached["kernels"] == chat["kernels"] == ["cpu-fused-step fp32"] and no_cache["kernels"] == ["torch reference"]
     for out in (cached, no_cache, chat):
-        assert set(out) == {"token_ids", "text", "finish_reason", "metrics"}
+        assert set(out) == {"token_ids", "text", "finish_reason", "metrics", "kernels"}
         m = out["metrics"]
         assert set(m) == {"ttft_s", "tpot_s", "tokens_per_s", "kv_bytes", "n_prompt_tokens"}
         n = len(out["token_ids"])
@@ -147,8 +148,8 @@ def test_batch_reads_json_lines_only_when_told(tmp_path):
 
 
 @pytest.mark.model
-def test_quantized_generate_names_its_kernel(engine, capsys):
+def test_generate_names_the_kernel_that_ran(engine, capsys):
     assert main(["generate", "--prompt", PROMPT, "--max-new-tokens", "2", "--quant", "int8", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["kernels"] and all(isinstance(k, str) and k for k in out["kernels"])
-    assert "kernels" not in _generate(capsys)  # fp32 runs no quantized kernel
+    assert out["kernels"] == ["cpu-fused-step int8"]
+    assert _generate(capsys)["kernels"] == ["cpu-fused-step fp32"]
