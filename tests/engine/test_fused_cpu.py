@@ -208,3 +208,26 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     whole = reference_logits(qmodel, ids, new_cache(qmodel, len(ids) + 1))
     torch.testing.assert_close(chunked, whole, atol=2e-3, rtol=1e-3)
     assert chunked.argmax(-1).tolist() == whole.argmax(-1).tolist()
+
+
+def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkeypatch, tiny_model):
+    """The Engine's loop, speculative verify and a model draft all call ModelRunner.forward: no private forward."""
+    from inference_core.drafts import ModelDraft
+    from inference_core.speculative import SpecParams, speculative_events
+
+    calls: list[int] = []
+    original = ModelRunner.forward
+    monkeypatch.setattr(ModelRunner, "forward", lambda self, tokens, *a, **kw: calls.append(len(tokens)) or original(self, tokens, *a, **kw))
+    from inference_core.tokenizer import load_tokenizer
+
+    engine = Engine("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
+    prompt = [5, 17, 23, 42, 8, 17, 23]
+    out = [e for e in engine.generate_events(prompt, GenerationParams(max_new_tokens=6, stop_at_eos=False))
+           if e.type == "token"]
+    assert calls == [len(prompt)] + [1] * (len(out) - 1)
+    calls.clear()
+    draft = ModelDraft(tiny_model, n_layers=1)
+    events = list(speculative_events(tiny_model, draft, prompt, SpecParams(k=3, max_new_tokens=8)))
+    rounds = [e for e in events if e.type == "spec_round"]
+    # the target's prefill, one verify per round, and the draft's own forwards: all through the runner
+    assert len(calls) == 1 + len(rounds) + sum(e.n_draft_forwards for e in rounds)
