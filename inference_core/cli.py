@@ -57,7 +57,8 @@ def cmd_generate(args) -> int:
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, use_cache=not args.no_cache, chat=args.chat,
     )
-    from .quant import kernels_used, quantized_engine
+    from .engine import quantized_engine
+    from .runner import kernels_used
 
     if getattr(args, "quant", None):
         if not args.json:

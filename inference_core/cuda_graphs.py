@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .kv_cache import KVCache
+from .quant import quantized_linears
 
 CAPACITY_STEP = 256  # graphs are kept per capacity rounded up to this, so most requests reuse one
 
@@ -117,8 +118,6 @@ def graphs_enabled(model, device: torch.device) -> bool:
     by INFERENCE_CUDA_GRAPHS=0."""
     if device.type != "cuda" or os.environ.get("INFERENCE_CUDA_GRAPHS", "1") == "0":
         return False
-    from .quant import quantized_linears
-
     return not quantized_linears(model)
 
 

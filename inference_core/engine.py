@@ -14,6 +14,7 @@ from .config import DEFAULT_MODEL, ModelConfig
 from .cuda_graphs import GraphDecoder, capacity_bucket, compile_enabled, graphs_enabled
 from .kv_cache import KVCache, NoCache
 from .model import Transformer, load_state_into, rope_table, store_wide_weights_column_major
+from .quant import QuantFormat, parse_format, quantize_model
 from .runner import runner_for
 from .sampling import SamplingParams, sample
 from .tokenizer import Tokenizer, load_tokenizer
@@ -214,3 +215,10 @@ def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
     cfg = load_config(name)
     model = build_model(cfg, load_state(name), dev, dtype)
     return Engine(name, model, load_tokenizer(name), dev)
+
+
+def quantized_engine(engine: Engine, fmt: QuantFormat | str) -> Engine:
+    """A new Engine around a quantized copy of `engine.model` (the cached engine is left as it was)."""
+    fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
+    qmodel = quantize_model(engine.model, fmt, inplace=False)
+    return Engine(f"{engine.name}:{fmt.name}", qmodel, engine.tokenizer, engine.device)

@@ -22,6 +22,7 @@ from torch import nn
 from . import quant_kernels
 from .kv_cache import KVCache
 from .model import Transformer
+from .quant import QuantizedLinear
 
 # Beyond this many new rows in a step the reference forward's GEMMs (MKL) beat row-at-a-time dot products
 # (measured on the 2-core box: the fused step ~3× faster at 1 row and at 5, about even at 32-64, 0.6× at 128).
@@ -75,8 +76,6 @@ _ONE_BLOCK = torch.zeros(1, 1, dtype=torch.long)
 
 def _linear(kernels, layer: nn.Module):
     """A native weight view of an nn.Linear or a weight-only quantized layer; None when it has no fused kernel."""
-    from .quant import QuantizedLinear
-
     bias = getattr(layer, "bias", None)
     bias = None if bias is None else bias.detach().float().contiguous()
     if isinstance(layer, nn.Linear):

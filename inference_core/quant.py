@@ -516,16 +516,6 @@ def quantized_linears(model: nn.Module) -> dict[str, QuantizedLinear]:
     return {name: m for name, m in model.named_modules() if isinstance(m, QuantizedLinear)}
 
 
-def kernels_used(model: nn.Module) -> list[str]:
-    """What a decode step of `model` runs: the fused CPU step where it applies, else each layer's kernel."""
-    from .runner import runner_for
-
-    runner = runner_for(model)
-    if runner.fused is not None:
-        return [runner.kernel]
-    return sorted({m.kernel for m in quantized_linears(model).values()}) or ["fp32-mkl-sgemm"]
-
-
 def matmul_weight_bytes(model: nn.Module) -> int:
     """Bytes of every matrix a decode step multiplies by (the projections and the head), as stored."""
     total = 0
@@ -548,12 +538,3 @@ def resident_bytes(model: nn.Module) -> int:
     for t in list(model.parameters()) + [b for n, b in model.named_buffers() if "rope_" not in n]:
         seen[t.data_ptr()] = t.nbytes
     return sum(seen.values())
-
-
-def quantized_engine(engine, fmt: QuantFormat | str):
-    """A new Engine around a quantized copy of `engine.model` (the cached engine is left as it was)."""
-    from .engine import Engine
-
-    fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
-    qmodel = quantize_model(engine.model, fmt, inplace=False)
-    return Engine(f"{engine.name}:{fmt.name}", qmodel, engine.tokenizer, engine.device)

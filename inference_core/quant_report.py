@@ -15,8 +15,9 @@ import torch
 from .config import DEFAULT_MODEL
 from .engine import Engine, GenerationParams, load_engine
 from .perplexity import compare, heldout_ids
-from .quant import (DEFAULT_FORMATS, kernels_used, matmul_weight_bytes, parse_format, quantize_model,
-                    quantized_linears, resident_bytes)
+from .quant import (DEFAULT_FORMATS, matmul_weight_bytes, parse_format, quantize_model, quantized_linears,
+                    resident_bytes)
+from .runner import kernels_used
 from .trace import RunFinished
 
 SAMPLE_PROMPT = "The old lighthouse keeper looked out at the sea and"

@@ -16,7 +16,7 @@ import torch
 from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
 from .kv_cache import KVCache
 from .model import Transformer
-from .quant import QuantizedLinear
+from .quant import QuantizedLinear, quantized_linears
 
 
 class ModelRunner:
@@ -62,3 +62,11 @@ def runner_for(model: Transformer) -> ModelRunner:
     if runner is None:
         runner = _runners[model] = ModelRunner(model)
     return runner
+
+
+def kernels_used(model: Transformer) -> list[str]:
+    """What a decode step of `model` runs: the fused CPU step where it applies, else each layer's kernel."""
+    runner = runner_for(model)
+    if runner.fused is not None:
+        return [runner.kernel]
+    return sorted({m.kernel for m in quantized_linears(model).values()}) or ["fp32-mkl-sgemm"]

@@ -16,9 +16,10 @@ import torch
 from ..config import DEFAULT_MODEL
 from ..engine import Engine, GenerationParams, load_engine
 from ..kv_cache import NoCache
-from ..quant import (NF4_CODEBOOK, QuantizedLinear, kernels_used, matmul_weight_bytes, parse_format,
-                     quantize_linear, quantize_model)
+from ..quant import (NF4_CODEBOOK, QuantizedLinear, matmul_weight_bytes, parse_format, quantize_linear,
+                     quantize_model)
 from ..quant_trace import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
+from ..runner import kernels_used
 from ..trace import RunFinished, TokenStep
 
 PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "feed_forward.w_gate_up",

@@ -218,7 +218,7 @@ def test_cuda_quantized_linear_equals_cpu_and_dequantize_then_matmul(fmt):
 @needs_cuda
 @pytest.mark.model
 def test_cuda_quantized_engine_generates(cuda_engine):
-    from inference_core.quant import quantized_engine
+    from inference_core.engine import quantized_engine
 
     ids = cuda_engine.tokenizer.encode(PROMPTS[0])
     fp = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=8))
@@ -252,7 +252,8 @@ def test_cuda_bitsandbytes_backend_matches_its_own_dequantization(fmt):
 @pytest.mark.model
 def test_cuda_bitsandbytes_engine_generates(cuda_engine):
     pytest.importorskip("bitsandbytes")
-    from inference_core.quant import kernels_used, quantized_engine
+    from inference_core.engine import quantized_engine
+    from inference_core.runner import kernels_used
 
     ids = cuda_engine.tokenizer.encode(PROMPTS[0])
     fp = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=8))
