@@ -190,9 +190,9 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
   }
 }
 
-// n outer, blocks of rows inner: a weight row is fetched from memory once for every position (later blocks find
-// it in L1). Up to six rows go in one block (a speculative verify is k + 1 = 5 rows), so each weight chunk is
-// decoded once for all of them; larger M runs in blocks of four (grouped 4-bit formats: blocks of two).
+// A weight row is fetched from memory once for every position. Up to six rows go in one block (a speculative
+// verify is k + 1 = 5 rows), so each weight chunk is decoded once for all of them; larger M runs in blocks of
+// four (grouped 4-bit formats: two) over panels of weight rows held in L2.
 template <Kind kKind>
 inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
                          int64_t n0, int64_t n1) {
@@ -205,26 +205,37 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
       for (int64_t k = 0; k < W.K; ++k) xsum[m * n_groups + k / W.group] += x[m * ldx + k];
   }
   const float* xs = xsum.data();
-  for (int64_t n = n0; n < n1; ++n) {
-    if constexpr (!kGrouped) {
+  if (!kGrouped && M <= 6 && M != 4) {  // one block: each weight chunk decoded once for every row
+    for (int64_t n = n0; n < n1; ++n) {
       switch (M) {
-        case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy); continue;
-        case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy); continue;
-        case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy); continue;
-        case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy); continue;
-        case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy); continue;
+        case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy); break;
+        case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy); break;
+        case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy); break;
+        case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy); break;
+        case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy); break;
         default: break;
       }
     }
-    constexpr int kBlock = kGrouped ? 2 : 4;
+    return;
+  }
+  // Many rows (a batch): weight rows in panels that stay in L2 while every block of x rows (in L1) passes over
+  // them, so the weights come from DRAM once and x is not re-read from L2 for every weight row.
+  constexpr int kBlock = kGrouped ? 2 : 4;
+  constexpr int64_t kPanelBytes = 256 * 1024;
+  const int64_t panel = std::max<int64_t>(1, kPanelBytes / row_bytes<kKind>(W));
+  for (int64_t p0 = n0; p0 < n1; p0 += panel) {
+    const int64_t p1 = std::min(n1, p0 + panel);
     int64_t m = 0;
     for (; m + kBlock <= M; m += kBlock)
-      dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
-    switch (M - m) {
-      case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
-      case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
-      case 3: dot_row<kKind, 3>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
-      default: break;
+      for (int64_t n = p0; n < p1; ++n)
+        dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
+    for (int64_t n = p0; n < p1; ++n) {
+      switch (M - m) {
+        case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
+        case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
+        case 3: dot_row<kKind, 3>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
+        default: break;
+      }
     }
   }
 }
