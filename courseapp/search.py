@@ -305,7 +305,7 @@ class Hit:
 
     @property
     def kind_label(self) -> str:
-        return "Glossary" if self.kind == KIND_TERM else "Lesson"
+        return "Glossary entry" if self.kind == KIND_TERM else "Lesson"
 
 
 def _sqlite_rows(cursor, match: str, show_drafts: bool) -> list[tuple]:
