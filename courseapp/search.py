@@ -195,7 +195,7 @@ def module_entries(module) -> list[Entry]:
     summary = clean(module.summary or "")
     if module.slug == GLOSSARY_SLUG:
         entries = [Entry(KIND_LESSON, "", 0, title, "", summary)]
-        entries += [Entry(KIND_TERM, term.anchor, i, clean(term.term), "Glossary", clean(term.definition))
+        entries += [Entry(KIND_TERM, term.anchor, i, clean(term.term), "", clean(term.definition))
                     for i, term in enumerate(parse_terms(module.source or ""), start=1)]
         return entries
     text = server_figures.spoken(module.html or "") if "{{" in (module.html or "") else (module.html or "")
@@ -262,8 +262,7 @@ def query_terms(q: str) -> list[str]:
 
 def fts5_query(terms: list[str], any_term: bool = False) -> str:
     """An FTS5 MATCH expression: each word a quoted string (its own syntax cannot apply), the last a prefix."""
-    quoted = [f'"{t}"' for t in terms]  # WORD_RE admits no '"', so no escaping is needed; doubled for safety
-    quoted = [q[0] + q[1:-1].replace('"', '""') + q[-1] for q in quoted]
+    quoted = ['"' + t.replace('"', '""') + '"' for t in terms]  # WORD_RE admits no '"'; doubled all the same
     if quoted:
         quoted[-1] += "*"
     return (" OR " if any_term else " AND ").join(quoted)
@@ -390,4 +389,5 @@ def search_view(request):
         "truncated": len(raw) > MAX_QUERY_CHARS,
         "max_chars": MAX_QUERY_CHARS,
         "results": results,
+        "capped": len(results) == MAX_RESULTS,
     })
