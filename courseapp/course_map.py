@@ -44,6 +44,7 @@ STAGES: tuple[Stage, ...] = (
 
 # slug → stage key. Modules missing here land on OTHER.
 MODULE_STAGE: dict[str, str] = {
+    "primer": "prompt",
     "overview": "prompt",
     "prefill-decode": "prefill",
     "kv-cache": "kv-cache",

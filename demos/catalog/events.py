@@ -186,3 +186,22 @@ class QuantFormats(TraceEvent):
 
     source: str  # the command and date that produced the rows
     rows: list[dict]
+
+
+# --- attention (the primer) ---------------------------------------------------------------------------------
+
+@event("attention_weights")
+class AttentionWeights(TraceEvent):
+    """One head of one layer: how much each token of the prompt attends to each token up to itself."""
+
+    layer: int
+    head: int  # the query head shown
+    kv_head: int  # the key/value head it reads (grouped-query attention: several query heads share one)
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    token_ids: list[int]
+    tokens: list[str]  # the text of each prompt token (the heatmap's labels)
+    # weights[i][j]: softmax over keys of query i · key j / √head_dim; 0 for j > i (the causal mask), rows sum to 1
+    weights: list[list[float]]

@@ -18,6 +18,7 @@ REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
 
 # Small settings: every chart gets data, quickly.
 SMALL_PARAMS = {
+    "attention": {},
     "kv-cache": {"prompt": "The capital of France is", "max_new_tokens": 6},
     "prefill-decode": {"max_new_tokens": 6},
     "flash-attention": {},

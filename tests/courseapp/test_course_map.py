@@ -74,7 +74,7 @@ def test_every_published_module_is_linked_exactly_once_on_its_stage(client):
         assert href == reverse("courseapp:module", args=[slug])
         assert Module.objects.get(slug=slug).label in text  # a link with words, not an icon
     placed = stage_of_each_module(html)
-    assert placed["overview"] == "prompt"
+    assert placed["overview"] == "prompt" and placed["primer"] == "prompt"  # tokens and attention: the prompt's part
     assert placed["prefill-decode"] == "prefill"
     assert placed["kv-cache"] == "kv-cache"
     assert {placed[s] for s in ("continuous-batching", "paged-attention", "prefix-caching")} == {"batch"}

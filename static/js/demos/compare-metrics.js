@@ -30,6 +30,14 @@ function perBatchRun(name, value) {
 }
 
 export const COMPARE_METRICS = {
+  attention: [
+    { key: "last_row", label: "Attention of the last token", x: "key position", y: "weight",
+      extract: (ev) => {
+        const a = ev.filter((e) => e.type === "attention_weights").pop();
+        const row = a ? a.weights[a.weights.length - 1] : [];
+        return { x: row.map((_, j) => j), y: row };
+      } },
+  ],
   "kv-cache": [
     stepMs,
     { key: "kv_bytes", label: "KV cache size", x: "token position", y: "bytes",
