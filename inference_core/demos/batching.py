@@ -34,15 +34,16 @@ def parse_workload(text: str, max_requests: int = 8, max_tokens: int = 32, max_a
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     from ..engine import load_engine  # here, not at the top: the web process imports check_params only
-    from ..scheduler import Request, SchedulerConfig, run_batch
+    from ..llm_engine import run_batch
+    from ..sampling import SamplingParams
+    from ..scheduler import Request, SchedulerConfig
 
     engine = load_engine(params.get("model", DEFAULT_MODEL))
     jobs = parse_workload(params.get("workload", DEFAULT_WORKLOAD))
     batch = int(params.get("batch_size", 3))
     modes = ("continuous", "static") if params.get("modes", "both") == "both" else (params["modes"],)
     for mode in modes:
-        reqs = [Request(f"r{i}", engine.tokenizer.encode(f"A short note about {TOPICS[i % len(TOPICS)]}:"),
-                        max_new_tokens=n, stop_at_eos=False) for i, (n, _) in enumerate(jobs)]
+        reqs = [Request(f"r{i}", engine.tokenizer.encode(f"A short note about {TOPICS[i % len(TOPICS)]}:"), SamplingParams(max_new_tokens=n, stop_at_eos=False)) for i, (n, _) in enumerate(jobs)]
         arrivals = {f"r{i}": a for i, (_, a) in enumerate(jobs)}
         config = SchedulerConfig(mode=mode, block_size=16, num_blocks=64, max_num_seqs=batch)
         for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):

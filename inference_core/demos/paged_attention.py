@@ -25,7 +25,9 @@ def prompt_lines(text: str, limit: int = 6) -> list[str]:
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     from ..engine import load_engine  # here, not at the top: the web process imports check_params only
-    from ..scheduler import Request, SchedulerConfig, run_batch
+    from ..llm_engine import run_batch
+    from ..sampling import SamplingParams
+    from ..scheduler import Request, SchedulerConfig
 
     engine = load_engine(params.get("model", DEFAULT_MODEL))
     prompts = prompt_lines(params.get("prompts", DEFAULT_PROMPTS))
@@ -33,7 +35,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     spacing = int(params.get("arrival_every", 2))
     config = SchedulerConfig(mode="continuous", block_size=int(params.get("block_size", 8)),
                              num_blocks=int(params.get("num_blocks", 24)), max_num_seqs=8)
-    reqs = [Request(f"r{i}", engine.tokenizer.encode(p), max_new_tokens=max_new, stop_at_eos=False)
+    reqs = [Request(f"r{i}", engine.tokenizer.encode(p), SamplingParams(max_new_tokens=max_new, stop_at_eos=False))
             for i, p in enumerate(prompts)]
     arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
     for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):

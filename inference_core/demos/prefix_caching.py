@@ -22,7 +22,9 @@ DEFAULT_QUESTIONS = "When are you open on Saturday?\nHow long can I keep a film?
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     from ..engine import load_engine  # here, not at the top: the web process imports check_params only
-    from ..scheduler import Request, SchedulerConfig, run_batch
+    from ..llm_engine import run_batch
+    from ..sampling import SamplingParams
+    from ..scheduler import Request, SchedulerConfig
 
     engine = load_engine(params.get("model", DEFAULT_MODEL))
     system = params.get("system_prompt", DEFAULT_SYSTEM)
@@ -31,7 +33,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     block_size = int(params.get("block_size", 16))
     spacing = max_new + 1  # each question arrives after the previous answer: a chat-like sequence
     for cached in (False, True):
-        reqs = [Request(f"q{i}", engine.tokenizer.encode(f"{system}Question: {q}\nAnswer:"), max_new_tokens=max_new)
+        reqs = [Request(f"q{i}", engine.tokenizer.encode(f"{system}Question: {q}\nAnswer:"), SamplingParams(max_new_tokens=max_new))
                 for i, q in enumerate(questions)]
         arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
         # Room for every request at once (nothing needs evicting); a few MB per question, not a fixed pool.

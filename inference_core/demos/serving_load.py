@@ -91,10 +91,13 @@ def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_sto
 
 
 def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
-    from ..scheduler import Request, Scheduler, SchedulerConfig
+    from ..llm_engine import LLMEngine
+    from ..sampling import SamplingParams
+    from ..scheduler import Request, SchedulerConfig
 
     blocks = len(reqs) * (-(-(max(len(r.prompt_ids) for r in reqs) + max_new) // 16)) + 8
-    sched = Scheduler(engine, SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks), trace=False)
+    llm = LLMEngine(engine, SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks), trace=False)
+    sched = llm.scheduler
     by_id: dict[str, Tracked] = {}
     pending = list(reqs)
     total = 0
@@ -105,13 +108,13 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
         while pending and pending[0].arrival_s <= now:
             r = pending.pop(0)
             by_id[str(r.rid)] = r
-            sched.add_request(Request(str(r.rid), r.prompt_ids, max_new_tokens=max_new, stop_at_eos=False))
+            sched.add_request(Request(str(r.rid), r.prompt_ids, SamplingParams(max_new_tokens=max_new, stop_at_eos=False)))
         if not sched.has_work():
             _wait_until(t0, pending[0].arrival_s, should_stop)
             continue
         started = {rid for rid, r in by_id.items() if r.start_s is None}
         t_step = time.perf_counter() - t0
-        sched.step()
+        llm.step()
         now = time.perf_counter() - t0
         for rid in started:
             if sched.requests[rid].output_ids:
