@@ -1,7 +1,6 @@
 """The library API: load a model by name, generate tokens, stream typed trace events."""
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -10,7 +9,7 @@ from functools import lru_cache
 
 import torch
 
-from .config import DEFAULT_MODEL, ModelConfig
+from .config import DEFAULT_MODEL, ModelConfig, engine_settings
 from .cost import step_cost
 from .cuda_graphs import GraphDecoder, capacity_bucket, compile_enabled, graphs_enabled
 from .kv_cache import KVCache
@@ -32,7 +31,7 @@ class GenerationParams(SamplingParams):
 
 
 def pick_device() -> torch.device:
-    wanted = os.environ.get("INFERENCE_DEVICE")
+    wanted = engine_settings().device
     if wanted:
         return torch.device(wanted)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -190,7 +189,7 @@ def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
     from .weights import load_config, load_state
 
     dev = torch.device(device) if device else pick_device()
-    dtype = getattr(torch, os.environ.get("INFERENCE_DTYPE", "float32"))
+    dtype = getattr(torch, engine_settings().dtype)
     cfg = load_config(name)
     model = build_model(cfg, load_state(name), dev, dtype)
     return Engine(name, model, load_tokenizer(name), dev)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import DEFAULT_MODEL, ModelConfig
+from .config import DEFAULT_MODEL, ModelConfig, engine_settings
 from .tokenizer import DEFAULT_SYSTEM as SMOLLM_SYSTEM
 
 if TYPE_CHECKING:  # torch is imported where weights are read: the tokenizer's path never loads it
@@ -69,7 +69,7 @@ class WeightsError(RuntimeError):
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get("INFERENCE_LAB_CACHE") or Path.home() / ".cache" / "inference-lab")
+    return engine_settings().cache_dir
 
 
 def cache_dir() -> Path:

@@ -89,11 +89,10 @@ def hf_cuda():
 
 
 def eager(monkeypatch, engine, ids, params):
-    monkeypatch.setenv("INFERENCE_CUDA_GRAPHS", "0")
-    try:
+    from inference_core.config import settings_override
+
+    with settings_override(cuda_graphs=False):
         return engine.generate_ids(ids, params)
-    finally:
-        monkeypatch.delenv("INFERENCE_CUDA_GRAPHS")
 
 
 @needs_cuda

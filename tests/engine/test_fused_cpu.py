@@ -158,8 +158,12 @@ def test_formats_without_a_fused_kernel_fall_back_and_say_why(engine):
 
 
 def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
-    monkeypatch.setenv("INFERENCE_CPU_FASTPATH", "0")
-    runner = ModelRunner(tiny_model)
+    from inference_core.config import EngineSettings, settings_override
+
+    assert EngineSettings.from_env({"INFERENCE_CPU_FASTPATH": "0"}).cpu_fastpath is False
+    model = build_model(tiny_model.config, dict(tiny_model.state_dict()), torch.device("cpu"))  # not yet built
+    with settings_override(cpu_fastpath=False):
+        runner = ModelRunner(model)
     assert runner.kernel == "torch reference"
     assert "INFERENCE_CPU_FASTPATH=0" in runner.fallback_reason
 
