@@ -18,7 +18,8 @@ from .model import Transformer, load_state_into, rope_table, store_wide_weights_
 from .quant import QuantFormat, parse_format, quantize_model
 from .sampling import SamplingParams, sample
 from .scheduler import Request
-from .tokenizer import Tokenizer, load_tokenizer
+from .tokenizer import Tokenizer
+from .weights import load_config, load_state, load_tokenizer
 from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
 
 
@@ -186,8 +187,6 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
 @lru_cache(maxsize=2)
 def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
     """Load once per process (cached): weights from the safetensors cache, fp32 on CPU."""
-    from .weights import load_config, load_state
-
     dev = torch.device(device) if device else pick_device()
     dtype = getattr(torch, engine_settings().dtype)
     cfg = load_config(name)

@@ -227,7 +227,7 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
     original, original_run = ModelRunner.forward, ModelRunner.run
     monkeypatch.setattr(ModelRunner, "forward", lambda self, tokens, *a, **kw: calls.append(len(tokens)) or original(self, tokens, *a, **kw))
     monkeypatch.setattr(ModelRunner, "run", lambda self, batch, pool: runs.append(len(batch.tokens)) or original_run(self, batch, pool))
-    from inference_core.tokenizer import load_tokenizer
+    from inference_core.weights import load_tokenizer
 
     engine = Engine("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
     prompt = [5, 17, 23, 42, 8, 17, 23]
