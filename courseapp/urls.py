@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import authoring, class_views, media, revisions, views
+from . import authoring, class_views, media, revisions, search, views
 
 app_name = "courseapp"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("modules/<slug:slug>/complete/", views.module_complete, name="complete"),
     path("modules/<slug:slug>/place/", views.save_place, name="place"),
     path("modules/<slug:slug>/narration/", views.narration_state, name="narration_state"),
+    path("search/", search.search_view, name="search"),
     path("preferences/", views.preferences, name="preferences"),
     path("accounts/signup/", views.signup, name="signup"),
     path("narration/<path:path>", media.narration_media, name="narration_media"),

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from serverprofile import figures as server_figures
 
 from . import progress as tracking
+from .course_map import build_course_map
 from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
 from .models import Choice, Module, Preference, Question, Track
@@ -94,6 +95,7 @@ def course_index(request):
         "resume": _resume_module(modules, mine),
         "completed_count": done,
         "module_count": len(modules),
+        "course_map": build_course_map(card for t in tracks.values() for card in t["cards"]),
     })
 
 

@@ -7,4 +7,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inferencelab.settings")
 
 app = Celery("inferencelab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["workers"])
+app.autodiscover_tasks(["demos"])  # demos/tasks.py: `run_demo`; courseapp registers its own in ready()

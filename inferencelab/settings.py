@@ -178,8 +178,7 @@ CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 CELERY_TASK_ROUTES = {
-    "workers.tasks.run_demo": {"queue": "gpu"},
-    "workers.tasks.*": {"queue": "cpu"},
+    "demos.tasks.run_demo": {"queue": "gpu"},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

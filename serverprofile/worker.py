@@ -50,7 +50,7 @@ def measure_and_store(engine, *, quick: bool = False, worker: str = ""):
 
 @worker_ready.connect
 def publish_machine_profile(sender=None, **kwargs):
-    from workers.tasks import WORKER_NAME, _consumes_gpu_queue, get_engine
+    from demos.tasks import WORKER_NAME, _consumes_gpu_queue, get_engine
 
     if sender is not None and not _consumes_gpu_queue(sender):
         return  # a `cpu`-only worker has no engine: its machine is not the one the demos run on

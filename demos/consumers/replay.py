@@ -1,12 +1,12 @@
 """Serving a run from the stored events of an identical finished run.
 
-Runs are live by default. A replay is served only when the student asks for one (`start` with `replay: true`)
-or, for a deterministic run, when no worker slot is free (runs.has_free_slot); a replay needs no worker, so a
-busy class still sees a preset's numbers at once. Every replay is labelled (the `header` frame: the original
-run's time, device, dtype and engine version). Invariants: the cache key includes the engine's own source
-version (a changed engine never replays old results); a visitor is replayed someone else's run only when every
-text they typed is a demo default or preset (public), so a replay never reveals another visitor's prompt, and
-the frame names the source run only when it is the visitor's own.
+Runs are live by default. A replay is served only when the student asks for one (`start` with `replay: true`) or,
+for a deterministic run, when no worker slot is free (runs.has_free_slot); a replay needs no worker, so a busy class
+still sees a preset's numbers at once. Every replay is labelled (the `header` frame: the original run's time,
+device, dtype and engine version). Invariants: the cache key includes the engine's own source version and the demo's
+code version (its catalog module: a changed engine or runner never replays old results); a visitor is replayed
+someone else's run only when every text they typed is a demo default or preset (public), so a replay never reveals
+another visitor's prompt, and the frame names the source run only when it is the visitor's own.
 """
 from __future__ import annotations
 
@@ -40,8 +40,25 @@ def engine_version() -> str:
     return digest.hexdigest()[:16]
 
 
+@lru_cache(maxsize=None)
+def demo_code_version(demo: str) -> str:
+    """A hash of the demo's own code: its catalog module (spec and runner) and the course's trace events. The
+    runners live in the demos app, outside the engine's source, so a replay key names both versions."""
+    import inspect
+
+    from ..catalog import events
+
+    module = inspect.getmodule(get_spec(demo).load_runner())
+    digest = hashlib.sha256()
+    for mod in (module, events):
+        path = Path(inspect.getsourcefile(mod)) if mod is not None else None
+        digest.update(path.read_bytes() if path is not None and path.is_file() else b"unknown")
+    return digest.hexdigest()[:16]
+
+
 def cache_key_for(demo: str, params: dict, model: str, version: str) -> str:
-    blob = json.dumps({"demo": demo, "params": params, "model": model, "engine": version}, sort_keys=True)
+    blob = json.dumps({"demo": demo, "params": params, "model": model, "engine": version,
+                       "demo_code": demo_code_version(demo)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

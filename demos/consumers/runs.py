@@ -242,8 +242,8 @@ async def has_free_slot() -> bool:
 
 def enqueue(run_id: str, owner: str) -> None:
     """Queue the run fairly (its owner's list, runstate.fair_push) and send one ticket to a worker on the queue
-    CELERY_TASK_ROUTES names for `workers.tasks.run_demo` (`gpu` by default; no queue is forced here)."""
+    CELERY_TASK_ROUTES names for `demos.tasks.run_demo` (`gpu` by default; no queue is forced here)."""
     from inferencelab.celery import app  # the configured app, not whatever app is "current"
 
     fair_push(owner, run_id)
-    app.send_task("workers.tasks.run_demo", args=[run_id], task_id=run_id)
+    app.send_task("demos.tasks.run_demo", args=[run_id], task_id=run_id)

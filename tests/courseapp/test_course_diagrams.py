@@ -27,6 +27,19 @@ EXPECTED = {
     "kv-cache": "kv-cache-layout.svg",
     "paged-attention": "block-table.svg",
     "speculative-decoding": "speculative-round.svg",
+    "continuous-batching": "continuous-batching.svg",
+    "flash-attention": "flash-attention-tiling.svg",
+    "prefix-caching": "prefix-cache-blocks.svg",
+    "quantization": "int4-groups.svg",
+    "prefill-decode": "prefill-decode.svg",
+}
+# The section whose text explains each picture: the image sits under that heading.
+SECTION = {
+    "continuous-batching": "## Iteration-level scheduling",
+    "flash-attention": "## Tiling with an online softmax",
+    "prefix-caching": "## Hashing blocks",
+    "quantization": "## The formats",
+    "prefill-decode": "## Two phases in every request",
 }
 IMG_RE = re.compile(r"<img\b[^>]*>")
 ATTR_RE = re.compile(r'(\w+)="([^"]*)"')
@@ -108,6 +121,14 @@ def test_lesson_page_shows_the_diagram_with_alt_text(slug, client):
     images = [img for img in _images(response.content.decode()) if img.get("src", "").startswith(DIAGRAM_PREFIX)]
     assert [img["src"] for img in images] == [f"{DIAGRAM_PREFIX}{EXPECTED[slug]}"]
     assert len(images[0].get("alt", "").strip()) > 40, "the diagram needs alt text that says what it shows"
+
+
+@pytest.mark.parametrize("slug", sorted(SECTION))
+def test_diagram_sits_in_the_section_that_explains_it(slug):
+    source = (CONTENT / f"{slug}.md").read_text(encoding="utf-8")
+    image = source.index(f"]({DIAGRAM_PREFIX}{EXPECTED[slug]})")
+    heading = source.rindex("\n## ", 0, image)
+    assert source[heading + 1:].startswith(SECTION[slug] + "\n"), source[heading + 1:heading + 60]
 
 
 def test_markdown_image_keeps_src_and_alt_but_not_handlers():

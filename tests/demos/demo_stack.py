@@ -123,7 +123,7 @@ class Stack:
         return proc
 
     def wait_worker_ready(self, proc: subprocess.Popen, name: str, timeout: float) -> None:
-        """Ready = the worker published stats with its engine loaded (see workers.tasks._warm_up)."""
+        """Ready = the worker published stats with its engine loaded (see demos.tasks._warm_up)."""
         r = redis.Redis.from_url(self.redis_url)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

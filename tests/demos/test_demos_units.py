@@ -206,7 +206,7 @@ def test_flash_attention_lesson_uses_the_registry_default():
 
 @pytest.mark.model
 def test_flash_attention_default_run_tiles_and_skips():
-    from inference_core.demos.flash_attention import run
+    from demos.catalog.flash_attention import run
 
     compare = next(ev for ev in run(validate("flash-attention", {})) if ev["type"] == "attention_compare")
     assert compare["tiles_computed"] >= 6 and compare["tiles_skipped"] >= 3

@@ -1,11 +1,11 @@
-"""The course's engine-backed demo runners: prefill vs decode, serving load (FlashAttention: its own file)."""
+"""Course demo runners (demos/catalog/) on the real engine: prefill vs decode, serving load (FlashAttention: its own file)."""
 from __future__ import annotations
 
 import pytest
 
+from demos.catalog.prefill_decode import summarize
+from demos.catalog.serving_load import percentile
 from inference_core import GenerationParams
-from inference_core.demos.prefill_decode import summarize
-from inference_core.demos.serving_load import percentile
 from inference_core.trace import TokenStep, validate_event
 
 
@@ -36,7 +36,7 @@ def test_percentile_nearest_rank():
 
 @pytest.mark.model
 def test_prefill_decode_run_streams_valid_events(engine):
-    from inference_core.demos.prefill_decode import run
+    from demos.catalog.prefill_decode import run
 
     events = list(run({"prompt": "The capital of France is", "max_new_tokens": 3, "repeat_prompt": 2}))
     for ev in events:
@@ -51,7 +51,7 @@ def test_prefill_decode_run_streams_valid_events(engine):
 @pytest.mark.model
 @pytest.mark.parametrize("mode", ["sequential", "batched"])
 def test_serving_load_same_text_either_way(engine, mode):
-    from inference_core.demos.serving_load import run
+    from demos.catalog.serving_load import run
 
     events = list(run({"n_requests": 2, "max_new_tokens": 3, "mode": mode}))
     for ev in events:

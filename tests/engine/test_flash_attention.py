@@ -71,7 +71,7 @@ def test_traffic_model():
 @pytest.mark.model
 def test_real_layer_qkv_agree(engine):
     """On the real model's q/k/v (GQA 9:3) the tiled pass matches naive attention and the engine's SDPA."""
-    from inference_core.demos.flash_attention import run
+    from demos.catalog.flash_attention import run
     from inference_core.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is Paris, and the capital of Italy is", "layer": 3,

@@ -303,7 +303,7 @@ def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
 
 @pytest.mark.model
 def test_quantization_demo_events_validate(engine):
-    from inference_core.demos.quantization import run
+    from demos.catalog.quantization import run
     from inference_core.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is", "format": "nf4", "layer": 2,
@@ -399,7 +399,7 @@ def test_recorded_report_names_command_date_device_and_counts_the_prepacked_copy
     import json
     import re
 
-    from inference_core.demos.quantization import MEASURED_PATH, recorded_formats
+    from demos.catalog.quantization import MEASURED_PATH, recorded_formats
 
     data = json.loads(MEASURED_PATH.read_text())
     assert data["command"].startswith("python -m inference_core quantize-report")

@@ -113,7 +113,7 @@ def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine):
     """The worker serialises `next()` on the engine lock only for direct engine runs: a cached run goes
     through the thread-safe batching service, and holding the lock while it waits for its token would
     let concurrent students reach the service one at a time (measured: mean batch 2.2 instead of 15)."""
-    from inference_core.demos.kv_cache import run as kv_cache_run
+    from demos.catalog.kv_cache import run as kv_cache_run
 
     cached = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": True})
     direct = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": False})

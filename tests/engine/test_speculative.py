@@ -267,7 +267,7 @@ def test_greedy_tiny_target_with_separate_tiny_draft_model(peaky, k):
 
 @pytest.mark.model
 def test_demo_runner_streams_valid_events(engine):
-    from inference_core.demos.speculative import run
+    from demos.catalog.speculative import run
 
     events = list(run({"prompt": "one two three one two three one two", "chat": False, "draft": "ngram", "k": 3,
                        "max_new_tokens": 6}))

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def no_stats_reporter(monkeypatch):
     """The startup hooks also start the dashboard stats reporter, which talks to Redis: not here."""
-    from workers import tasks
+    from demos import tasks
 
     monkeypatch.setattr(tasks.STATS, "start_reporter", lambda: None)
     monkeypatch.setattr(tasks.STATS, "publish", lambda: None)
@@ -45,7 +45,7 @@ def test_the_bench_runs_the_shared_measuring_code():
 @pytest.mark.django_db
 def test_worker_start_measures_and_stores_the_profile(settings, no_stats_reporter):
     from demos.consumers import engine_version
-    from workers.tasks import get_engine
+    from demos.tasks import get_engine
 
     settings.MACHINE_PROFILE_QUICK = True
     worker_ready.send(sender=None)  # what Celery sends when the worker is up: every receiver runs
@@ -73,7 +73,7 @@ def test_a_cpu_only_worker_measures_nothing(settings, no_stats_reporter):
 
 @pytest.mark.django_db
 def test_profile_can_be_switched_off(settings, no_stats_reporter, monkeypatch):
-    from workers import tasks
+    from demos import tasks
 
     monkeypatch.setattr(tasks, "get_engine", lambda: pytest.fail("no engine needed"))
     settings.MACHINE_PROFILE = False

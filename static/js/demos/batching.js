@@ -7,21 +7,26 @@ import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, selectFie
 import { demoShell, intIn } from "./course-demo-kit.js";
 import { batchingNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
+import { specParams } from "./spec-params.js";
 
 const STATES = ["", "waiting", "prefill", "decode", "done, slot held"];
 const STATE_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"], [0.4, "#d1d5db"], [0.4, "#f59e0b"], [0.6, "#f59e0b"],
   [0.6, "#2563eb"], [0.8, "#2563eb"], [0.8, "#fca5a5"], [1, "#fca5a5"]];
 
 export function mount(root, config = {}) {
-  const p = config.params || {};
-  const defaults = (config.spec && config.spec.params) || {};
+  // Defaults and limits come from the catalog's spec (demos/catalog/batching.py), embedded in the page.
+  const sp = specParams(config);
+  const maxRequests = sp.limit("workload", "max_requests");
+  const maxTokens = sp.limit("workload", "max_tokens");
+  const maxArrival = sp.limit("workload", "max_arrival");
   const wid = `ilab-wl-${Math.random().toString(36).slice(2, 8)}`;
-  const workload = el("input", { id: wid, type: "text", value: p.workload || (defaults.workload && defaults.workload.default) || "",
-    "aria-describedby": `${wid}-help`, size: "40" });
+  const workload = el("input", { id: wid, type: "text", value: sp.value("workload"), "aria-describedby": `${wid}-help`, size: "40" });
   const wlLabel = el("label", { for: wid, class: "ilab-calc__wide" }, "Requests: new tokens @ arrival step, comma-separated", workload,
-    el("small", { id: `${wid}-help`, text: "Example: 12@0 is a request for 12 tokens arriving at step 0. Up to 8 requests, 1–32 tokens, arrival 0–40." }));
-  const batch = numberField("Batch size (sequence slots)", p.batch_size || 3, { min: 1, max: 8, step: 1 });
-  const modes = selectField("Modes", [["both", "Both, one after the other"], ["continuous", "Continuous only"], ["static", "Static only"]], p.modes || "both");
+    el("small", { id: `${wid}-help`, text: `Example: 12@0 is a request for 12 tokens arriving at step 0. Up to ${maxRequests} requests, ` +
+      `1–${maxTokens} tokens, arrival 0–${maxArrival}.` }));
+  const batch = numberField("Batch size (sequence slots)", sp.value("batch_size"), sp.range("batch_size", { step: 1 }));
+  const modes = selectField("Modes", sp.choices("modes", { both: "Both, one after the other", continuous: "Continuous only", static: "Static only" }),
+    sp.value("modes"));
 
   const gantt = chartBlock("Gantt chart per mode: one row per request, one column per step, coloured by the request's state");
   const occ = chartBlock("Line chart: sequences in the batch at each step, per mode, against the number of slots");
@@ -39,12 +44,15 @@ export function mount(root, config = {}) {
     fields: [wlLabel, batch.label, modes.label],
     getParams() {
       const parts = workload.value.split(",").map((x) => x.trim()).filter(Boolean);
-      if (!parts.length || parts.length > 8) throw new Error("Give one to eight requests, like 8@0, 4@2.");
+      if (!parts.length || parts.length > maxRequests) throw new Error(`Give 1 to ${maxRequests} requests, like 8@0, 4@2.`);
       for (const part of parts) {
         const m = /^(\d+)\s*@\s*(\d+)$/.exec(part);
-        if (!m || +m[1] < 1 || +m[1] > 32 || +m[2] > 40) throw new Error(`"${part}": write tokens@step with 1–32 tokens and step 0–40.`);
+        if (!m || +m[1] < 1 || +m[1] > maxTokens || +m[2] > maxArrival) {
+          throw new Error(`"${part}": write tokens@step with 1–${maxTokens} tokens and step 0–${maxArrival}.`);
+        }
       }
-      return { workload: workload.value, batch_size: intIn(batch.input, "Batch size", 1, 8), modes: modes.input.value };
+      return { workload: workload.value, batch_size: intIn(batch.input, "Batch size", sp.min("batch_size"), sp.max("batch_size")),
+        modes: modes.input.value };
     },
     onStart(params) {
       fillForm({ workload, batch_size: batch.input, modes: modes.input }, params); // a resumed run's own settings

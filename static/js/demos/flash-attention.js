@@ -7,17 +7,14 @@ import { formatBytes } from "../calculators/formulas.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { flashNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
+import { specParams } from "./spec-params.js";
 
 export function mount(root, config = {}) {
-  const p = config.params || {};
-  const limits = (config.spec && config.spec.params) || {};
-  const maxLayer = (limits.layer && limits.layer.max) ?? 29;
-  const maxBlock = (limits.block_size && limits.block_size.max) || 128;
-  // Defaults live in the registry (demos/registry.py); config.params has them filled in.
-  const initial = (key) => p[key] ?? (limits[key] && limits[key].default);
-  const prompt = promptField("Prompt", initial("prompt") || "");
-  const layer = numberField("Layer", initial("layer") ?? 0, { min: 0, max: maxLayer, step: 1 });
-  const block = numberField("Tile size", initial("block_size"), { min: 4, max: maxBlock, step: 1, help: "queries and keys per tile" });
+  // Defaults and limits come from the catalog's spec (demos/catalog/flash_attention.py), embedded in the page.
+  const sp = specParams(config);
+  const prompt = promptField("Prompt", sp.value("prompt"));
+  const layer = numberField("Layer", sp.value("layer"), sp.range("layer", { step: 1 }));
+  const block = numberField("Tile size", sp.value("block_size"), sp.range("block_size", { step: 1, help: "queries and keys per tile" }));
   const out = outputs([["n", "Tokens (N)"], ["diff", "Max |tiled − naive|"], ["diffSdpa", "Max |tiled − PyTorch SDPA|"],
     ["scores", "Naive: score matrix held"], ["tile", "Tiled: largest score tile held"], ["ratio", "Ratio"],
     ["tiles", "Tiles computed / skipped"], ["times", "Time naive / tiled (CPU)"]], "Naive vs tiled attention");
@@ -32,7 +29,8 @@ export function mount(root, config = {}) {
     fields: [prompt.label, layer.label, block.label],
     getParams() {
       if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
-      return { prompt: prompt.input.value, layer: intIn(layer.input, "Layer", 0, maxLayer), block_size: intIn(block.input, "Tile size", 4, maxBlock) };
+      return { prompt: prompt.input.value, layer: intIn(layer.input, "Layer", sp.min("layer"), sp.max("layer")),
+        block_size: intIn(block.input, "Tile size", sp.min("block_size"), sp.max("block_size")) };
     },
     onStart(params) {
       fillForm({ prompt: prompt.input, layer: layer.input, block_size: block.input }, params); // a resumed run's own settings

@@ -10,6 +10,7 @@ import { BASE_LAYOUT, PLOT_CONFIG, ensurePlotly, injectStyle as injectSharedStyl
 import { errorText } from "./course-demo-kit.js";
 import { compareMetrics } from "./compare-metrics.js";
 import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
+import { specParams } from "./spec-params.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
@@ -76,9 +77,11 @@ export function mount(root, config = {}) {
   injectStyle();
   instance += 1;
   const id = `ilabkv${instance}`;
+  // Defaults and limits come from the catalog's spec (demos/catalog/kv_cache.py), embedded in the page.
   const spec = config.spec || { params: {} };
-  const defaults = config.params || {};
-  const maxTokens = (spec.params.max_new_tokens && spec.params.max_new_tokens.max) || 128;
+  const sp = specParams(config);
+  const minTokens = sp.min("max_new_tokens");
+  const maxTokens = sp.max("max_new_tokens");
   const presets = spec.presets || [];
   const socket = getSocket(config.wsPath || "/ws/demos/");
 
@@ -87,11 +90,11 @@ export function mount(root, config = {}) {
     el("option", { value: "", text: "Custom prompt" }),
     ...presets.map((p, i) => el("option", { value: String(i), text: p.label })));
   const prompt = el("textarea", { id: `${id}-prompt`, name: "prompt", rows: "2", required: true });
-  prompt.value = defaults.prompt || "";
-  const maxNew = el("input", { id: `${id}-max`, name: "max_new_tokens", type: "number", min: "1",
-    max: String(maxTokens), step: "1", required: true, value: String(defaults.max_new_tokens || 24) });
+  prompt.value = sp.value("prompt");
+  const maxNew = el("input", { id: `${id}-max`, name: "max_new_tokens", type: "number", min: String(minTokens),
+    max: String(maxTokens), step: "1", required: true, value: String(sp.value("max_new_tokens")) });
   const useCache = el("input", { id: `${id}-cache`, name: "use_cache", type: "checkbox" });
-  useCache.checked = defaults.use_cache !== false;
+  useCache.checked = sp.value("use_cache");
   const runBtn = el("button", { type: "submit", class: "ilab-run ilab-kv__run", text: "Run" });
   const stopBtn = el("button", { type: "button", class: "ilab-stop ilab-kv__stop", text: "Stop", disabled: true });
   const key = runKey(root, config.demo || "kv-cache");
@@ -230,11 +233,11 @@ export function mount(root, config = {}) {
       prompt: prompt.value,
       max_new_tokens: Number(maxNew.value),
       use_cache: useCache.checked,
-      temperature: 0.0,
+      temperature: sp.value("temperature"),
     };
     if (!params.prompt.trim()) { setStatus("Enter a prompt first.", true); prompt.focus(); return; }
-    if (!Number.isInteger(params.max_new_tokens) || params.max_new_tokens < 1 || params.max_new_tokens > maxTokens) {
-      setStatus(`Max new tokens must be between 1 and ${maxTokens}.`, true); maxNew.focus(); return;
+    if (!Number.isInteger(params.max_new_tokens) || params.max_new_tokens < minTokens || params.max_new_tokens > maxTokens) {
+      setStatus(`Max new tokens must be between ${minTokens} and ${maxTokens}.`, true); maxNew.focus(); return;
     }
     await plotReady;
     follow(params, null);

@@ -7,20 +7,21 @@ import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, numberField, outputs, selectF
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { pagedNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
+import { specParams } from "./spec-params.js";
 
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
 
 export function mount(root, config = {}) {
-  const p = config.params || {};
-  const limits = (config.spec && config.spec.params) || {};
-  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 24;
-  const prompts = promptField("Prompts, one per line (up to 6)", p.prompts || "The capital of France is\ndef fibonacci(n):");
+  // Defaults and limits come from the catalog's spec (demos/catalog/paged_attention.py), embedded in the page.
+  const sp = specParams(config);
+  const maxPrompts = sp.limit("prompts", "max_lines");
+  const prompts = promptField(`Prompts, one per line (up to ${maxPrompts})`, sp.value("prompts"));
   prompts.input.rows = 4;
-  const newTok = numberField("New tokens per request", p.max_new_tokens || 12, { min: 2, max: maxNew, step: 1 });
-  const blockSize = selectField("Block size (tokens)", [["4", "4"], ["8", "8"], ["16", "16"]], String(p.block_size || 8));
-  const numBlocks = numberField("Physical blocks in the pool", p.num_blocks || 24, { min: 6, max: 64, step: 1,
-    help: "Fewer blocks than the requests need forces a preemption." });
-  const every = numberField("A new request every … steps", p.arrival_every ?? 2, { min: 0, max: 8, step: 1 });
+  const newTok = numberField("New tokens per request", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
+  const blockSize = selectField("Block size (tokens)", sp.choices("block_size"), String(sp.value("block_size")));
+  const numBlocks = numberField("Physical blocks in the pool", sp.value("num_blocks"), sp.range("num_blocks", { step: 1,
+    help: "Fewer blocks than the requests need forces a preemption." }));
+  const every = numberField("A new request every … steps", sp.value("arrival_every"), sp.range("arrival_every", { step: 1 }));
 
   const out = outputs([["step", "Step"], ["blocks", "Blocks used / free"], ["paged", "Paged: slots allocated, unused"],
     ["contig", "Contiguous reservation: slots, unused"], ["preempt", "Preemptions"], ["per", "KV bytes per block"]],
@@ -41,10 +42,12 @@ export function mount(root, config = {}) {
     fields: [prompts.label, newTok.label, blockSize.label, numBlocks.label, every.label],
     getParams() {
       const lines = prompts.input.value.split("\n").filter((l) => l.trim());
-      if (!lines.length || lines.length > 6) throw new Error("Give one to six prompts, one per line.");
-      return { prompts: prompts.input.value, max_new_tokens: intIn(newTok.input, "New tokens", 2, maxNew),
-        block_size: Number(blockSize.input.value), num_blocks: intIn(numBlocks.input, "Blocks", 6, 64),
-        arrival_every: intIn(every.input, "Arrival spacing", 0, 8) };
+      if (!lines.length || lines.length > maxPrompts) throw new Error(`Give 1 to ${maxPrompts} prompts, one per line.`);
+      return { prompts: prompts.input.value,
+        max_new_tokens: intIn(newTok.input, "New tokens", sp.min("max_new_tokens"), sp.max("max_new_tokens")),
+        block_size: Number(blockSize.input.value),
+        num_blocks: intIn(numBlocks.input, "Blocks", sp.min("num_blocks"), sp.max("num_blocks")),
+        arrival_every: intIn(every.input, "Arrival spacing", sp.min("arrival_every"), sp.max("arrival_every")) };
     },
     onStart(params) {
       fillForm({ prompts: prompts.input, max_new_tokens: newTok.input, block_size: blockSize.input, num_blocks: numBlocks.input,

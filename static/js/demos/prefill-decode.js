@@ -7,17 +7,15 @@ import { formatDecimal } from "../calculators/formulas.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { prefillNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
+import { specParams } from "./spec-params.js";
 
 export function mount(root, config = {}) {
-  const p = config.params || {};
-  const limits = (config.spec && config.spec.params) || {};
-  const maxRepeat = (limits.repeat_prompt && limits.repeat_prompt.max) || 16;
-  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 48;
-  // Defaults live in the registry (demos/registry.py); config.params has them filled in.
-  const initial = (key) => p[key] ?? (limits[key] && limits[key].default);
-  const prompt = promptField("Prompt", initial("prompt") || "");
-  const repeat = numberField("Repeat the prompt", initial("repeat_prompt"), { min: 1, max: maxRepeat, step: 1, help: "more prompt tokens, one prefill" });
-  const newTokens = numberField("New tokens", initial("max_new_tokens"), { min: 2, max: maxNew, step: 1 });
+  // Defaults and limits come from the catalog's spec (demos/catalog/prefill_decode.py), embedded in the page.
+  const sp = specParams(config);
+  const prompt = promptField("Prompt", sp.value("prompt"));
+  const repeat = numberField("Repeat the prompt", sp.value("repeat_prompt"),
+    sp.range("repeat_prompt", { step: 1, help: "more prompt tokens, one prefill" }));
+  const newTokens = numberField("New tokens", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
   const text = el("div", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Generated text" });
   const out = outputs([["prompt", "Prompt tokens"], ["ttft", "TTFT (prefill)"], ["tpot", "TPOT (mean decode step)"],
     ["itl", "ITL median / max"], ["prefillRate", "Prefill: tokens/s"], ["decodeRate", "Decode: tokens/s"],
@@ -35,8 +33,8 @@ export function mount(root, config = {}) {
     fields: [prompt.label, repeat.label, newTokens.label],
     getParams() {
       if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
-      return { prompt: prompt.input.value, repeat_prompt: intIn(repeat.input, "Repeat", 1, maxRepeat),
-        max_new_tokens: intIn(newTokens.input, "New tokens", 2, maxNew) };
+      return { prompt: prompt.input.value, repeat_prompt: intIn(repeat.input, "Repeat", sp.min("repeat_prompt"), sp.max("repeat_prompt")),
+        max_new_tokens: intIn(newTokens.input, "New tokens", sp.min("max_new_tokens"), sp.max("max_new_tokens")) };
     },
     onStart(params) {
       fillForm({ prompt: prompt.input, repeat_prompt: repeat.input, max_new_tokens: newTokens.input }, params);

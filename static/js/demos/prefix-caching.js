@@ -6,16 +6,16 @@ import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, 
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { prefixNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
+import { specParams } from "./spec-params.js";
 
 export function mount(root, config = {}) {
-  const p = config.params || {};
-  const limits = (config.spec && config.spec.params) || {};
-  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 16;
-  const questions = promptField("Questions, one per line (up to 4)", p.questions ||
-    "When are you open on Saturday?\nHow long can I keep a film?\nHow much does printing cost?");
+  // Defaults and limits come from the catalog's spec (demos/catalog/prefix_caching.py), embedded in the page.
+  const sp = specParams(config);
+  const maxQuestions = sp.limit("questions", "max_lines");
+  const questions = promptField(`Questions, one per line (up to ${maxQuestions})`, sp.value("questions"));
   questions.input.rows = 4;
-  const newTok = numberField("New tokens per answer", p.max_new_tokens || 8, { min: 1, max: maxNew, step: 1 });
-  const blockSize = selectField("Block size (tokens)", [["8", "8"], ["16", "16"], ["32", "32"]], String(p.block_size || 16));
+  const newTok = numberField("New tokens per answer", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
+  const blockSize = selectField("Block size (tokens)", sp.choices("block_size"), String(sp.value("block_size")));
 
   const out = outputs([["prompt", "Prompt tokens per question"], ["hit", "Prefix-cache hit rate"], ["skipped", "Prefill tokens skipped"],
     ["ttft", "TTFT after the first question: without → with"], ["same", "Answers identical?"]], "Prefix caching results");
@@ -34,8 +34,9 @@ export function mount(root, config = {}) {
     fields: [questions.label, newTok.label, blockSize.label],
     getParams() {
       const lines = questions.input.value.split("\n").filter((l) => l.trim());
-      if (!lines.length || lines.length > 4) throw new Error("Give one to four questions, one per line.");
-      return { questions: questions.input.value, max_new_tokens: intIn(newTok.input, "New tokens", 1, maxNew),
+      if (!lines.length || lines.length > maxQuestions) throw new Error(`Give 1 to ${maxQuestions} questions, one per line.`);
+      return { questions: questions.input.value,
+        max_new_tokens: intIn(newTok.input, "New tokens", sp.min("max_new_tokens"), sp.max("max_new_tokens")),
         block_size: Number(blockSize.input.value) };
     },
     onStart(params) {

@@ -6,22 +6,23 @@ import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtNum, numberField, outputs,
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { fillForm } from "./restore-form.js";
 import { quantNote, showWhy, whyNote } from "./run-notes.js";
+import { specParams } from "./spec-params.js";
 
-const FORMATS = [["int8", "int8 per-channel (weight-only)"], ["w8a8", "int8 weights × int8 activations (FBGEMM)"],
-  ["int4-g32", "int4, groups of 32"], ["int4-g128", "int4, groups of 128"], ["nf4", "NF4, blocks of 64"],
-  ["fp8", "FP8 e4m3, per-channel"], ["llm-int8", "LLM.int8() with fp32 outliers"]];
-const PROJECTIONS = [["w_down", "MLP down (w_down)"], ["w_gate_up", "MLP gate+up"], ["wqkv", "attention QKV"], ["wo", "attention output"]];
+// How the page names the spec's choices (the choices themselves, and their order, come from the spec).
+const FORMAT_NAMES = { int8: "int8 per-channel (weight-only)", w8a8: "int8 weights × int8 activations (FBGEMM)",
+  "int4-g32": "int4, groups of 32", "int4-g128": "int4, groups of 128", nf4: "NF4, blocks of 64",
+  fp8: "FP8 e4m3, per-channel", "llm-int8": "LLM.int8() with fp32 outliers" };
+const PROJECTION_NAMES = { w_down: "MLP down (w_down)", w_gate_up: "MLP gate+up", wqkv: "attention QKV", wo: "attention output" };
 const MiB = 1024 * 1024;
 
 export function mount(root, config = {}) {
-  const p = config.params || {};
-  const limits = (config.spec && config.spec.params) || {};
-  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 24;
-  const prompt = promptField("Prompt", p.prompt || "The capital of France is");
-  const format = selectField("Format", FORMATS, p.format || "int4-g128");
-  const layer = numberField("Layer (0–29)", p.layer ?? 3, { min: 0, max: 29, step: 1 });
-  const proj = selectField("Projection", PROJECTIONS, p.projection || "w_down");
-  const newTokens = numberField("New tokens", p.max_new_tokens || 16, { min: 1, max: maxNew, step: 1 });
+  // Defaults and limits come from the catalog's spec (demos/catalog/quantization.py), embedded in the page.
+  const sp = specParams(config);
+  const prompt = promptField("Prompt", sp.value("prompt"));
+  const format = selectField("Format", sp.choices("format", FORMAT_NAMES), sp.value("format"));
+  const layer = numberField(`Layer (${sp.min("layer")}–${sp.max("layer")})`, sp.value("layer"), sp.range("layer", { step: 1 }));
+  const proj = selectField("Projection", sp.choices("projection", PROJECTION_NAMES), sp.value("projection"));
+  const newTokens = numberField("New tokens", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
 
   const layerOut = outputs([["kernel", "Kernel at batch 1"], ["bytes", "Bytes: fp32 → quantized"], ["rmse", "Weight error (RMS, relative)"],
     ["maxerr", "Largest weight error"]], "The chosen layer");
@@ -44,8 +45,9 @@ export function mount(root, config = {}) {
     fields: [prompt.label, format.label, layer.label, proj.label, newTokens.label],
     getParams() {
       if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
-      return { prompt: prompt.input.value, format: format.input.value, layer: intIn(layer.input, "Layer", 0, 29),
-        projection: proj.input.value, max_new_tokens: intIn(newTokens.input, "New tokens", 1, maxNew) };
+      return { prompt: prompt.input.value, format: format.input.value, layer: intIn(layer.input, "Layer", sp.min("layer"), sp.max("layer")),
+        projection: proj.input.value,
+        max_new_tokens: intIn(newTokens.input, "New tokens", sp.min("max_new_tokens"), sp.max("max_new_tokens")) };
     },
     onStart(params) {
       fillForm({ prompt: prompt.input, format: format.input, layer: layer.input, projection: proj.input,

@@ -5,18 +5,19 @@
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { fillForm } from "./restore-form.js";
 import { demoShell, intIn, numIn } from "./course-demo-kit.js";
+import { specParams } from "./spec-params.js";
 
 export function mount(root, config = {}) {
-  const p = config.params || {};
-  const limits = (config.spec && config.spec.params) || {};
-  const maxReq = (limits.n_requests && limits.n_requests.max) || 6;
-  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 24;
-  const nReq = numberField("Requests", p.n_requests || 4, { min: 1, max: maxReq, step: 1 });
-  const newTok = numberField("Tokens per request", p.max_new_tokens || 8, { min: 2, max: maxNew, step: 1 });
-  const spacing = numberField("Seconds between arrivals", p.spacing_s ?? 0, { min: 0, max: 2, step: 0.1 });
-  const mode = selectField("Scheduling", [["batched", "Batched (continuous batching)"], ["sequential", "One request at a time"]], p.mode || "batched");
-  const ttftSlo = numberField("TTFT target (s)", p.ttft_slo_s ?? 3, { min: 0.05, max: 60, step: 0.05 });
-  const tpotSlo = numberField("TPOT target (s)", p.tpot_slo_s ?? 0.5, { min: 0.01, max: 10, step: 0.01 });
+  // Defaults and limits come from the catalog's spec (demos/catalog/serving_load.py), embedded in the page.
+  const sp = specParams(config);
+  const nReq = numberField("Requests", sp.value("n_requests"), sp.range("n_requests", { step: 1 }));
+  const newTok = numberField("Tokens per request", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
+  const spacing = numberField("Seconds between arrivals", sp.value("spacing_s"), sp.range("spacing_s", { step: 0.1 }));
+  const mode = selectField("Scheduling", sp.choices("mode", { batched: "Batched (continuous batching)", sequential: "One request at a time" }),
+    sp.value("mode"));
+  const ttftSlo = numberField("TTFT target (s)", sp.value("ttft_slo_s"), sp.range("ttft_slo_s", { step: 0.05 }));
+  const tpotSlo = numberField("TPOT target (s)", sp.value("tpot_slo_s"), sp.range("tpot_slo_s", { step: 0.01 }));
+  const numberIn = (field, name, key) => numIn(field.input, name, sp.min(key), sp.max(key));
   const note = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
   const out = outputs([["mode", "How requests ran"], ["throughput", "Throughput"], ["goodput", "Goodput"], ["ttft", "TTFT p50 / p90"],
     ["tpot", "TPOT p50"], ["itl", "ITL p50 / p90"], ["wall", "Wall time"]], "Load test results");
@@ -34,9 +35,10 @@ export function mount(root, config = {}) {
     title: "Serving load",
     fields: [nReq.label, newTok.label, spacing.label, mode.label, ttftSlo.label, tpotSlo.label],
     getParams() {
-      return { n_requests: intIn(nReq.input, "Requests", 1, maxReq), max_new_tokens: intIn(newTok.input, "Tokens per request", 2, maxNew),
-        spacing_s: numIn(spacing.input, "Seconds between arrivals", 0, 2), mode: mode.input.value,
-        ttft_slo_s: numIn(ttftSlo.input, "TTFT target", 0.05, 60), tpot_slo_s: numIn(tpotSlo.input, "TPOT target", 0.01, 10) };
+      return { n_requests: intIn(nReq.input, "Requests", sp.min("n_requests"), sp.max("n_requests")),
+        max_new_tokens: intIn(newTok.input, "Tokens per request", sp.min("max_new_tokens"), sp.max("max_new_tokens")),
+        spacing_s: numberIn(spacing, "Seconds between arrivals", "spacing_s"), mode: mode.input.value,
+        ttft_slo_s: numberIn(ttftSlo, "TTFT target", "ttft_slo_s"), tpot_slo_s: numberIn(tpotSlo, "TPOT target", "tpot_slo_s") };
     },
     onStart(params) {
       fillForm({ n_requests: nReq.input, max_new_tokens: newTok.input, spacing_s: spacing.input, mode: mode.input,

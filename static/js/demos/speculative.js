@@ -8,6 +8,7 @@ import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, checkField, el, fmtMs, numberFiel
 import { demoShell, intIn, numIn, promptField } from "./course-demo-kit.js";
 import { showWhy, speculativeNote, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
+import { specParams } from "./spec-params.js";
 
 const STYLE_ID = "ilab-spec-style";
 const CSS = `
@@ -41,22 +42,21 @@ const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : "–");
 
 export function mount(root, config = {}) {
   injectOwnStyle();
-  const p = config.params || {};
-  const limits = (config.spec && config.spec.params) || {};
-  const maxK = (limits.k && limits.k.max) || 8;
-  const maxNew = (limits.max_new_tokens && limits.max_new_tokens.max) || 64;
+  // Defaults and limits come from the catalog's spec (demos/catalog/speculative.py), embedded in the page.
+  const sp = specParams(config);
   const presets = (config.spec && config.spec.presets) || [];
 
-  const prompt = promptField("Prompt", p.prompt || "");
+  const prompt = promptField("Prompt", sp.value("prompt"));
   const preset = selectField("Preset", [["", "Custom prompt"], ...presets.map((x, i) => [String(i), x.label])], "");
-  const chat = checkField("Use the chat template", p.chat !== false);
-  const draft = selectField("Draft", [["ngram", "n-gram lookup in the context"], ["self-early-exit", "self: first L layers + shared head"],
-    ["self-int8", "self: int8 copy of the model"]], p.draft || "ngram");
-  const exitLayers = numberField("Early-exit layers L (of 30)", p.exit_layers || 20, { min: 1, max: 29, step: 1 });
-  const k = numberField("Guesses per round (k)", p.k || 4, { min: 1, max: maxK, step: 1 });
-  const temperature = numberField("Temperature", p.temperature ?? 0, { min: 0, max: 1.5, step: 0.1, help: "0 = greedy" });
-  const newTokens = numberField("New tokens", p.max_new_tokens || 32, { min: 4, max: maxNew, step: 1 });
-  const baseline = checkField("Time plain decoding too (for the speedup)", p.baseline !== false);
+  const chat = checkField("Use the chat template", sp.value("chat"));
+  const draft = selectField("Draft", sp.choices("draft", { ngram: "n-gram lookup in the context",
+    "self-early-exit": "self: first L layers + shared head", "self-int8": "self: int8 copy of the model" }), sp.value("draft"));
+  const exitLayers = numberField(`Early-exit layers L (of ${sp.max("exit_layers") + 1})`, sp.value("exit_layers"),
+    sp.range("exit_layers", { step: 1 }));
+  const k = numberField("Guesses per round (k)", sp.value("k"), sp.range("k", { step: 1 }));
+  const temperature = numberField("Temperature", sp.value("temperature"), sp.range("temperature", { step: 0.1, help: "0 = greedy" }));
+  const newTokens = numberField("New tokens", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
+  const baseline = checkField("Time plain decoding too (for the speedup)", sp.value("baseline"));
   const syncExit = () => { exitLayers.input.disabled = draft.input.value !== "self-early-exit"; };
   draft.input.addEventListener("change", syncExit);
   syncExit();
@@ -92,10 +92,11 @@ export function mount(root, config = {}) {
     fields: [preset.label, draft.label, k.label, temperature.label, newTokens.label, exitLayers.label, chat.label, baseline.label, prompt.label],
     getParams() {
       if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
-      const temp = numIn(temperature.input, "Temperature", 0, 1.5);
+      const temp = numIn(temperature.input, "Temperature", sp.min("temperature"), sp.max("temperature"));
       return { prompt: prompt.input.value, chat: chat.input.checked, draft: draft.input.value,
-        exit_layers: intIn(exitLayers.input, "Early-exit layers", 1, 29), k: intIn(k.input, "k", 1, maxK),
-        temperature: temp, max_new_tokens: intIn(newTokens.input, "New tokens", 4, maxNew),
+        exit_layers: intIn(exitLayers.input, "Early-exit layers", sp.min("exit_layers"), sp.max("exit_layers")),
+        k: intIn(k.input, "k", sp.min("k"), sp.max("k")),
+        temperature: temp, max_new_tokens: intIn(newTokens.input, "New tokens", sp.min("max_new_tokens"), sp.max("max_new_tokens")),
         seed: temp > 0 ? 0 : null, baseline: baseline.input.checked };
     },
     onStart(params) {

@@ -10,28 +10,33 @@ import json
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+import inference_core
+from inference_core.config import DEFAULT_MODEL
+from inference_core.trace import RunFinished, TokenStep
 
-from ..config import DEFAULT_MODEL
-from ..engine import Engine, GenerationParams, load_engine
-from ..kv_cache import NoCache
-from ..quant import (NF4_CODEBOOK, QuantizedLinear, matmul_weight_bytes, parse_format, quantize_linear,
-                     quantize_model)
-from ..quant_trace import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
-from ..runner import kernels_used
-from ..trace import RunFinished, TokenStep
+from ..spec import DemoSpec, ParamSpec
+from .events import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
+
+if TYPE_CHECKING:  # the engine (and torch) load in the worker only, inside the functions below
+    from inference_core.engine import Engine
+    from inference_core.quant import QuantizedLinear
 
 PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "feed_forward.w_gate_up",
                "w_down": "feed_forward.w_down"}
 DEMO_FORMATS = ("int8", "w8a8", "int4-g32", "int4-g128", "nf4", "fp8", "llm-int8")
-MEASURED_PATH = Path(__file__).resolve().parents[1] / "data" / "quant_measured.json"
+# The recorded `python -m inference_core quantize-report … --json` table (see inference_core/data/README.md).
+MEASURED_PATH = Path(inference_core.__file__).resolve().parent / "data" / "quant_measured.json"
 HEAT = 48  # heatmap tile: the first HEAT rows × HEAT input columns
 
 
 @lru_cache(maxsize=2)
 def quantized_engine_for(model_name: str, fmt_name: str) -> Engine:
     """Quantizing all 30 blocks takes seconds; keep the last two formats per worker process."""
+    from inference_core.engine import Engine, load_engine
+    from inference_core.quant import parse_format, quantize_model
+
     base = load_engine(model_name)
     fmt = parse_format(fmt_name)
     return Engine(f"{model_name}:{fmt.name}", quantize_model(base.model, fmt), base.tokenizer, base.device)
@@ -39,6 +44,10 @@ def quantized_engine_for(model_name: str, fmt_name: str) -> Engine:
 
 def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
     """Representable weights of a typical group: the format's levels × the median scale of the matrix."""
+    import torch
+
+    from inference_core.quant import NF4_CODEBOOK
+
     kind = layer.fmt.kind
     if kind == "nf4":
         scale = float(layer.absmax.median())
@@ -57,6 +66,10 @@ def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
 
 
 def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer:
+    import torch
+
+    from inference_core.quant import quantize_linear
+
     block = model.layers[layer]
     parent, attr = PROJECTIONS[projection].split(".")
     w = getattr(getattr(block, parent), attr).weight.detach().float()
@@ -74,10 +87,13 @@ def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer
     )
 
 
-@torch.inference_mode()
 def outliers_event(engine: Engine, prompt_ids: list[int], layer: int, projection: str,
                    threshold: float = 6.0) -> QuantOutliers:
     """Run the fp32 model once on the prompt with hooks recording max |x| per input channel of each projection."""
+    import torch
+
+    from inference_core.kv_cache import NoCache
+
     model = engine.model
     absmax: dict[tuple[int, str], torch.Tensor] = {}
     hooks = []
@@ -91,8 +107,9 @@ def outliers_event(engine: Engine, prompt_ids: list[int], layer: int, projection
 
             hooks.append(mod.register_forward_pre_hook(hook))
     try:
-        tokens = torch.tensor([prompt_ids], device=engine.device)
-        model(tokens, torch.arange(len(prompt_ids), device=engine.device), NoCache(), last_only=True)
+        with torch.inference_mode():
+            tokens = torch.tensor([prompt_ids], device=engine.device)
+            model(tokens, torch.arange(len(prompt_ids), device=engine.device), NoCache(), last_only=True)
     finally:
         for h in hooks:
             h.remove()
@@ -121,22 +138,27 @@ def recorded_formats() -> QuantFormats:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    from inference_core.engine import GenerationParams, load_engine  # the worker only: the web loads no torch
+    from inference_core.quant import matmul_weight_bytes, parse_format
+    from inference_core.runner import kernels_used
+
+    params = SPEC.with_defaults(params)
     model_name = params.get("model", DEFAULT_MODEL)
-    fmt = parse_format(params.get("format", "int4-g128"))
-    layer = int(params.get("layer", 0))
-    projection = params.get("projection", "w_down")
+    fmt = parse_format(params["format"])
+    layer = int(params["layer"])
+    projection = params["projection"]
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {sorted(PROJECTIONS)}")
     base = load_engine(model_name)
     if not 0 <= layer < base.config.n_layers:
         raise ValueError(f"layer must be in [0, {base.config.n_layers})")
-    prompt_ids = base.encode_prompt(params.get("prompt", "The capital of France is"), chat=False)
+    prompt_ids = base.encode_prompt(params["prompt"], chat=False)
     yield layer_event(base.model, fmt.name, layer, projection).to_dict()
     yield outliers_event(base, prompt_ids, layer, projection).to_dict()
     if should_stop is not None and should_stop():
         return
     quant = quantized_engine_for(model_name, fmt.name)
-    gen = GenerationParams(max_new_tokens=int(params.get("max_new_tokens", 16)), stop_at_eos=False)
+    gen = GenerationParams(max_new_tokens=int(params["max_new_tokens"]), stop_at_eos=False)
     streams = {"fp32": base.generate_events(prompt_ids, gen, should_stop),
                fmt.name: quant.generate_events(prompt_ids, gen, should_stop)}
     tokens: dict[str, list[int]] = {"fp32": [], fmt.name: []}
@@ -163,3 +185,30 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
             fp32_text=finals["fp32"].text, quant_text=finals[fmt.name].text,
         ).to_dict()
     yield recorded_formats().to_dict()
+
+
+SPEC = DemoSpec(
+    name="quantization",
+    title="Quantization: fewer bits per weight, live",
+    description=(
+        "One layer's weights under a format's grid with its error, activation outliers for your prompt, and "
+        "the same prompt generated in fp32 and in the chosen format, token by token."
+    ),
+    runner=run,
+    measures_time=True,
+    module="js/demos/quantization.js",
+    params={
+        "prompt": ParamSpec("str", default="The capital of France is", label="Prompt", max_chars=2000,
+                            max_tokens=64),
+        "format": ParamSpec("choice", default="int4-g128", label="Format", choices=DEMO_FORMATS),
+        "layer": ParamSpec("int", default=3, label="Layer", min_value=0, max_value=29),
+        "projection": ParamSpec("choice", default="w_down", label="Projection", choices=tuple(PROJECTIONS)),
+        "max_new_tokens": ParamSpec("int", default=16, label="New tokens", min_value=1, max_value=24),
+    },
+    try_next=(
+        "Switch the format to int8 and run again: the text usually matches fp32 token for token; then try "
+        "int4-g32 and nf4 and see where the outputs part.",
+        "Set the format to llm-int8: it keeps the activation outliers of the outlier chart in floating point; "
+        "compare its text and bytes per token with int8's.",
+    ),
+)

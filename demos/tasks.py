@@ -1,4 +1,4 @@
-"""Celery tasks. `run_demo` (queue `gpu`) runs one demo run on this worker's engine.
+"""The demos' Celery task. `run_demo` (queue `gpu`) runs one demo run on this worker's engine.
 
 The engine is loaded once per worker process (`get_engine`, also warmed when the worker starts)
 and shared by the task threads; steps of concurrent runs interleave under the engine's lock.
@@ -26,11 +26,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from demos import conf
-from demos.models import Run, RunEvent
-from demos.registry import get_spec
-from demos.runstate import (cancel_key, detach_key, fair_pop, heartbeat_key, run_group, sync_redis, watchers_key,
-                             worker_key)
+from . import conf
+from .models import Run, RunEvent
+from .registry import get_spec
+from .runstate import (cancel_key, detach_key, fair_pop, heartbeat_key, run_group, sync_redis, watchers_key,
+                       worker_key)
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def _running_by_owner(owners: list[str]) -> dict[str, int]:
     return dict(Counter(rows))
 
 
-@shared_task(name="workers.tasks.run_demo", acks_late=True, ignore_result=True)  # routed to `gpu`
+@shared_task(name="demos.tasks.run_demo", acks_late=True, ignore_result=True)  # routed to `gpu`
 def run_demo(ticket: str) -> str:
     """Run the next queued run in owner round-robin order (runstate.fair_push) to completion.
 

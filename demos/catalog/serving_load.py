@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..config import DEFAULT_MODEL
-from ..course_trace import LoadRequest, LoadStep, LoadSummary
-from ..engine import GenerationParams, load_engine
-from ..trace import TokenStep
+from inference_core.config import DEFAULT_MODEL
+from inference_core.trace import TokenStep
+
+from ..spec import DemoSpec, ParamSpec
+from .events import LoadRequest, LoadStep, LoadSummary
 
 PROMPTS = (
     "The capital of France is",
@@ -72,6 +73,8 @@ def _wait_until(t0: float, t_s: float, should_stop) -> None:
 
 
 def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
+    from inference_core.engine import GenerationParams
+
     gen = GenerationParams(max_new_tokens=max_new, temperature=0.0, stop_at_eos=False)
     total = 0
     for i, r in enumerate(reqs):
@@ -91,9 +94,9 @@ def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_sto
 
 
 def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
-    from ..llm_engine import LLMEngine
-    from ..sampling import SamplingParams
-    from ..scheduler import Request, SchedulerConfig
+    from inference_core.llm_engine import LLMEngine
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
 
     blocks = len(reqs) * (-(-(max(len(r.prompt_ids) for r in reqs) + max_new) // 16)) + 8
     llm = LLMEngine(engine, SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks), trace=False)
@@ -108,7 +111,8 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
         while pending and pending[0].arrival_s <= now:
             r = pending.pop(0)
             by_id[str(r.rid)] = r
-            sched.add_request(Request(str(r.rid), r.prompt_ids, SamplingParams(max_new_tokens=max_new, stop_at_eos=False)))
+            params = SamplingParams(max_new_tokens=max_new, stop_at_eos=False)
+            sched.add_request(Request(str(r.rid), r.prompt_ids, params))
         if not sched.has_work():
             _wait_until(t0, pending[0].arrival_s, should_stop)
             continue
@@ -134,12 +138,15 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    from inference_core.engine import load_engine  # the worker only: the web process loads no torch
+
+    params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
-    n = int(params.get("n_requests", 4))
-    max_new = int(params.get("max_new_tokens", 12))
-    spacing = float(params.get("spacing_s", 0.0))
-    ttft_slo, tpot_slo = float(params.get("ttft_slo_s", 2.0)), float(params.get("tpot_slo_s", 0.5))
-    mode = params.get("mode", "batched")
+    n = int(params["n_requests"])
+    max_new = int(params["max_new_tokens"])
+    spacing = float(params["spacing_s"])
+    ttft_slo, tpot_slo = float(params["ttft_slo_s"]), float(params["tpot_slo_s"])
+    mode = params["mode"]
     note = ("continuous batching: the paged scheduler runs every admitted request in one forward per step"
             if mode == "batched" else "sequential: engine.generate serves one request at a time; later ones queue")
     runner = _batched if mode == "batched" else _sequential
@@ -170,3 +177,30 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         tpot_p50_s=statistics.median(r.tpot_s for r in finished), itl_p50_s=percentile(itl, 0.5),
         itl_p90_s=percentile(itl, 0.9),
     ).to_dict()
+
+
+SPEC = DemoSpec(
+    name="serving-load",
+    title="A small load test against our engine",
+    description=(
+        "Send a handful of requests to the course engine and measure what a serving benchmark measures: "
+        "TTFT, TPOT, inter-token latency, throughput and goodput."
+    ),
+    runner=run,
+    measures_time=True,
+    module="js/demos/serving-load.js",
+    params={
+        "n_requests": ParamSpec("int", default=3, label="Requests", min_value=1, max_value=6),
+        "max_new_tokens": ParamSpec("int", default=6, label="Tokens per request", min_value=2, max_value=24),
+        "spacing_s": ParamSpec("float", default=0.0, label="Seconds between arrivals", min_value=0.0,
+                               max_value=2.0),
+        "mode": ParamSpec("choice", default="batched", label="Scheduling", choices=("batched", "sequential")),
+        "ttft_slo_s": ParamSpec("float", default=3.0, label="TTFT target (s)", min_value=0.05, max_value=60.0),
+        "tpot_slo_s": ParamSpec("float", default=0.5, label="TPOT target (s)", min_value=0.01, max_value=10.0),
+    },
+    try_next=(
+        "Switch “Scheduling” to sequential with the same settings and compare the runs: the first request is "
+        "served as fast, every later one queues behind it, and throughput falls.",
+        "Tighten the TPOT target to 0.05 s: goodput falls while throughput stays the same.",
+    ),
+)

@@ -9,17 +9,25 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-import torch
+from inference_core.config import DEFAULT_MODEL
 
-from ..config import DEFAULT_MODEL
-from ..course_trace import AttentionCompare, AttentionMemoryCurve
-from ..engine import load_engine
-from ..flash_attention import hbm_traffic, naive_attention, tiled_attention
-from ..kv_cache import sdpa
+from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
+from .events import AttentionCompare, AttentionMemoryCurve
+
+if TYPE_CHECKING:
+    import torch
 
 CURVE_N = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 CURVE_BYTES_PER_VALUE = 2  # fp16/bf16, what a GPU serving stack would use
+# About 60 tokens: with tiles of 16 that is a 4 × 4 grid of tiles, 6 of them skipped by the causal mask
+# (a prompt shorter than one tile would be a single tile: nothing saved, "Ratio 1.0×").
+DEFAULT_PROMPT = (
+    "The quick brown fox jumps over the lazy dog because it was bored of sleeping in the sun all afternoon. "
+    "The dog, who had seen this trick many times before, did not even open its eyes, and the fox, a little "
+    "disappointed, trotted off into the woods to look for someone more impressed."
+)
 
 
 class CaptureBackend:
@@ -30,6 +38,8 @@ class CaptureBackend:
         self.q = self.k = self.v = None
 
     def attend(self, layer, q, k, v):
+        from inference_core.kv_cache import sdpa
+
         if layer == self.layer:
             self.q, self.k, self.v = q.clone(), k.clone(), v.clone()
         return sdpa(q, k, v)
@@ -40,6 +50,8 @@ class CaptureBackend:
 
 def capture_qkv(engine, token_ids: list[int], layer: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run only the first layer + 1 blocks (later layers cannot change this layer's inputs)."""
+    import torch
+
     backend = CaptureBackend(layer)
     tokens = torch.tensor([token_ids], device=engine.device)
     with torch.inference_mode():
@@ -58,10 +70,17 @@ def _timed(fn, repeats: int = 3):
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    import torch  # the worker only: the web process loads no torch
+
+    from inference_core.engine import load_engine
+    from inference_core.flash_attention import hbm_traffic, naive_attention, tiled_attention
+    from inference_core.kv_cache import sdpa
+
+    params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
     cfg = engine.config
-    layer = min(int(params.get("layer", 0)), cfg.n_layers - 1)
-    block = int(params.get("block_size", 16))
+    layer = min(int(params["layer"]), cfg.n_layers - 1)
+    block = int(params["block_size"])
     ids = engine.encode_prompt(params["prompt"], chat=False)
     q, k, v = capture_qkv(engine, ids, layer)
     if should_stop is not None and should_stop():
@@ -90,3 +109,29 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         tile_bytes=curve_block * curve_block * CURVE_BYTES_PER_VALUE,
         naive_traffic_bytes=[t[0] for t in traffic], tiled_traffic_bytes=[t[1] for t in traffic],
     ).to_dict()
+
+
+SPEC = DemoSpec(
+    name="flash-attention",
+    title="Tiled attention vs the N×N matrix",
+    description=(
+        "Capture one layer's real queries, keys and values for your prompt, then compute attention twice: "
+        "naively with the whole score matrix, and tile by tile with an online softmax."
+    ),
+    runner=run,
+    measures_time=True,
+    module="js/demos/flash-attention.js",
+    params={
+        "prompt": ParamSpec("str", default=DEFAULT_PROMPT, label="Prompt", max_chars=4000,
+                            max_tokens=max_prompt_tokens_limit),
+        "layer": ParamSpec("int", default=0, label="Layer", min_value=0, max_value=29),
+        "block_size": ParamSpec("int", default=16, label="Tile size (queries and keys)", min_value=4,
+                                max_value=128),
+    },
+    try_next=(
+        "Set the tile size to 64 or more: one tile then covers the whole prompt, the ratio drops to 1.0× and "
+        "nothing is skipped; that single tile is the naive N × N matrix again.",
+        "Set the tile size to 4: the memory held shrinks further, but the Python loop now runs many more tiny "
+        "tiles, so the tiled time on this CPU grows.",
+    ),
+)

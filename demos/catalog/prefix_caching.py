@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..config import DEFAULT_MODEL
+from inference_core.config import DEFAULT_MODEL
+
+from ..spec import DemoSpec, ParamSpec
 from .paged_attention import prompt_lines
 
 DEFAULT_SYSTEM = (
@@ -17,20 +19,22 @@ DEFAULT_SYSTEM = (
     "is free for residents; bring an identity card and a proof of address. The reading room on the second "
     "floor is quiet; group rooms can be booked for two hours. Printing costs 10 cents a page. Answer briefly.\n"
 )
+MAX_QUESTIONS = 4
 DEFAULT_QUESTIONS = "When are you open on Saturday?\nHow long can I keep a film?\nHow much does printing cost?"
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from ..engine import load_engine  # here, not at the top: the web process imports check_params only
-    from ..llm_engine import run_batch
-    from ..sampling import SamplingParams
-    from ..scheduler import Request, SchedulerConfig
+    from inference_core.engine import load_engine  # here, not at the top: the web process loads no torch
+    from inference_core.llm_engine import run_batch
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
 
+    params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
     system = params.get("system_prompt", DEFAULT_SYSTEM)
-    questions = prompt_lines(params.get("questions", DEFAULT_QUESTIONS), limit=4)
-    max_new = int(params.get("max_new_tokens", 8))
-    block_size = int(params.get("block_size", 16))
+    questions = prompt_lines(params["questions"], limit=MAX_QUESTIONS)
+    max_new = int(params["max_new_tokens"])
+    block_size = int(params["block_size"])
     spacing = max_new + 1  # each question arrives after the previous answer: a chat-like sequence
     for cached in (False, True):
         reqs = [Request(f"q{i}", engine.tokenizer.encode(f"{system}Question: {q}\nAnswer:"), SamplingParams(max_new_tokens=max_new))
@@ -47,4 +51,28 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
 
 def check_params(params: dict) -> None:
     """The questions split into 1–4 lines (the demos app calls this before queueing a run)."""
-    prompt_lines(params.get("questions", DEFAULT_QUESTIONS), limit=4)
+    prompt_lines(params["questions"], limit=MAX_QUESTIONS)
+
+
+SPEC = DemoSpec(
+    name="prefix-caching",
+    title="Prefix caching: reuse a shared system prompt",
+    description=(
+        "Questions that share a long system prompt, served without and then with the prefix cache: cached "
+        "blocks are reused instead of recomputed, and the time to first token drops."
+    ),
+    runner=run,
+    check=check_params,
+    module="js/demos/prefix-caching.js",
+    params={
+        "questions": ParamSpec("str", default=DEFAULT_QUESTIONS, label="Questions (one per line, up to 4)",
+                               max_chars=600, max_tokens=120, limits={"max_lines": MAX_QUESTIONS}),
+        "max_new_tokens": ParamSpec("int", default=8, label="New tokens per answer", min_value=1, max_value=16),
+        "block_size": ParamSpec("choice", default=16, label="Block size (tokens)", choices=(8, 16, 32)),
+    },
+    try_next=(
+        "Set the block size to 32: only whole blocks are cached, so the part of the shared prompt that ends "
+        "in a partly filled block is computed again.",
+        "Add a fourth line to “Questions”: it reuses the same cached blocks, so its time to first token drops too.",
+    ),
+)

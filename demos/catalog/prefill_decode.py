@@ -8,10 +8,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterator
 
-from ..config import DEFAULT_MODEL
-from ..course_trace import PrefillDecodeSummary
-from ..engine import GenerationParams, load_engine
-from ..trace import RunFinished, TokenStep
+from inference_core.config import DEFAULT_MODEL
+from inference_core.trace import RunFinished, TokenStep
+
+from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
+from .events import PrefillDecodeSummary
 
 MAX_PROMPT_TOKENS = 1024  # keeps one run within a few seconds on a 2-core CPU
 
@@ -45,10 +46,12 @@ def summarize(steps: list[TokenStep], weight_bytes: int) -> PrefillDecodeSummary
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    from inference_core.engine import GenerationParams, load_engine  # the worker only: the web loads no torch
+
+    params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
-    gen = GenerationParams(max_new_tokens=int(params.get("max_new_tokens", 32)), temperature=0.0,
-                           stop_at_eos=False)
-    prompt_ids = build_prompt_ids(engine, params["prompt"], int(params.get("repeat_prompt", 1)))
+    gen = GenerationParams(max_new_tokens=int(params["max_new_tokens"]), temperature=0.0, stop_at_eos=False)
+    prompt_ids = build_prompt_ids(engine, params["prompt"], int(params["repeat_prompt"]))
     steps: list[TokenStep] = []
     finished = None
     for ev in engine.generate_events(prompt_ids, gen, should_stop):
@@ -59,3 +62,33 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         yield ev.to_dict()
     if steps and finished is not None and finished.finish_reason != "cancelled":
         yield summarize(steps, engine.config.matmul_params() * engine.bytes_per_value).to_dict()
+
+
+SPEC = DemoSpec(
+    name="prefill-decode",
+    title="Prefill vs decode, timed",
+    description=(
+        "Time every forward pass of a real generation: one prefill over the whole prompt, then one "
+        "decode step per token. Shows TTFT, TPOT, inter-token latency and the achieved FLOP/s and GB/s."
+    ),
+    runner=run,
+    measures_time=True,
+    module="js/demos/prefill-decode.js",
+    params={
+        "prompt": ParamSpec("str", default="The capital of France is", label="Prompt", max_chars=4000,
+                            max_tokens=max_prompt_tokens_limit),
+        "repeat_prompt": ParamSpec("int", default=4, label="Repeat the prompt (longer prefill)",
+                                   min_value=1, max_value=16),
+        "max_new_tokens": ParamSpec("int", default=12, label="New tokens", min_value=2, max_value=48),
+    },
+    presets=(
+        {"label": "Capital of France", "prompt": "The capital of France is"},
+        {"label": "Story opening", "prompt": "Once upon a time, in a small village by the sea,"},
+    ),
+    try_next=(
+        "Set “Repeat the prompt” to 16: the prefill gets longer, yet its cost per prompt token falls further, "
+        "while every decode step still costs about the same.",
+        "Set it to 1: a 5-token prompt shares each weight read among only 5 tokens, so prefill's advantage per "
+        "token shrinks.",
+    ),
+)

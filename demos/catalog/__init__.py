@@ -1,0 +1,21 @@
+"""The course's live demos, one module each: `demos/catalog/<name>.py` holds the demo's `SPEC` (parameters with
+their defaults and limits, presets, the JS module that draws it, "what to try next") next to its runner
+`run(params, should_stop=None) -> Iterator[dict]` of trace events (and `check_params` where a structured value
+needs checking before a run is queued). Course-only trace events are declared in `events.py`.
+
+The engine (`inference_core`) knows nothing of the course: runners call its public API. Every module here imports
+the engine (and torch) inside `run`, so the web process can import the catalog, validate and embed without them.
+"""
+from __future__ import annotations
+
+from ..spec import DemoSpec
+from . import (batching, flash_attention, kv_cache, paged_attention, prefill_decode, prefix_caching, quantization,
+               serving_load, speculative)
+
+# The order pages list them in.
+MODULES = (kv_cache, prefill_decode, flash_attention, serving_load, speculative, paged_attention, batching,
+           prefix_caching, quantization)
+
+DEMOS: dict[str, DemoSpec] = {m.SPEC.name: m.SPEC for m in MODULES}
+
+__all__ = ["DEMOS", "MODULES"]

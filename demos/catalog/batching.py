@@ -1,0 +1,90 @@
+"""Continuous vs static batching demo: the same requests (student-chosen lengths and arrival steps) run in
+both modes, one after the other; the page draws a Gantt chart per request and the batch occupancy per step.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from inference_core.config import DEFAULT_MODEL
+
+from ..spec import DemoSpec, ParamSpec
+
+TOPICS = ("the moon", "rain", "bread", "music", "rivers", "bees", "glass", "maps")
+DEFAULT_WORKLOAD = "12@0, 3@0, 4@0, 8@1, 3@2, 6@4"
+
+
+# The workload's limits, also in the spec (`limits`), where the page's script reads them.
+WORKLOAD_LIMITS = {"max_requests": 8, "max_tokens": 32, "max_arrival": 40}
+
+
+def parse_workload(text: str, max_requests: int = WORKLOAD_LIMITS["max_requests"],
+                   max_tokens: int = WORKLOAD_LIMITS["max_tokens"],
+                   max_arrival: int = WORKLOAD_LIMITS["max_arrival"]) -> list[tuple[int, int]]:
+    """"tokens@arrival_step, ..." → [(max_new_tokens, arrival_step)]. Raises ValueError with a readable message."""
+    out = []
+    for part in text.replace("\n", ",").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        tokens, _, arrival = part.partition("@")
+        try:
+            n, a = int(tokens), int(arrival or 0)
+        except ValueError:
+            raise ValueError(f"{part!r}: write tokens@arrival_step, e.g. 8@2") from None
+        if not 1 <= n <= max_tokens or not 0 <= a <= max_arrival:
+            raise ValueError(f"{part!r}: tokens 1–{max_tokens}, arrival step 0–{max_arrival}")
+        out.append((n, a))
+    if not 1 <= len(out) <= max_requests:
+        raise ValueError(f"give 1–{max_requests} requests")
+    return out
+
+
+def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    from inference_core.engine import load_engine  # here, not at the top: the web process loads no torch
+    from inference_core.llm_engine import run_batch
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
+
+    params = SPEC.with_defaults(params)
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
+    jobs = parse_workload(params["workload"])
+    batch = int(params["batch_size"])
+    modes = ("continuous", "static") if params["modes"] == "both" else (params["modes"],)
+    for mode in modes:
+        reqs = [Request(f"r{i}", engine.tokenizer.encode(f"A short note about {TOPICS[i % len(TOPICS)]}:"),
+                        SamplingParams(max_new_tokens=n, stop_at_eos=False)) for i, (n, _) in enumerate(jobs)]
+        arrivals = {f"r{i}": a for i, (_, a) in enumerate(jobs)}
+        config = SchedulerConfig(mode=mode, block_size=16, num_blocks=64, max_num_seqs=batch)
+        for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):
+            yield ev.to_dict()
+        if should_stop is not None and should_stop():
+            return
+
+
+def check_params(params: dict) -> None:
+    """The workload parses (the demos app calls this before queueing a run)."""
+    parse_workload(params["workload"])
+
+
+SPEC = DemoSpec(
+    name="batching",
+    title="Continuous vs static batching",
+    description=(
+        "The same requests run twice: a static batch that waits for its slowest member, and continuous "
+        "batching that admits and retires requests every step."
+    ),
+    runner=run,
+    check=check_params,
+    module="js/demos/batching.js",
+    params={
+        "workload": ParamSpec("str", default=DEFAULT_WORKLOAD, max_chars=200, limits=WORKLOAD_LIMITS,
+                              label="Requests as tokens@arrival_step, comma-separated (up to 8)"),
+        "batch_size": ParamSpec("int", default=3, label="Batch size (sequence slots)", min_value=1, max_value=8),
+        "modes": ParamSpec("choice", default="both", label="Modes", choices=("both", "continuous", "static")),
+    },
+    try_next=(
+        "Set the batch size to 1: both modes become the same one-at-a-time schedule and their step counts meet.",
+        "Try the workload “24@0, 2@0, 2@0, 2@1, 2@1, 2@2”: one long request holds the static batch while the "
+        "short ones wait for it.",
+    ),
+)

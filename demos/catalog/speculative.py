@@ -1,0 +1,74 @@
+"""The speculative-decoding demo: time plain decoding once, then stream draft → verify → accept rounds."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from inference_core.config import DEFAULT_MODEL
+
+from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
+
+DRAFT_CHOICES = ("ngram", "self-early-exit", "self-int8")
+DEFAULT_PROMPT = "Repeat this sentence exactly: the quick brown fox jumps over the lazy dog."
+
+
+def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+    """Params: prompt, chat, draft (one of DRAFT_CHOICES), exit_layers, k, temperature, max_new_tokens, seed,
+    baseline. Yields run_started, spec_baseline (unless baseline is false), spec_started, spec_round…,
+    spec_finished, run_finished."""
+    from inference_core.engine import load_engine  # the worker only: the web process loads no torch
+    from inference_core.speculative import SpecBaseline, SpecParams, make_draft, plain_timed, speculate
+
+    params = SPEC.with_defaults(params)
+    engine = load_engine(params.get("model", DEFAULT_MODEL))
+    kind = params["draft"]
+    if kind == "self-early-exit":
+        kind = f"self-early-exit:{int(params['exit_layers'])}"
+    draft = make_draft(engine, kind)
+    spec = SpecParams(k=int(params["k"]), max_new_tokens=int(params["max_new_tokens"]),
+                      temperature=float(params["temperature"]), seed=params["seed"])
+    prompt_ids = engine.encode_prompt(params["prompt"], bool(params["chat"]))
+    for event in speculate(engine, prompt_ids, draft, spec, should_stop):
+        yield event.to_dict()
+        if event.type == "run_started" and params["baseline"]:
+            if should_stop is not None and should_stop():
+                continue  # speculate() notices too and finishes as cancelled
+            # plain decoding of the same request, timed, so the page can show a running speedup
+            ids, total, prefill = plain_timed(engine, prompt_ids, spec)
+            yield SpecBaseline(token_ids=ids, total_time_s=total, time_per_token_s=total / max(len(ids), 1),
+                               prefill_time_s=prefill).to_dict()
+
+
+SPEC = DemoSpec(
+    name="speculative",
+    title="Speculative decoding, round by round",
+    description=(
+        "A cheap draft guesses k tokens; the real model checks them all in one forward pass. Watch each "
+        "guess get accepted, rejected (and replaced) or topped up with a bonus token, with the measured speedup."
+    ),
+    runner=run,
+    measures_time=True,
+    module="js/demos/speculative.js",
+    params={
+        "prompt": ParamSpec("str", default=DEFAULT_PROMPT, label="Prompt", max_chars=4000,
+                            max_tokens=max_prompt_tokens_limit),
+        "chat": ParamSpec("bool", default=True, label="Use the chat template"),
+        "draft": ParamSpec("choice", default="ngram", label="Draft", choices=DRAFT_CHOICES),
+        "exit_layers": ParamSpec("int", default=20, label="Early-exit layers (of 30)", min_value=1, max_value=29),
+        "k": ParamSpec("int", default=4, label="Tokens drafted per round (k)", min_value=1, max_value=8),
+        "temperature": ParamSpec("float", default=0.0, label="Temperature", min_value=0.0, max_value=1.5),
+        "max_new_tokens": ParamSpec("int", default=32, label="New tokens", min_value=4, max_value=64),
+        "seed": ParamSpec("int", default=None, label="Seed", min_value=0, max_value=2**31 - 1, nullable=True),
+        "baseline": ParamSpec("bool", default=True, label="Time plain decoding too (for the speedup)"),
+    },
+    presets=(
+        {"label": "Copy a sentence (n-gram wins)", "prompt": DEFAULT_PROMPT, "draft": "ngram"},
+        {"label": "Edit code", "prompt": "Rename the function add to plus and return only the code:\n\ndef add(a, b):\n    \"\"\"Return a + b.\"\"\"\n    return a + b\n", "draft": "ngram"},
+        {"label": "Free text (drafts struggle)", "prompt": "Write a haiku about autumn.", "draft": "self-early-exit"},
+    ),
+    try_next=(
+        "Pick the preset “Free text (drafts struggle)”: few guesses are accepted, and speculation becomes slower "
+        "than plain decoding; the page works out why from the acceptance rate and the cost of a round.",
+        "On the copy preset, set “Guesses per round (k)” to 8: when the guesses are right, each target pass "
+        "yields more tokens.",
+    ),
+)

@@ -1,0 +1,122 @@
+"""One spec per demo, owned by the demos app (issue 15): `demos/catalog/<name>.py` holds the demo's spec and runner,
+the page embeds that spec, the demo's script reads its defaults and limits from it, and the engine keeps no course
+code. No model, no Redis: plain units."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from demos import catalog
+from demos.catalog import DEMOS
+from demos.registry import DemoParamError, validate
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_SCRIPTS = sorted(spec.module for spec in DEMOS.values())
+
+
+def _embedded_config(html: str) -> dict:
+    return json.loads(html.split('class="ilab-demo__config">')[1].split("</script>")[0])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", sorted(DEMOS))
+def test_the_pages_embedded_spec_is_the_catalogs(client, name):
+    """The standalone demo page embeds exactly the catalog's spec, and its starting params are the spec's
+    defaults: the script has nothing else to read a default or a limit from."""
+    spec = DEMOS[name]
+    page = client.get(f"/demos/{name}/")
+    assert page.status_code == 200
+    config = _embedded_config(page.content.decode())
+    assert config["demo"] == name
+    assert config["spec"] == json.loads(json.dumps(spec.describe()))
+    assert config["params"] == json.loads(json.dumps(spec.defaults())) == json.loads(json.dumps(validate(name, {})))
+    assert f'data-module="/static/{spec.module}"' in page.content.decode()
+
+
+def test_every_demo_is_one_catalog_module_with_its_spec_and_runner():
+    assert list(DEMOS) == [m.SPEC.name for m in catalog.MODULES]
+    for module in catalog.MODULES:
+        spec = module.SPEC
+        assert Path(module.__file__).stem == spec.name.replace("-", "_")
+        assert spec.load_runner() is module.run, spec.name
+        if spec.check:
+            assert spec.load_check() is module.check_params
+        assert (ROOT / "static" / spec.module).is_file(), spec.module
+        for key, param in spec.params.items():
+            assert param.label, f"{spec.name}.{key} has no label"
+
+
+@pytest.mark.parametrize("script", DEMO_SCRIPTS)
+def test_demo_scripts_read_defaults_and_limits_from_the_spec(script):
+    """No demo script repeats a default or a limit: they come from the embedded spec (spec-params.js)."""
+    text = (ROOT / "static" / script).read_text()
+    assert 'from "./spec-params.js"' in text, script
+    assert not re.findall(r"\b(?:min|max):\s*\d", text), f"{script}: a literal min/max; read it from the spec"
+    assert not re.findall(r"\bp\.\w+\s*(?:\|\||\?\?)\s*[\d\"']", text), f"{script}: a literal default"
+
+
+def test_structured_limits_are_in_the_spec_and_enforced_by_the_check():
+    workload = DEMOS["batching"].params["workload"].describe()["limits"]
+    too_many = ", ".join(["2@0"] * (workload["max_requests"] + 1))
+    with pytest.raises(DemoParamError, match="requests"):
+        validate("batching", {"workload": too_many})
+    with pytest.raises(DemoParamError):
+        validate("batching", {"workload": f"{workload['max_tokens'] + 1}@0"})
+    validate("batching", {"workload": f"{workload['max_tokens']}@{workload['max_arrival']}"})
+    for name, key in (("paged-attention", "prompts"), ("prefix-caching", "questions")):
+        limit = DEMOS[name].params[key].describe()["limits"]["max_lines"]
+        validate(name, {key: "\n".join(["Hi"] * limit)})
+        with pytest.raises(DemoParamError):
+            validate(name, {key: "\n".join(["Hi"] * (limit + 1))})
+
+
+def test_runners_use_the_specs_defaults():
+    """A runner called with only some params fills the rest from its spec, never from defaults of its own."""
+    for spec in DEMOS.values():
+        filled = spec.with_defaults({})
+        assert filled == spec.defaults()
+        assert spec.with_defaults({"model": "m"})["model"] == "m"
+    for module in catalog.MODULES:
+        source = Path(module.__file__).read_text()
+        for key in module.SPEC.params:
+            assert not re.search(rf"params\.get\(\"{key}\",", source), f"{module.__name__}: its own default for {key}"
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_the_engine_keeps_no_course_code_and_no_django():
+    engine = ROOT / "inference_core"
+    assert not (engine / "demos").exists() and not (engine / "course_trace.py").exists()
+    assert not (engine / "quant_trace.py").exists() and not (ROOT / "workers").exists()
+    for path in engine.rglob("*.py"):
+        roots = {name.split(".")[0] for name in _imports(path)}
+        assert not roots & {"django", "demos", "courseapp", "serverprofile", "inferencelab", "celery", "channels"}, path
+
+
+def test_course_events_are_registered_with_the_engines_registry():
+    from demos.catalog import events
+    from inference_core.trace import EVENT_TYPES
+
+    declared = {cls.type for cls in vars(events).values() if isinstance(cls, type) and getattr(cls, "type", "")}
+    assert {"prefill_decode_summary", "attention_compare", "load_summary", "quant_layer", "quant_formats"} <= declared
+    assert all(EVENT_TYPES[name].__module__ == "demos.catalog.events" for name in declared)
+
+
+def test_the_demo_task_lives_in_the_demos_app(settings):
+    from demos.tasks import run_demo
+
+    assert run_demo.name == "demos.tasks.run_demo"
+    assert settings.CELERY_TASK_ROUTES[run_demo.name] == {"queue": "gpu"}
+    assert 'send_task("demos.tasks.run_demo"' in (ROOT / "demos" / "consumers" / "runs.py").read_text()
