@@ -38,7 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from inference_core.config import DEFAULT_MODEL  # noqa: E402
 
 from inference_core import load_engine  # noqa: E402
-from inference_core.scheduler import Request, SchedulerConfig, drive  # noqa: E402
+from inference_core.llm_engine import drive  # noqa: E402
+from inference_core.sampling import SamplingParams  # noqa: E402
+from inference_core.scheduler import Request, SchedulerConfig  # noqa: E402
 
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")  # BENCH_DEVICE=cuda: both sides on the GPU, wall clock
@@ -67,7 +69,7 @@ def workload(n: int, seed: int = 0, uniform_out: int | None = None) -> list[tupl
 
 
 def ours(engine, jobs, concurrency: int, **cfg) -> tuple[dict, list[list[int]], object]:
-    reqs = [Request(f"r{i}", engine.tokenizer.encode(p), max_new_tokens=n, stop_at_eos=False)
+    reqs = [Request(f"r{i}", engine.tokenizer.encode(p), SamplingParams(max_new_tokens=n, stop_at_eos=False))
             for i, (p, n) in enumerate(jobs)]
     config = SchedulerConfig(max_num_seqs=concurrency, num_blocks=cfg.pop("num_blocks", 512), **cfg)
     sched, _ = drive(engine, reqs, config, trace=False, clock=CLOCK)
@@ -139,8 +141,7 @@ def long_workload_waste(n: int = 64, seed: int = 0) -> dict:
     tiny = Engine("tiny", build_model(tiny_config(n_layers=1, max_seq_len=2048), None, torch.device("cpu")), None,
                   torch.device("cpu"))
     rng = random.Random(seed)
-    reqs = [Request(f"r{i}", [rng.randrange(3, 97) for _ in range(rng.randint(100, 1000))],
-                    max_new_tokens=rng.randint(50, 500), stop_at_eos=False) for i in range(n)]
+    reqs = [Request(f"r{i}", [rng.randrange(3, 97) for _ in range(rng.randint(100, 1000))], SamplingParams(max_new_tokens=rng.randint(50, 500), stop_at_eos=False)) for i in range(n)]
     sched, _ = drive(tiny, reqs, SchedulerConfig(block_size=16, num_blocks=4096, max_num_seqs=32), trace=False)
     m = sched.run_metrics()
     lengths = [s["lengths"] for s in sched.step_stats]
@@ -154,16 +155,16 @@ def prefix_ttft(engine, reps: int = 1) -> dict:
                    for i in range(60))
     system = f"You answer questions about this document.\n{doc}\n"
     prefix_len = len(engine.tokenizer.encode(system))
-    first = Request("warm", engine.tokenizer.encode(system + "Q: When does the library open? A:"), max_new_tokens=2)
+    first = Request("warm", engine.tokenizer.encode(system + "Q: When does the library open? A:"), SamplingParams(max_new_tokens=2))
     q = system + "Q: How long can I keep a book? A:"
     res = {"prefix_tokens": prefix_len}
     for cached in (False, True):
         ttfts = []
         for rep in range(reps):
-            reqs = [Request("q", engine.tokenizer.encode(q), max_new_tokens=2)]
+            reqs = [Request("q", engine.tokenizer.encode(q), SamplingParams(max_new_tokens=2))]
             arrivals = {"q": 0}
             if cached:  # a previous request with the same document has filled the cache
-                reqs.insert(0, Request("warm", list(first.prompt_ids), max_new_tokens=2))
+                reqs.insert(0, Request("warm", list(first.prompt_ids), SamplingParams(max_new_tokens=2)))
                 arrivals = {"warm": 0, "q": 2}
             sched, _ = drive(engine, reqs, SchedulerConfig(block_size=16, num_blocks=160, prefix_caching=cached),
                              arrival_steps=arrivals, trace=False, clock=CLOCK)

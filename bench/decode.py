@@ -12,7 +12,6 @@ it (INFERENCE_CUDA_GRAPHS=0), i.e. what per-kernel launch overhead costs at this
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
 from bench.common import measure_read_bandwidth  # noqa: E402
-from inference_core.config import DEFAULT_MODEL  # noqa: E402
+from inference_core.config import DEFAULT_MODEL, settings_override  # noqa: E402
 from inference_core import GenerationParams, load_engine  # noqa: E402
 from inference_core.runner import runner_for  # noqa: E402
 from inference_core.trace import TokenStep  # noqa: E402
@@ -87,9 +86,8 @@ def main() -> None:
         ours.append(tps)
         kv_read.append(kv)
         if cuda:
-            os.environ["INFERENCE_CUDA_GRAPHS"] = "0"
-            eager.append(ours_decode_tps(engine, ids, args.tokens)[0])
-            del os.environ["INFERENCE_CUDA_GRAPHS"]
+            with settings_override(cuda_graphs=False):
+                eager.append(ours_decode_tps(engine, ids, args.tokens)[0])
         theirs.append(hf_decode_tps(hf, ids, args.tokens, cfg.eos_token_id))
         if peer:
             llama.append(llama_cpp.decode_tps("F32", threads=torch.get_num_threads(), n_gen=args.tokens, repetitions=1))

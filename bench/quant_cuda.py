@@ -13,7 +13,7 @@ bitsandbytes is optional: its rows are skipped (with the reason) when it cannot 
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import statistics
 import sys
 from pathlib import Path
@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inference_core.config import DEFAULT_MODEL  # noqa: E402
+from inference_core.config import DEFAULT_MODEL, settings_override  # noqa: E402
 
 from inference_core import load_engine  # noqa: E402
 from inference_core.engine import Engine, GenerationParams  # noqa: E402
@@ -106,10 +106,8 @@ def main() -> None:
     speeds: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(args.rounds + 1):  # the first round warms up (kernels, graphs) and is dropped
         for name, eng in engines.items():
-            if name == "fp32 (eager)":
-                os.environ["INFERENCE_CUDA_GRAPHS"] = "0"
-            speeds[name].append(decode_tps(eng, args.tokens))
-            os.environ.pop("INFERENCE_CUDA_GRAPHS", None)
+            with settings_override(cuda_graphs=False) if name == "fp32 (eager)" else contextlib.nullcontext():
+                speeds[name].append(decode_tps(eng, args.tokens))
     print(f"\nSmolLM2-135M decode at batch 1, {args.tokens} tokens, median of {args.rounds} rounds")
     print(f"{'engine':<16} {'tok/s':>8} {'vs fp32 eager':>14}  greedy tokens = fp32's (first 16)")
     eager = statistics.median(speeds["fp32 (eager)"][1:])

@@ -12,7 +12,7 @@ import importlib  # noqa: E402
 # prompt's tokens) never imports torch: Daphne stays small, and its garbage-collector pauses short.
 _EXPORTS = {
     "Engine": "engine", "GenerationParams": "engine", "load_engine": "engine", "ModelConfig": "config",
-    "load_tokenizer": "tokenizer", "SCHEMA_VERSION": "trace", "validate_event": "trace",
+    "load_tokenizer": "weights", "SCHEMA_VERSION": "trace", "validate_event": "trace",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -195,7 +195,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("inference_core.cli", "add_generate"),
     ("inference_core.quant_report", "add_quantize_report"),
     ("inference_core.speculative", "add_speculate"),
-    ("inference_core.scheduler", "add_batch"),
+    ("inference_core.batch_cli", "add_batch"),
 ]
 
 

@@ -1,7 +1,11 @@
 """Model hyper-parameters: the only numbers the forward pass and the cache sizes depend on."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 DEFAULT_MODEL = "smollm2-135m"  # the course's model: every default model name in the code is this constant
 
@@ -64,3 +68,57 @@ def tiny_config(**overrides) -> ModelConfig:
                 rope_theta=10_000.0)
     base.update(overrides)
     return ModelConfig(**base)
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "off", "no")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine's switches, read from the environment once per process (`engine_settings()`)."""
+
+    device: str | None = None  # INFERENCE_DEVICE (cpu, cuda, cuda:1); None: CUDA when available
+    dtype: str = "float32"  # INFERENCE_DTYPE: the weights' and activations' dtype
+    cpu_fastpath: bool = True  # INFERENCE_CPU_FASTPATH=0: the reference forward instead of the fused CPU step
+    quant_kernels: bool = True  # INFERENCE_QUANT_KERNELS=torch: no compiled kernels (pure-PyTorch fallbacks)
+    cuda_graphs: bool = True  # INFERENCE_CUDA_GRAPHS=0: decode eagerly on CUDA
+    compile: bool = False  # INFERENCE_COMPILE=1: torch.compile the step before capturing its graph
+    cache_dir: Path = Path.home() / ".cache" / "inference-lab"  # INFERENCE_LAB_CACHE: weights, kernels
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> EngineSettings:
+        return cls(
+            device=env.get("INFERENCE_DEVICE") or None,
+            dtype=env.get("INFERENCE_DTYPE") or "float32",
+            cpu_fastpath=_flag(env.get("INFERENCE_CPU_FASTPATH"), True),
+            quant_kernels=env.get("INFERENCE_QUANT_KERNELS", "").lower() != "torch",
+            cuda_graphs=_flag(env.get("INFERENCE_CUDA_GRAPHS"), True),
+            compile=_flag(env.get("INFERENCE_COMPILE"), False),
+            cache_dir=Path(env.get("INFERENCE_LAB_CACHE") or cls.cache_dir),
+        )
+
+
+_settings: EngineSettings | None = None
+
+
+def engine_settings() -> EngineSettings:
+    """The process's settings (read from the environment at first use)."""
+    global _settings
+    if _settings is None:
+        _settings = EngineSettings.from_env()
+    return _settings
+
+
+@contextmanager
+def settings_override(**changes) -> Iterator[EngineSettings]:
+    """Run a block with some settings changed (benches comparing paths, tests), then restore them."""
+    global _settings
+    before = engine_settings()
+    _settings = replace(before, **changes)
+    try:
+        yield _settings
+    finally:
+        _settings = before

@@ -8,12 +8,12 @@ whole fixed capacity with a mask (gpt-fast's static cache, without torch.compile
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
+from .config import engine_settings
 from .kv_cache import KVCache
 from .quant import quantized_linears
 
@@ -116,13 +116,13 @@ class GraphDecoder:
 def graphs_enabled(model, device: torch.device) -> bool:
     """CUDA device, fp model (quantized linears may synchronise, e.g. LLM.int8's outlier count), not disabled
     by INFERENCE_CUDA_GRAPHS=0."""
-    if device.type != "cuda" or os.environ.get("INFERENCE_CUDA_GRAPHS", "1") == "0":
+    if device.type != "cuda" or not engine_settings().cuda_graphs:
         return False
     return not quantized_linears(model)
 
 
 def compile_enabled() -> bool:
-    return os.environ.get("INFERENCE_COMPILE", "0") == "1"
+    return engine_settings().compile
 
 
 def capacity_bucket(n_tokens: int, max_seq_len: int) -> int:

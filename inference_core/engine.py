@@ -1,7 +1,6 @@
 """The library API: load a model by name, generate tokens, stream typed trace events."""
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -10,54 +9,33 @@ from functools import lru_cache
 
 import torch
 
-from .config import DEFAULT_MODEL, ModelConfig
+from .config import DEFAULT_MODEL, ModelConfig, engine_settings
+from .cost import step_cost
 from .cuda_graphs import GraphDecoder, capacity_bucket, compile_enabled, graphs_enabled
-from .kv_cache import KVCache, NoCache
+from .kv_cache import KVCache
+from .llm_engine import generate_one
 from .model import Transformer, load_state_into, rope_table, store_wide_weights_column_major
 from .quant import QuantFormat, parse_format, quantize_model
-from .runner import runner_for
 from .sampling import SamplingParams, sample
-from .tokenizer import Tokenizer, load_tokenizer
+from .scheduler import Request
+from .tokenizer import Tokenizer
+from .weights import load_config, load_state, load_tokenizer
 from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
 
 
 @dataclass(frozen=True)
-class GenerationParams:
-    max_new_tokens: int = 32
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    use_cache: bool = True
-    chat: bool = False
-    stop_at_eos: bool = True
+class GenerationParams(SamplingParams):
+    """A request to `Engine.generate`: the sampling fields plus the lesson's switches."""
 
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p)
+    use_cache: bool = True  # False: every step re-feeds the whole sequence (what the KV cache saves)
+    chat: bool = False  # wrap the prompt in the model's chat template
 
 
 def pick_device() -> torch.device:
-    wanted = os.environ.get("INFERENCE_DEVICE")
+    wanted = engine_settings().device
     if wanted:
         return torch.device(wanted)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def step_cost(cfg: ModelConfig, n_new: int, n_context: int, n_logits: int, bytes_per_value: int,
-              kv_cached: bool) -> tuple[float, float]:
-    """(FLOPs, bytes moved) estimate for one forward of `n_new` tokens over `n_context` total positions.
-
-    FLOPs: 2 per multiply-add in every projection, plus QKᵀ and AV (2·2·heads·head_dim per query-key pair).
-    Bytes: every weight read once, plus K/V read for attention (and written for the new tokens).
-    """
-    body = cfg.matmul_params() - cfg.vocab_size * cfg.dim
-    flops = 2.0 * body * n_new + 2.0 * cfg.vocab_size * cfg.dim * n_logits
-    pairs = n_new * n_context - (n_new * (n_new - 1)) / 2  # causal: query i sees context − n_new + i + 1 keys
-    flops += cfg.n_layers * 4.0 * cfg.n_heads * cfg.head_dim * pairs
-    weight_bytes = cfg.matmul_params() * bytes_per_value
-    kv_read = cfg.kv_bytes_per_token(bytes_per_value) * (n_context if kv_cached else 0)
-    return flops, float(weight_bytes + kv_read)
 
 
 class Engine:
@@ -105,12 +83,21 @@ class Engine:
                  should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
         return self.generate_events(self.encode_prompt(prompt, params.chat), params, should_stop)
 
+    def run_started(self, prompt_ids: list[int], params) -> RunStarted:
+        """The header of every single-request run (plain, batched or speculative): model, device, prompt, params."""
+        cfg = self.config
+        return RunStarted(
+            model=self.name, device=str(self.device), dtype=str(self.dtype).removeprefix("torch."),
+            prompt_token_ids=list(prompt_ids), prompt_tokens=[self.tokenizer.token_text(t) for t in prompt_ids],
+            params=asdict(params), n_layers=cfg.n_layers, kv_bytes_per_token=cfg.kv_bytes_per_token(self.bytes_per_value),
+        )
+
     def generate_events(self, prompt_ids: list[int], params: GenerationParams,
                         should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
         """Prefill, then decode one token per forward; yields run_started, token…, run_finished.
 
-        With `use_cache=False` every step re-feeds the whole sequence (no K/V kept), which is what the
-        KV cache saves. Outputs are identical either way (tested).
+        A one-request schedule of `LLMEngine.step()`. With `use_cache=False` no K/V are kept and every step
+        re-feeds the whole sequence, which is what the KV cache saves; outputs are identical either way (tested).
         """
         cfg = self.config
         if not prompt_ids:
@@ -118,19 +105,21 @@ class Engine:
         total = len(prompt_ids) + params.max_new_tokens
         if total > cfg.max_seq_len:
             raise ValueError(f"prompt + new tokens = {total} exceeds the model's {cfg.max_seq_len} positions")
-        bpv = self.bytes_per_value
-        yield RunStarted(
-            model=self.name, device=str(self.device), dtype=str(self.dtype).removeprefix("torch."),
-            prompt_token_ids=list(prompt_ids), prompt_tokens=[self.tokenizer.token_text(t) for t in prompt_ids],
-            params=asdict(params), n_layers=cfg.n_layers, kv_bytes_per_token=cfg.kv_bytes_per_token(bpv),
-        )
-        generator = None
-        if params.seed is not None:
-            generator = torch.Generator().manual_seed(params.seed)
-        # On CUDA a cached run decodes through a captured graph (same arithmetic, one launch per step).
+        yield self.run_started(prompt_ids, params)
+        # On CUDA a cached run decodes through a captured graph over a contiguous cache (same arithmetic,
+        # one launch per step); everything else is the scheduler's one-request step.
         graph = self.graph_decoder(total) if params.use_cache else None
-        cache = (graph.cache if graph is not None else self.new_cache(total)) if params.use_cache else None
-        runner = runner_for(self.model)
+        if graph is not None:
+            yield from self._generate_with_graph(graph, prompt_ids, params, should_stop)
+            return
+        request = Request("run", list(prompt_ids), params)
+        yield from generate_one(self, request, kv_cache=params.use_cache, should_stop=should_stop)
+
+    def _generate_with_graph(self, graph: GraphDecoder, prompt_ids: list[int], params: GenerationParams,
+                             should_stop: Callable[[], bool] | None) -> Iterator[TraceEvent]:
+        cfg = self.config
+        bpv = self.bytes_per_value
+        generator = params.generator()
         seq = list(prompt_ids)
         out: list[int] = []
         times: list[float] = []
@@ -140,28 +129,18 @@ class Engine:
                 if should_stop is not None and should_stop():
                     finish = "cancelled"
                     break
-                if cache is None or step == 0:
-                    feed, start = list(seq), 0
-                else:
-                    feed, start = seq[-1:], len(seq) - 1
+                feed = list(seq) if step == 0 else seq[-1:]
+                start = 0 if step == 0 else len(seq) - 1
                 t0 = time.perf_counter()
-                if graph is not None:
-                    last = graph.prefill(feed) if step == 0 else graph.decode(feed[0])
-                elif cache is not None:
-                    last = runner.forward(feed, cache)[-1]
-                else:
-                    tokens = torch.tensor([feed], device=self.device)
-                    positions = torch.arange(start, start + len(feed), device=self.device)
-                    last = self.model(tokens, positions, NoCache(), last_only=True)[0, -1]
-                token = sample(last, params.sampling, generator)
-                if self.device.type == "cuda":
-                    torch.cuda.synchronize()
+                last = graph.prefill(feed) if step == 0 else graph.decode(feed[0])
+                token = sample(last, params, generator)
+                torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
                 times.append(dt)
                 seq.append(token)
                 out.append(token)
-                flops, moved = step_cost(cfg, len(feed), start + len(feed), 1, bpv, cache is not None)
-                per_layer = cache.bytes_per_layer() if cache is not None else 0
+                flops, moved = step_cost(cfg, len(feed), start + len(feed), 1, bpv, True)
+                per_layer = graph.cache.bytes_per_layer()
                 yield TokenStep(
                     phase="prefill" if step == 0 else "decode", step=step, token_id=token,
                     text=self.tokenizer.token_text(token), position=len(seq) - 1, n_input_tokens=len(feed),
@@ -177,7 +156,7 @@ class Engine:
             token_ids=out, text=self.tokenizer.decode(out, skip_special=True), finish_reason=finish,
             n_prompt_tokens=len(prompt_ids), n_generated=len(out), ttft_s=ttft, tpot_s=tpot,
             tokens_per_s=(len(times) - 1) / sum(times[1:]) if len(times) > 1 else 0.0,
-            kv_bytes=cache.bytes_used() if cache is not None else 0,
+            kv_bytes=graph.cache.bytes_used(),
         )
 
 
@@ -208,10 +187,8 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
 @lru_cache(maxsize=2)
 def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
     """Load once per process (cached): weights from the safetensors cache, fp32 on CPU."""
-    from .weights import load_config, load_state
-
     dev = torch.device(device) if device else pick_device()
-    dtype = getattr(torch, os.environ.get("INFERENCE_DTYPE", "float32"))
+    dtype = getattr(torch, engine_settings().dtype)
     cfg = load_config(name)
     model = build_model(cfg, load_state(name), dev, dtype)
     return Engine(name, model, load_tokenizer(name), dev)

@@ -13,13 +13,13 @@ for the Python path) back to row-major, which is what the fused kernels read.
 """
 from __future__ import annotations
 
-import os
 import weakref
 
 import torch
 from torch import nn
 
 from . import quant_kernels
+from .config import engine_settings
 from .kv_cache import KVCache
 from .model import Transformer
 from .quant import QuantizedLinear
@@ -34,7 +34,7 @@ _reasons: "weakref.WeakKeyDictionary[Transformer, str]" = weakref.WeakKeyDiction
 
 
 def enabled() -> bool:
-    return os.environ.get("INFERENCE_CPU_FASTPATH", "1").lower() not in ("0", "false", "off", "no")
+    return engine_settings().cpu_fastpath
 
 
 class FusedStep:

@@ -107,6 +107,12 @@ class Transformer(nn.Module):
         and skipping the head for the rest saves most of prefill's output-layer cost). `n_layers` runs
         only the first blocks before the shared head (an early-exit draft of the same model).
         """
+        x = self.hidden_states(tokens, positions, backend, n_layers)
+        return self.compute_logits(x[:, -1:] if last_only else x)
+
+    def hidden_states(self, tokens: torch.Tensor, positions: torch.Tensor, backend: AttentionBackend,
+                      n_layers: int | None = None) -> torch.Tensor:
+        """The blocks without the head: [B, T, dim]. The backend has stored (and advanced past) the tokens' K/V."""
         if positions.dim() == 1:
             positions = positions.unsqueeze(0)
         cos = self.rope_cos[positions].unsqueeze(1).to(self.tok_embeddings.weight.dtype)
@@ -115,9 +121,11 @@ class Transformer(nn.Module):
         for layer in self.layers[:n_layers]:
             x = layer(x, cos, sin, backend)
         backend.advance(tokens.shape[1])
-        if last_only:
-            x = x[:, -1:]
-        return self.output(self.norm(x))
+        return x
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The final norm and the vocabulary head, for just the rows someone samples from."""
+        return self.output(self.norm(hidden))
 
 
 def store_wide_weights_column_major(model: Transformer, min_ratio: int = 2) -> None:

@@ -208,21 +208,3 @@ def gather_context(cache_layer: torch.Tensor, block_ids: torch.Tensor, length: i
     """[NB, Hkv, BS, D] pool layer + block ids → [1, Hkv, length, D] contiguous K (or V) of one sequence."""
     nb, hkv, bs, d = len(block_ids), cache_layer.shape[1], cache_layer.shape[2], cache_layer.shape[3]
     return cache_layer[block_ids].transpose(0, 1).reshape(1, hkv, nb * bs, d)[:, :, :length]
-
-
-def forward_rows(model, tokens: torch.Tensor, positions: torch.Tensor, backend, rows: torch.Tensor) -> torch.Tensor:
-    """Run `model` on a flattened [1, N] step and return logits only at `rows` ([R] → [R, vocab]).
-
-    Same modules and order as `Transformer.forward`; it only skips the output head on rows nobody samples
-    from (a 1000-token prefill needs one row of logits, not 1000 × 49k).
-    """
-    if positions.dim() == 1:
-        positions = positions.unsqueeze(0)
-    dtype = model.tok_embeddings.weight.dtype
-    cos = model.rope_cos[positions].unsqueeze(1).to(dtype)
-    sin = model.rope_sin[positions].unsqueeze(1).to(dtype)
-    x = model.tok_embeddings(tokens)
-    for layer in model.layers:
-        x = layer(x, cos, sin, backend)
-    backend.advance(tokens.shape[1])
-    return model.output(model.norm(x[0, rows]))

@@ -1,11 +1,17 @@
-"""ModelRunner: runs one model's forward passes for a sequence over a contiguous KV cache, on the fastest path.
+"""ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward.
 
-The reference is `Transformer.forward` (model.py), the code the lessons read. On the CPU a step of at most
-`MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step (fused_cpu.py), which computes the
-same logits up to fp32 summation order (tested token-identical); a longer input to a quantized model runs
-as fused chunks too, since its reference layers would dequantize every weight for the call. Every single-sequence caller (the Engine's
-generation loop, speculative verify, a model draft's guesses) goes through `forward`, so a fast path added
-here reaches all of them. CUDA graphs stay with the Engine's GraphDecoder.
+The reference is `Transformer.hidden_states` + `compute_logits` (model.py), the code the lessons read. On the
+CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step
+(fused_cpu.py), which computes the same logits up to fp32 summation order (tested token-identical); a longer
+input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
+for the call.
+
+Two entry points, both here so a fast path added once reaches every caller:
+- `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request.
+  `LLMEngine.step()` calls it: single requests, batches, the demos and the worker.
+- `forward(tokens, cache)`: new positions of one sequence over a contiguous cache → logits. Speculative
+  rounds (prefill, verify, a model draft's guesses) call it: they roll the cache back after a rejection.
+CUDA graphs stay with the Engine's GraphDecoder (a contiguous cache) until the paged step is captured.
 """
 from __future__ import annotations
 
@@ -16,7 +22,10 @@ import torch
 from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
 from .kv_cache import KVCache
 from .model import Transformer
+from .paged import PagedBackend, PagedKVPool
 from .quant import QuantizedLinear, quantized_linears
+from .sampling import sample
+from .scheduler import ScheduledBatch
 
 
 class ModelRunner:
@@ -35,6 +44,47 @@ class ModelRunner:
     def fallback_reason(self) -> str:
         return "" if self.fused is not None else why_not(self.model)
 
+    def new_kv_pool(self, num_blocks: int, block_size: int) -> PagedKVPool:
+        """The paged K/V storage this model's steps read and write (its dtype and device)."""
+        cfg, weight = self.model.config, self.model.tok_embeddings.weight
+        return PagedKVPool(cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim, weight.dtype,
+                           weight.device)
+
+    @torch.inference_mode()
+    def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list[int]:
+        """One forward over every scheduled request's new tokens, then one token per request."""
+        logits = self.forward_batch(batch, pool)
+        reqs = batch.requests
+        if all(r.params.greedy for r in reqs):
+            return logits.argmax(-1).tolist()
+        return [sample(logits[i], r.params, r.generator) for i, r in enumerate(reqs)]
+
+    def forward_batch(self, batch: ScheduledBatch, pool: PagedKVPool) -> torch.Tensor:
+        """Logits [len(batch.requests), vocab] at the batch's rows; K/V of every new token written to `pool`."""
+        n = len(batch.tokens)
+        if self.fused is not None and pool.k.dtype == torch.float32 and (n <= MAX_FUSED_POSITIONS or self.quantized):
+            tokens, positions, seq = (torch.tensor(x) for x in (batch.tokens, batch.positions, batch.seq))
+            tables, rows = torch.tensor(batch.tables), torch.tensor(batch.rows)
+            if n <= MAX_FUSED_POSITIONS:
+                return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows)
+            # Consecutive chunks of the flattened row: a chunk's tokens see the K/V earlier chunks wrote.
+            out = []
+            for a in range(0, n, MAX_FUSED_POSITIONS):
+                b = min(n, a + MAX_FUSED_POSITIONS)
+                local = rows[(rows >= a) & (rows < b)] - a
+                if len(local):
+                    out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k,
+                                                       pool.v, local))
+                else:
+                    self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
+                                            torch.tensor([b - a - 1]))
+            return torch.cat(out)
+        backend = PagedBackend(pool)
+        backend.begin_step(batch.slices)
+        x = self.model.hidden_states(torch.tensor([batch.tokens], device=self.device),
+                                     torch.tensor(batch.positions, device=self.device), backend)
+        return self.model.compute_logits(x[0, torch.tensor(batch.rows, device=self.device)])
+
     @torch.inference_mode()
     def forward(self, tokens: list[int], cache: KVCache, all_rows: bool = False,
                 n_layers: int | None = None) -> torch.Tensor:
@@ -50,7 +100,8 @@ class ModelRunner:
         start = cache.length
         ids = torch.tensor([tokens], device=self.device)
         positions = torch.arange(start, start + len(tokens), device=self.device)
-        return self.model(ids, positions, cache, last_only=not all_rows, n_layers=n_layers)[0]
+        x = self.model.hidden_states(ids, positions, cache, n_layers=n_layers)
+        return self.model.compute_logits(x[0] if all_rows else x[0, -1:])
 
 
 _runners: "weakref.WeakKeyDictionary[Transformer, ModelRunner]" = weakref.WeakKeyDictionary()

@@ -11,13 +11,25 @@ import torch
 
 @dataclass(frozen=True)
 class SamplingParams:
+    """What one request asks for: how many tokens, when to stop, and how each is picked.
+
+    The one declaration of these fields: `GenerationParams` (engine.py) and `SpecParams` (speculative.py)
+    extend it, and every `Request` carries one.
+    """
+
     temperature: float = 0.0  # 0 → greedy (argmax)
     top_k: int = 0  # 0 → off
     top_p: float = 1.0  # 1 → off
+    seed: int | None = None  # a seeded generator per request: the same draws whatever else is batched
+    max_new_tokens: int = 32
+    stop_at_eos: bool = True
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    def generator(self) -> torch.Generator | None:
+        return torch.Generator().manual_seed(self.seed) if self.seed is not None else None
 
 
 def probabilities(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

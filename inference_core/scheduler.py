@@ -1,23 +1,18 @@
 """Batching scheduler over the paged KV cache: continuous (iteration-level) or static batching.
 
-Step-wise API (what a server loop drives):
-    sched = Scheduler(engine, SchedulerConfig(mode="continuous", num_blocks=512))
-    sched.add_request(Request("r1", prompt_ids, max_new_tokens=32))
-    while sched.has_work():
-        for ev in sched.step(): ...          # trace events of that step
-    sched.abort("r1")                         # frees its blocks at once
+The scheduler decides; it never runs the model. `LLMEngine.step()` (llm_engine.py) ties one step together:
+    batch = scheduler.schedule()          # who runs, with which new tokens, in which blocks
+    tokens = runner.run(batch, pool)      # ONE forward over all of them, flattened, then one token each
+    events = scheduler.postprocess(batch, tokens, t_start)   # append, retire, free blocks, trace events
 
-Each `step()`:
-  1. schedules: running requests first (oldest first; each decode needs room for one more token — when the
-     pool is empty the *newest* running request is preempted: blocks freed, back to the front of the waiting
-     queue, recomputed later); then admits waiting requests FIFO while sequence slots, the token budget and
-     free blocks allow (prefix-cache hits are shared, not recomputed). Static mode admits only when the
-     previous batch has completely finished, and keeps early finishers' blocks and slots until then.
-  2. runs ONE forward over all scheduled requests' new tokens, flattened into [1, N_total];
-  3. samples one token per request, retires finished ones (continuous: blocks freed immediately).
-Invariant: after a step, every running request has K/V for all but its last token in its block table.
-Not thread-safe: a server that shares one scheduler between clients calls add_request / step / abort from
-one loop (or under `engine.lock`), and the model must not run anything else meanwhile.
+`schedule()`: running requests first (oldest first; each decode needs room for one more token — when the
+pool is empty the *newest* running request is preempted: blocks freed, back to the front of the waiting
+queue, recomputed later); then admits waiting requests FIFO while sequence slots, the token budget and
+free blocks allow (prefix-cache hits are shared, not recomputed). Static mode admits only when the previous
+batch has completely finished, and keeps early finishers' blocks and slots until then.
+Invariant: after a step, every running request has K/V for all but its last token in its block table
+(with `kv_cache=False` none: every step recomputes the whole sequence, which is what the cache saves).
+Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort from one thread.
 """
 from __future__ import annotations
 
@@ -30,13 +25,12 @@ from typing import Literal
 
 import torch
 
-from .paged import BlockAllocator, BlockTable, PagedBackend, PagedKVPool, SeqSlice, forward_rows
-from .fused_cpu import MAX_FUSED_POSITIONS as MAX_FUSED_STEP_TOKENS
-from .runner import runner_for
+from .config import ModelConfig
+from .paged import BlockAllocator, BlockTable, SeqSlice
 from .paged_trace import (BatchRunFinished, BatchRunStarted, BatchStep, KVBlock, Preemption, RequestFinished,
                           RequestQueued)
 from .prefix_cache import ROOT, PrefixCache, block_hash, chain_hashes
-from .sampling import SamplingParams, sample
+from .sampling import SamplingParams
 from .trace import TraceEvent
 
 Mode = Literal["continuous", "static"]
@@ -50,10 +44,13 @@ class SchedulerConfig:
     max_num_seqs: int = 32  # sequence slots per step (static mode: the fixed batch size)
     max_num_batched_tokens: int = 4096  # token budget per step (a longer single prefill still runs alone)
     prefix_caching: bool = False
+    kv_cache: bool = True  # False: keep no K/V between steps; every step re-feeds the whole sequence
 
     def __post_init__(self) -> None:
         if self.mode not in ("continuous", "static"):
             raise ValueError(f"mode must be continuous or static, not {self.mode!r}")
+        if self.prefix_caching and not self.kv_cache:
+            raise ValueError("prefix caching shares cached K/V: it needs kv_cache=True")
         if self.block_size < 1 or self.num_blocks < 1 or self.max_num_seqs < 1:
             raise ValueError("block_size, num_blocks and max_num_seqs must be positive")
 
@@ -62,12 +59,7 @@ class SchedulerConfig:
 class Request:
     request_id: str
     prompt_ids: list[int]
-    max_new_tokens: int = 32
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop_at_eos: bool = True
+    params: SamplingParams = field(default_factory=SamplingParams)
     # state, owned by the scheduler
     output_ids: list[int] = field(default_factory=list)
     status: Literal["new", "waiting", "running", "finished"] = "new"
@@ -87,21 +79,33 @@ class Request:
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
 
+
+@dataclass
+class ScheduledBatch:
+    """One step's work, flattened: token i (at `positions[i]`) belongs to `requests[seq[i]]`; `rows` are the
+    last new token of each request (the only rows whose logits are sampled); `tables[j]` are request j's
+    blocks, padded to one width."""
+
+    requests: list[Request]
+    n_new: list[int]
+    tokens: list[int]
+    positions: list[int]
+    seq: list[int]
+    rows: list[int]
+    slices: list[SeqSlice]
+
     @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p)
+    def tables(self) -> list[list[int]]:
+        width = max(len(r.table.blocks) for r in self.requests)
+        return [r.table.blocks + [0] * (width - len(r.table.blocks)) for r in self.requests]
 
 
 class Scheduler:
-    def __init__(self, engine, config: SchedulerConfig = SchedulerConfig(), trace: bool = True,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
-        self.engine = engine
-        self.model = engine.model
+    def __init__(self, model_config: ModelConfig, config: SchedulerConfig = SchedulerConfig(), tokenizer=None,
+                 trace: bool = True, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.model_config = model_config
         self.cfg = config
-        mc = engine.config
-        self.pool = PagedKVPool(mc.n_layers, config.num_blocks, mc.n_kv_heads, config.block_size, mc.head_dim,
-                                engine.dtype, engine.device)
-        self.backend = PagedBackend(self.pool)
+        self.tokenizer = tokenizer
         self.allocator = BlockAllocator(config.num_blocks)
         self.prefix = PrefixCache(self.allocator, config.block_size, self._on_evict) if config.prefix_caching else None
         self.waiting: deque[Request] = deque()
@@ -116,12 +120,6 @@ class Scheduler:
         self._events: list[TraceEvent] = []
         self.num_preemptions = 0
         self.step_stats: list[dict] = []  # per step: tokens, kv slots allocated/filled, blocks used, duration
-        self._emit(BatchRunStarted(
-            model=getattr(engine, "name", "model"), mode=config.mode, block_size=config.block_size,
-            num_blocks=config.num_blocks, max_num_seqs=config.max_num_seqs,
-            max_num_batched_tokens=config.max_num_batched_tokens, prefix_caching=config.prefix_caching,
-            n_layers=mc.n_layers, kv_bytes_per_token=mc.kv_bytes_per_token(engine.bytes_per_value),
-            kv_bytes_per_block=self.pool.bytes_per_block()))
 
     # ---- public API -------------------------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -129,20 +127,19 @@ class Scheduler:
             raise ValueError(f"duplicate request id {req.request_id!r}")
         if not req.prompt_ids:
             raise ValueError("prompt is empty")
-        total = len(req.prompt_ids) + req.max_new_tokens
-        if total > self.engine.config.max_seq_len:
-            raise ValueError(f"{req.request_id}: {total} positions exceed the model's {self.engine.config.max_seq_len}")
+        total = len(req.prompt_ids) + req.params.max_new_tokens
+        if total > self.model_config.max_seq_len:
+            raise ValueError(f"{req.request_id}: {total} positions exceed the model's {self.model_config.max_seq_len}")
         if -(-total // self.cfg.block_size) > self.cfg.num_blocks:
             raise ValueError(f"{req.request_id}: needs more than all {self.cfg.num_blocks} blocks")
         req.arrival_time = self.clock()
         req.status = "waiting"
         req.table = BlockTable(self.cfg.block_size)
-        if req.seed is not None:
-            req.generator = torch.Generator().manual_seed(req.seed)
+        req.generator = req.params.generator()
         self.requests[req.request_id] = req
         self.waiting.append(req)
-        self._emit(RequestQueued(request_id=req.request_id, step=self.step_count, t_s=self._t(req.arrival_time),
-                                 prompt_len=len(req.prompt_ids), max_new_tokens=req.max_new_tokens))
+        self.emit(RequestQueued(request_id=req.request_id, step=self.step_count, t_s=self._t(req.arrival_time),
+                                prompt_len=len(req.prompt_ids), max_new_tokens=req.params.max_new_tokens))
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
@@ -157,63 +154,57 @@ class Scheduler:
                 self.running.remove(req)
             self._finish(req, "aborted", self.clock())
             self._release_static_batch()
-        return self._drain()
+        return self.drain()
 
-    def step(self) -> list[TraceEvent]:
-        """Schedule, run one batched forward, sample, retire. Returns this step's trace events."""
+    def schedule(self) -> ScheduledBatch | None:
+        """Decide this step's batch (allocating, sharing or preempting blocks); None when nothing can run."""
         scheduled = self._schedule()
         if not scheduled:
-            return self._drain()
-        t_start = self.clock()
-        tokens, positions, rows, slices = [], [], [], []
-        for req, n_new in scheduled:
+            return None
+        tokens, positions, seq, rows, slices = [], [], [], [], []
+        for j, (req, n_new) in enumerate(scheduled):
             start = req.num_computed
             slices.append(SeqSlice(len(tokens), n_new, start + n_new, req.table.blocks))
             tokens.extend(req.all_ids[start:start + n_new])
             positions.extend(range(start, start + n_new))
+            seq.extend([j] * n_new)
             rows.append(len(tokens) - 1)
-        with torch.inference_mode():
-            logits = self._forward(scheduled, tokens, positions, rows, slices)
-            picked = self._sample(scheduled, logits)
+        return ScheduledBatch([r for r, _ in scheduled], [n for _, n in scheduled], tokens, positions, seq, rows,
+                              slices)
+
+    def postprocess(self, batch: ScheduledBatch, tokens: list[int], t_start: float) -> list[TraceEvent]:
+        """Append each request's new token, retire finished ones (continuous: blocks freed at once); the
+        step's trace events."""
         now = self.clock()
         entries, finished = [], []
-        eos = self.engine.config.eos_token_id
-        for (req, n_new), token in zip(scheduled, picked):
-            phase = "decode" if n_new == 1 and req.output_ids else "prefill"
+        eos = self.model_config.eos_token_id
+        for req, n_new, token in zip(batch.requests, batch.n_new, tokens):
+            if not req.output_ids:
+                phase = "prefill"
+            else:  # a recompute after preemption is a prefill; without a cache every step re-feeds everything
+                phase = "decode" if n_new == 1 or not self.cfg.kv_cache else "prefill"
             req.num_computed += n_new
             req.output_ids.append(token)
             req.token_times.append(now)
             self._publish_full_blocks(req)
-            done = len(req.output_ids) >= req.max_new_tokens or (req.stop_at_eos and token == eos)
+            stop = req.params.stop_at_eos and token == eos
+            done = len(req.output_ids) >= req.params.max_new_tokens or stop
             entries.append({"request_id": req.request_id, "phase": phase, "n_tokens": n_new,
                             "context_len": req.num_computed, "n_cached": req.num_cached_tokens if phase == "prefill" else 0,
                             "token_id": token, "text": self._text(token), "finished": done})
+            if not self.cfg.kv_cache:
+                req.num_computed = 0  # nothing kept: the next step recomputes every position
             if done:
-                finished.append((req, "eos" if token == eos and req.stop_at_eos else "length"))
+                finished.append((req, "eos" if stop else "length"))
         # The step is recorded with the batch that ran (finishing requests still hold their blocks), then
         # finished requests retire: request_finished and their freed blocks follow the batch_step event.
-        self._record_step(entries, len(tokens), t_start, now)
+        self._record_step(entries, len(batch.tokens), t_start, now)
         for req, reason in finished:
             self.running.remove(req)
             self._finish(req, reason, now)
         self._release_static_batch()
         self.step_count += 1
-        return self._drain()
-
-    def _forward(self, scheduled, tokens: list[int], positions: list[int], rows: list[int],
-                 slices: list[SeqSlice]) -> torch.Tensor:
-        """Logits at `rows` of the flattened step: the fused CPU step when it applies, else the reference."""
-        fused = runner_for(self.model).fused
-        if fused is not None and len(tokens) <= MAX_FUSED_STEP_TOKENS and self.pool.k.dtype == torch.float32:
-            seq = [i for i, (_, n_new) in enumerate(scheduled) for _ in range(n_new)]
-            width = max(len(req.table.blocks) for req, _ in scheduled)
-            tables = [req.table.blocks + [0] * (width - len(req.table.blocks)) for req, _ in scheduled]
-            return fused.forward_rows(torch.tensor(tokens), torch.tensor(positions), torch.tensor(seq),
-                                      torch.tensor(tables), self.pool.k, self.pool.v, torch.tensor(rows))
-        device = self.engine.device
-        self.backend.begin_step(slices)
-        return forward_rows(self.model, torch.tensor([tokens], device=device), torch.tensor(positions, device=device),
-                            self.backend, torch.tensor(rows, device=device))
+        return self.drain()
 
     def run_metrics(self) -> dict:
         return run_metrics(self)
@@ -301,7 +292,7 @@ class Scheduler:
         req.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
-        self._emit(Preemption(request_id=req.request_id, step=self.step_count, blocks_freed=n_blocks,
+        self.emit(Preemption(request_id=req.request_id, step=self.step_count, blocks_freed=n_blocks,
                               tokens_to_recompute=len(req.all_ids)))
 
     def _free_blocks(self, req: Request) -> None:
@@ -322,7 +313,7 @@ class Scheduler:
             self.held.append(req)  # keeps its slot and blocks until the whole batch is done
         else:
             self._free_blocks(req)
-        self._emit(request_finished_event(req, self))
+        self.emit(request_finished_event(req, self))
 
     def _release_static_batch(self) -> None:
         if self.cfg.mode == "static" and not self.running and self.held:
@@ -343,28 +334,22 @@ class Scheduler:
             if self.prefix.register(b, h):
                 self._block_event("cached", b, req.request_id, i, self.allocator.refcount[b])
 
-    def _sample(self, scheduled, logits: torch.Tensor) -> list[int]:
-        if all(req.temperature <= 0 for req, _ in scheduled):
-            return logits.argmax(-1).tolist()
-        return [sample(logits[i], req.sampling, req.generator) for i, (req, _) in enumerate(scheduled)]
-
     # ---- events and stats ---------------------------------------------------------------------------
     def _t(self, t: float) -> float:
         return t - self.t0
 
     def _text(self, token: int) -> str:
-        tok = getattr(self.engine, "tokenizer", None)
-        return tok.token_text(token) if tok is not None else str(token)
+        return self.tokenizer.token_text(token) if self.tokenizer is not None else str(token)
 
     def _decode(self, ids: list[int]) -> str:
-        tok = getattr(self.engine, "tokenizer", None)
-        return tok.decode(ids, skip_special=True) if tok is not None else ""
+        return self.tokenizer.decode(ids, skip_special=True) if self.tokenizer is not None else ""
 
-    def _emit(self, ev: TraceEvent) -> None:
+    def emit(self, ev: TraceEvent) -> None:
         if self.trace:
             self._events.append(ev)
 
-    def _drain(self) -> list[TraceEvent]:
+    def drain(self) -> list[TraceEvent]:
+        """The events emitted since the last drain, in order."""
         out, self._events = self._events, []
         return out
 
@@ -389,11 +374,11 @@ class Scheduler:
 
     def _record_step(self, entries: list[dict], n_tokens: int, t_start: float, now: float) -> None:
         allocated, filled = self.kv_slots()
-        reserved_req = sum(len(r.prompt_ids) + r.max_new_tokens for r in self.running + self.held)
+        reserved_req = sum(len(r.prompt_ids) + r.params.max_new_tokens for r in self.running + self.held)
         live = len(self.running) + len(self.held)
         stats = {"n_tokens": n_tokens, "n_seqs": len(entries), "duration_s": now - t_start,
                  "blocks_used": self.allocator.num_used, "slots_allocated": allocated, "slots_filled": filled,
-                 "reserved_request_max": reserved_req, "reserved_model_max": live * self.engine.config.max_seq_len,
+                 "reserved_request_max": reserved_req, "reserved_model_max": live * self.model_config.max_seq_len,
                  "lengths": [r.num_computed for r in self.running + self.held]}
         self.step_stats.append(stats)
         if self.trace:
@@ -483,127 +468,3 @@ def run_metrics(sched: Scheduler) -> dict:
         out.update({"prefix_cache_queries": sched.prefix.query_tokens, "prefix_cache_hits": sched.prefix.hit_tokens,
                     "prefix_cache_hit_rate": sched.prefix.hit_rate})
     return out
-
-
-def run_batch(engine, requests: Iterable[Request], config: SchedulerConfig,
-              arrival_steps: dict[str, int] | None = None, should_stop: Callable[[], bool] | None = None,
-              trace: bool = True, clock: Callable[[], float] = time.perf_counter) -> Iterator[TraceEvent]:
-    """Drive a scheduler over `requests` (each added when the step counter reaches its arrival step, default
-    0) until all finish; yields every event, ending with `batch_run_finished`. Returns the scheduler via
-    StopIteration.value (use `sched = yield from run_batch(...)` or `drive`)."""
-    sched = Scheduler(engine, config, trace=trace, clock=clock)
-    pending = sorted(requests, key=lambda r: (arrival_steps or {}).get(r.request_id, 0))
-    yield from sched._drain()
-    while pending or sched.has_work():
-        if should_stop is not None and should_stop():
-            for r in list(sched.waiting) + list(sched.running):
-                yield from sched.abort(r.request_id)
-            break
-        while pending and (arrival_steps or {}).get(pending[0].request_id, 0) <= sched.step_count:
-            sched.add_request(pending.pop(0))
-        if not sched.has_work():  # idle until the next arrival: time still passes in steps
-            sched.step_count += 1
-            continue
-        yield from sched.step()
-    yield BatchRunFinished(metrics=sched.run_metrics())
-    return sched
-
-
-def drive(engine, requests: Iterable[Request], config: SchedulerConfig, **kw) -> tuple[Scheduler, list[TraceEvent]]:
-    """`run_batch` to completion: (scheduler, all events)."""
-    events: list[TraceEvent] = []
-    gen = run_batch(engine, requests, config, **kw)
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return stop.value, events
-
-
-# ---- CLI: python -m inference_core batch ... -------------------------------------------------------------
-def read_prompts(path: str, jsonl: bool = False) -> list[dict]:
-    """One request per non-blank line. Text (default): the line is the prompt, `\\n` for a newline.
-    JSON lines (`jsonl`): each line an object {"prompt", "max_new_tokens"?, "arrival_step"?, "id"?}."""
-    import json
-
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            if not jsonl:
-                out.append({"prompt": line.replace("\\n", "\n")})
-                continue
-            try:
-                spec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path} line {number}: not JSON ({exc.msg})") from None
-            if not isinstance(spec, dict) or not isinstance(spec.get("prompt"), str):
-                raise ValueError(f"{path} line {number}: needs an object with a \"prompt\" string")
-            out.append(spec)
-    return out
-
-
-def add_batch(sub) -> None:
-    from .cli import add_model_arg
-
-    p = sub.add_parser("batch", help="serve a file of prompts with the batching scheduler")
-    add_model_arg(p)
-    p.add_argument("--prompts-file", required=True,
-                   help="one prompt per line; JSON lines with --jsonl or a .jsonl file")
-    p.add_argument("--jsonl", action="store_true",
-                   help='read the file as JSON lines: {"prompt", "max_new_tokens"?, "arrival_step"?, "id"?}')
-    p.add_argument("--mode", choices=["continuous", "static"], default="continuous")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-blocks", type=int, default=256)
-    p.add_argument("--max-num-seqs", type=int, default=32)
-    p.add_argument("--max-num-batched-tokens", type=int, default=4096)
-    p.add_argument("--prefix-cache", action="store_true")
-    p.add_argument("--max-new-tokens", type=int, default=32, help="default for lines that do not set it")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=None, help="request i samples with seed + i")
-    p.add_argument("--chat", action="store_true", help="apply the model's chat template")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_batch)
-
-
-def cmd_batch(args) -> int:
-    import json
-    import sys
-
-    from .engine import load_engine
-
-    engine = load_engine(args.model)
-    config = SchedulerConfig(mode=args.mode, block_size=args.block_size, num_blocks=args.num_blocks,
-                             max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                             prefix_caching=args.prefix_cache)
-    specs = read_prompts(args.prompts_file, jsonl=args.jsonl or args.prompts_file.endswith(".jsonl"))
-    if not specs:
-        raise ValueError(f"no prompts in {args.prompts_file}")
-    reqs, arrivals = [], {}
-    for i, spec in enumerate(specs):
-        rid = str(spec.get("id", f"r{i}"))
-        ids = engine.encode_prompt(spec["prompt"], args.chat)
-        reqs.append(Request(rid, ids, max_new_tokens=int(spec.get("max_new_tokens", args.max_new_tokens)),
-                            temperature=args.temperature, seed=None if args.seed is None else args.seed + i))
-        arrivals[rid] = int(spec.get("arrival_step", 0))
-    sched, _ = drive(engine, reqs, config, arrival_steps=arrivals, trace=False)
-    results = []
-    for spec, req in zip(specs, reqs):
-        m = request_metrics(req)
-        results.append({"id": req.request_id, "prompt": spec["prompt"], "prompt_token_ids": req.prompt_ids,
-                        "token_ids": req.output_ids, "text": engine.tokenizer.decode(req.output_ids, skip_special=True),
-                        "finish_reason": req.finish_reason, "n_cached_tokens": req.num_cached_tokens,
-                        "num_preemptions": req.num_preemptions,
-                        **{k: v for k, v in m.items() if k != "itl_s"}})
-    metrics = sched.run_metrics()
-    if args.json:
-        print(json.dumps({"config": config.__dict__, "requests": results, "metrics": metrics}))
-    else:
-        for r in results:
-            print(f"[{r['id']}] {r['prompt']!r} → {r['text']!r}")
-        print(f"\n{metrics['completed']} requests in {metrics['duration_s']:.2f} s · "
-              f"{metrics['output_throughput']:.1f} output tok/s · TTFT mean {metrics['mean_ttft_ms']:.0f} ms · "
-              f"KV waste {metrics['kv_waste_pct']:.1f}% · preemptions {metrics['num_preemptions']}", file=sys.stderr)
-    return 0

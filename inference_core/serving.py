@@ -2,8 +2,8 @@
 
 Celery runs demo tasks in threads; if each thread ran its own forward passes, concurrent students would
 take turns and a 2-core CPU would thrash. Instead every thread submits to one `EngineService`, whose
-thread owns a continuous-batching `Scheduler` (paged KV cache) and runs ONE forward per step for all
-running requests. Callers get the same `run_started` / `token` / `run_finished` events as
+thread owns a continuous-batching `LLMEngine` (paged KV cache) and calls its `step()`: ONE forward per step
+for all running requests. Callers get the same `run_started` / `token` / `run_finished` events as
 `Engine.generate_events`, with `batch_size` telling how many requests shared each step.
 
 Invariant: only the service thread touches the scheduler and the model; other threads talk to it
@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from .config import DEFAULT_MODEL
-from .engine import Engine, GenerationParams, step_cost
+from .engine import Engine, GenerationParams
+from .llm_engine import LLMEngine, RequestStream
 from .paged_trace import BatchStep, RequestFinished
-from .scheduler import Request, Scheduler, SchedulerConfig
-from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
+from .scheduler import Request, SchedulerConfig
+from .trace import RunFinished, TraceEvent
 
 _DONE = object()
 
@@ -67,18 +68,10 @@ class EngineService:
                         should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
         if not params.use_cache:
             raise ValueError("the batching service always uses the KV cache; call Engine.generate_events")
-        cfg = self.engine.config
         request_id = f"r{next(self._ids)}"
-        request = Request(request_id, list(prompt_ids), max_new_tokens=params.max_new_tokens,
-                          temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, seed=params.seed,
-                          stop_at_eos=params.stop_at_eos)
+        request = Request(request_id, list(prompt_ids), params)
         stream: queue.Queue = queue.Queue()
-        bpv = self.engine.bytes_per_value
-        yield RunStarted(
-            model=self.engine.name, device=str(self.engine.device), dtype=str(self.engine.dtype).removeprefix("torch."),
-            prompt_token_ids=list(prompt_ids), prompt_tokens=[self.engine.tokenizer.token_text(t) for t in prompt_ids],
-            params=asdict(params), n_layers=cfg.n_layers, kv_bytes_per_token=cfg.kv_bytes_per_token(bpv),
-        )
+        yield self.engine.run_started(prompt_ids, params)
         self._inbox.put(("add", request, stream))
         finished = False
         try:
@@ -103,80 +96,59 @@ class EngineService:
 
     # ---- service thread ----------------------------------------------------------------------------
     def _loop(self) -> None:
-        sched = Scheduler(self.engine, self.config, trace=True)
-        sched._drain()
+        llm, streams = self._new_engine()
         while True:
-            block = not sched.has_work()
+            block = not llm.has_work()
             try:
                 while True:
                     op, arg, stream = self._inbox.get(block=block, timeout=None if block else 0)
                     block = False
                     if op == "add":
                         try:
-                            sched.add_request(arg)
+                            llm.add_request(arg)
                             self._streams[arg.request_id] = stream
                         except ValueError as exc:
                             stream.put(exc)
                     elif op == "abort":
-                        self._route(sched, sched.abort(arg))
-                        self._update_stats(sched, [], stepped=False)  # an idle dashboard must not show it
+                        self._route(llm, streams, llm.abort(arg))
+                        self._update_stats(llm, [], stepped=False)  # an idle dashboard must not show it
             except queue.Empty:
                 pass
-            if not sched.has_work():
+            if not llm.has_work():
                 continue
             try:
-                events = sched.step()
+                events = llm.step()
             except Exception as exc:  # noqa: BLE001 — every waiting caller must hear about it
                 for stream in self._streams.values():
                     stream.put(exc)
                 self._streams.clear()
-                sched = Scheduler(self.engine, self.config, trace=True)
-                sched._drain()
+                llm, streams = self._new_engine()
                 continue
-            self._route(sched, events)
-            self._update_stats(sched, events)
+            self._route(llm, streams, events)
+            self._update_stats(llm, events)
 
-    def _route(self, sched: Scheduler, events: list[TraceEvent]) -> None:
-        """Turn the scheduler's batch events into each caller's own token / run_finished events."""
-        cfg = self.engine.config
-        bpv = self.engine.bytes_per_value
-        per_token = cfg.kv_bytes_per_token(bpv)
-        # The scheduler emits a request's `request_finished` before the step's `batch_step` that carries its
-        # last token: deliver tokens first so a caller's stream ends with run_finished.
-        for ev in sorted(events, key=lambda e: not isinstance(e, BatchStep)):
-            if isinstance(ev, BatchStep):
-                for entry in ev.entries:
-                    stream = self._streams.get(entry["request_id"])
-                    if stream is None:
-                        continue
-                    req = sched.requests[entry["request_id"]]
-                    context = entry["context_len"]
-                    flops, moved = step_cost(cfg, entry["n_tokens"], context, 1, bpv, True)
-                    per_layer = context * per_token // cfg.n_layers
-                    stream.put(TokenStep(
-                        phase=entry["phase"], step=len(req.output_ids) - 1, token_id=entry["token_id"], text=entry["text"], position=context,
-                        n_input_tokens=entry["n_tokens"], step_time_s=ev.duration_s,
-                        kv_bytes_total=per_layer * cfg.n_layers, kv_bytes_per_layer=[per_layer] * cfg.n_layers,
-                        flops=flops, bytes_moved=moved, batch_size=len(ev.entries),
-                    ))
-            elif isinstance(ev, RequestFinished):
-                stream = self._streams.pop(ev.request_id, None)
-                if stream is None:
-                    continue
-                req = sched.requests.pop(ev.request_id)
-                gaps = ev.itl_s or []
-                reason = {"aborted": "cancelled"}.get(ev.finish_reason, ev.finish_reason)
-                stream.put(RunFinished(
-                    token_ids=list(ev.token_ids), text=ev.text, finish_reason=reason,
-                    n_prompt_tokens=ev.n_prompt_tokens, n_generated=ev.n_generated, ttft_s=ev.ttft_s or 0.0,
-                    tpot_s=ev.tpot_s or 0.0, tokens_per_s=len(gaps) / sum(gaps) if gaps and sum(gaps) > 0 else 0.0,
-                    kv_bytes=0 if reason == "cancelled" else (len(req.all_ids) - 1) * per_token,
-                ))
+    def _new_engine(self) -> tuple[LLMEngine, RequestStream]:
+        llm = LLMEngine(self.engine, self.config, trace=True)
+        llm.drain()
+        return llm, RequestStream(self.engine, llm.scheduler)
+
+    def _route(self, llm: LLMEngine, streams: RequestStream, events: list[TraceEvent]) -> None:
+        """Hand each caller its own token / run_finished events."""
+        sched = llm.scheduler
+        for request_id, ev in streams.route(events):
+            stream = self._streams.get(request_id)
+            if stream is None:
+                continue
+            stream.put(ev)
+            if isinstance(ev, RunFinished):
+                del self._streams[request_id]
+                sched.requests.pop(request_id, None)
                 stream.put(_DONE)
         if sched.finished:
             sched.finished.clear()  # the service runs forever: keep no history
 
-    def _update_stats(self, sched: Scheduler, events: list[TraceEvent], stepped: bool = True) -> None:
+    def _update_stats(self, llm: LLMEngine, events: list[TraceEvent], stepped: bool = True) -> None:
+        sched = llm.scheduler
         now = time.monotonic()
         for ev in events:
             if isinstance(ev, BatchStep):

@@ -25,7 +25,7 @@ import sys
 import time
 import typing
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 
@@ -227,18 +227,8 @@ class SpecStats:
 # ---------------------------------------------------------------- the round loop
 
 @dataclass(frozen=True)
-class SpecParams:
-    k: int = 4
-    max_new_tokens: int = 32
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop_at_eos: bool = True
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p)
+class SpecParams(SamplingParams):
+    k: int = 4  # guesses per round
 
 
 class SpeculativeRun:
@@ -260,7 +250,7 @@ class SpeculativeRun:
             raise ValueError(f"prompt + new tokens + k = {capacity} exceeds the model's {cfg.max_seq_len} positions")
         self.model, self.draft, self.params, self.token_text = model, draft, params, token_text
         self.device = model.tok_embeddings.weight.device
-        self.sampling = params.sampling
+        self.sampling = params
         self.generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
         self.cache = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, capacity, cfg.head_dim,
                                       model.tok_embeddings.weight.dtype, self.device)
@@ -436,8 +426,7 @@ def speculate(engine: Engine, prompt_ids: list[int], draft: Draft | str, params:
 
 def plain_timed(engine: Engine, prompt_ids: list[int], params: SpecParams) -> tuple[list[int], float, float]:
     """Plain decoding of the same request: (token ids, total seconds, prefill seconds)."""
-    gen = GenerationParams(max_new_tokens=params.max_new_tokens, temperature=params.temperature, top_k=params.top_k,
-                           top_p=params.top_p, seed=params.seed, stop_at_eos=params.stop_at_eos)
+    gen = GenerationParams(**{f.name: getattr(params, f.name) for f in fields(SamplingParams)})
     t0 = time.perf_counter()
     ids: list[int] = []
     prefill = 0.0

@@ -8,12 +8,10 @@ ones (Qwen's `<tool_call>`), which are not special (decoding keeps them).
 """
 from __future__ import annotations
 
-from functools import lru_cache
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 
-from .config import DEFAULT_MODEL
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token_type values for special and added tokens
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -73,12 +71,3 @@ class Tokenizer:
             f"<|im_start|>system\n{sys_text}<|im_end|>\n"
             f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
         )
-
-
-@lru_cache(maxsize=4)
-def load_tokenizer(name: str = DEFAULT_MODEL) -> Tokenizer:
-    from .weights import MODELS, load_config, prepared_dir
-
-    cfg = load_config(name)
-    path = str(prepared_dir(name) / "tokenizer.json")
-    return Tokenizer(path, cfg.bos_token_id, cfg.eos_token_id, MODELS[name].default_system)

@@ -13,13 +13,15 @@ import importlib.util
 import json
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import DEFAULT_MODEL, ModelConfig
+from .config import DEFAULT_MODEL, ModelConfig, engine_settings
 from .tokenizer import DEFAULT_SYSTEM as SMOLLM_SYSTEM
+from .tokenizer import Tokenizer, build_tokenizer_json
 
 if TYPE_CHECKING:  # torch is imported where weights are read: the tokenizer's path never loads it
     import torch
@@ -69,7 +71,7 @@ class WeightsError(RuntimeError):
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get("INFERENCE_LAB_CACHE") or Path.home() / ".cache" / "inference-lab")
+    return engine_settings().cache_dir
 
 
 def cache_dir() -> Path:
@@ -216,8 +218,6 @@ def prepared_dir(name: str) -> Path:
         raise WeightsError(f"{path}: sha256 {digest} does not match the expected {source.sha256}")
     from safetensors.torch import save_file
 
-    from .tokenizer import build_tokenizer_json
-
     cfg, state, tok = read_gguf(path)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
@@ -241,3 +241,10 @@ def load_state(name: str) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(str(prepared_dir(name) / "model.safetensors"))
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer(name: str = DEFAULT_MODEL) -> Tokenizer:
+    cfg = load_config(name)
+    path = str(prepared_dir(name) / "tokenizer.json")
+    return Tokenizer(path, cfg.bos_token_id, cfg.eos_token_id, MODELS[name].default_system)

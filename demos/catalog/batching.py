@@ -41,7 +41,9 @@ def parse_workload(text: str, max_requests: int = WORKLOAD_LIMITS["max_requests"
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     from inference_core.engine import load_engine  # here, not at the top: the web process loads no torch
-    from inference_core.scheduler import Request, SchedulerConfig, run_batch
+    from inference_core.llm_engine import run_batch
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
@@ -50,7 +52,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     modes = ("continuous", "static") if params["modes"] == "both" else (params["modes"],)
     for mode in modes:
         reqs = [Request(f"r{i}", engine.tokenizer.encode(f"A short note about {TOPICS[i % len(TOPICS)]}:"),
-                        max_new_tokens=n, stop_at_eos=False) for i, (n, _) in enumerate(jobs)]
+                        SamplingParams(max_new_tokens=n, stop_at_eos=False)) for i, (n, _) in enumerate(jobs)]
         arrivals = {f"r{i}": a for i, (_, a) in enumerate(jobs)}
         config = SchedulerConfig(mode=mode, block_size=16, num_blocks=64, max_num_seqs=batch)
         for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):

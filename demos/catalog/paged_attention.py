@@ -29,7 +29,9 @@ def prompt_lines(text: str, limit: int = MAX_PROMPTS) -> list[str]:
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     from inference_core.engine import load_engine  # here, not at the top: the web process loads no torch
-    from inference_core.scheduler import Request, SchedulerConfig, run_batch
+    from inference_core.llm_engine import run_batch
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
@@ -38,7 +40,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     spacing = int(params["arrival_every"])
     config = SchedulerConfig(mode="continuous", block_size=int(params["block_size"]),
                              num_blocks=int(params["num_blocks"]), max_num_seqs=8)
-    reqs = [Request(f"r{i}", engine.tokenizer.encode(p), max_new_tokens=max_new, stop_at_eos=False)
+    reqs = [Request(f"r{i}", engine.tokenizer.encode(p), SamplingParams(max_new_tokens=max_new, stop_at_eos=False))
             for i, p in enumerate(prompts)]
     arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
     for ev in run_batch(engine, reqs, config, arrival_steps=arrivals, should_stop=should_stop):

@@ -25,7 +25,9 @@ DEFAULT_QUESTIONS = "When are you open on Saturday?\nHow long can I keep a film?
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     from inference_core.engine import load_engine  # here, not at the top: the web process loads no torch
-    from inference_core.scheduler import Request, SchedulerConfig, run_batch
+    from inference_core.llm_engine import run_batch
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
@@ -35,7 +37,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     block_size = int(params["block_size"])
     spacing = max_new + 1  # each question arrives after the previous answer: a chat-like sequence
     for cached in (False, True):
-        reqs = [Request(f"q{i}", engine.tokenizer.encode(f"{system}Question: {q}\nAnswer:"), max_new_tokens=max_new)
+        reqs = [Request(f"q{i}", engine.tokenizer.encode(f"{system}Question: {q}\nAnswer:"), SamplingParams(max_new_tokens=max_new))
                 for i, q in enumerate(questions)]
         arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
         # Room for every request at once (nothing needs evicting); a few MB per question, not a fixed pool.

@@ -94,10 +94,13 @@ def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_sto
 
 
 def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
-    from inference_core.scheduler import Request, Scheduler, SchedulerConfig
+    from inference_core.llm_engine import LLMEngine
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
 
     blocks = len(reqs) * (-(-(max(len(r.prompt_ids) for r in reqs) + max_new) // 16)) + 8
-    sched = Scheduler(engine, SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks), trace=False)
+    llm = LLMEngine(engine, SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks), trace=False)
+    sched = llm.scheduler
     by_id: dict[str, Tracked] = {}
     pending = list(reqs)
     total = 0
@@ -108,13 +111,14 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
         while pending and pending[0].arrival_s <= now:
             r = pending.pop(0)
             by_id[str(r.rid)] = r
-            sched.add_request(Request(str(r.rid), r.prompt_ids, max_new_tokens=max_new, stop_at_eos=False))
+            params = SamplingParams(max_new_tokens=max_new, stop_at_eos=False)
+            sched.add_request(Request(str(r.rid), r.prompt_ids, params))
         if not sched.has_work():
             _wait_until(t0, pending[0].arrival_s, should_stop)
             continue
         started = {rid for rid, r in by_id.items() if r.start_s is None}
         t_step = time.perf_counter() - t0
-        sched.step()
+        llm.step()
         now = time.perf_counter() - t0
         for rid in started:
             if sched.requests[rid].output_ids:

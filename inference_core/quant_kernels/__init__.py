@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import threading
 from pathlib import Path
 from types import ModuleType
+
+from ..config import engine_settings
 
 _HERE = Path(__file__).parent
 _SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
@@ -42,7 +43,7 @@ def load() -> ModuleType | None:
         if "module" in _state:
             return _state["module"]  # type: ignore[return-value]
         module, reason = None, ""
-        if os.environ.get("INFERENCE_QUANT_KERNELS", "").lower() == "torch":
+        if not engine_settings().quant_kernels:
             reason = "disabled by INFERENCE_QUANT_KERNELS=torch"
         elif not _cpu_has_avx2():
             reason = "CPU lacks AVX2/FMA/F16C"
@@ -63,10 +64,8 @@ def why_unavailable() -> str:
 def _build() -> ModuleType:
     from torch.utils.cpp_extension import load as cpp_load
 
-    from ..weights import cache_dir
-
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES + _HEADERS)).hexdigest()[:12]
-    build_dir = cache_dir() / "torch_extensions" / f"quant_gemv_{digest}"
+    build_dir = engine_settings().cache_dir / "torch_extensions" / f"quant_gemv_{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir.with_name(build_dir.name + ".flock"), "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)  # released by the kernel if this process dies

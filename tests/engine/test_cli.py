@@ -134,7 +134,7 @@ def test_every_option_of_every_command_has_help(capsys):
 
 
 def test_batch_reads_json_lines_only_when_told(tmp_path):
-    from inference_core.scheduler import read_prompts
+    from inference_core.batch_cli import read_prompts
 
     text = tmp_path / "prompts.txt"
     text.write_text('{"prompt": "x"} is a prompt about JSON\nplain\n')

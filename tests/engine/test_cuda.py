@@ -89,11 +89,10 @@ def hf_cuda():
 
 
 def eager(monkeypatch, engine, ids, params):
-    monkeypatch.setenv("INFERENCE_CUDA_GRAPHS", "0")
-    try:
+    from inference_core.config import settings_override
+
+    with settings_override(cuda_graphs=False):
         return engine.generate_ids(ids, params)
-    finally:
-        monkeypatch.delenv("INFERENCE_CUDA_GRAPHS")
 
 
 @needs_cuda
@@ -162,13 +161,15 @@ def test_cuda_seeded_sampling_is_reproducible(cuda_engine):
 @pytest.mark.model
 def test_cuda_scheduler_matches_single_requests(cuda_engine, monkeypatch):
     """Continuous batching with prefix caching and a pool small enough to force preemption, on the GPU."""
-    from inference_core.scheduler import Request, SchedulerConfig, drive
+    from inference_core.llm_engine import drive
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
 
     shared = cuda_engine.tokenizer.encode("You are a helpful assistant who answers briefly. ")
     prompts = [shared + cuda_engine.tokenizer.encode(q) for q in
                ("What is a cache?", "Name a colour.", "Count to five:", "Why is the sky blue?")]
     config = SchedulerConfig(mode="continuous", block_size=4, num_blocks=24, prefix_caching=True)
-    reqs = [Request(f"r{i}", p, max_new_tokens=20, stop_at_eos=False) for i, p in enumerate(prompts)]
+    reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=20, stop_at_eos=False)) for i, p in enumerate(prompts)]
     sched, _ = drive(cuda_engine, reqs, config, trace=False, arrival_steps={f"r{i}": 2 * i for i in range(4)})
     assert sched.num_preemptions > 0
     assert sched.prefix.hit_tokens > 0

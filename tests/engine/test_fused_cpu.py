@@ -18,7 +18,9 @@ from inference_core.engine import Engine, build_model
 from inference_core.kv_cache import KVCache
 from inference_core.quant import PROJECTIONS, QuantizedLinear, quantize_model
 from inference_core.runner import ModelRunner, runner_for
-from inference_core.scheduler import Request, SchedulerConfig, drive
+from inference_core.llm_engine import drive
+from inference_core.sampling import SamplingParams
+from inference_core.scheduler import Request, SchedulerConfig
 
 pytestmark = pytest.mark.skipif(quant_kernels.load() is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
 
@@ -156,8 +158,12 @@ def test_formats_without_a_fused_kernel_fall_back_and_say_why(engine):
 
 
 def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
-    monkeypatch.setenv("INFERENCE_CPU_FASTPATH", "0")
-    runner = ModelRunner(tiny_model)
+    from inference_core.config import EngineSettings, settings_override
+
+    assert EngineSettings.from_env({"INFERENCE_CPU_FASTPATH": "0"}).cpu_fastpath is False
+    model = build_model(tiny_model.config, dict(tiny_model.state_dict()), torch.device("cpu"))  # not yet built
+    with settings_override(cpu_fastpath=False):
+        runner = ModelRunner(model)
     assert runner.kernel == "torch reference"
     assert "INFERENCE_CPU_FASTPATH=0" in runner.fallback_reason
 
@@ -176,7 +182,7 @@ def test_batched_steps_run_fused_over_the_paged_pool_and_match_single_requests(c
     torch.manual_seed(5)
     prompts = [torch.randint(3, 97, (n,)).tolist() for n in (9, 23, 4, 17)]
     prompts += [prompts[1] + [5, 6, 7, 8, 9, 10], prompts[1] + [11, 12]]  # shared prefixes for the prefix cache
-    reqs = [Request(f"r{i}", p, max_new_tokens=7, stop_at_eos=False) for i, p in enumerate(prompts)]
+    reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=7, stop_at_eos=False)) for i, p in enumerate(prompts)]
     sched, _ = drive(engine, reqs, config, arrival_steps={"r4": 3, "r5": 4})
     for i, prompt in enumerate(prompts):
         cache, feed, want = new_cache(model, len(prompt) + 7), prompt, []
@@ -211,20 +217,23 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
 
 
 def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkeypatch, tiny_model):
-    """The Engine's loop, speculative verify and a model draft all call ModelRunner.forward: no private forward."""
+    """A single request is one-request schedule (ModelRunner.run once per token); speculative verify and a
+    model draft call ModelRunner.forward (a contiguous cache they roll back): no private forward anywhere."""
     from inference_core.drafts import ModelDraft
     from inference_core.speculative import SpecParams, speculative_events
 
     calls: list[int] = []
-    original = ModelRunner.forward
+    runs: list[int] = []
+    original, original_run = ModelRunner.forward, ModelRunner.run
     monkeypatch.setattr(ModelRunner, "forward", lambda self, tokens, *a, **kw: calls.append(len(tokens)) or original(self, tokens, *a, **kw))
-    from inference_core.tokenizer import load_tokenizer
+    monkeypatch.setattr(ModelRunner, "run", lambda self, batch, pool: runs.append(len(batch.tokens)) or original_run(self, batch, pool))
+    from inference_core.weights import load_tokenizer
 
     engine = Engine("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
     prompt = [5, 17, 23, 42, 8, 17, 23]
     out = [e for e in engine.generate_events(prompt, GenerationParams(max_new_tokens=6, stop_at_eos=False))
            if e.type == "token"]
-    assert calls == [len(prompt)] + [1] * (len(out) - 1)
+    assert runs == [len(prompt)] + [1] * (len(out) - 1) and calls == []
     calls.clear()
     draft = ModelDraft(tiny_model, n_layers=1)
     events = list(speculative_events(tiny_model, draft, prompt, SpecParams(k=3, max_new_tokens=8)))

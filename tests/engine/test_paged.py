@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from inference_core.config import tiny_config
 from inference_core.engine import build_model
 from inference_core.kv_cache import KVCache, NoCache
-from inference_core.paged import (BlockAllocator, BlockTable, NoFreeBlocks, PagedBackend, PagedKVPool, SeqSlice,
-                                  forward_rows)
+from inference_core.paged import BlockAllocator, BlockTable, NoFreeBlocks, PagedBackend, PagedKVPool, SeqSlice
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -108,7 +107,8 @@ def run_paged(model, seqs: list[list[int]], block_size: int, chunks: list[list[i
             done[i] += n
         backend.begin_step(slices)
         with torch.inference_mode():
-            logits = forward_rows(model, torch.tensor([toks]), torch.tensor(pos), backend, torch.tensor(rows))
+            hidden = model.hidden_states(torch.tensor([toks]), torch.tensor(pos), backend)
+            logits = model.compute_logits(hidden[0, torch.tensor(rows)])
         for r, i in enumerate(who):
             out[i].append(logits[r])
     return out

@@ -9,7 +9,9 @@ from inference_core.engine import Engine, GenerationParams, build_model
 from inference_core.kv_cache import KVCache
 from inference_core.paged import BlockAllocator
 from inference_core.prefix_cache import PrefixCache, chain_hashes
-from inference_core.scheduler import Request, Scheduler, SchedulerConfig, drive
+from inference_core.llm_engine import LLMEngine, drive
+from inference_core.sampling import SamplingParams
+from inference_core.scheduler import Request, SchedulerConfig
 
 
 def single_request(model, prompt: list[int], n: int) -> list[int]:
@@ -65,7 +67,7 @@ def shared_prefix_jobs(prefix_len: int = 21):
 
 def test_hits_skip_prefill_and_never_change_outputs(tiny_engine):
     jobs = shared_prefix_jobs()
-    reqs = [Request(f"r{i}", p, max_new_tokens=n, stop_at_eos=False) for i, (p, n) in enumerate(jobs)]
+    reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=n, stop_at_eos=False)) for i, (p, n) in enumerate(jobs)]
     sched, events = drive(tiny_engine, reqs, SchedulerConfig(block_size=4, num_blocks=40, prefix_caching=True),
                           arrival_steps={"r1": 3, "r2": 4, "r3": 5})
     for i, (p, n) in enumerate(jobs):
@@ -85,23 +87,24 @@ def test_hits_skip_prefill_and_never_change_outputs(tiny_engine):
 
 def test_cached_blocks_survive_until_memory_is_needed(tiny_engine):
     cfg = SchedulerConfig(block_size=4, num_blocks=10, prefix_caching=True)
-    sched = Scheduler(tiny_engine, cfg)
+    llm = LLMEngine(tiny_engine, cfg)
+    sched = llm.scheduler
     prefix = list(range(3, 19))  # 16 tokens = 4 full blocks
-    sched.add_request(Request("a", prefix + [40], max_new_tokens=2))
+    sched.add_request(Request("a", prefix + [40], SamplingParams(max_new_tokens=2)))
     while sched.has_work():
-        sched.step()
+        llm.step()
     assert sched.allocator.num_free == 10 and sched.prefix.num_cached == 4
-    sched.add_request(Request("b", prefix + [50], max_new_tokens=2))  # hits all 4 after the wait
+    sched.add_request(Request("b", prefix + [50], SamplingParams(max_new_tokens=2)))  # hits all 4 after the wait
     events = []
     while sched.has_work():
-        events += sched.step()
+        events += llm.step()
     assert sched.requests["b"].num_cached_tokens == 16
     assert not [e for e in events if e.type == "kv_block" and e.op == "evicted"]
     # A request that needs every block forces the cached ones out, least recently used first.
-    sched.add_request(Request("c", list(range(60, 96)), max_new_tokens=3))
+    sched.add_request(Request("c", list(range(60, 96)), SamplingParams(max_new_tokens=3)))
     events = []
     while sched.has_work():
-        events += sched.step()
+        events += llm.step()
     assert [e for e in events if e.type == "kv_block" and e.op == "evicted"]
     assert sched.requests["c"].output_ids == single_request(tiny_engine.model, list(range(60, 96)), 3)
     sched.allocator.check()
@@ -114,7 +117,7 @@ def test_real_model_prefix_hit_same_tokens(engine):
               "Always answer in English. ")
     prompts = [system + "Question: what is a prime number?", system + "Question: why is the sky blue?"]
     want = [engine.generate_ids(tok.encode(p), GenerationParams(max_new_tokens=6)) for p in prompts]
-    reqs = [Request(f"r{i}", tok.encode(p), max_new_tokens=6) for i, p in enumerate(prompts)]
+    reqs = [Request(f"r{i}", tok.encode(p), SamplingParams(max_new_tokens=6)) for i, p in enumerate(prompts)]
     sched, _ = drive(engine, reqs, SchedulerConfig(block_size=8, num_blocks=32, prefix_caching=True),
                      arrival_steps={"r1": 1})
     assert sched.requests["r1"].num_cached_tokens >= 16

@@ -238,7 +238,7 @@ def test_int8_kv_cache_roundtrip_and_bytes():
 def test_int8_kv_cache_generates_like_fp32_on_tiny_model(tiny_model):
     from inference_core.engine import Engine, GenerationParams
     from inference_core.kv_quant import int8_kv_engine
-    from inference_core.tokenizer import load_tokenizer
+    from inference_core.weights import load_tokenizer
 
     eng = Engine("tiny", tiny_model, load_tokenizer("smollm2-135m"), torch.device("cpu"))
     params = GenerationParams(max_new_tokens=8, stop_at_eos=False)

@@ -105,7 +105,8 @@ def test_qwen2_pre_tokenizer_splits_like_qwen():
 def test_missing_pack_names_the_install_command(tmp_path, monkeypatch):
     from inference_core.weights import MODELS, WeightsError, gguf_path, is_installed
 
-    monkeypatch.setenv("INFERENCE_LAB_CACHE", str(tmp_path))
+    monkeypatch.setattr("inference_core.config._settings", None)
+    monkeypatch.setenv("INFERENCE_LAB_CACHE", str(tmp_path))  # read from the environment like a fresh process
     for name in (DRAFT, "qwen2.5-coder-1.5b-instruct"):
         assert MODELS[name].package is None and not is_installed(name)
         with pytest.raises(WeightsError, match="make models-qwen"):

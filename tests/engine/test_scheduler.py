@@ -12,7 +12,8 @@ from inference_core.config import tiny_config
 from inference_core.engine import Engine, GenerationParams, build_model
 from inference_core.kv_cache import KVCache
 from inference_core.sampling import SamplingParams, sample
-from inference_core.scheduler import Request, Scheduler, SchedulerConfig, drive, request_metrics
+from inference_core.llm_engine import LLMEngine, drive
+from inference_core.scheduler import Request, SchedulerConfig, request_metrics
 from inference_core.trace import validate_event
 
 
@@ -75,7 +76,7 @@ def test_greedy_batched_equals_single_request(tiny_engine, name):
     jobs = workload(1, 8)
     # shared prefixes so that prefix caching has something to hit
     jobs += [(jobs[0][0] + [5, 6, 7, 8, 9, 10, 11, 12, 13], 6), (jobs[0][0] + [5, 6, 7], 9)]
-    reqs = [Request(f"r{i}", p, max_new_tokens=n, stop_at_eos=False) for i, (p, n) in enumerate(jobs)]
+    reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=n, stop_at_eos=False)) for i, (p, n) in enumerate(jobs)]
     arrivals = {f"r{i}": 2 * i for i in range(len(jobs))}
     sched, events = drive(tiny_engine, reqs, CONFIGS[name], arrival_steps=arrivals)
     for i, (p, n) in enumerate(jobs):
@@ -116,14 +117,15 @@ def test_preemption_evicts_the_newest_running_request(tiny_engine):
     needs a second block. r0 (oldest) gets the last free one, r1 finds none, so the newest, r2, is preempted:
     its block goes to r1, and r2 goes back to the FRONT of the waiting queue (ahead of r3, queued later)."""
     prompts = {f"r{i}": [10 * i + j + 3 for j in range(4)] for i in range(4)}
-    reqs = [Request(rid, p, max_new_tokens=6, stop_at_eos=False) for rid, p in prompts.items()]
+    reqs = [Request(rid, p, SamplingParams(max_new_tokens=6, stop_at_eos=False)) for rid, p in prompts.items()]
     config = SchedulerConfig(block_size=4, num_blocks=4, max_num_seqs=3)
-    sched = Scheduler(tiny_engine, config)
+    llm = LLMEngine(tiny_engine, config)
+    sched = llm.scheduler
     for r in reqs:
         sched.add_request(r)
-    first = sched.step()
+    first = llm.step()
     assert [e["request_id"] for e in first[-1].entries] == ["r0", "r1", "r2"]  # admitted in that order
-    second = sched.step()
+    second = llm.step()
     preemptions = [e for e in second if e.type == "preemption"]
     assert [e.request_id for e in preemptions] == ["r2"]
     assert preemptions[0].blocks_freed == 1 and preemptions[0].tokens_to_recompute == 5
@@ -133,7 +135,7 @@ def test_preemption_evicts_the_newest_running_request(tiny_engine):
     assert [e["request_id"] for e in step.entries] == ["r0", "r1"]
     events = first + second
     while sched.has_work():
-        events += sched.step()
+        events += llm.step()
     victims = admission_order_check(events)
     assert victims[0] == "r2" and "r0" not in victims  # the oldest request is never the one evicted
     assert sched.requests["r0"].num_preemptions == 0 and sched.requests["r2"].num_preemptions >= 1
@@ -144,7 +146,7 @@ def test_preemption_evicts_the_newest_running_request(tiny_engine):
 @pytest.mark.parametrize("name", ["preempt", "static-preempt"])
 def test_every_preemption_evicts_the_newest_running_request(tiny_engine, name):
     jobs = workload(1, 8)
-    reqs = [Request(f"r{i}", p, max_new_tokens=n, stop_at_eos=False) for i, (p, n) in enumerate(jobs)]
+    reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=n, stop_at_eos=False)) for i, (p, n) in enumerate(jobs)]
     _, events = drive(tiny_engine, reqs, CONFIGS[name], arrival_steps={f"r{i}": 2 * i for i in range(len(jobs))})
     assert len(admission_order_check(events)) > 0
 
@@ -152,7 +154,7 @@ def test_every_preemption_evicts_the_newest_running_request(tiny_engine, name):
 def test_seeded_sampling_matches_single_request(tiny_engine):
     params = SamplingParams(temperature=0.8, top_k=20)
     jobs = workload(2, 4)
-    reqs = [Request(f"r{i}", p, max_new_tokens=n, temperature=0.8, top_k=20, seed=100 + i, stop_at_eos=False)
+    reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=n, temperature=0.8, top_k=20, seed=100 + i, stop_at_eos=False))
             for i, (p, n) in enumerate(jobs)]
     sched, _ = drive(tiny_engine, reqs, SchedulerConfig(block_size=4, num_blocks=30))
     for i, (p, n) in enumerate(jobs):
@@ -162,7 +164,7 @@ def test_seeded_sampling_matches_single_request(tiny_engine):
 def test_continuous_admits_and_retires_every_step_static_waits(tiny_engine):
     jobs = [([3, 4, 5], 2), ([6, 7, 8], 10), ([9, 10], 3)]
     for mode, expect_steps in (("continuous", 10), ("static", 13)):
-        reqs = [Request(f"r{i}", p, max_new_tokens=n) for i, (p, n) in enumerate(jobs)]
+        reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=n)) for i, (p, n) in enumerate(jobs)]
         sched, events = drive(tiny_engine, reqs, SchedulerConfig(mode=mode, block_size=4, num_blocks=20, max_num_seqs=2))
         steps = [e for e in events if e.type == "batch_step"]
         assert len(steps) == expect_steps, mode
@@ -174,10 +176,11 @@ def test_continuous_admits_and_retires_every_step_static_waits(tiny_engine):
 
 
 def test_abort_frees_blocks(tiny_engine):
-    sched = Scheduler(tiny_engine, SchedulerConfig(block_size=4, num_blocks=20))
-    sched.add_request(Request("a", list(range(3, 20)), max_new_tokens=30))
-    sched.add_request(Request("b", [3, 4], max_new_tokens=30))
-    sched.step()
+    llm = LLMEngine(tiny_engine, SchedulerConfig(block_size=4, num_blocks=20))
+    sched = llm.scheduler
+    sched.add_request(Request("a", list(range(3, 20)), SamplingParams(max_new_tokens=30)))
+    sched.add_request(Request("b", [3, 4], SamplingParams(max_new_tokens=30)))
+    llm.step()
     assert sched.allocator.num_used == 5 + 1
     events = sched.abort("a")
     assert sched.allocator.num_used == 1
@@ -187,10 +190,11 @@ def test_abort_frees_blocks(tiny_engine):
 
 
 def test_metrics_follow_vllm_definitions(tiny_engine):
-    sched = Scheduler(tiny_engine, SchedulerConfig(block_size=4, num_blocks=20), clock=Ticks())
-    sched.add_request(Request("a", [3, 4, 5], max_new_tokens=4))
+    llm = LLMEngine(tiny_engine, SchedulerConfig(block_size=4, num_blocks=20), clock=Ticks())
+    sched = llm.scheduler
+    sched.add_request(Request("a", [3, 4, 5], SamplingParams(max_new_tokens=4)))
     while sched.has_work():
-        sched.step()
+        llm.step()
     req = sched.requests["a"]
     m = request_metrics(req)
     assert m["ttft_s"] == req.token_times[0] - req.arrival_time
@@ -206,11 +210,12 @@ def test_metrics_follow_vllm_definitions(tiny_engine):
 
 
 def test_rejects_requests_that_can_never_fit(tiny_engine):
-    sched = Scheduler(tiny_engine, SchedulerConfig(block_size=4, num_blocks=2))
+    llm = LLMEngine(tiny_engine, SchedulerConfig(block_size=4, num_blocks=2))
+    sched = llm.scheduler
     with pytest.raises(ValueError):
-        sched.add_request(Request("a", list(range(3, 10)), max_new_tokens=4))
+        sched.add_request(Request("a", list(range(3, 10)), SamplingParams(max_new_tokens=4)))
     with pytest.raises(ValueError):
-        sched.add_request(Request("b", [], max_new_tokens=4))
+        sched.add_request(Request("b", [], SamplingParams(max_new_tokens=4)))
 
 
 @pytest.mark.model
@@ -223,7 +228,7 @@ def test_real_model_batched_equals_generate_ids(engine):
     want = [engine.generate_ids(tok.encode(p), GenerationParams(max_new_tokens=n)) for p, n in zip(prompts, n_new)]
     for config in (SchedulerConfig(block_size=4, num_blocks=14, prefix_caching=True),  # tiny pool: preempts
                    SchedulerConfig(mode="static", block_size=16, num_blocks=16, max_num_seqs=3)):
-        reqs = [Request(f"r{i}", tok.encode(p), max_new_tokens=n) for i, (p, n) in enumerate(zip(prompts, n_new))]
+        reqs = [Request(f"r{i}", tok.encode(p), SamplingParams(max_new_tokens=n)) for i, (p, n) in enumerate(zip(prompts, n_new))]
         sched, events = drive(engine, reqs, config, arrival_steps={"r1": 2})
         got = [sched.requests[f"r{i}"].output_ids for i in range(len(prompts))]
         assert got == want, config
@@ -274,7 +279,7 @@ def test_random_workloads_match_single_request(tiny_engine, data):
                              num_blocks=need + data.draw(st.integers(0, 12)), max_num_seqs=data.draw(st.integers(1, 4)),
                              max_num_batched_tokens=data.draw(st.integers(1, 64)),
                              prefix_caching=data.draw(st.booleans()))
-    reqs = [Request(f"r{i}", p, max_new_tokens=n, stop_at_eos=False) for i, (p, n) in enumerate(jobs)]
+    reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=n, stop_at_eos=False)) for i, (p, n) in enumerate(jobs)]
     arrivals = {f"r{i}": rng.randint(0, 6) for i in range(len(jobs))}
     sched, events = drive(tiny_engine, reqs, config, arrival_steps=arrivals)
     for i, (p, n) in enumerate(jobs):
