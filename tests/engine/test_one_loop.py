@@ -40,7 +40,8 @@ class Calls:
 
         for frame in reversed(traceback.extract_stack()[:-2]):
             path = Path(frame.filename)
-            if ROOT in path.parents and path.name not in ("model.py", "test_one_loop.py"):
+            if (ROOT in path.parents and "site-packages" not in path.parts
+                    and path.name not in ("model.py", "test_one_loop.py")):
                 return str(path.relative_to(ROOT))
         return "?"
 
