@@ -68,7 +68,7 @@ SPEC = DemoSpec(
     try_next=(
         "Pick the preset “Free text (drafts struggle)”: few guesses are accepted, and speculation becomes slower "
         "than plain decoding; the page works out why from the acceptance rate and the cost of a round.",
-        "On the copy preset, set “Guesses per round (k)” to 8: when the guesses are right, each target pass "
+        "On the copy preset, set “Tokens drafted per round (k)” to 8: when the guesses are right, each target pass "
         "yields more tokens.",
     ),
 )

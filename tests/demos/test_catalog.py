@@ -120,3 +120,28 @@ def test_the_demo_task_lives_in_the_demos_app(settings):
     assert run_demo.name == "demos.tasks.run_demo"
     assert settings.CELERY_TASK_ROUTES[run_demo.name] == {"queue": "gpu"}
     assert 'send_task("demos.tasks.run_demo"' in (ROOT / "demos" / "consumers" / "runs.py").read_text()
+
+
+def _quoted_controls(text: str) -> list[str]:
+    """What a “What to try next” line tells the student to touch: quoted phrases that start with a capital letter
+    (quoted tokens such as “ it” and workload values such as “24@0, …” are not controls)."""
+    return [q for q in re.findall(r"“([^”]*)”", text) if q[:1].isupper()]
+
+
+@pytest.mark.parametrize("name", sorted(DEMOS))
+def test_what_to_try_next_names_controls_as_the_page_and_the_spec_do(name):
+    """A control quoted in “What to try next” is a preset or choice, or a parameter whose spec label (the name the
+    comparison legend uses) begins with it and whose field on the page (the demo's script) is labelled with it."""
+    spec = DEMOS[name]
+    script = (ROOT / "static" / spec.module).read_text()
+    presets = {p.get("label") for p in spec.presets}
+    choices = {str(c) for p in spec.params.values() for c in (p.choices or ())}
+    labels = [p.label for p in spec.params.values()]
+    for line in spec.try_next:
+        for quoted in _quoted_controls(line):
+            if quoted in presets or quoted in choices:
+                continue
+            assert any(label.startswith(quoted) for label in labels), (
+                f"{name}: “{quoted}” is no parameter's label; the spec calls them {labels}")
+            assert re.search(r"[\"'`]" + re.escape(quoted), script), (
+                f"{name}: the page labels no field “{quoted}” ({spec.module})")

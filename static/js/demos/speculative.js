@@ -53,7 +53,7 @@ export function mount(root, config = {}) {
     "self-early-exit": "self: first L layers + shared head", "self-int8": "self: int8 copy of the model" }), sp.value("draft"));
   const exitLayers = numberField(`Early-exit layers L (of ${sp.max("exit_layers") + 1})`, sp.value("exit_layers"),
     sp.range("exit_layers", { step: 1 }));
-  const k = numberField("Guesses per round (k)", sp.value("k"), sp.range("k", { step: 1 }));
+  const k = numberField("Tokens drafted per round (k)", sp.value("k"), sp.range("k", { step: 1 }));
   const temperature = numberField("Temperature", sp.value("temperature"), sp.range("temperature", { step: 0.1, help: "0 = greedy" }));
   const newTokens = numberField("New tokens", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
   const baseline = checkField("Time plain decoding too (for the speedup)", sp.value("baseline"));
