@@ -322,6 +322,13 @@ def test_a_lesson_term_links_to_the_glossary_with_its_definition_on_focus(live_c
     assert page.locator("#lesson a.glossary-term").count() == 1  # first mention only
     tip = page.locator("#" + term.get_attribute("aria-describedby"))
     assert not tip.is_visible()
+    # Hovering shows the definition, inside the window; moving away hides it again.
+    term.hover()
+    assert tip.is_visible() and tip.inner_text() == "Inference: running a trained model."
+    box, width = tip.bounding_box(), page.evaluate("document.documentElement.clientWidth")
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width, (box, width)
+    page.mouse.move(1, 1)
+    assert not tip.is_visible()
     term.focus()
     assert tip.is_visible() and tip.inner_text() == "Inference: running a trained model."
     page.goto(f"{live_course}/modules/glossary/#term-prefill")
