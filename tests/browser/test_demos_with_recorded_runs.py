@@ -194,6 +194,30 @@ def test_every_lesson_on_a_phone_notes_empty_charts_then_fits_its_charts_and_tit
     assert page.errors == [], page.errors
 
 
+@pytest.mark.django_db(transaction=True)
+def test_every_lesson_and_demo_page_on_a_desktop_fits_its_chart_titles_and_legends(live_server, desktop, recorded_runs):
+    """At 1280 × 900, where the issue saw "…e per forward pass (red: prefill, blue: dec…" and the batching legend on
+    its ticks: every chart's title, axis titles and legend inside the figure, no mode bar over a title."""
+    load_course(REPO_CONTENT)
+    page = desktop
+    urls = [f"/modules/{m.slug}/" for m in Module.objects.filter(draft=False).in_course_order() if m.has_interactive]
+    urls += [f"/demos/{name}/" for name in recorded_runs]
+    for url in urls:
+        page.goto(f"{live_server.url}{url}")
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0"
+                               " || document.querySelector('.ilab-demo .ilab-run')", timeout=30_000)
+        if page.locator(".ilab-demo .ilab-run").count():
+            run_every_demo(page)
+        else:
+            page.wait_for_timeout(300)
+        page.locator(".js-plotly-plot").first.hover()
+        found = page.evaluate(CHART_PROBLEMS)
+        assert found["charts"] > 0, url
+        assert found["scrollWidth"] <= found["width"], (url, found)
+        assert found["problems"] == [], (url, found["problems"])
+    assert page.errors == [], page.errors
+
+
 STOP_LOOK = """() => [...document.querySelectorAll('.ilab-demo button')].filter((b) => b.textContent.trim() === 'Stop')
   .map((b) => { const s = getComputedStyle(b); return {cls: b.className,
     look: [s.backgroundColor, s.color, s.borderTopColor, s.borderTopWidth, s.borderRadius, s.paddingTop, s.paddingLeft,
