@@ -2,7 +2,7 @@
 // shows the definition on hover or keyboard focus (aria-describedby, so screen readers hear it too).
 // Terms come from the glossary module (courseapp/glossary.py) as JSON in #glossary-terms.
 
-const SKIP = "a, code, pre, h1, h2, h3, h4, h5, h6, .ilab-demo, .calculator, .quiz, .callout-title, button, label, script, style";
+const SKIP = "a, .glossary-tip, code, pre, h1, h2, h3, h4, h5, h6, .ilab-demo, .calculator, .quiz, .callout-title, button, label, script, style";
 const GLOSSARY_PATH = "/modules/glossary/";
 
 function escapeRegExp(text) {
@@ -83,10 +83,37 @@ function anchorEntries(root, terms) {
   }
 }
 
+/** Keep a shown definition inside the window: shift it left from its term (a term near the right edge of a
+ * phone's screen would open it past the edge), never past the left margin. */
+export function placeTip(wrap) {
+  const tip = wrap.querySelector(".glossary-tip");
+  if (!tip) return;
+  tip.style.left = "0px";
+  const box = tip.getBoundingClientRect();
+  if (!box.width) return; // not shown
+  const width = document.documentElement.clientWidth;
+  const margin = 8;
+  let shift = Math.min(0, width - margin - box.right);
+  if (box.left + shift < margin) shift = margin - box.left;
+  tip.style.left = `${Math.round(shift)}px`;
+}
+
+function placeShownTips(root) {
+  const place = (event) => {
+    const wrap = event.target.closest && event.target.closest(".glossary-wrap");
+    if (wrap) placeTip(wrap);
+  };
+  root.addEventListener("mouseover", place);
+  root.addEventListener("focusin", place);
+}
+
 const data = typeof document === "undefined" ? null : document.getElementById("glossary-terms");
 const lesson = data && document.getElementById("lesson");
 if (lesson) {
   const terms = JSON.parse(data.textContent);
   if (location.pathname === GLOSSARY_PATH) anchorEntries(lesson, terms);
-  else linkTerms(lesson, terms);
+  else {
+    linkTerms(lesson, terms);
+    placeShownTips(lesson);
+  }
 }

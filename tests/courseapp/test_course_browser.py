@@ -359,3 +359,35 @@ def test_narration_being_generated_shows_its_progress_then_the_player_without_a_
     assert page.get_by_role("button", name="Listen from “What is cached”").count() == 1
     assert page.url.endswith("/modules/cache/")  # no reload
     assert page.errors == []
+
+
+GLOSSARY_TIPS_OUTSIDE = """() => {
+  const width = document.documentElement.clientWidth;
+  const out = [];
+  for (const term of document.querySelectorAll('#lesson a.glossary-term')) {
+    term.focus();
+    const tip = document.getElementById(term.getAttribute('aria-describedby'));
+    const r = tip.getBoundingClientRect();
+    if (!r.width || r.left < -1 || r.right > width + 1 || document.scrollingElement.scrollWidth > width) {
+      out.push([term.textContent, Math.round(r.left), Math.round(r.right), document.scrollingElement.scrollWidth]);
+    }
+    term.blur();
+  }
+  return out;
+}"""
+
+
+def test_glossary_definitions_stay_inside_a_phone_screen(transactional_db, live_server, phone_page):
+    """At 390 px a tapped (focused) term's definition opens inside the screen wherever the term sits in its line,
+    and never makes the page scroll sideways."""
+    load_course(REPO_CONTENT)
+    page = phone_page
+    checked = 0
+    for slug in ("kv-cache", "prefill-decode", "paged-attention", "speculative-decoding"):
+        page.goto(f"{live_server.url}/modules/{slug}/")
+        page.locator("#lesson a.glossary-term").first.wait_for(state="attached")
+        checked += page.locator("#lesson a.glossary-term").count()
+        assert page.locator("#lesson .glossary-tip .glossary-term").count() == 0, slug  # no term inside a definition
+        assert page.evaluate(GLOSSARY_TIPS_OUTSIDE) == [], slug
+    assert checked >= 10
+    assert page.errors == [], page.errors
