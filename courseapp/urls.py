@@ -1,11 +1,21 @@
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import path
 
 from . import authoring, class_views, media, revisions, search, views
 
 app_name = "courseapp"
 
+
+def favicon(request):
+    """Browsers and tools that ask for /favicon.ico directly: the site's SVG icon (pages link it in <head>);
+    resolved per request, so a hashed static storage is asked only once it is built."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
 urlpatterns = [
     path("", views.course_index, name="index"),
+    path("favicon.ico", favicon, name="favicon"),
     path("modules/<slug:slug>/", views.module_detail, name="module"),
     path("modules/<slug:slug>/quiz/", views.quiz_submit, name="quiz"),
     path("modules/<slug:slug>/complete/", views.module_complete, name="complete"),

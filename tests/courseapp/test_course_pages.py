@@ -343,6 +343,16 @@ def test_404_and_403_use_the_site_layout(client, course, settings):
     assert 'class="site-header"' in response.content.decode()
 
 
+def test_the_favicon_is_the_sites_svg_also_at_favicon_ico(client, db):
+    """Browsers and tools that ask for /favicon.ico directly get the site's icon, not a 404."""
+    import xml.etree.ElementTree as ET
+
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"] == "/static/favicon.svg"
+    svg = ET.parse(Path(__file__).resolve().parents[2] / "static" / "favicon.svg").getroot()
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg" and svg.find("{http://www.w3.org/2000/svg}title") is not None
+
+
 def test_500_page_renders_without_a_request_or_database():
     from django.template import loader
 
