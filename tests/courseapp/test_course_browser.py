@@ -391,3 +391,34 @@ def test_glossary_definitions_stay_inside_a_phone_screen(transactional_db, live_
         assert page.evaluate(GLOSSARY_TIPS_OUTSIDE) == [], slug
     assert checked >= 10
     assert page.errors == [], page.errors
+
+
+def test_toc_jump_on_a_phone_shows_the_heading_below_the_player_even_when_expanded(transactional_db, content_dir,
+                                                                                    live_server, phone_page):
+    """At 390 × 844 the outline's links land each heading below the sticky one-row player, and below the
+    expanded player too (its height is what the scroll margin reads)."""
+    long_module(content_dir)
+    attach_test_narration("long")
+    page = phone_page
+    page.goto(f"{live_server.url}/modules/long/")
+    page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
+
+    def jump(part):
+        link = page.locator(f'nav.outline a[href="#{part}"]')
+        if not link.is_visible():  # the outline may fold away on a phone
+            page.locator("nav.outline summary").first.click()
+        link.click()
+        page.wait_for_function(f"() => location.hash === '#{part}'")
+        page.wait_for_timeout(300)
+        top, player = page.evaluate("[...['top', 'bottom'].map((k) => document.getElementById('player')"
+                                    ".getBoundingClientRect()[k])]")
+        heading = page.evaluate(f"document.getElementById('{part}').getBoundingClientRect().top")
+        assert top >= -1 and player > 0, (part, top, player)  # the player is still in view (sticky)
+        assert player - 1 <= heading < 400, (part, heading, player)
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= 390
+
+    jump("part-4")
+    page.get_by_role("button", name="More").click()
+    jump("part-2")
+    jump("part-5")
+    assert page.errors == [], page.errors
