@@ -78,7 +78,7 @@ SPEC = DemoSpec(
     module="js/demos/batching.js",
     params={
         "workload": ParamSpec("str", default=DEFAULT_WORKLOAD, max_chars=200, limits=WORKLOAD_LIMITS,
-                              label="Requests as tokens@arrival_step, comma-separated (up to 8)"),
+                              label="Requests: new tokens @ arrival step, comma-separated (tokens@step, up to 8)"),
         "batch_size": ParamSpec("int", default=3, label="Batch size (sequence slots)", min_value=1, max_value=8),
         "modes": ParamSpec("choice", default="both", label="Modes", choices=("both", "continuous", "static")),
     },

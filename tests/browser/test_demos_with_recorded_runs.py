@@ -218,6 +218,36 @@ def test_every_lesson_and_demo_page_on_a_desktop_fits_its_chart_titles_and_legen
     assert page.errors == [], page.errors
 
 
+# Parameters a demo's form does not show (sent as the spec's default or derived from another field).
+NOT_ON_THE_FORM = {("kv-cache", "temperature"), ("kv-cache", "seed"), ("speculative", "seed")}
+
+FIELD_LABELS = """() => [...document.querySelectorAll('.ilab-demo input, .ilab-demo select, .ilab-demo textarea')]
+  .flatMap((c) => [...(c.labels || [])].map((l) => l.textContent.replace(/\\s+/g, ' ').trim()))"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_parameter_is_on_its_form_under_the_name_the_comparison_legend_uses(live_server, chromium):
+    """The comparison legend names a changed parameter by its spec label ("Tokens drafted per round (k): 8"): the
+    form's field for it carries that name (its label starts with the spec label up to any parenthesis)."""
+    import re
+
+    from demos.registry import DEMOS
+
+    context, page, _ = stand_in_page(chromium, {}, viewport={"width": 1280, "height": 900})
+    missing = []
+    for name, spec in DEMOS.items():
+        page.goto(f"{live_server.url}/demos/{name}/")
+        page.locator(".ilab-demo .ilab-run").first.wait_for()
+        labels = page.evaluate(FIELD_LABELS)
+        for key, param in spec.params.items():
+            head = re.split(r" \(", param.label)[0]
+            if (name, key) not in NOT_ON_THE_FORM and not any(text.startswith(head) for text in labels):
+                missing.append((name, key, param.label, labels))
+    context.close()
+    assert missing == []
+    assert page.errors == [], page.errors
+
+
 STOP_LOOK = """() => [...document.querySelectorAll('.ilab-demo button')].filter((b) => b.textContent.trim() === 'Stop')
   .map((b) => { const s = getComputedStyle(b); return {cls: b.className,
     look: [s.backgroundColor, s.color, s.borderTopColor, s.borderTopWidth, s.borderRadius, s.paddingTop, s.paddingLeft,
