@@ -75,6 +75,29 @@ def test_early_exit_runs_only_the_first_layers(tiny_model):
     assert not torch.allclose(full, got, atol=1e-3)
 
 
+@pytest.mark.parametrize("n_seqs", [7, 11, 32])
+def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model, n_seqs):
+    """Batch kernels (fp32: two weight rows × three rows of x) sum every row in the order one row alone is
+    summed: a batched step's logits are bit-identical to each sequence's own step."""
+    from inference_core.paged import PagedKVPool
+
+    step = fused_cpu.fused_model(tiny_model)
+    cfg = tiny_model.config
+    pool = PagedKVPool(cfg.n_layers, n_seqs, cfg.n_kv_heads, 16, cfg.head_dim)
+    torch.manual_seed(5)
+    prompts = [torch.randint(3, cfg.vocab_size, (3 + i % 9,)).tolist() for i in range(n_seqs)]
+    tables = torch.arange(n_seqs).unsqueeze(1)  # sequence i owns block i
+    for i, p in enumerate(prompts):
+        step.forward_rows(torch.tensor(p), torch.arange(len(p)), torch.full((len(p),), i), tables, pool.k, pool.v,
+                          torch.tensor([len(p) - 1]))
+    tokens = torch.randint(3, cfg.vocab_size, (n_seqs,))
+    positions, seq = torch.tensor([len(p) for p in prompts]), torch.arange(n_seqs)
+    together = step.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, torch.arange(n_seqs))
+    alone = torch.cat([step.forward_rows(tokens[i:i + 1], positions[i:i + 1], seq[i:i + 1], tables, pool.k, pool.v,
+                                         torch.tensor([0])) for i in range(n_seqs)])
+    assert torch.equal(together, alone)
+
+
 def test_cache_overflow_is_a_clear_error(tiny_model):
     with pytest.raises(ValueError, match="KV cache full"):
         fused_logits(tiny_model, [1] * 5, new_cache(tiny_model, 4))
