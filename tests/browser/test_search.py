@@ -57,3 +57,21 @@ def test_the_search_page_works_without_javascript(course_url, chromium):
         page.wait_for_url("**/modules/glossary/#term-grouped-query-attention-gqa")
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("path", ["/search/?q=kv+cache", "/search/?q=zzzz-nothing", "/modules/glossary/",
+                                  "/no/such/page/", "/accounts/login/"])
+def test_search_results_glossary_and_error_pages_fit_a_phone(course_url, chromium, path):
+    """At 390 × 844: no sideways scroll, and the header's search box stays usable (inside the screen)."""
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(f"{course_url}{path}")
+    found = page.evaluate("""() => {
+      const box = document.querySelector('header input[type=search]')?.getBoundingClientRect();
+      const wide = [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > 391)
+        .map((e) => e.tagName + '.' + e.className).slice(0, 5);
+      return {scroll: document.scrollingElement.scrollWidth, box: box && [box.left, box.right, box.width], wide};
+    }""")
+    context.close()
+    assert found["scroll"] <= 390 and found["wide"] == [], found
+    assert found["box"] and found["box"][0] >= 0 and found["box"][1] <= 390 and found["box"][2] >= 80, found
