@@ -268,6 +268,28 @@ def test_every_demo_has_the_same_stop_button(live_server, desktop, recorded_runs
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_demo_in_a_lesson_has_the_same_stop_and_run_buttons_as_on_its_own_page(live_server, chromium):
+    """The lesson's styles do not restyle an embedded demo's buttons: Run and Stop look as on the demo pages."""
+    load_course(REPO_CONTENT)
+    context, page, _ = stand_in_page(chromium, {}, viewport={"width": 1280, "height": 900})
+    run_look = STOP_LOOK.replace("'Stop'", "'Run'")
+    page.goto(f"{live_server.url}/demos/kv-cache/")
+    page.locator(".ilab-demo .ilab-run").first.wait_for()
+    reference = (page.evaluate(STOP_LOOK)[0]["look"], page.evaluate(run_look)[0]["look"])
+    lessons = [m.slug for m in Module.objects.filter(draft=False).in_course_order() if m.demos]
+    looks = {}
+    for slug in lessons:
+        page.goto(f"{live_server.url}/modules/{slug}/")
+        page.locator(".ilab-demo .ilab-run").first.wait_for()
+        stops, runs = page.evaluate(STOP_LOOK), page.evaluate(run_look)
+        assert stops and len(stops) == len(runs), slug
+        looks[slug] = {(s["look"], r["look"]) for s, r in zip(stops, runs)}
+    context.close()
+    assert {slug: look for slug, look in looks.items() if look != {reference}} == {}, reference
+    assert page.errors == [], page.errors
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("demo", ["prefill-decode", "kv-cache"])
 def test_a_rate_limit_reads_as_a_sentence_and_counts_down_every_second(live_server, desktop, demo):
     desktop.server.refuse = {"code": "rate_limited", "message": "Too many runs in the last minute", "retry_after": 3}
