@@ -13,6 +13,7 @@ import importlib  # noqa: E402
 _EXPORTS = {
     "Engine": "engine", "GenerationParams": "engine", "load_engine": "engine", "ModelConfig": "config",
     "load_tokenizer": "weights", "SCHEMA_VERSION": "trace", "validate_event": "trace",
+    "LLMEngine": "llm_engine", "SamplingParams": "sampling", "Request": "scheduler", "SchedulerConfig": "scheduler",
 }
 __all__ = sorted(_EXPORTS)
 
