@@ -248,6 +248,31 @@ def test_every_parameter_is_on_its_form_under_the_name_the_comparison_legend_use
     assert page.errors == [], page.errors
 
 
+ANY_CHART = "() => [...document.querySelectorAll('.ilab-calc__chart, .ilab-kv__chart, .js-plotly-plot .main-svg')]"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_charts_follow_the_window_when_it_narrows_to_a_phone(live_server, chromium):
+    """A desktop window narrowed to 390 px (a phone turned, a split screen): every chart resizes into the view
+    (Plotly's responsive config), none is left at its desktop width."""
+    load_course(REPO_CONTENT)
+    context, page, _ = stand_in_page(chromium, {}, viewport={"width": 1280, "height": 900})
+    slugs = [m.slug for m in Module.objects.filter(draft=False).in_course_order() if m.has_interactive]
+    for slug in slugs:
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.goto(f"{live_server.url}/modules/{slug}/")
+        page.wait_for_function(f"() => ({ANY_CHART})().length > 0")
+        page.wait_for_timeout(300)
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_timeout(600)
+        found = page.evaluate(f"""() => ({{scroll: document.scrollingElement.scrollWidth,
+          outside: ({ANY_CHART})().map((c) => c.getBoundingClientRect()).filter((r) => r.width && r.right > 391)
+            .map((r) => [r.left, r.right])}})""")
+        assert found["scroll"] <= 390 and found["outside"] == [], (slug, found)
+    context.close()
+    assert page.errors == [], page.errors
+
+
 STOP_LOOK = """() => [...document.querySelectorAll('.ilab-demo button')].filter((b) => b.textContent.trim() === 'Stop')
   .map((b) => { const s = getComputedStyle(b); return {cls: b.className,
     look: [s.backgroundColor, s.color, s.borderTopColor, s.borderTopWidth, s.borderRadius, s.paddingTop, s.paddingLeft,
