@@ -343,6 +343,19 @@ def test_404_and_403_use_the_site_layout(client, course, settings):
     assert 'class="site-header"' in response.content.decode()
 
 
+@pytest.mark.parametrize("request_kind", ["too many fields", "disallowed host"])
+def test_a_bad_request_gets_the_site_layout_not_djangos_bare_400(client, course, settings, request_kind):
+    settings.DEBUG = False
+    if request_kind == "too many fields":
+        response = client.get("/search/?" + "&".join(f"f{i}=1" for i in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 5)))
+    else:
+        response = client.get("/", HTTP_HOST="evil.example")
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "could not read this request" in html and 'class="site-header"' in html, html[:300]
+    assert 'rel="icon" href="/static/favicon.svg"' in html
+
+
 def test_the_favicon_is_the_sites_svg_also_at_favicon_ico(client, db):
     """Browsers and tools that ask for /favicon.ico directly get the site's icon, not a 404."""
     import xml.etree.ElementTree as ET
