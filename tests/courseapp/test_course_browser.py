@@ -422,3 +422,20 @@ def test_toc_jump_on_a_phone_shows_the_heading_below_the_player_even_when_expand
     jump("part-2")
     jump("part-5")
     assert page.errors == [], page.errors
+
+
+def test_the_outline_marks_the_section_being_read_while_scrolling(transactional_db, content_dir, live_server,
+                                                                  browser_page):
+    """Reading on without the outline (scrolling) moves its "you are here" mark to the section whose heading has
+    passed the top of the window."""
+    long_module(content_dir)
+    page = browser_page
+    page.goto(f"{live_server.url}/modules/long/")
+    for part in ("part-3", "part-5", "part-1"):
+        page.evaluate(f"window.scrollTo(0, document.getElementById('{part}').getBoundingClientRect().top"
+                      " + window.scrollY - 10)")  # its heading just under the top
+        page.wait_for_function(
+            f"() => document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash === '#{part}'",
+            timeout=5_000)
+        assert page.locator('nav.outline a[aria-current="location"]').count() == 1
+    assert page.errors == []
