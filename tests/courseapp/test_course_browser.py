@@ -439,3 +439,47 @@ def test_the_outline_marks_the_section_being_read_while_scrolling(transactional_
             timeout=5_000)
         assert page.locator('nav.outline a[aria-current="location"]').count() == 1
     assert page.errors == []
+
+
+def test_the_outline_marks_the_last_section_once_the_page_is_scrolled_to_its_end(transactional_db, live_server,
+                                                                                 browser_page):
+    """A short last section ("Sources") never reaches the top of the window: at the page's end it is the one
+    being read, so the outline marks it."""
+    load_course(REPO_CONTENT)
+    page = browser_page
+    for slug in ("kv-cache", "overview"):
+        page.goto(f"{live_server.url}/modules/{slug}/")
+        last = page.locator("nav.outline a").last.get_attribute("href")
+        assert last == "#sources", (slug, last)
+        page.evaluate("window.scrollTo(0, document.scrollingElement.scrollHeight)")
+        page.wait_for_function(
+            "() => document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash === '#sources'",
+            timeout=5_000)
+        # Back up a screen: the mark returns to the section whose heading passed the top.
+        page.evaluate("window.scrollBy(0, -window.innerHeight)")
+        page.wait_for_function(
+            "() => document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash !== '#sources'",
+            timeout=5_000)
+    assert page.errors == []
+
+
+def test_a_jump_to_a_short_section_near_the_end_marks_that_section(transactional_db, content_dir, live_server,
+                                                                   browser_page):
+    """Two short sections at the end: a jump to the first scrolls the page to its end, and the outline marks the
+    section jumped to (in view), not the last one."""
+    body = "\n\n".join(f"## Part {n}\n\n" + "\n\n".join(["Lorem ipsum dolor sit amet. " * 12] * 4) for n in (1, 2))
+    (content_dir / "ends.md").write_text("---\ntitle: Short ends\nslug: ends\ntrack: basics\norder: 9\ndraft: false\n---\n"
+                                         + body + "\n\n## Nearly done\n\nOne line.\n\n## Last words\n\nAnother line.\n")
+    load_course(content_dir)
+    page = browser_page
+    page.goto(f"{live_server.url}/modules/ends/")
+    page.locator('nav.outline a[href="#nearly-done"]').click()
+    page.wait_for_function("() => location.hash === '#nearly-done'")
+    at_end = page.evaluate("innerHeight + scrollY >= document.scrollingElement.scrollHeight - 2")
+    assert at_end  # the jump could not bring the heading to the top
+    page.wait_for_function(
+        "() => document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash === '#nearly-done'",
+        timeout=5_000)
+    page.wait_for_timeout(300)
+    assert page.locator('nav.outline a[aria-current="location"]').get_attribute("href") == "#nearly-done"
+    assert page.errors == []
