@@ -71,13 +71,9 @@ class ModelRunner:
             out = []
             for a in range(0, n, MAX_FUSED_POSITIONS):
                 b = min(n, a + MAX_FUSED_POSITIONS)
-                local = rows[(rows >= a) & (rows < b)] - a
-                if len(local):
-                    out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k,
-                                                       pool.v, local))
-                else:
-                    self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
-                                            torch.tensor([b - a - 1]))
+                local = rows[(rows >= a) & (rows < b)] - a  # may be empty: the chunk only writes K/V
+                out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
+                                                   local))
             return torch.cat(out)
         backend = PagedBackend(pool)
         backend.begin_step(batch.slices)

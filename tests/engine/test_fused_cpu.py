@@ -237,6 +237,15 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     whole = reference_logits(qmodel, ids, new_cache(qmodel, len(ids) + 1))
     torch.testing.assert_close(chunked, whole, atol=2e-3, rtol=1e-3)
     assert chunked.argmax(-1).tolist() == whole.argmax(-1).tolist()
+    # The same prompt as a scheduled step over the paged pool: chunks that hold no sampled row only write K/V.
+    qengine = Engine("q", qmodel, engine.tokenizer, engine.device)
+    rows = []
+    native_rows = runner.fused.forward_rows
+    runner.fused.forward_rows = lambda *a, **kw: rows.append(len(a[6])) or native_rows(*a, **kw)
+    out = qengine.generate_ids(ids, GenerationParams(max_new_tokens=3, stop_at_eos=False))
+    n_chunks = -(-len(ids) // step)
+    assert rows[:n_chunks] == [0] * (n_chunks - 1) + [1]
+    assert out[0] == whole[-1].argmax().item()
 
 
 def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkeypatch, tiny_model):
