@@ -1,6 +1,10 @@
 """Decode speed per weight format at batch 1, side by side in one process.
 
     .venv/bin/python bench/quant.py [--threads 2] [--tokens 32] [--rounds 5] [--formats ...] [--no-hf]
+    .venv/bin/python bench/quant.py --model speed-llama-3.2-1b --formats fp32,int8,int4-g128 --tokens 16
+
+`--model speed-llama-3.2-1b` runs the same rounds on Llama 3.2 1B's shape with seeded random weights (speed only:
+5 GB of fp32 weights per step, where a format's bytes set the pace); no peers or per-layer table then.
 
 Rounds are interleaved (fp32, int8, …, fp32, int8, …) so load from other processes hits every format
 alike. On a shared CPU a run is only ever slowed down by other jobs, never sped up, so the headline figure
@@ -29,6 +33,7 @@ from inference_core import load_engine  # noqa: E402
 from inference_core.engine import Engine, GenerationParams  # noqa: E402
 from inference_core.quant import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
 from inference_core.runner import runner_for  # noqa: E402
+from inference_core.speed_models import SPEED_ONLY_MODELS  # noqa: E402
 from inference_core.trace import RunFinished  # noqa: E402
 
 PROMPT = "The old lighthouse keeper looked out at the sea and"
@@ -98,20 +103,26 @@ def main() -> None:
     ap.add_argument("--formats", default="fp32,int8,w8a8,int4-g128,int4-g32,nf4,fp8")
     ap.add_argument("--no-hf", action="store_true", help="skip the transformers fp32 reference")
     ap.add_argument("--no-layers", action="store_true", help="skip the per-layer table")
+    ap.add_argument("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}; or a speed-only shape: "
+                    f"{', '.join(SPEED_ONLY_MODELS)} (random weights)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     formats = [f for f in args.formats.split(",") if f]
-    base = load_engine(DEFAULT_MODEL, device="cpu")
+    speed_only = args.model in SPEED_ONLY_MODELS
+    if speed_only:  # no transformers/llama.cpp file of random weights, and the layer table times SmolLM2's shapes
+        args.no_hf = args.no_layers = True
+    base = load_engine(args.model, device="cpu")
     engines = {f: base if f == "fp32" else Engine(f"q:{f}", quantize_model(base.model, f), base.tokenizer, base.device)
                for f in formats}
     hf = None if args.no_hf else load_hf()
     ids = base.tokenizer.encode(PROMPT)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.tokens} tokens, "
+    print(f"{base.name}: torch {torch.__version__}, {torch.get_num_threads()} threads, {args.tokens} tokens, "
           f"{args.rounds} interleaved rounds, batch 1")
     speeds: dict[str, list[float]] = {f: [] for f in formats}
     if hf is not None:
         speeds["transformers fp32"] = []
-    peers = {f: ft for f, ft in llama_cpp.FILE_TYPES.items() if f in formats} if llama_cpp.llama_bench_path() else {}
+    peers = {f: ft for f, ft in llama_cpp.FILE_TYPES.items() if f in formats} \
+        if llama_cpp.llama_bench_path() and not speed_only else {}
     llama: dict[str, list[float]] = {f: [] for f in peers}
     for f in formats:  # warm-up: first calls allocate and build kernels
         ours(engines[f], 4)
@@ -136,7 +147,7 @@ def main() -> None:
         for f, vals in llama.items():
             ours_med, theirs = statistics.median(speeds[f]), statistics.median(vals)
             print(f"{f:<18} {peers[f]:>6} {theirs:11.1f} {ours_med:7.1f} {ours_med / theirs:6.2f}×")
-    else:
+    elif not speed_only:
         print("\nllama.cpp column skipped: `make bench-peers` builds llama-bench")
     if not args.no_layers:
         layer_table(formats, args.rounds)

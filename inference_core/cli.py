@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from .config import DEFAULT_MODEL
 from .engine import GenerationParams, load_engine
 from .trace import RunFinished
 
@@ -27,7 +28,9 @@ class ArgumentError(ValueError):
 
 
 def add_model_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2-135m", help="model name (default: smollm2-135m)")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"model name (default: {DEFAULT_MODEL}; speed-llama-3.2-1b, speed-llama-3-8b: real shapes "
+                             "with random weights, for speed only)")
 
 
 def add_generation_args(parser: argparse.ArgumentParser) -> None:
@@ -58,15 +61,15 @@ def cmd_generate(args) -> int:
         seed=args.seed, use_cache=not args.no_cache, chat=args.chat,
     )
     from .engine import quantized_engine
-    from .runner import kernels_used
+    from .runner import kernels_used, runner_for
 
     if getattr(args, "quant", None):
         if not args.json:
             print(f"Quantizing to {args.quant} (the first use on this machine also compiles the AVX2 kernels, "
                   "which can take a minute)…", file=sys.stderr, flush=True)
         engine = quantized_engine(engine, args.quant)  # a quantized copy: the cached engine stays fp32
-    # without a cache every step re-feeds the whole sequence through the reference forward
-    kernels = kernels_used(engine.model) if params.use_cache else ["torch reference"]
+    runner = runner_for(engine.model)
+    before = runner.path_counts.copy()
     final = None
     for event in engine.generate(args.prompt, params):
         if isinstance(event, RunFinished):
@@ -74,6 +77,11 @@ def cmd_generate(args) -> int:
         elif not args.json and event.type == "token":
             print(event.text, end="", flush=True)
     assert final is not None
+    # what this run's forwards took (a step of > 32 new positions, e.g. a long no-cache step, may fall back)
+    taken = runner.path_counts - before
+    kernels = sorted(taken) if taken else kernels_used(engine.model)
+    if "torch reference" in kernels and runner.fused is None:  # name the reference's layers, as kernels_used does
+        kernels = kernels_used(engine.model)
     if args.json:
         out = {
             "token_ids": final.token_ids, "text": final.text, "finish_reason": final.finish_reason,
@@ -96,10 +104,14 @@ def _at_least(low: float) -> Callable[[float], str | None]:
 
 
 def _known_model(name: str) -> str | None:
+    from .speed_models import SPEED_ONLY_MODELS
     from .weights import MODELS, is_installed
 
+    if name in SPEED_ONLY_MODELS:
+        return None
     if name not in MODELS:
-        return f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}"
+        return f"unknown model {name!r}; known: {', '.join(sorted(MODELS))} (speed only, random weights: " \
+               f"{', '.join(SPEED_ONLY_MODELS)})"
     if not is_installed(name):
         return f"model {name!r} is not installed: run {MODELS[name].install}"
     return None

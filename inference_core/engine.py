@@ -18,6 +18,7 @@ from .model import Transformer, load_state_into, rope_table, store_wide_weights_
 from .quant import QuantFormat, parse_format, quantize_model
 from .sampling import SamplingParams, sample
 from .scheduler import Request
+from .speed_models import is_speed_only, speed_only_engine
 from .tokenizer import Tokenizer
 from .weights import load_config, load_state, load_tokenizer
 from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
@@ -186,9 +187,12 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
 
 @lru_cache(maxsize=2)
 def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
-    """Load once per process (cached): weights from the safetensors cache, fp32 on CPU."""
+    """Load once per process (cached): weights from the safetensors cache, fp32 on CPU. A speed-only name
+    (speed_models.py) gives its shape with seeded random weights, labelled as such."""
     dev = torch.device(device) if device else pick_device()
     dtype = getattr(torch, engine_settings().dtype)
+    if is_speed_only(name):
+        return speed_only_engine(name, dev, dtype)
     cfg = load_config(name)
     model = build_model(cfg, load_state(name), dev, dtype)
     return Engine(name, model, load_tokenizer(name), dev)

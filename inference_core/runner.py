@@ -16,6 +16,7 @@ CUDA graphs stay with the Engine's GraphDecoder (a contiguous cache) until the p
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 
 import torch
 
@@ -34,6 +35,7 @@ class ModelRunner:
         self.device = model.tok_embeddings.weight.device
         self.fused: FusedStep | None = fused_model(model) if self.device.type == "cpu" else None
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
+        self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
 
     @property
     def kernel(self) -> str:
@@ -65,6 +67,7 @@ class ModelRunner:
         if self.fused is not None and pool.k.dtype == torch.float32 and (n <= MAX_FUSED_POSITIONS or self.quantized):
             tokens, positions, seq = (torch.tensor(x) for x in (batch.tokens, batch.positions, batch.seq))
             tables, rows = torch.tensor(batch.tables), torch.tensor(batch.rows)
+            self.path_counts[self.fused.kernel] += 1
             if n <= MAX_FUSED_POSITIONS:
                 return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows)
             # Consecutive chunks of the flattened row: a chunk's tokens see the K/V earlier chunks wrote.
@@ -75,6 +78,7 @@ class ModelRunner:
                 out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
                                                    local))
             return torch.cat(out)
+        self.path_counts["torch reference"] += 1
         backend = PagedBackend(pool)
         backend.begin_step(batch.slices)
         x = self.model.hidden_states(torch.tensor([batch.tokens], device=self.device),
@@ -86,13 +90,16 @@ class ModelRunner:
                 n_layers: int | None = None) -> torch.Tensor:
         """Logits of the new `tokens` at positions cache.length…: [len(tokens), vocab], or [1, vocab] for the
         last one unless `all_rows`. Their K/V are written to `cache`, which advances by len(tokens)."""
-        if self.fused is not None and cache.k.shape[1] == 1 and cache.k.dtype == torch.float32:
+        if self.fused is not None and cache.k.shape[1] == 1 and cache.k.dtype == torch.float32 and (
+                len(tokens) <= MAX_FUSED_POSITIONS or self.quantized):
+            self.path_counts[self.fused.kernel] += 1
             if len(tokens) <= MAX_FUSED_POSITIONS:
                 return self.fused.forward(tokens, cache, all_rows=all_rows, n_layers=n_layers)
             if self.quantized:  # the reference would dequantize every weight for this one call: chunk instead
                 chunks = [self.fused.forward(tokens[i:i + MAX_FUSED_POSITIONS], cache, all_rows=all_rows,
                                              n_layers=n_layers) for i in range(0, len(tokens), MAX_FUSED_POSITIONS)]
                 return torch.cat(chunks) if all_rows else chunks[-1]
+        self.path_counts["torch reference"] += 1
         start = cache.length
         ids = torch.tensor([tokens], device=self.device)
         positions = torch.arange(start, start + len(tokens), device=self.device)
