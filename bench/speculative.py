@@ -1,6 +1,8 @@
 """Speculative decoding vs plain decoding on the same prompts, per draft kind and k (greedy, exact).
 
     .venv/bin/python bench/speculative.py [--tokens 48] [--repeats 3] [--threads N] [--quick]
+    .venv/bin/python bench/speculative.py --model qwen2.5-coder-1.5b-instruct --draft qwen2.5-coder-0.5b-instruct
+        (after `make models-qwen`: a target with a separate draft model, on every workload)
 
 One process; for every (workload, draft, k) plain and speculative runs alternate, and the medians give
 the speedup (end-to-end, prefill included on both sides) by two clocks: wall time, and this process's CPU
@@ -89,12 +91,15 @@ def main() -> int:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (plain decoding then runs as a CUDA graph)")
     ap.add_argument("--quick", action="store_true", help="code-edit and free-text only, two drafts")
     ap.add_argument("--workloads", default="", help="comma-separated subset of " + ",".join(WORKLOADS))
+    ap.add_argument("--model", default=DEFAULT_MODEL, help=f"the target model (default {DEFAULT_MODEL})")
+    ap.add_argument("--draft", default="", help="a draft model's name (or kind) to run at k = 2, 4, 6 on every "
+                    "workload instead of the default draft list")
     ap.add_argument("--drafts", default="", help="override the draft list: comma-separated KIND@K, e.g. ngram@4,ngram:2@6")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = load_engine(DEFAULT_MODEL, device=args.device)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, smollm2-135m fp32 on {args.device}, "
+    engine = load_engine(args.model, device=args.device)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {engine.name} {engine.dtype} on {args.device}, "
           f"{args.tokens} new tokens, median of {args.repeats}")
     costs = verify_cost(engine)
     print("target forward over T positions, wall ms (× T=1): " +
@@ -112,7 +117,7 @@ def main() -> int:
         params = SpecParams(max_new_tokens=args.tokens, stop_at_eos=False)
         ref, _, _ = plain_timed(engine, ids, params)  # warm-up and the reference output
         chosen = [(d.rsplit("@", 1)[0], int(d.rsplit("@", 1)[1])) for d in args.drafts.split(",") if d] or \
-            (QUICK if args.quick else DRAFTS[wname])
+            [(args.draft, k) for k in (2, 4, 6) if args.draft] or (QUICK if args.quick else DRAFTS[wname])
         for kind, k in chosen:
             try:
                 draft = make_draft(engine, kind)
