@@ -6,7 +6,8 @@
   unless a `resume` deleted it.
 - `demos:hb:<run>`: the worker's heartbeat for a running run (expires after DEMO_HEARTBEAT_TTL).
 - `demos:worker:<hostname>:<pid>`: JSON stats of a worker process, for the dashboard.
-- `demos:fair:owners`, `demos:fair:q:<owner>`: queued runs per owner, taken round-robin (see fair_push).
+- `demos:fair:<queue>:owners`, `demos:fair:<queue>:q:<owner>`: queued runs per owner, per demo queue, taken
+  round-robin (see fair_push).
 """
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
-GPU_QUEUE = "gpu"
-CPU_QUEUE = "cpu"
+CPU_QUEUE = "cpu"  # narration and other slow jobs; every other queue runs demos on the engine
+
+
+def demo_queue() -> str:
+    """The queue this process sends demo runs to (settings.DEMO_TASK_QUEUE, `gpu` by default)."""
+    return settings.DEMO_TASK_QUEUE
 
 
 def run_group(run_id) -> str:
@@ -70,12 +75,15 @@ async def detach(run_id, channel_name: str, now: float) -> bool:
 # fewest runs on the engine goes next (ties: the owner waiting longest since its last turn), so one visitor's
 # many runs cannot hold every slot while another visitor waits. Each queued run also sends one Celery task (a
 # ticket); the worker thread that takes a ticket runs the *next fair run*, which may be another run than the
-# ticket's own. Tickets and runs are equal in number, so every run gets one.
-FAIR_OWNERS = "demos:fair:owners"  # owners with waiting runs, in turn order
+# ticket's own. Tickets and runs are equal in number, so every run gets one. Each demo queue has its own lists,
+# so a ticket only ever takes a run that was routed to its queue.
+def fair_owners_key(queue: str | None = None) -> str:
+    """Owners with waiting runs on `queue`, in turn order."""
+    return f"demos:fair:{queue or demo_queue()}:owners"
 
 
-def fair_queue_key(owner: str) -> str:
-    return f"demos:fair:q:{owner}"
+def fair_queue_key(owner: str, queue: str | None = None) -> str:
+    return f"demos:fair:{queue or demo_queue()}:q:{owner}"
 
 
 FAIR_PUSH_LUA = """
@@ -104,20 +112,22 @@ return run
 """
 
 
-def fair_push(owner: str, run_id: str) -> None:
-    sync_redis().eval(FAIR_PUSH_LUA, 2, FAIR_OWNERS, fair_queue_key(owner), owner, str(run_id))
+def fair_push(owner: str, run_id: str, queue: str | None = None) -> None:
+    sync_redis().eval(FAIR_PUSH_LUA, 2, fair_owners_key(queue), fair_queue_key(owner, queue), owner, str(run_id))
 
 
-def fair_pop(running: Callable[[list[str]], dict[str, int]] = lambda owners: {}) -> str | None:
-    """The next queued run, or None when none waits. `running(owners)` counts each owner's runs now running."""
+def fair_pop(running: Callable[[list[str]], dict[str, int]] = lambda owners: {}, queue: str | None = None) -> str | None:
+    """The next run queued on `queue`, or None when none waits. `running(owners)` counts each owner's runs now
+    running."""
     r = sync_redis()
+    owners_key = fair_owners_key(queue)
     for _ in range(8):  # an owner whose list emptied between the two calls: look again
-        owners = [o.decode() for o in r.lrange(FAIR_OWNERS, 0, -1)]
+        owners = [o.decode() for o in r.lrange(owners_key, 0, -1)]
         if not owners:
             return None
         counts = running(owners)
         pairs = [str(item) for owner in owners for item in (owner, counts.get(owner, 0))]
-        run = r.eval(FAIR_POP_LUA, 1, FAIR_OWNERS, fair_queue_key(""), *pairs)
+        run = r.eval(FAIR_POP_LUA, 1, owners_key, fair_queue_key("", queue), *pairs)
         if run:
             return run.decode() if isinstance(run, bytes) else run
     return None

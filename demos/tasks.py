@@ -29,8 +29,8 @@ from django.utils import timezone
 from . import conf
 from .models import Run, RunEvent
 from .registry import get_spec
-from .runstate import (cancel_key, detach_key, fair_pop, heartbeat_key, run_group, sync_redis, watchers_key,
-                       worker_key)
+from .runstate import (CPU_QUEUE, cancel_key, detach_key, fair_pop, heartbeat_key, run_group, sync_redis,
+                       watchers_key, worker_key)
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +138,10 @@ class Stats:
 STATS = Stats()
 
 
-def _consumes_gpu_queue(consumer) -> bool:
+def _runs_demos(consumer) -> bool:
+    """A worker that consumes any queue besides `cpu` takes demo runs (and loads the engine at start)."""
     try:
-        return "gpu" in consumer.app.amqp.queues.consume_from
+        return bool(set(consumer.app.amqp.queues.consume_from) - {CPU_QUEUE})
     except Exception:  # noqa: BLE001 - unknown: assume it does
         return True
 
@@ -159,7 +160,7 @@ def _concurrency(consumer) -> int:
 
 @worker_ready.connect
 def _warm_up(sender=None, **kwargs):
-    if sender is not None and not _consumes_gpu_queue(sender):
+    if sender is not None and not _runs_demos(sender):
         return  # a `cpu`-only worker never runs the engine
     STATS.slots = _concurrency(sender)
     STATS.start_reporter()
@@ -244,16 +245,18 @@ def _running_by_owner(owners: list[str]) -> dict[str, int]:
     return dict(Counter(rows))
 
 
-@shared_task(name="demos.tasks.run_demo", acks_late=True, ignore_result=True)  # routed to `gpu`
-def run_demo(ticket: str) -> str:
+@shared_task(bind=True, name="demos.tasks.run_demo", acks_late=True, ignore_result=True)  # DEMO_TASK_QUEUE
+def run_demo(self, ticket: str) -> str:
     """Run the next queued run in owner round-robin order (runstate.fair_push) to completion.
 
     The task's argument is the run that sent this ticket; it runs itself only when the fair lists are
     empty (they were lost, e.g. a Redis without persistence restarted). Returns the final status."""
     close_old_connections()
+    # The fair lists of the queue this ticket came through: a run only ever lands on a worker of its route.
+    queue = (self.request.delivery_info or {}).get("routing_key") or None
     try:
         for _ in range(100):  # skip runs cancelled while they waited: the next fair run gets this slot
-            run_id = fair_pop(_running_by_owner)
+            run_id = fair_pop(_running_by_owner, queue)
             if run_id is None:
                 return async_to_sync(_run_demo)(str(ticket))  # "skipped" when it is not queued any more
             log.info("ticket %s takes run %s (fair order)", ticket, run_id)

@@ -177,8 +177,12 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
+# The queue demo runs go to: one per accelerator type (e.g. DEMO_TASK_QUEUE=gpu-h100 on the Daphne processes that
+# serve those students, `-Q gpu-h100` on the workers of those machines). A worker takes runs only from the fair
+# lists of the queue its ticket came through, so a run always lands on a worker of its route.
+DEMO_TASK_QUEUE = os.environ.get("DEMO_TASK_QUEUE", "gpu")
 CELERY_TASK_ROUTES = {
-    "demos.tasks.run_demo": {"queue": "gpu"},
+    "demos.tasks.run_demo": {"queue": DEMO_TASK_QUEUE},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from .. import conf
 from ..models import Run
-from ..runstate import CPU_QUEUE, GPU_QUEUE, async_redis
+from ..runstate import CPU_QUEUE, async_redis, demo_queue
 
 log = logging.getLogger(__name__)
 PRIVATE_WORKER_FIELDS = ("name", "pid", "hostname", "host")
@@ -118,7 +118,7 @@ async def collect_stats() -> dict:
                 except ValueError:
                     pass
     workers.sort(key=lambda w: w.get("name", ""))
-    queue = {GPU_QUEUE: await r.llen(GPU_QUEUE), CPU_QUEUE: await r.llen(CPU_QUEUE)}
+    queue = {name: await r.llen(name) for name in (demo_queue(), CPU_QUEUE)}
 
     def counts():
         since = timezone.now() - timedelta(hours=1)

@@ -242,7 +242,8 @@ async def has_free_slot() -> bool:
 
 def enqueue(run_id: str, owner: str) -> None:
     """Queue the run fairly (its owner's list, runstate.fair_push) and send one ticket to a worker on the queue
-    CELERY_TASK_ROUTES names for `demos.tasks.run_demo` (`gpu` by default; no queue is forced here)."""
+    CELERY_TASK_ROUTES names for `demos.tasks.run_demo` (DEMO_TASK_QUEUE, `gpu` by default; no queue is forced
+    here, and the fair lists are that queue's)."""
     from inferencelab.celery import app  # the configured app, not whatever app is "current"
 
     fair_push(owner, run_id)

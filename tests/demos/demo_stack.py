@@ -115,9 +115,10 @@ class Stack:
                     raise
                 time.sleep(0.1)
 
-    def start_worker(self, name: str = "worker", concurrency: int = 2, timeout: float = 180) -> subprocess.Popen:
+    def start_worker(self, name: str = "worker", concurrency: int = 2, timeout: float = 180,
+                     queues: str = "gpu,cpu") -> subprocess.Popen:
         proc = self._spawn(name, [sys.executable, "-m", "celery", "-A", "inferencelab", "worker", "-P", "threads",
-                                  "-Q", "gpu,cpu", "-c", str(concurrency), "-n", f"{name}-{os.getpid()}@%h",
+                                  "-Q", queues, "-c", str(concurrency), "-n", f"{name}-{os.getpid()}@%h",
                                   "--without-gossip", "--without-mingle", "--loglevel", "INFO"])
         self.wait_worker_ready(proc, name, timeout)
         return proc

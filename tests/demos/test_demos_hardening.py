@@ -235,11 +235,11 @@ async def test_dashboard_is_computed_once_for_all_sockets_capped_and_anonymous(d
 
 
 async def test_queued_runs_are_taken_round_robin_across_owners(demo_stack):
-    from demos.runstate import FAIR_OWNERS, fair_pop, fair_push, fair_queue_key, sync_redis
+    from demos.runstate import fair_owners_key, fair_pop, fair_push, fair_queue_key, sync_redis
 
     def order():
         owners = ("s:flood", "s:alice", "s:bob")
-        sync_redis().delete(FAIR_OWNERS, *(fair_queue_key(o) for o in owners))
+        sync_redis().delete(fair_owners_key(), *(fair_queue_key(o) for o in owners))
         for i in range(4):  # one visitor queues four runs first…
             fair_push("s:flood", f"flood-{i}")
         fair_push("s:alice", "alice-0")  # …then two others arrive
