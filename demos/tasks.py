@@ -42,6 +42,16 @@ _engine_lock = threading.Lock()
 _engine = None
 
 
+def _kernel(engine) -> str:
+    """The path a decode step of the worker's engine takes: the fused CPU step, a CUDA graph, or the reference."""
+    from inference_core.cuda_graphs import graphs_enabled
+    from inference_core.runner import runner_for
+
+    if graphs_enabled(engine.model, engine.device):
+        return "cuda graph"
+    return runner_for(engine.model).kernel
+
+
 def get_engine():
     """The process's engine, loaded on first use (thread-safe: concurrent first calls load once)."""
     global _engine
@@ -96,6 +106,8 @@ class Stats:
                 "pid": os.getpid(),
                 "model": settings.ENGINE_MODEL,
                 "device": str(engine.device) if engine is not None else None,
+                "dtype": str(engine.dtype).removeprefix("torch.") if engine is not None else None,
+                "kernel": _kernel(engine) if engine is not None else None,  # what a decode step runs
                 "slots": self.slots,
                 "engine_loaded": engine is not None,
                 # The continuous batch of the engine's batching service (cached generation): how many

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -42,7 +43,7 @@ def demo_page(request, name: str):
 @require_GET
 def dashboard(request):
     _ensure_session(request)
-    return render(request, "demos/dashboard.html", {})
+    return render(request, "demos/dashboard.html", {"demo_queue": settings.DEMO_TASK_QUEUE})
 
 
 @require_GET

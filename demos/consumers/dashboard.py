@@ -130,5 +130,5 @@ async def collect_stats() -> dict:
         out["replayed"] = recent.filter(replay_of__isnull=False).count()  # served without a worker
         return out
 
-    return {"type": "stats", "t": time.time(), "workers": workers, "queue": queue,
+    return {"type": "stats", "t": time.time(), "workers": workers, "queue": queue, "demo_queue": demo_queue(),
             "runs_last_hour": await database_sync_to_async(counts)()}

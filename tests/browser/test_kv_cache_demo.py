@@ -133,6 +133,9 @@ def test_dashboard_shows_the_live_worker(live_stack, browser_page):
     page.wait_for_function("() => document.getElementById('dash-tps').data.length >= 1 && "
                            "document.getElementById('dash-tps').data[0].x.length >= 2", timeout=30_000)
     assert page.locator("#dash-queue-gpu").inner_text().isdigit()
+    assert page.locator("#dash-queue-name").inner_text() == "gpu"
+    # the device cell names what a step runs: device · dtype · kernel
+    assert "cpu · float32 · cpu-fused-step fp32" in page.locator("#dash-workers tbody tr").first.inner_text()
     assert page.locator("#dash-conn").inner_text() == "Live."
     assert not page.errors, page.errors
 

@@ -55,4 +55,5 @@ async def test_concurrent_students_share_forward_passes(demo_stack):
     finally:
         await comm.disconnect()
     assert worker["max_batch_size"] > 1, worker
+    assert worker["dtype"] == "float32" and worker["kernel"] == "cpu-fused-step fp32", worker  # what a step runs
     assert worker["kv_blocks_total"] > 0 and worker["kv_blocks_used"] <= worker["kv_blocks_total"]

@@ -74,7 +74,7 @@ async def test_the_dashboard_counts_the_routed_queue(routed):
         stats = await ws.recv(10)
     finally:
         await ws.close()
-    assert set(stats["queue"]) == {H100, "cpu"}, stats["queue"]
+    assert set(stats["queue"]) == {H100, "cpu"} and stats["demo_queue"] == H100, stats
 
 
 def visitor_cookie() -> tuple[bytes, bytes]:

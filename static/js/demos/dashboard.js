@@ -10,7 +10,7 @@ const base = { margin: { l: 50, r: 10, t: 40, b: 40 }, font: { size: 12 }, legen
 Plotly.newPlot($("dash-tps"), [], { ...base, title: { text: "Tokens/s per worker" },
   xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } }, { responsive: true, displaylogo: false });
 Plotly.newPlot($("dash-queue"), [
-  { x: [], y: [], name: "gpu queue length", mode: "lines" },
+  { x: [], y: [], name: "demo queue length", mode: "lines" },
   { x: [], y: [], name: "batch size (all workers)", mode: "lines" },
 ], { ...base, title: { text: "Queue and batch" }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } },
 { responsive: true, displaylogo: false });
@@ -35,7 +35,8 @@ function render(stats) {
     const name = document.createElement("th");
     name.scope = "row";
     name.textContent = w.name;
-    tr.append(name, cell(w.device || "loading"), cell(`${w.batch_size} (${w.max_batch_size})`), cell(w.waiting),
+    const device = w.device ? [w.device, w.dtype, w.kernel].filter(Boolean).join(" · ") : "loading";
+    tr.append(name, cell(device), cell(`${w.batch_size} (${w.max_batch_size})`), cell(w.waiting),
       cell(`${w.kv_blocks_used} / ${w.kv_blocks_total}`), cell(w.runs_active), cell(w.tokens_per_s.toFixed(1)),
       cell(w.tokens_total), cell(w.runs_total), cell(w.runs_failed), cell(`${Math.round(w.uptime_s)} s`));
     tbody.append(tr);
@@ -45,8 +46,10 @@ function render(stats) {
     }
     Plotly.extendTraces($("dash-tps"), { x: [[t]], y: [[w.tokens_per_s]] }, [series.get(w.name)], WINDOW);
   }
-  Plotly.extendTraces($("dash-queue"), { x: [[t], [t]], y: [[stats.queue.gpu], [inFlight]] }, [0, 1], WINDOW);
-  $("dash-queue-gpu").textContent = stats.queue.gpu;
+  const waiting = stats.queue[stats.demo_queue];
+  Plotly.extendTraces($("dash-queue"), { x: [[t], [t]], y: [[waiting], [inFlight]] }, [0, 1], WINDOW);
+  $("dash-queue-name").textContent = stats.demo_queue;
+  $("dash-queue-gpu").textContent = waiting;
   $("dash-queue-cpu").textContent = stats.queue.cpu;
   $("dash-runs").textContent = Object.entries(stats.runs_last_hour).map(([k, v]) => `${k} ${v}`).join(", ");
 }
