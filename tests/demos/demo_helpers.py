@@ -87,3 +87,14 @@ def stored_seqs(run_id) -> list[int]:
     from demos.models import RunEvent
 
     return list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
+
+
+def visitor_cookie() -> tuple[bytes, bytes]:
+    """A new visitor's saved session as a websocket cookie header (call through sync_to_async)."""
+    from django.conf import settings
+    from django.contrib.sessions.backends.db import SessionStore
+
+    s = SessionStore()
+    s["demos"] = True
+    s.save()
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode())

@@ -4,22 +4,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from django.conf import settings
 
-from demo_helpers import assert_contiguous, collect, connect, events_of, recv, start
+from demo_helpers import assert_contiguous, collect, connect, events_of, recv, start, visitor_cookie
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
 PROMPTS = ["The capital of France is", "Water boils at", "The largest planet is", "A haiku about rain:"]
 
-
-def visitor_cookie() -> tuple[bytes, bytes]:
-    from django.contrib.sessions.backends.db import SessionStore
-
-    s = SessionStore()
-    s["demos"] = True
-    s.save()
-    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode())
 
 
 async def one_student(prompt: str) -> list[dict]:

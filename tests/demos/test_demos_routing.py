@@ -12,7 +12,7 @@ import uuid
 import pytest
 from test_demos_scaleout import DAPHNE_ENV, WS, start_run
 
-from demo_helpers import FINAL, connect, get_run, recv, send, start, wait_for
+from demo_helpers import FINAL, connect, get_run, recv, send, start, visitor_cookie, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -75,16 +75,6 @@ async def test_the_dashboard_counts_the_routed_queue(routed):
     finally:
         await ws.close()
     assert set(stats["queue"]) == {H100, "cpu"} and stats["demo_queue"] == H100, stats
-
-
-def visitor_cookie() -> tuple[bytes, bytes]:
-    from django.conf import settings
-    from django.contrib.sessions.backends.db import SessionStore
-
-    s = SessionStore()
-    s["demos"] = True
-    s.save()
-    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode())
 
 
 async def test_a_free_worker_never_takes_a_run_routed_to_another_queue(routed):
