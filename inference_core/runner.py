@@ -25,8 +25,8 @@ from .kv_cache import KVCache
 from .model import Transformer
 from .paged import PagedBackend, PagedKVPool
 from .quant import QuantizedLinear, quantized_linears
+from .request import ScheduledBatch
 from .sampling import sample
-from .scheduler import ScheduledBatch
 
 
 class ModelRunner:

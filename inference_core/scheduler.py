@@ -16,22 +16,21 @@ Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort 
 """
 from __future__ import annotations
 
-import statistics
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
-import torch
-
 from .config import ModelConfig
+from .metrics import request_metrics, run_metrics
 from .paged import BlockAllocator, BlockTable, SeqSlice
-from .paged_trace import (BatchRunFinished, BatchRunStarted, BatchStep, KVBlock, Preemption, RequestFinished,
-                          RequestQueued)
+from .paged_trace import BatchStep, KVBlock, Preemption, RequestFinished, RequestQueued
 from .prefix_cache import ROOT, PrefixCache, block_hash, chain_hashes
-from .sampling import SamplingParams
+from .request import Request, ScheduledBatch
 from .trace import TraceEvent
+
+__all__ = ["Mode", "Request", "ScheduledBatch", "Scheduler", "SchedulerConfig", "request_metrics", "run_metrics"]
 
 Mode = Literal["continuous", "static"]
 
@@ -53,51 +52,6 @@ class SchedulerConfig:
             raise ValueError("prefix caching shares cached K/V: it needs kv_cache=True")
         if self.block_size < 1 or self.num_blocks < 1 or self.max_num_seqs < 1:
             raise ValueError("block_size, num_blocks and max_num_seqs must be positive")
-
-
-@dataclass
-class Request:
-    request_id: str
-    prompt_ids: list[int]
-    params: SamplingParams = field(default_factory=SamplingParams)
-    # state, owned by the scheduler
-    output_ids: list[int] = field(default_factory=list)
-    status: Literal["new", "waiting", "running", "finished"] = "new"
-    finish_reason: str | None = None
-    table: BlockTable | None = None
-    num_computed: int = 0  # positions whose K/V are in the table
-    num_cached_tokens: int = 0  # prefix-cache hit tokens at first admission
-    block_hashes: list[bytes] = field(default_factory=list)
-    num_preemptions: int = 0
-    arrival_time: float = 0.0
-    first_scheduled_time: float | None = None
-    token_times: list[float] = field(default_factory=list)
-    finished_time: float | None = None
-    generator: torch.Generator | None = None
-
-    @property
-    def all_ids(self) -> list[int]:
-        return self.prompt_ids + self.output_ids
-
-
-@dataclass
-class ScheduledBatch:
-    """One step's work, flattened: token i (at `positions[i]`) belongs to `requests[seq[i]]`; `rows` are the
-    last new token of each request (the only rows whose logits are sampled); `tables[j]` are request j's
-    blocks, padded to one width."""
-
-    requests: list[Request]
-    n_new: list[int]
-    tokens: list[int]
-    positions: list[int]
-    seq: list[int]
-    rows: list[int]
-    slices: list[SeqSlice]
-
-    @property
-    def tables(self) -> list[list[int]]:
-        width = max(len(r.table.blocks) for r in self.requests)
-        return [r.table.blocks + [0] * (width - len(r.table.blocks)) for r in self.requests]
 
 
 class Scheduler:
@@ -401,70 +355,3 @@ def request_finished_event(req: Request, sched: Scheduler) -> RequestFinished:
         first_token_s=sched._t(req.token_times[0]) if req.token_times else None,
         finished_s=sched._t(req.finished_time), ttft_s=m["ttft_s"], tpot_s=m["tpot_s"], e2e_s=m["e2e_s"],
         queue_s=m["queue_s"], itl_s=m["itl_s"])
-
-
-def request_metrics(req: Request) -> dict:
-    """vLLM's per-request definitions: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
-    times = req.token_times
-    ttft = times[0] - req.arrival_time if times else None
-    e2e = (req.finished_time or (times[-1] if times else req.arrival_time)) - req.arrival_time
-    n = len(times)
-    tpot = (e2e - ttft) / (n - 1) if n > 1 and ttft is not None else 0.0
-    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "itl_s": [b - a for a, b in zip(times, times[1:])],
-            "queue_s": (req.first_scheduled_time - req.arrival_time) if req.first_scheduled_time else None}
-
-
-def _summary(values: list[float], name: str) -> dict:
-    if not values:
-        return {}
-    vs = sorted(values)
-    p99 = vs[min(len(vs) - 1, int(round(0.99 * (len(vs) - 1))))]
-    return {f"mean_{name}_ms": 1000 * statistics.fmean(vs), f"median_{name}_ms": 1000 * statistics.median(vs),
-            f"p99_{name}_ms": 1000 * p99}
-
-
-def run_metrics(sched: Scheduler) -> dict:
-    """Run-level metrics named as `vllm bench serve` prints them, plus KV-pool figures.
-
-    duration = first arrival → last finish. output_throughput = generated tokens / duration;
-    total_token_throughput = (prompt + generated) / duration. kv_waste_pct: allocated-but-unfilled slots /
-    allocated slots, averaged over steps; contiguous_*: the same ratio had every live request reserved
-    prompt + max_new_tokens (request max) or the model's whole context (model max) up front.
-    prefix_cache_hit_rate: hit tokens / prompt tokens looked up.
-    """
-    done = [r for r in sched.finished if r.finish_reason != "aborted"]
-    out: dict = {"mode": sched.cfg.mode, "completed": len(done), "num_steps": sched.step_count}
-    if not done:
-        return out
-    start = min(r.arrival_time for r in done)
-    end = max(r.finished_time for r in done)
-    duration = max(end - start, 1e-9)
-    n_in = sum(len(r.prompt_ids) for r in done)
-    n_out = sum(len(r.output_ids) for r in done)
-    per = [request_metrics(r) for r in done]
-    out.update({
-        "duration_s": duration, "total_input_tokens": n_in, "total_output_tokens": n_out,
-        "request_throughput": len(done) / duration, "output_throughput": n_out / duration,
-        "total_token_throughput": (n_in + n_out) / duration, "num_preemptions": sched.num_preemptions,
-    })
-    out.update(_summary([m["ttft_s"] for m in per if m["ttft_s"] is not None], "ttft"))
-    out.update(_summary([m["tpot_s"] for m in per if len(m["itl_s"]) > 0], "tpot"))
-    out.update(_summary([x for m in per for x in m["itl_s"]], "itl"))
-    out.update(_summary([m["e2e_s"] for m in per], "e2el"))
-    stats = sched.step_stats
-    if stats:
-        alloc = sum(s["slots_allocated"] for s in stats)
-        filled = sum(s["slots_filled"] for s in stats)
-        out["kv_waste_pct"] = 100 * (alloc - filled) / alloc if alloc else 0.0
-        for key in ("request_max", "model_max"):
-            reserved = sum(s[f"reserved_{key}"] for s in stats)
-            out[f"contiguous_{key}_waste_pct"] = 100 * (reserved - filled) / reserved if reserved else 0.0
-        out["kv_usage_mean"] = statistics.fmean(s["blocks_used"] for s in stats) / sched.cfg.num_blocks
-        out["kv_usage_peak"] = max(s["blocks_used"] for s in stats) / sched.cfg.num_blocks
-        out["mean_batch_size"] = statistics.fmean(s["n_seqs"] for s in stats)
-        out["mean_tokens_per_step"] = statistics.fmean(s["n_tokens"] for s in stats)
-    out["blocks_free_at_end"] = sched.allocator.num_free
-    if sched.prefix is not None:
-        out.update({"prefix_cache_queries": sched.prefix.query_tokens, "prefix_cache_hits": sched.prefix.hit_tokens,
-                    "prefix_cache_hit_rate": sched.prefix.hit_rate})
-    return out

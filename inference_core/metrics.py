@@ -1,0 +1,73 @@
+"""Serving metrics named as vLLM names them: per request (TTFT, TPOT, ITL, e2e) and per run (throughputs, KV use)."""
+from __future__ import annotations
+
+import statistics
+
+from .request import Request
+
+
+def request_metrics(req: Request) -> dict:
+    """vLLM's per-request definitions: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
+    times = req.token_times
+    ttft = times[0] - req.arrival_time if times else None
+    e2e = (req.finished_time or (times[-1] if times else req.arrival_time)) - req.arrival_time
+    n = len(times)
+    tpot = (e2e - ttft) / (n - 1) if n > 1 and ttft is not None else 0.0
+    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "itl_s": [b - a for a, b in zip(times, times[1:])],
+            "queue_s": (req.first_scheduled_time - req.arrival_time) if req.first_scheduled_time else None}
+
+
+def _summary(values: list[float], name: str) -> dict:
+    if not values:
+        return {}
+    vs = sorted(values)
+    p99 = vs[min(len(vs) - 1, int(round(0.99 * (len(vs) - 1))))]
+    return {f"mean_{name}_ms": 1000 * statistics.fmean(vs), f"median_{name}_ms": 1000 * statistics.median(vs),
+            f"p99_{name}_ms": 1000 * p99}
+
+
+def run_metrics(sched) -> dict:
+    """Run-level metrics named as `vllm bench serve` prints them, plus KV-pool figures.
+
+    duration = first arrival → last finish. output_throughput = generated tokens / duration;
+    total_token_throughput = (prompt + generated) / duration. kv_waste_pct: allocated-but-unfilled slots /
+    allocated slots, averaged over steps; contiguous_*: the same ratio had every live request reserved
+    prompt + max_new_tokens (request max) or the model's whole context (model max) up front.
+    prefix_cache_hit_rate: hit tokens / prompt tokens looked up.
+    """
+    done = [r for r in sched.finished if r.finish_reason != "aborted"]
+    out: dict = {"mode": sched.cfg.mode, "completed": len(done), "num_steps": sched.step_count}
+    if not done:
+        return out
+    start = min(r.arrival_time for r in done)
+    end = max(r.finished_time for r in done)
+    duration = max(end - start, 1e-9)
+    n_in = sum(len(r.prompt_ids) for r in done)
+    n_out = sum(len(r.output_ids) for r in done)
+    per = [request_metrics(r) for r in done]
+    out.update({
+        "duration_s": duration, "total_input_tokens": n_in, "total_output_tokens": n_out,
+        "request_throughput": len(done) / duration, "output_throughput": n_out / duration,
+        "total_token_throughput": (n_in + n_out) / duration, "num_preemptions": sched.num_preemptions,
+    })
+    out.update(_summary([m["ttft_s"] for m in per if m["ttft_s"] is not None], "ttft"))
+    out.update(_summary([m["tpot_s"] for m in per if len(m["itl_s"]) > 0], "tpot"))
+    out.update(_summary([x for m in per for x in m["itl_s"]], "itl"))
+    out.update(_summary([m["e2e_s"] for m in per], "e2el"))
+    stats = sched.step_stats
+    if stats:
+        alloc = sum(s["slots_allocated"] for s in stats)
+        filled = sum(s["slots_filled"] for s in stats)
+        out["kv_waste_pct"] = 100 * (alloc - filled) / alloc if alloc else 0.0
+        for key in ("request_max", "model_max"):
+            reserved = sum(s[f"reserved_{key}"] for s in stats)
+            out[f"contiguous_{key}_waste_pct"] = 100 * (reserved - filled) / reserved if reserved else 0.0
+        out["kv_usage_mean"] = statistics.fmean(s["blocks_used"] for s in stats) / sched.cfg.num_blocks
+        out["kv_usage_peak"] = max(s["blocks_used"] for s in stats) / sched.cfg.num_blocks
+        out["mean_batch_size"] = statistics.fmean(s["n_seqs"] for s in stats)
+        out["mean_tokens_per_step"] = statistics.fmean(s["n_tokens"] for s in stats)
+    out["blocks_free_at_end"] = sched.allocator.num_free
+    if sched.prefix is not None:
+        out.update({"prefix_cache_queries": sched.prefix.query_tokens, "prefix_cache_hits": sched.prefix.hit_tokens,
+                    "prefix_cache_hit_rate": sched.prefix.hit_rate})
+    return out

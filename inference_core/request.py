@@ -1,0 +1,55 @@
+"""A request's state as the scheduler keeps it, and one step's scheduled batch (what the runner runs)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from .paged import BlockTable, SeqSlice
+from .sampling import SamplingParams
+
+
+@dataclass
+class Request:
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    # state, owned by the scheduler
+    output_ids: list[int] = field(default_factory=list)
+    status: Literal["new", "waiting", "running", "finished"] = "new"
+    finish_reason: str | None = None
+    table: BlockTable | None = None
+    num_computed: int = 0  # positions whose K/V are in the table
+    num_cached_tokens: int = 0  # prefix-cache hit tokens at first admission
+    block_hashes: list[bytes] = field(default_factory=list)
+    num_preemptions: int = 0
+    arrival_time: float = 0.0
+    first_scheduled_time: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    finished_time: float | None = None
+    generator: torch.Generator | None = None
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+
+@dataclass
+class ScheduledBatch:
+    """One step's work, flattened: token i (at `positions[i]`) belongs to `requests[seq[i]]`; `rows` are the
+    last new token of each request (the only rows whose logits are sampled); `tables[j]` are request j's
+    blocks, padded to one width."""
+
+    requests: list[Request]
+    n_new: list[int]
+    tokens: list[int]
+    positions: list[int]
+    seq: list[int]
+    rows: list[int]
+    slices: list[SeqSlice]
+
+    @property
+    def tables(self) -> list[list[int]]:
+        width = max(len(r.table.blocks) for r in self.requests)
+        return [r.table.blocks + [0] * (width - len(r.table.blocks)) for r in self.requests]
