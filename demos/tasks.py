@@ -150,7 +150,7 @@ class Stats:
 STATS = Stats()
 
 
-def _runs_demos(consumer) -> bool:
+def runs_demos(consumer) -> bool:
     """A worker that consumes any queue besides `cpu` takes demo runs (and loads the engine at start)."""
     try:
         return bool(set(consumer.app.amqp.queues.consume_from) - {CPU_QUEUE})
@@ -172,7 +172,7 @@ def _concurrency(consumer) -> int:
 
 @worker_ready.connect
 def _warm_up(sender=None, **kwargs):
-    if sender is not None and not _runs_demos(sender):
+    if sender is not None and not runs_demos(sender):
         return  # a `cpu`-only worker never runs the engine
     STATS.slots = _concurrency(sender)
     STATS.start_reporter()

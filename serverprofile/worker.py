@@ -50,9 +50,9 @@ def measure_and_store(engine, *, quick: bool = False, worker: str = ""):
 
 @worker_ready.connect
 def publish_machine_profile(sender=None, **kwargs):
-    from demos.tasks import WORKER_NAME, _consumes_gpu_queue, get_engine
+    from demos.tasks import WORKER_NAME, runs_demos, get_engine
 
-    if sender is not None and not _consumes_gpu_queue(sender):
+    if sender is not None and not runs_demos(sender):
         return  # a `cpu`-only worker has no engine: its machine is not the one the demos run on
     if not flag("MACHINE_PROFILE", True):
         return
