@@ -65,20 +65,20 @@ def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, tuple
     """(wall ms, CPU ms), medians, of one target forward over T new positions with `context` tokens cached."""
     runner = runner_for(engine.model)  # the path the engine's verify takes (the fused step on the CPU)
     ids = list(range(1000, 1000 + context + 9))
-    cache = engine.new_cache(context + 16)
+    seq = runner.new_sequence(context + 16)
     sync = torch.cuda.synchronize if engine.device.type == "cuda" else (lambda: None)
     out = {}
     with torch.inference_mode():
-        runner.forward(ids[:context], cache)
+        runner.forward_sequence(ids[:context], seq)
         for t in (1, 2, 3, 5, 9):
             wall, cpu = [], []
             for _ in range(repeats):
                 t0, c0 = time.perf_counter(), time.process_time()
-                runner.forward(ids[context:context + t], cache, all_rows=True)
+                runner.forward_sequence(ids[context:context + t], seq, all_rows=True)
                 sync()
                 wall.append(time.perf_counter() - t0)
                 cpu.append(time.process_time() - c0)
-                cache.truncate(context)
+                seq.truncate(context)
             out[t] = (1000 * statistics.median(wall), 1000 * statistics.median(cpu))
     return out
 

@@ -13,7 +13,7 @@ Kinds:
 
 Invariant for model drafts: `self.cached` lists exactly the tokens whose K/V sit in positions
 [0, len(cached)) of the draft's cache. `propose` re-syncs to the context by the longest common prefix,
-so after a partial acceptance the rejected guesses are rolled back (`KVCache.truncate`) before anything
+so after a partial acceptance the rejected guesses are rolled back (`PagedSequence.truncate`) before anything
 new is written; `rollback(length)` does the same explicitly.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Protocol
 
 import torch
 
-from .kv_cache import KVCache
 from .model import Transformer
+from .paged import PagedSequence
 from .runner import runner_for
 from .sampling import SamplingParams, probabilities
 
@@ -102,7 +102,7 @@ class ModelDraft:
     model: Transformer
     n_layers: int | None = None
     name: str = "model"
-    cache: KVCache | None = field(default=None, init=False)
+    cache: PagedSequence | None = field(default=None, init=False)
     cached: list[int] = field(default_factory=list, init=False)
     sampling: SamplingParams = field(default_factory=SamplingParams, init=False)
     generator: torch.Generator | None = field(default=None, init=False)
@@ -112,10 +112,7 @@ class ModelDraft:
         return self.n_layers or self.model.config.n_layers
 
     def begin(self, prompt_ids, capacity, sampling, generator) -> None:
-        cfg = self.model.config
-        weight = self.model.tok_embeddings.weight
-        dtype = weight.dtype if weight.dtype.is_floating_point else torch.float32
-        self.cache = KVCache.allocate(self.depth, 1, cfg.n_kv_heads, capacity, cfg.head_dim, dtype, weight.device)
+        self.cache = runner_for(self.model).new_sequence(capacity, n_layers=self.depth)
         self.cached = []
         self.sampling, self.generator = sampling, generator
 
@@ -125,7 +122,7 @@ class ModelDraft:
             del self.cached[length:]
 
     def _forward(self, tokens: list[int]) -> torch.Tensor:
-        logits = runner_for(self.model).forward(tokens, self.cache, n_layers=self.n_layers)
+        logits = runner_for(self.model).forward_sequence(tokens, self.cache, n_layers=self.n_layers)
         self.cached.extend(tokens)
         return logits[-1]
 

@@ -1,7 +1,7 @@
 """The CPU fast path: a whole forward step (every layer and the head) in one native call (quant_kernels/step.cpp).
 
-`Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one
-sequence over a contiguous `KVCache` (`forward`) or of several sequences over the paged pool (`forward_rows`),
+`Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one or
+more sequences over the paged pool (`forward_rows`; the runner's only way in),
 for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant.py, reading each weight once per
 step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch). Tested
 token-identical (greedy) against the reference and transformers.
@@ -20,7 +20,6 @@ from torch import nn
 
 from . import quant_kernels
 from .config import engine_settings
-from .kv_cache import KVCache
 from .model import Transformer
 from .quant import QuantizedLinear
 
@@ -45,23 +44,6 @@ class FusedStep:
         self.native = native
         self.kernel = kernel  # e.g. "cpu-fused-step int8": named in reports and run headers
 
-    @torch.inference_mode()
-    def forward(self, tokens: list[int], cache: KVCache, all_rows: bool = False, n_layers: int | None = None) -> torch.Tensor:
-        """Logits for the new `tokens` at positions cache.length…: [len(tokens), vocab] or, unless `all_rows`, [1, vocab].
-
-        Writes their K/V into `cache` and advances it, like `Transformer.forward` with a `KVCache` backend.
-        """
-        start = cache.length
-        if start + len(tokens) > cache.capacity:
-            raise ValueError(f"KV cache full: {start + len(tokens)} tokens > capacity {cache.capacity}")
-        n = len(tokens)
-        # the contiguous cache [layers, 1, kv_heads, capacity, head_dim] is a pool of one block of `capacity` slots
-        logits = self.forward_rows(torch.tensor(tokens, dtype=torch.long), torch.arange(start, start + n),
-                                   torch.zeros(n, dtype=torch.long), _ONE_BLOCK, cache.k, cache.v,
-                                   torch.arange(n) if all_rows else torch.tensor([n - 1]), n_layers)
-        cache.advance(n)
-        return logits
-
     def forward_rows(self, tokens: torch.Tensor, positions: torch.Tensor, seq: torch.Tensor, tables: torch.Tensor,
                      k_pool: torch.Tensor, v_pool: torch.Tensor, rows: torch.Tensor,
                      n_layers: int | None = None) -> torch.Tensor:
@@ -69,9 +51,6 @@ class FusedStep:
         of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`."""
         x = self.model.tok_embeddings.weight.index_select(0, tokens)
         return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers)
-
-
-_ONE_BLOCK = torch.zeros(1, 1, dtype=torch.long)
 
 
 def _linear(kernels, layer: nn.Module):

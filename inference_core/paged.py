@@ -134,6 +134,40 @@ class PagedKVPool:
         return 2 * per
 
 
+class PagedSequence:
+    """One sequence on blocks of a pool outside the scheduler (a speculative run's target, a model draft): it can
+    roll back. Invariant: its K/V for positions [0, length) sit in `table`, which holds ⌈length / block_size⌉
+    blocks between calls (`reserve` adds the blocks a step needs, `truncate` frees those past the new end)."""
+
+    def __init__(self, pool: PagedKVPool) -> None:
+        self.pool = pool
+        self.allocator = BlockAllocator(pool.num_blocks)
+        self.table = BlockTable(pool.block_size)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.pool.num_blocks * self.pool.block_size
+
+    def reserve(self, n_new: int) -> SeqSlice:
+        """Blocks for `n_new` more positions; the step's slice (its tokens start at row 0)."""
+        end = self.length + n_new
+        if end > self.capacity:
+            raise ValueError(f"sequence full: {end} positions > capacity {self.capacity}")
+        for _ in range(self.table.blocks_needed(end)):
+            self.table.blocks.append(self.allocator.allocate())
+        return SeqSlice(0, n_new, end, self.table.blocks)
+
+    def truncate(self, length: int) -> None:
+        """Forget positions ≥ length (rejected guesses); their blocks return to the pool."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a sequence of {self.length} positions to {length}")
+        self.length = length
+        keep = -(-length // self.pool.block_size)
+        while len(self.table.blocks) > keep:
+            self.allocator.free(self.table.blocks.pop())
+
+
 class PagedBackend:
     """AttentionBackend over a `PagedKVPool` for one flattened step (set by `begin_step`)."""
 

@@ -36,13 +36,10 @@ class Request:
 
 
 @dataclass
-class ScheduledBatch:
-    """One step's work, flattened: token i (at `positions[i]`) belongs to `requests[seq[i]]`; `rows` are the
-    last new token of each request (the only rows whose logits are sampled); `tables[j]` are request j's
-    blocks, padded to one width."""
+class StepRows:
+    """One forward's new tokens, flattened (what `ModelRunner.forward_batch` runs): token i sits at `positions[i]`
+    of sequence `seq[i]`, whose share of the row and blocks are `slices[seq[i]]`; logits are computed at `rows`."""
 
-    requests: list[Request]
-    n_new: list[int]
     tokens: list[int]
     positions: list[int]
     seq: list[int]
@@ -51,5 +48,15 @@ class ScheduledBatch:
 
     @property
     def tables(self) -> list[list[int]]:
-        width = max(len(r.table.blocks) for r in self.requests)
-        return [r.table.blocks + [0] * (width - len(r.table.blocks)) for r in self.requests]
+        """Each sequence's blocks, padded to one width."""
+        width = max(len(s.blocks) for s in self.slices)
+        return [s.blocks + [0] * (width - len(s.blocks)) for s in self.slices]
+
+
+@dataclass
+class ScheduledBatch(StepRows):
+    """A scheduler step: `requests[j]` owns slice j and gets `n_new[j]` new tokens; `rows` are each request's last
+    new token (the only rows whose logits are sampled)."""
+
+    requests: list[Request] = field(default_factory=list)
+    n_new: list[int] = field(default_factory=list)

@@ -6,11 +6,12 @@ CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the 
 input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
 for the call.
 
-Two entry points, both here so a fast path added once reaches every caller:
+Two entry points over the same `forward_batch`, both here so a fast path added once reaches every caller:
 - `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request.
   `LLMEngine.step()` calls it: single requests, batches, the demos and the worker.
-- `forward(tokens, cache)`: new positions of one sequence over a contiguous cache → logits. Speculative
-  rounds (prefill, verify, a model draft's guesses) call it: they roll the cache back after a rejection.
+- `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
+  → logits. Speculative rounds (prefill, verify over k+1 positions, a model draft's guesses) call it: they roll
+  the sequence back after a rejection, which frees the blocks past its new end.
 CUDA graphs stay with the Engine's GraphDecoder (a contiguous cache) until the paged step is captured.
 """
 from __future__ import annotations
@@ -21,11 +22,10 @@ from collections import Counter
 import torch
 
 from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
-from .kv_cache import KVCache
 from .model import Transformer
-from .paged import PagedBackend, PagedKVPool
+from .paged import PagedBackend, PagedKVPool, PagedSequence
 from .quant import QuantizedLinear, quantized_linears
-from .request import ScheduledBatch
+from .request import ScheduledBatch, StepRows
 from .sampling import sample
 
 
@@ -46,11 +46,16 @@ class ModelRunner:
     def fallback_reason(self) -> str:
         return "" if self.fused is not None else why_not(self.model)
 
-    def new_kv_pool(self, num_blocks: int, block_size: int) -> PagedKVPool:
-        """The paged K/V storage this model's steps read and write (its dtype and device)."""
+    def new_kv_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None) -> PagedKVPool:
+        """The paged K/V storage this model's steps read and write (its dtype and device); `n_layers` < depth for
+        an early-exit draft, which never runs the layers above."""
         cfg, weight = self.model.config, self.model.tok_embeddings.weight
-        return PagedKVPool(cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim, weight.dtype,
-                           weight.device)
+        return PagedKVPool(n_layers or cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim,
+                           weight.dtype, weight.device)
+
+    def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
+        """A sequence of up to `capacity` positions on a pool of its own (speculative target, model draft)."""
+        return PagedSequence(self.new_kv_pool(-(-capacity // block_size), block_size, n_layers))
 
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list[int]:
@@ -61,50 +66,43 @@ class ModelRunner:
             return logits.argmax(-1).tolist()
         return [sample(logits[i], r.params, r.generator) for i, r in enumerate(reqs)]
 
-    def forward_batch(self, batch: ScheduledBatch, pool: PagedKVPool) -> torch.Tensor:
-        """Logits [len(batch.requests), vocab] at the batch's rows; K/V of every new token written to `pool`."""
-        n = len(batch.tokens)
+    @torch.inference_mode()
+    def forward_sequence(self, tokens: list[int], seq: PagedSequence, all_rows: bool = False,
+                         n_layers: int | None = None) -> torch.Tensor:
+        """Logits of the new `tokens` at positions seq.length…: [len(tokens), vocab], or [1, vocab] for the last
+        one unless `all_rows`. Their K/V go to the sequence's blocks; it advances by len(tokens)."""
+        n = len(tokens)
+        start = seq.length
+        step = StepRows(list(tokens), list(range(start, start + n)), [0] * n,
+                        list(range(n)) if all_rows else [n - 1], [seq.reserve(n)])
+        logits = self.forward_batch(step, seq.pool, n_layers)
+        seq.length += n
+        return logits
+
+    def forward_batch(self, step: StepRows, pool: PagedKVPool, n_layers: int | None = None) -> torch.Tensor:
+        """Logits [len(step.rows), vocab] at the step's rows; K/V of every new token written to `pool`.
+        `n_layers` < depth runs only the first layers (an early-exit draft) before the head."""
+        n = len(step.tokens)
         if self.fused is not None and pool.k.dtype == torch.float32 and (n <= MAX_FUSED_POSITIONS or self.quantized):
-            tokens, positions, seq = (torch.tensor(x) for x in (batch.tokens, batch.positions, batch.seq))
-            tables, rows = torch.tensor(batch.tables), torch.tensor(batch.rows)
+            tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
+            tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
             self.path_counts[self.fused.kernel] += 1
             if n <= MAX_FUSED_POSITIONS:
-                return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows)
+                return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows, n_layers)
             # Consecutive chunks of the flattened row: a chunk's tokens see the K/V earlier chunks wrote.
             out = []
             for a in range(0, n, MAX_FUSED_POSITIONS):
                 b = min(n, a + MAX_FUSED_POSITIONS)
                 local = rows[(rows >= a) & (rows < b)] - a  # may be empty: the chunk only writes K/V
                 out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
-                                                   local))
+                                                   local, n_layers))
             return torch.cat(out)
         self.path_counts["torch reference"] += 1
         backend = PagedBackend(pool)
-        backend.begin_step(batch.slices)
-        x = self.model.hidden_states(torch.tensor([batch.tokens], device=self.device),
-                                     torch.tensor(batch.positions, device=self.device), backend)
-        return self.model.compute_logits(x[0, torch.tensor(batch.rows, device=self.device)])
-
-    @torch.inference_mode()
-    def forward(self, tokens: list[int], cache: KVCache, all_rows: bool = False,
-                n_layers: int | None = None) -> torch.Tensor:
-        """Logits of the new `tokens` at positions cache.length…: [len(tokens), vocab], or [1, vocab] for the
-        last one unless `all_rows`. Their K/V are written to `cache`, which advances by len(tokens)."""
-        if self.fused is not None and cache.k.shape[1] == 1 and cache.k.dtype == torch.float32 and (
-                len(tokens) <= MAX_FUSED_POSITIONS or self.quantized):
-            self.path_counts[self.fused.kernel] += 1
-            if len(tokens) <= MAX_FUSED_POSITIONS:
-                return self.fused.forward(tokens, cache, all_rows=all_rows, n_layers=n_layers)
-            if self.quantized:  # the reference would dequantize every weight for this one call: chunk instead
-                chunks = [self.fused.forward(tokens[i:i + MAX_FUSED_POSITIONS], cache, all_rows=all_rows,
-                                             n_layers=n_layers) for i in range(0, len(tokens), MAX_FUSED_POSITIONS)]
-                return torch.cat(chunks) if all_rows else chunks[-1]
-        self.path_counts["torch reference"] += 1
-        start = cache.length
-        ids = torch.tensor([tokens], device=self.device)
-        positions = torch.arange(start, start + len(tokens), device=self.device)
-        x = self.model.hidden_states(ids, positions, cache, n_layers=n_layers)
-        return self.model.compute_logits(x[0] if all_rows else x[0, -1:])
+        backend.begin_step(step.slices)
+        x = self.model.hidden_states(torch.tensor([step.tokens], device=self.device),
+                                     torch.tensor(step.positions, device=self.device), backend, n_layers)
+        return self.model.compute_logits(x[0, torch.tensor(step.rows, device=self.device)])
 
 
 _runners: "weakref.WeakKeyDictionary[Transformer, ModelRunner]" = weakref.WeakKeyDictionary()

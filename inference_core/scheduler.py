@@ -123,8 +123,8 @@ class Scheduler:
             positions.extend(range(start, start + n_new))
             seq.extend([j] * n_new)
             rows.append(len(tokens) - 1)
-        return ScheduledBatch([r for r, _ in scheduled], [n for _, n in scheduled], tokens, positions, seq, rows,
-                              slices)
+        return ScheduledBatch(tokens, positions, seq, rows, slices, requests=[r for r, _ in scheduled],
+                              n_new=[n for _, n in scheduled])
 
     def postprocess(self, batch: ScheduledBatch, tokens: list[int], t_start: float) -> list[TraceEvent]:
         """Append each request's new token, retire finished ones (continuous: blocks freed at once); the

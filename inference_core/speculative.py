@@ -14,9 +14,11 @@ Each emitted token is then distributed exactly as q (the target alone, with the 
 top-k / top-p). Greedy (temperature 0) makes p and q one-hot: accept while d_i == argmax q_i, and the
 residual is the target's argmax — so greedy output equals plain greedy decoding token for token.
 
-Cache invariant between rounds: the target's cache holds K/V for every committed token except the last
+Cache invariant between rounds: the target's sequence (a `PagedSequence`: blocks of its own pool, verified
+through the same `ModelRunner` as every other step) holds K/V for every committed token except the last
 (length == len(seq) − 1). After a round that accepted m of k guesses, positions of the k − m rejected
-guesses are dropped with `KVCache.truncate`; the draft re-syncs itself the same way (drafts.py).
+guesses are dropped with `PagedSequence.truncate`, which frees blocks past the new end; the draft re-syncs
+itself the same way (drafts.py).
 """
 from __future__ import annotations
 
@@ -31,7 +33,6 @@ import torch
 
 from .drafts import Draft, ModelDraft, NgramDraft, Proposal
 from .engine import Engine, GenerationParams
-from .kv_cache import KVCache
 from .model import Transformer
 from .runner import runner_for
 from .sampling import SamplingParams, probabilities
@@ -252,8 +253,8 @@ class SpeculativeRun:
         self.device = model.tok_embeddings.weight.device
         self.sampling = params
         self.generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
-        self.cache = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, capacity, cfg.head_dim,
-                                      model.tok_embeddings.weight.dtype, self.device)
+        self.runner = runner_for(model)
+        self.cache = self.runner.new_sequence(capacity)  # the target's K/V on blocks of its own
         self.seq = list(prompt_ids)
         self.out: list[int] = []
         self.stats = SpecStats(params.k, n_prompt_tokens=len(prompt_ids))
@@ -271,7 +272,7 @@ class SpeculativeRun:
         """All prompt tokens but the last: that one is fed with the first round's guesses."""
         self.t_start = time.perf_counter()
         if len(self.seq) > 1:
-            runner_for(self.model).forward(self.seq[:-1], self.cache)
+            self.runner.forward_sequence(self.seq[:-1], self.cache)
         self.stats.prefill_time_s = time.perf_counter() - self.t_start
 
     @torch.inference_mode()
@@ -287,7 +288,7 @@ class SpeculativeRun:
         start = len(seq) - 1
         assert self.cache.length == start, "target cache out of sync"
         feed = [seq[-1]] + drafted
-        logits = runner_for(self.model).forward(feed, self.cache, all_rows=True)
+        logits = self.runner.forward_sequence(feed, self.cache, all_rows=True)  # one multi-position step
         # greedy needs only argmax: skip the softmax (accept() uses one-hot values)
         q = logits.float() if self.sampling.greedy else probabilities(logits, self.sampling)
         verdict = accept(drafted, p, q, self.sampling.greedy, self.generator)
@@ -295,7 +296,7 @@ class SpeculativeRun:
             torch.cuda.synchronize()
         t2 = time.perf_counter()
         m = verdict.n_accepted
-        self.cache.truncate(start + 1 + m)  # keep x_n and the accepted guesses; forget the rejected ones
+        self.cache.truncate(start + 1 + m)  # keep x_n and the accepted guesses; free the rejected ones' blocks
         emitted = drafted[:m] + [verdict.next_token]
         if params.stop_at_eos and cfg.eos_token_id in emitted:
             emitted = emitted[: emitted.index(cfg.eos_token_id) + 1]

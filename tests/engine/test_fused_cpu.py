@@ -16,6 +16,7 @@ from inference_core import GenerationParams, fused_cpu, quant_kernels
 from inference_core.config import tiny_config
 from inference_core.engine import Engine, build_model
 from inference_core.kv_cache import KVCache
+from inference_core.paged import PagedSequence, gather_context
 from inference_core.quant import PROJECTIONS, QuantizedLinear, quantize_model
 from inference_core.runner import ModelRunner, runner_for
 from inference_core.llm_engine import drive
@@ -38,10 +39,26 @@ def reference_logits(model, tokens: list[int], cache: KVCache, n_layers: int | N
         return model(torch.tensor([tokens]), torch.arange(start, start + len(tokens)), cache, n_layers=n_layers)[0]
 
 
-def fused_logits(model, tokens: list[int], cache: KVCache, n_layers: int | None = None) -> torch.Tensor:
-    step = fused_cpu.fused_model(model)
-    assert step is not None, fused_cpu.why_not(model)
-    return step.forward(tokens, cache, all_rows=True, n_layers=n_layers)
+def new_seq(model, capacity: int, n_layers: int | None = None) -> PagedSequence:
+    """A sequence on blocks of its own pool (4-slot blocks: steps cross block boundaries)."""
+    return runner_for(model).new_sequence(capacity, block_size=4, n_layers=n_layers)
+
+
+def fused_logits(model, tokens: list[int], seq: PagedSequence, n_layers: int | None = None) -> torch.Tensor:
+    """All rows' logits through the runner, asserting it took the fused step."""
+    runner = runner_for(model)
+    assert runner.fused is not None, fused_cpu.why_not(model)
+    before = runner.path_counts[runner.kernel]
+    out = runner.forward_sequence(tokens, seq, all_rows=True, n_layers=n_layers)
+    assert runner.path_counts[runner.kernel] == before + 1
+    return out
+
+
+def contiguous_kv(seq: PagedSequence) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sequence's K and V as a contiguous cache lays them out: [layers, 1, kv_heads, length, head_dim]."""
+    ids = torch.tensor(seq.table.blocks)
+    return tuple(torch.stack([gather_context(pool[layer], ids, seq.length) for layer in range(pool.shape[0])])
+                 for pool in (seq.pool.k, seq.pool.v))
 
 
 @pytest.mark.parametrize("qkv_bias", [False, True])
@@ -52,26 +69,27 @@ def test_tiny_model_prefill_chunks_and_steps_match_reference(qkv_bias):
             nn.init.normal_(block.attention.wqkv.bias, std=0.5)
     torch.manual_seed(3)
     tokens = torch.randint(0, model.config.vocab_size, (40,)).tolist()
-    ref_cache, fused_cache = new_cache(model, 64), new_cache(model, 64)
+    ref_cache, fused_cache = new_cache(model, 64), new_seq(model, 64)
     # chunks of 7, 1, 5 (a verify-sized step) and single tokens, at growing offsets
     for lo, hi in [(0, 7), (7, 8), (8, 13), (13, 14), (14, 30), (30, 31)]:
         ref = reference_logits(model, tokens[lo:hi], ref_cache)
         got = fused_logits(model, tokens[lo:hi], fused_cache)
         torch.testing.assert_close(got, ref, atol=2e-5, rtol=1e-4)
     assert fused_cache.length == ref_cache.length == 31
-    torch.testing.assert_close(fused_cache.k[:, :, :, :31], ref_cache.k[:, :, :, :31], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(fused_cache.v[:, :, :, :31], ref_cache.v[:, :, :, :31], atol=1e-5, rtol=1e-5)
+    k, v = contiguous_kv(fused_cache)
+    torch.testing.assert_close(k, ref_cache.k[:, :, :, :31], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(v, ref_cache.v[:, :, :, :31], atol=1e-5, rtol=1e-5)
 
 
 def test_early_exit_runs_only_the_first_layers(tiny_model):
     tokens = [3, 14, 15, 92, 65]
     cfg = tiny_model.config
     ref_cache = KVCache.allocate(1, 1, cfg.n_kv_heads, 16, cfg.head_dim, torch.float32, "cpu")
-    fused_cache = KVCache.allocate(1, 1, cfg.n_kv_heads, 16, cfg.head_dim, torch.float32, "cpu")
+    fused_cache = new_seq(tiny_model, 16, n_layers=1)  # an early-exit draft's pool holds only its layers
     ref = reference_logits(tiny_model, tokens, ref_cache, n_layers=1)
     got = fused_logits(tiny_model, tokens, fused_cache, n_layers=1)
     torch.testing.assert_close(got, ref, atol=2e-5, rtol=1e-4)
-    full = fused_logits(tiny_model, tokens, new_cache(tiny_model, 16))
+    full = fused_logits(tiny_model, tokens, new_seq(tiny_model, 16))
     assert not torch.allclose(full, got, atol=1e-3)
 
 
@@ -99,8 +117,10 @@ def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model,
 
 
 def test_cache_overflow_is_a_clear_error(tiny_model):
-    with pytest.raises(ValueError, match="KV cache full"):
-        fused_logits(tiny_model, [1] * 5, new_cache(tiny_model, 4))
+    seq = new_seq(tiny_model, 4)
+    with pytest.raises(ValueError, match="sequence full: 5 positions > capacity 4"):
+        fused_logits(tiny_model, [1] * 5, seq)
+    assert seq.length == 0 and seq.table.blocks == []  # nothing written, nothing held
 
 
 @pytest.mark.model
@@ -126,9 +146,9 @@ def test_engine_decodes_through_the_fused_step_token_identical_to_the_reference(
 @pytest.mark.model
 def test_verify_step_scores_every_position_like_the_reference(engine):
     ids = engine.tokenizer.encode(PROMPT)
-    ref_cache, fused_cache = engine.new_cache(64), engine.new_cache(64)
+    ref_cache, fused_cache = engine.new_cache(64), new_seq(engine.model, 64)
     reference_logits(engine.model, ids, ref_cache)
-    reference_logits(engine.model, ids, fused_cache)
+    fused_logits(engine.model, ids, fused_cache)
     guesses = [ids[-1], 578, 1345, 260, 3094]  # k + 1 = 5 positions, as in a speculative round
     ref = reference_logits(engine.model, guesses, ref_cache)
     got = fused_logits(engine.model, guesses, fused_cache)
@@ -159,7 +179,7 @@ def test_quantized_formats_match_their_dequantized_reference(engine, fmt, one_th
     assert runner_for(qmodel).kernel == f"cpu-fused-step {fmt}"
     ref_model = dequantized_reference(qmodel, engine.model)
     ids = engine.tokenizer.encode(PROMPT)[:12]
-    ref_cache, fused_cache = new_cache(ref_model, 40), new_cache(qmodel, 40)
+    ref_cache, fused_cache = new_cache(ref_model, 40), new_seq(qmodel, 40)
     ref_tokens, fused_tokens = [], []
     ref_feed = fused_feed = ids
     for _ in range(12):
@@ -227,11 +247,12 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     qmodel = quantize_model(engine.model, "int8")
     runner = runner_for(qmodel)
     calls = []
-    native_forward = runner.fused.forward
-    runner.fused.forward = lambda tokens, *a, **kw: calls.append(len(tokens)) or native_forward(tokens, *a, **kw)
+    native_rows = runner.fused.forward_rows
+    runner.fused.forward_rows = lambda tokens, *a, **kw: calls.append(len(tokens)) or native_rows(tokens, *a, **kw)
     ids = engine.tokenizer.encode(PROMPT * 4)
     assert len(ids) > fused_cpu.MAX_FUSED_POSITIONS
-    chunked = runner.forward(ids, new_cache(qmodel, len(ids) + 1), all_rows=True)
+    chunked = runner.forward_sequence(ids, new_seq(qmodel, len(ids) + 1), all_rows=True)
+    runner.fused.forward_rows = native_rows
     step = fused_cpu.MAX_FUSED_POSITIONS
     assert calls == [len(ids[i:i + step]) for i in range(0, len(ids), step)]
     whole = reference_logits(qmodel, ids, new_cache(qmodel, len(ids) + 1))
@@ -250,14 +271,16 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
 
 def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkeypatch, tiny_model):
     """A single request is one-request schedule (ModelRunner.run once per token); speculative verify and a
-    model draft call ModelRunner.forward (a contiguous cache they roll back): no private forward anywhere."""
+    model draft call ModelRunner.forward_sequence (a sequence on blocks of its own, rolled back after a rejection):
+    no private forward anywhere."""
     from inference_core.drafts import ModelDraft
     from inference_core.speculative import SpecParams, speculative_events
 
     calls: list[int] = []
     runs: list[int] = []
-    original, original_run = ModelRunner.forward, ModelRunner.run
-    monkeypatch.setattr(ModelRunner, "forward", lambda self, tokens, *a, **kw: calls.append(len(tokens)) or original(self, tokens, *a, **kw))
+    original, original_run = ModelRunner.forward_sequence, ModelRunner.run
+    monkeypatch.setattr(ModelRunner, "forward_sequence",
+                        lambda self, tokens, *a, **kw: calls.append(len(tokens)) or original(self, tokens, *a, **kw))
     monkeypatch.setattr(ModelRunner, "run", lambda self, batch, pool: runs.append(len(batch.tokens)) or original_run(self, batch, pool))
     from inference_core.weights import load_tokenizer
 

@@ -49,7 +49,7 @@ class Calls:
 @pytest.fixture
 def calls(monkeypatch):
     seen = Calls()
-    step, round_, forward, runner_forward = LLMEngine.step, SpeculativeRun.round, Transformer.forward, ModelRunner.forward
+    step, round_, forward, runner_forward = LLMEngine.step, SpeculativeRun.round, Transformer.forward, ModelRunner.forward_sequence
     in_round = threading.local()
 
     def counted_step(self):
@@ -72,7 +72,7 @@ def calls(monkeypatch):
         return forward(self, *a, **kw)
 
     def watched_runner_forward(self, *a, **kw):
-        # Speculative prefill/verify and a model draft's guesses use the runner's contiguous-cache entry point.
+        # Speculative prefill/verify and a model draft's guesses use the runner's own-blocks sequence entry point.
         if not getattr(in_round, "active", False) and "speculative.py" not in seen.caller():
             with seen.lock:
                 seen.direct[seen.caller()] += 1
@@ -81,7 +81,7 @@ def calls(monkeypatch):
     monkeypatch.setattr(LLMEngine, "step", counted_step)
     monkeypatch.setattr(SpeculativeRun, "round", counted_round)
     monkeypatch.setattr(Transformer, "forward", watched_forward)
-    monkeypatch.setattr(ModelRunner, "forward", watched_runner_forward)
+    monkeypatch.setattr(ModelRunner, "forward_sequence", watched_runner_forward)
     return seen
 
 

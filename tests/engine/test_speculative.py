@@ -165,7 +165,12 @@ def test_kv_rollback_matches_fresh_prefill(peaky):
             seq = run.seq
             n = len(seq)
             fresh = peaky(torch.tensor([seq]), torch.arange(n), NoCache())[0, -1]
-            cont = peaky(torch.tensor([seq[-1:]]), torch.tensor([n - 1]), run.cache)[0, -1]
+            # the target's own blocks hold exactly the committed tokens but the last (the rejected guesses' blocks
+            # went back to its pool)
+            assert run.cache.length == n - 1
+            assert len(run.cache.table.blocks) == -(-(n - 1) // run.cache.pool.block_size)
+            assert run.cache.allocator.num_used == len(run.cache.table.blocks)
+            cont = run.runner.forward_sequence(seq[-1:], run.cache)[0]
             run.cache.truncate(n - 1)
             torch.testing.assert_close(cont, fresh, rtol=1e-5, atol=1e-5)
             # the draft re-syncs on its next proposal: its distribution equals a fresh early-exit forward
