@@ -81,18 +81,22 @@ class EngineSettings:
     """The engine's switches, read from the environment once per process (`engine_settings()`)."""
 
     device: str | None = None  # INFERENCE_DEVICE (cpu, cuda, cuda:1); None: CUDA when available
-    dtype: str = "float32"  # INFERENCE_DTYPE: the weights' and activations' dtype
+    dtype: str | None = None  # INFERENCE_DTYPE: weights' and activations' dtype; None: bfloat16 on CUDA, else float32
     cpu_fastpath: bool = True  # INFERENCE_CPU_FASTPATH=0: the reference forward instead of the fused CPU step
     quant_kernels: bool = True  # INFERENCE_QUANT_KERNELS=torch: no compiled kernels (pure-PyTorch fallbacks)
     cuda_graphs: bool = True  # INFERENCE_CUDA_GRAPHS=0: decode eagerly on CUDA
     compile: bool = False  # INFERENCE_COMPILE=1: torch.compile the step before capturing its graph
     cache_dir: Path = Path.home() / ".cache" / "inference-lab"  # INFERENCE_LAB_CACHE: weights, kernels
 
+    def dtype_for(self, device_type: str) -> str:
+        """bf16 on a GPU (half the bytes per step; tensor cores), fp32 on the CPU (no fast bf16 matmul on AVX2)."""
+        return self.dtype or ("bfloat16" if device_type == "cuda" else "float32")
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> EngineSettings:
         return cls(
             device=env.get("INFERENCE_DEVICE") or None,
-            dtype=env.get("INFERENCE_DTYPE") or "float32",
+            dtype=env.get("INFERENCE_DTYPE") or None,
             cpu_fastpath=_flag(env.get("INFERENCE_CPU_FASTPATH"), True),
             quant_kernels=env.get("INFERENCE_QUANT_KERNELS", "").lower() != "torch",
             cuda_graphs=_flag(env.get("INFERENCE_CUDA_GRAPHS"), True),

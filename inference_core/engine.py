@@ -187,10 +187,11 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
 
 @lru_cache(maxsize=2)
 def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
-    """Load once per process (cached): weights from the safetensors cache, fp32 on CPU. A speed-only name
+    """Load once per process (cached): weights from the safetensors cache, fp32 on the CPU and bf16 on CUDA
+    (INFERENCE_DTYPE overrides; the dtype is in every run header). A speed-only name
     (speed_models.py) gives its shape with seeded random weights, labelled as such."""
     dev = torch.device(device) if device else pick_device()
-    dtype = getattr(torch, engine_settings().dtype)
+    dtype = getattr(torch, engine_settings().dtype_for(dev.type))
     if is_speed_only(name):
         return speed_only_engine(name, dev, dtype)
     cfg = load_config(name)

@@ -64,6 +64,25 @@ def test_graph_decoder_prefill_starts_a_new_sequence_whatever_the_last_one_left(
             assert decoder.cache.length == len(prompt)
 
 
+def test_the_default_dtype_is_bf16_on_a_gpu_and_fp32_on_the_cpu():
+    from inference_core.config import EngineSettings
+
+    assert EngineSettings().dtype_for("cuda") == "bfloat16"
+    assert EngineSettings().dtype_for("cpu") == "float32"
+    assert EngineSettings.from_env({"INFERENCE_DTYPE": "float32"}).dtype_for("cuda") == "float32"
+
+
+@needs_cuda
+@pytest.mark.model
+def test_a_default_cuda_engine_runs_bf16_and_says_so():
+    from inference_core.engine import load_engine
+
+    engine = load_engine("smollm2-135m", device="cuda")
+    assert engine.dtype == torch.bfloat16
+    started = next(iter(engine.generate("Hello", GenerationParams(max_new_tokens=2)))).to_dict()
+    assert started["dtype"] == "bfloat16"
+
+
 def test_capacity_buckets():
     assert capacity_bucket(1, 2048) == 256
     assert capacity_bucket(256, 2048) == 256
@@ -76,9 +95,13 @@ def test_capacity_buckets():
 
 @pytest.fixture(scope="module")
 def cuda_engine():
-    from inference_core import load_engine
+    """fp32 on the GPU (the engine's default there is bf16): the comparisons below are with fp32 transformers."""
+    from inference_core.engine import Engine
+    from inference_core.weights import load_config, load_state, load_tokenizer
 
-    return load_engine("smollm2-135m", device="cuda")
+    device = torch.device("cuda")
+    model = build_model(load_config("smollm2-135m"), load_state("smollm2-135m"), device, torch.float32)
+    return Engine("smollm2-135m", model, load_tokenizer("smollm2-135m"), device)
 
 
 @pytest.fixture(scope="module")

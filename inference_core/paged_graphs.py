@@ -1,0 +1,178 @@
+"""Batched decode over the paged KV pool as CUDA graphs, one per batch-size bucket (1, 2, 4, 8, 16, 32).
+
+A decode step of the 135M model is ~500 small kernels; on a GPU their launches, not the weights' bandwidth, set
+the pace, and the scheduler's batched step ran them eagerly. Here a pure-decode step (every sequence feeds one
+token) is padded to the next bucket and replayed from the graph captured for that bucket. Replays need fixed
+shapes and addresses, so every input lives in a static buffer per bucket: tokens, positions, the slot each new
+K/V goes to, block tables padded to the model's longest sequence, context lengths. Attention is one paged-decode
+kernel per layer (Triton, triton_kernels/paged_decode.py) or, where Triton is absent, a gather of the table's
+blocks and a masked SDPA over the fixed width; both read only the pool, so a replay sees this step's tables.
+
+Invariant: a padded row repeats the step's last real row, so it computes the same K/V and writes them to the same
+slot (an idempotent duplicate write, never a live sequence's other slots); its logits are dropped. On the CPU the
+same buffers run eagerly (`capture=False`): the tests compare that against the reference step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .model import Transformer
+from .paged import PagedKVPool
+from .request import StepRows
+
+BUCKETS = (1, 2, 4, 8, 16, 32)
+
+
+def bucket_for(n: int) -> int:
+    return next(b for b in BUCKETS if b >= n)
+
+
+def is_pure_decode(step: StepRows) -> bool:
+    """Every sequence feeds exactly one token over a context it already holds."""
+    return len(step.tokens) == len(step.slices) and all(s.n_new == 1 and s.context_len > 1 for s in step.slices)
+
+
+def paged_decode_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor,
+                       lens: torch.Tensor) -> torch.Tensor:
+    """q [B, Hq, D] over one layer's pool [NB, Hkv, BS, D] through tables [B, W] → [B, Hq, D] (fixed shapes:
+    the whole table width is gathered and masked past each context length)."""
+    b, w = tables.shape
+    hkv, bs, d = k.shape[1:]
+    kg = k[tables].transpose(1, 2).reshape(b, hkv, w * bs, d)
+    vg = v[tables].transpose(1, 2).reshape(b, hkv, w * bs, d)
+    mask = (torch.arange(w * bs, device=q.device) < lens.unsqueeze(1))[:, None, None, :]
+    return F.scaled_dot_product_attention(q.unsqueeze(2), kg, vg, attn_mask=mask, enable_gqa=True).squeeze(2)
+
+
+def triton_attention_available() -> bool:
+    from . import triton_kernels
+
+    return triton_kernels.available()
+
+
+@dataclass
+class _Bucket:
+    """Static inputs and output of one bucket's step (the addresses a captured graph reads and writes)."""
+
+    tokens: torch.Tensor  # [1, B] long
+    positions: torch.Tensor  # [B] long
+    slot_block: torch.Tensor  # [B] long
+    slot_offset: torch.Tensor  # [B] long
+    tables: torch.Tensor  # [B, W] long (the torch path indexes with it)
+    tables_i32: torch.Tensor  # [B, W] int32 (the Triton kernel's)
+    lens: torch.Tensor  # [B] int32
+    logits: torch.Tensor | None = None
+    graph: "torch.cuda.CUDAGraph | None" = None
+
+    @classmethod
+    def allocate(cls, size: int, width: int, device: torch.device) -> "_Bucket":
+        def z(*shape, dtype=torch.long):
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        return cls(z(1, size), z(size), z(size), z(size), z(size, width), z(size, width, dtype=torch.int32),
+                   z(size, dtype=torch.int32))
+
+
+class _BucketBackend:
+    """AttentionBackend of one bucket's step: K/V into their slots, then paged decode attention."""
+
+    def __init__(self, pool: PagedKVPool, bucket: _Bucket, use_triton: bool) -> None:
+        self.pool, self.bucket, self.use_triton = pool, bucket, use_triton
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        # q: [1, Hq, B, D]; k, v: [1, Hkv, B, D]
+        b = self.bucket
+        kc, vc = self.pool.k[layer], self.pool.v[layer]
+        kc[b.slot_block, :, b.slot_offset] = k[0].transpose(0, 1)
+        vc[b.slot_block, :, b.slot_offset] = v[0].transpose(0, 1)
+        qd = q[0].transpose(0, 1)  # [B, Hq, D]
+        if self.use_triton:
+            from .triton_kernels.paged_decode import paged_decode
+
+            out = paged_decode(qd, kc, vc, b.tables_i32, b.lens)
+        else:
+            out = paged_decode_torch(qd, kc, vc, b.tables, b.lens)
+        return out.transpose(0, 1).unsqueeze(0)
+
+    def advance(self, n_tokens: int) -> None:
+        pass  # a replayed step runs no Python; the scheduler keeps every length
+
+
+class DecodeGraphs:
+    """Pure-decode steps of up to 32 sequences over one pool, one graph (or eager buffer set) per bucket.
+
+    Built lazily per bucket; capturing warms the step up twice on a side stream first (CUDA's rule for lazily
+    initialised kernels). The warm-up runs write the same K/V to the same slots the replay then writes.
+    """
+
+    def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None) -> None:
+        self.model, self.pool, self.capture = model, pool, capture
+        self.width = min(-(-model.config.max_seq_len // pool.block_size), pool.num_blocks)  # a table never holds more
+        self.use_triton = triton_attention_available() if use_triton is None else use_triton
+        self.buckets: dict[int, _Bucket] = {}
+        self.replays: dict[int, int] = {}  # bucket → steps run, for the dashboard's "graph hits"
+
+    @property
+    def kernel(self) -> str:
+        attention = "triton-paged-decode" if self.use_triton else "torch gather+sdpa"
+        return f"{'cuda graph' if self.capture else 'eager'} paged decode ({attention})"
+
+    def applies(self, step: StepRows) -> bool:
+        return (is_pure_decode(step) and len(step.slices) <= BUCKETS[-1]
+                and max(len(s.blocks) for s in step.slices) <= self.width)
+
+    @torch.inference_mode()
+    def run(self, step: StepRows) -> torch.Tensor:
+        """Logits [n, vocab] of the step's n sequences (one row each); their K/V written to the pool."""
+        n = len(step.slices)
+        size = bucket_for(n)
+        bucket = self.buckets.get(size)
+        if bucket is None:
+            bucket = self.buckets[size] = _Bucket.allocate(size, self.width, self.pool.k.device)
+        self._fill(bucket, step, size)
+        if not self.capture:
+            bucket.logits = self._forward(bucket)
+        elif bucket.graph is None:
+            self._capture(bucket)
+        else:
+            bucket.graph.replay()
+        self.replays[size] = self.replays.get(size, 0) + 1
+        return bucket.logits[:n]
+
+    def _fill(self, b: _Bucket, step: StepRows, size: int) -> None:
+        bs = self.pool.block_size
+        pad = size - len(step.slices)
+        slices = list(step.slices) + [step.slices[-1]] * pad
+        tokens = list(step.tokens) + [step.tokens[-1]] * pad
+        pos = [s.context_len - 1 for s in slices]
+        tables = [s.blocks + [s.blocks[0]] * (self.width - len(s.blocks)) for s in slices]
+        # host → device copies on the current stream: ordered before the replay that reads them
+        b.tokens.copy_(torch.tensor([tokens]), non_blocking=True)
+        b.positions.copy_(torch.tensor(pos), non_blocking=True)
+        b.slot_block.copy_(torch.tensor([s.blocks[p // bs] for s, p in zip(slices, pos)]), non_blocking=True)
+        b.slot_offset.copy_(torch.tensor([p % bs for p in pos]), non_blocking=True)
+        table = torch.tensor(tables)
+        b.tables.copy_(table, non_blocking=True)
+        b.tables_i32.copy_(table.to(torch.int32), non_blocking=True)
+        b.lens.copy_(torch.tensor([s.context_len for s in slices], dtype=torch.int32), non_blocking=True)
+
+    def _forward(self, b: _Bucket) -> torch.Tensor:
+        backend = _BucketBackend(self.pool, b, self.use_triton)
+        x = self.model.hidden_states(b.tokens, b.positions, backend)
+        return self.model.compute_logits(x[0])
+
+    def _capture(self, b: _Bucket) -> None:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._forward(b)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            b.logits = self._forward(b)
+        b.graph = graph
+        graph.replay()  # the capture recorded the step without running it

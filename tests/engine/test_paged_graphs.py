@@ -1,0 +1,121 @@
+"""Bucketed decode graphs over the paged pool (paged_graphs.py) against the runner's reference step.
+
+On the CPU the buckets' static buffers run eagerly (no capture): padding, slot writes, fixed-width tables and
+both attention paths (the torch gather + SDPA, and Triton's paged-decode kernel in its interpreter) are checked
+here, in CI. On a GPU the same steps are captured and replayed (last test).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from inference_core.config import tiny_config
+from inference_core.engine import build_model
+from inference_core.paged import SeqSlice
+from inference_core.paged_graphs import BUCKETS, DecodeGraphs, bucket_for, is_pure_decode
+from inference_core.request import StepRows
+from inference_core.runner import ModelRunner
+
+if not torch.cuda.is_available():  # Triton decides at import whether kernels run in its CPU interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+BS = 4
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"))
+
+
+def prefilled(model, lengths: list[int]):
+    """A pool holding one sequence per length (blocks handed out interleaved, so tables are not contiguous)."""
+    runner = ModelRunner(model)
+    pool = runner.new_kv_pool(64, BS)
+    gen = torch.Generator().manual_seed(1)
+    tables: list[list[int]] = [[] for _ in lengths]
+    free = iter(range(64))
+    for i in range(max(-(-n // BS) for n in lengths) + 1):  # +1: room for the decode token
+        for t, n in zip(tables, lengths):
+            if i <= n // BS:
+                t.append(next(free))
+    for t, n in zip(tables, lengths):
+        tokens = torch.randint(3, model.config.vocab_size, (n,), generator=gen).tolist()
+        runner.forward_batch(StepRows(tokens, list(range(n)), [0] * n, [n - 1], [SeqSlice(0, n, n, t)]), pool)
+    return runner, pool, tables
+
+
+def decode_step(lengths: list[int], tables: list[list[int]], tokens: list[int]) -> StepRows:
+    slices = [SeqSlice(j, 1, n + 1, t) for j, (n, t) in enumerate(zip(lengths, tables))]
+    return StepRows(tokens, list(lengths), list(range(len(lengths))), list(range(len(lengths))), slices)
+
+
+def test_buckets():
+    assert [bucket_for(n) for n in (1, 2, 3, 5, 8, 9, 17, 32)] == [1, 2, 4, 8, 8, 16, 32, 32]
+    assert BUCKETS[-1] == 32
+
+
+@pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])
+@pytest.mark.parametrize("lengths", [[5], [3, 17, 8], [4, 9, 1, 30, 12]], ids=["1→1", "3→4", "5→8"])
+def test_a_padded_bucket_step_equals_the_reference_step(model, lengths, use_triton):
+    if use_triton:
+        pytest.importorskip("triton")
+    runner, pool, tables = prefilled(model, lengths)
+    before_k, before_v = pool.k.clone(), pool.v.clone()
+    tokens = [7 + 3 * i for i in range(len(lengths))]
+    step = decode_step(lengths, tables, tokens)
+    graphs = DecodeGraphs(model, pool, capture=False, use_triton=use_triton)
+    assert graphs.applies(step)
+    got = graphs.run(step)
+    got_k, got_v = pool.k.clone(), pool.v.clone()
+    pool.k.copy_(before_k)
+    pool.v.copy_(before_v)
+    want = runner.forward_batch(step, pool)
+    assert got.shape == want.shape == (len(lengths), model.config.vocab_size)
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
+    # the same K/V in the same slots, and nothing else touched (padded rows repeat the last row's write)
+    torch.testing.assert_close(got_k, pool.k, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_v, pool.v, atol=1e-5, rtol=1e-5)
+    changed = (got_k != before_k).flatten(2).any(-1).any(0).nonzero().flatten().tolist()  # blocks written
+    assert sorted(changed) == sorted({t[n // BS] for t, n in zip(tables, lengths)})
+    assert graphs.replays == {bucket_for(len(lengths)): 1}
+
+
+def test_steps_a_graph_does_not_take(model):
+    runner, pool, tables = prefilled(model, [6, 9])
+    graphs = DecodeGraphs(model, pool, capture=False, use_triton=False)
+    prefill = StepRows([1, 2, 3], [0, 1, 2], [0, 0, 0], [2], [SeqSlice(0, 3, 3, tables[0])])
+    mixed = StepRows([5, 1, 2], [6, 9, 10], [0, 1, 1], [0, 2],
+                     [SeqSlice(0, 1, 7, tables[0]), SeqSlice(1, 2, 11, tables[1])])
+    assert not is_pure_decode(prefill) and not graphs.applies(prefill)
+    assert not graphs.applies(mixed)
+    many = decode_step([6] * 33, [tables[0]] * 33, [5] * 33)
+    assert is_pure_decode(many) and not graphs.applies(many)  # more sequences than the largest bucket
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_captured_buckets_replay_the_scheduled_steps_of_a_batch():
+    """On a GPU the engine's batched decode steps replay captured graphs; outputs equal single requests."""
+    from inference_core import SamplingParams
+    from inference_core.engine import Engine
+    from inference_core.llm_engine import drive
+    from inference_core.runner import runner_for
+    from inference_core.scheduler import Request, SchedulerConfig
+
+    cuda_model = build_model(tiny_config(max_seq_len=64), None, torch.device("cuda"))
+    engine = Engine("tiny", cuda_model, None, torch.device("cuda"))
+    runner = runner_for(cuda_model)
+    assert runner.use_decode_graphs
+    prompts = [[5, 17, 3], [9, 2, 44, 8, 1, 7], [60], [11, 12, 13, 14, 15]]
+
+    def run(batch):
+        reqs = [Request(f"r{i}", p, SamplingParams(max_new_tokens=9, stop_at_eos=False)) for i, p in enumerate(batch)]
+        drive(engine, reqs, SchedulerConfig(block_size=BS, num_blocks=40))
+        return [r.output_ids for r in reqs]
+
+    together = run(prompts)
+    assert together == [run([p])[0] for p in prompts]
+    assert any(k.startswith("cuda graph paged decode") for k in runner.path_counts), runner.path_counts
