@@ -114,11 +114,11 @@ class GraphDecoder:
 
 
 def graphs_enabled(model, device: torch.device) -> bool:
-    """CUDA device, fp model (quantized linears may synchronise, e.g. LLM.int8's outlier count), not disabled
-    by INFERENCE_CUDA_GRAPHS=0."""
+    """CUDA device, not disabled by INFERENCE_CUDA_GRAPHS=0, and every quantized linear (if any) runs a fused
+    Triton kernel: the others may synchronise (LLM.int8 counts its outliers on the host) or dequantize per call."""
     if device.type != "cuda" or not engine_settings().cuda_graphs:
         return False
-    return not quantized_linears(model)
+    return all(layer.kernel.startswith("triton-") for layer in quantized_linears(model).values())
 
 
 def compile_enabled() -> bool:

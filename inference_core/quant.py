@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import quant_kernels
+from . import quant_kernels, triton_kernels
 
 # ----------------------------------------------------------------------------------------------- formats
 
@@ -195,6 +195,9 @@ def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_
 # Above this many rows (prefill, perplexity windows) the weight is dequantized once per call and handed to
 # the fp32 GEMM: compute-bound work amortizes the decode, and the GEMV kernels re-read weights per row.
 GEMV_MAX_ROWS = 8
+# On a GPU the fused Triton kernels take decode-sized inputs (a batch step, a verify); a prefill's many rows are
+# compute-bound, where dequantize + cuBLAS wins.
+TRITON_MAX_ROWS = 32
 
 
 class QuantizedLinear(nn.Module):
@@ -229,6 +232,10 @@ class QuantizedLinear(nn.Module):
         y = None
         if x2.shape[0] <= GEMV_MAX_ROWS and x2.dtype == torch.float32 and x2.device.type == "cpu":
             y = self._gemv(x2.contiguous())
+        elif x2.device.type == "cuda" and x2.shape[0] <= TRITON_MAX_ROWS and self.kernel.startswith("triton-"):
+            from .triton_kernels import quant_matmul
+
+            y = quant_matmul.product(x2, self)
         if y is None:
             y = F.linear(x2, self.dequantize().to(x2.dtype))
         return y.reshape(*shape[:-1], self.out_features)
@@ -241,9 +248,14 @@ def _kernels():
     return quant_kernels.load()
 
 
-def _kernel_name(weight: torch.Tensor, compiled: str, fallback: str = "torch-dequant") -> str:
-    """The AVX2 kernels run on CPU tensors only; elsewhere (CUDA) the weight is dequantized per call."""
-    return compiled if weight.device.type == "cpu" and _kernels() else fallback
+def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = "torch-dequant") -> str:
+    """The AVX2 kernels run on CPU tensors, the fused Triton kernels (triton_kernels/quant_matmul.py) on CUDA
+    ones; without them the weight is dequantized per call."""
+    if weight.device.type == "cpu":
+        return compiled if _kernels() else fallback
+    if weight.device.type == "cuda" and triton_kernels.available():
+        return gpu
+    return fallback
 
 
 class Int8Linear(QuantizedLinear):
@@ -252,7 +264,7 @@ class Int8Linear(QuantizedLinear):
         q, s = quantize_int8(weight)
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-int8-gemv")
+        self.kernel = _kernel_name(weight, "avx2-int8-gemv", triton_kernels.KERNEL_INT8)
 
     def dequantize(self):
         return dequantize_int8(self.qweight, self.scale)
@@ -268,7 +280,7 @@ class FP8Linear(QuantizedLinear):
         q, s = quantize_fp8(weight)
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-fp8-gemv")
+        self.kernel = _kernel_name(weight, "avx2-fp8-gemv", triton_kernels.KERNEL_FP8)
 
     def dequantize(self):
         return dequantize_fp8(self.qweight, self.scale)
@@ -284,7 +296,7 @@ class Int4Linear(QuantizedLinear):
         p, s = quantize_int4(weight, fmt.group)
         self.register_buffer("packed", p)
         self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-int4-lut-gemv")
+        self.kernel = _kernel_name(weight, "avx2-int4-lut-gemv", triton_kernels.KERNEL_INT4.format(group=fmt.group))
 
     def dequantize(self):
         return dequantize_int4(self.packed, self.scale, self.fmt.group)
@@ -301,7 +313,7 @@ class NF4Linear(QuantizedLinear):
         self.register_buffer("packed", p)
         self.register_buffer("absmax", a)
         self.register_buffer("codebook", NF4_CODEBOOK.to(weight.device, copy=True))
-        self.kernel = _kernel_name(weight, "avx2-nf4-lut-gemv")
+        self.kernel = _kernel_name(weight, "avx2-nf4-lut-gemv", triton_kernels.KERNEL_NF4)
 
     def dequantize(self):
         return dequantize_nf4(self.packed, self.absmax, self.fmt.group)
@@ -390,7 +402,7 @@ class LLMInt8Linear(QuantizedLinear):
         self.register_buffer("scale", s)
         self.threshold = threshold
         self.outlier_counts: collections.deque[int] = collections.deque(maxlen=1024)
-        self.kernel = _kernel_name(weight, "avx2-int8-gemv+fp32-outliers", "torch-llm-int8")
+        self.kernel = _kernel_name(weight, "avx2-int8-gemv+fp32-outliers", "torch-llm-int8", "torch-llm-int8")
 
     def dequantize(self):
         return dequantize_int8(self.qweight, self.scale)

@@ -224,8 +224,8 @@ def kernel_name(layer: QuantizedLinear) -> str | None:
     return None
 
 
-def linear(x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
-    """`layer(x)` through the fused kernel: the product, plus the layer's fp32 bias when it has one."""
+def product(x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+    """x @ dequant(W).T through the fused kernel (what `QuantizedLinear.product` runs on a GPU)."""
     if isinstance(layer, Int8Linear):
         y = int8_matmul(x, layer.qweight, layer.scale)
     elif isinstance(layer, FP8Linear):
@@ -236,6 +236,12 @@ def linear(x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
         y = nf4_matmul(x, layer.packed, layer.absmax, layer.codebook, layer.fmt.group)
     else:
         raise TypeError(f"no Triton kernel for {type(layer).__name__} ({layer.fmt.name})")
+    return y
+
+
+def linear(x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+    """`layer(x)` through the fused kernel: the product, plus the layer's fp32 bias when it has one."""
+    y = product(x, layer)
     return y if layer.bias is None else y + layer.bias.to(y.dtype)
 
 

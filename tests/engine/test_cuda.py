@@ -243,11 +243,16 @@ def test_cuda_quantized_linear_equals_cpu_and_dequantize_then_matmul(fmt):
 @pytest.mark.model
 def test_cuda_quantized_engine_generates(cuda_engine):
     from inference_core.engine import quantized_engine
+    from inference_core.quant import quantized_linears
 
     ids = cuda_engine.tokenizer.encode(PROMPTS[0])
     fp = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=8))
     q = quantized_engine(cuda_engine, "int8")
-    assert q.graph_decoder(64) is None  # quantized models decode eagerly
+    # int8 linears run the fused Triton kernel (no host sync), so the step is captured; LLM.int8 counts its
+    # outliers on the host and decodes eagerly
+    assert {layer.kernel for layer in quantized_linears(q.model).values()} == {"triton-int8"}
+    assert q.graph_decoder(64) is not None
+    assert quantized_engine(cuda_engine, "llm-int8").graph_decoder(64) is None
     assert q.generate_ids(ids, GenerationParams(max_new_tokens=8))[:4] == fp[:4]
 
 
