@@ -97,6 +97,7 @@ class Stats:
             recent = len(self.token_times)
             window = min(10.0, max(1.0, now - self.token_times[0])) if recent else 10.0
             engine = _engine
+            from inference_core.runner import runner_for
             from inference_core.serving import existing_service
 
             service = existing_service(settings.ENGINE_MODEL)
@@ -108,6 +109,9 @@ class Stats:
                 "device": str(engine.device) if engine is not None else None,
                 "dtype": str(engine.dtype).removeprefix("torch.") if engine is not None else None,
                 "kernel": _kernel(engine) if engine is not None else None,  # what a decode step runs
+                # forwards per path the engine's runner took (cpu-fused-step, cuda graph paged decode, torch
+                # reference): on a GPU the graph replays are the dashboard's "graph hits"
+                "steps_by_path": dict(runner_for(engine.model).path_counts) if engine is not None else {},
                 "slots": self.slots,
                 "engine_loaded": engine is not None,
                 # The continuous batch of the engine's batching service (cached generation): how many

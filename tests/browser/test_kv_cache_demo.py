@@ -136,6 +136,9 @@ def test_dashboard_shows_the_live_worker(live_stack, browser_page):
     assert page.locator("#dash-queue-name").inner_text() == "gpu"
     # the device cell names what a step runs: device · dtype · kernel
     assert "cpu · float32 · cpu-fused-step fp32" in page.locator("#dash-workers tbody tr").first.inner_text()
+    # forwards by path: the cell lists "path: count" pairs once the worker has run a step, "–" before
+    paths = page.locator("#dash-workers tbody tr").first.locator("td").nth(1).inner_text()
+    assert paths == "–" or paths.startswith("cpu-fused-step fp32: "), paths
     assert page.locator("#dash-conn").inner_text() == "Live."
     assert not page.errors, page.errors
 

@@ -47,4 +47,7 @@ async def test_concurrent_students_share_forward_passes(demo_stack):
         await comm.disconnect()
     assert worker["max_batch_size"] > 1, worker
     assert worker["dtype"] == "float32" and worker["kernel"] == "cpu-fused-step fp32", worker  # what a step runs
+    # forwards per path (the snapshot may predate the last steps): the students' steps ran the fused step
+    assert set(worker["steps_by_path"]) == {"cpu-fused-step fp32"}, worker["steps_by_path"]
+    assert 0 < worker["steps_by_path"]["cpu-fused-step fp32"] <= len(batch_sizes) + len(PROMPTS)
     assert worker["kv_blocks_total"] > 0 and worker["kv_blocks_used"] <= worker["kv_blocks_total"]

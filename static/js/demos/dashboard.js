@@ -24,7 +24,7 @@ function render(stats) {
   if (!stats.workers.length) {
     const tr = document.createElement("tr");
     const td = cell("No worker is running.");
-    td.colSpan = 11;
+    td.colSpan = 12;
     tr.append(td);
     tbody.append(tr);
   }
@@ -36,7 +36,10 @@ function render(stats) {
     name.scope = "row";
     name.textContent = w.name;
     const device = w.device ? [w.device, w.dtype, w.kernel].filter(Boolean).join(" · ") : "loading";
-    tr.append(name, cell(device), cell(`${w.batch_size} (${w.max_batch_size})`), cell(w.waiting),
+    // how many forwards each path ran (CUDA graph replays are the "graph hits"), busiest first
+    const paths = Object.entries(w.steps_by_path || {}).sort((a, b) => b[1] - a[1]);
+    const byPath = paths.length ? paths.map(([k, v]) => `${k}: ${v}`).join(" · ") : "–";
+    tr.append(name, cell(device), cell(byPath), cell(`${w.batch_size} (${w.max_batch_size})`), cell(w.waiting),
       cell(`${w.kv_blocks_used} / ${w.kv_blocks_total}`), cell(w.runs_active), cell(w.tokens_per_s.toFixed(1)),
       cell(w.tokens_total), cell(w.runs_total), cell(w.runs_failed), cell(`${Math.round(w.uptime_s)} s`));
     tbody.append(tr);
