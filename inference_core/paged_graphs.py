@@ -1,16 +1,21 @@
-"""Batched decode over the paged KV pool as CUDA graphs, one per batch-size bucket (1, 2, 4, 8, 16, 32).
+"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, 8, 16, 32).
 
-A decode step of the 135M model is ~500 small kernels; on a GPU their launches, not the weights' bandwidth, set
-the pace, and the scheduler's batched step ran them eagerly. Here a pure-decode step (every sequence feeds one
-token) is padded to the next bucket and replayed from the graph captured for that bucket. Replays need fixed
-shapes and addresses, so every input lives in a static buffer per bucket: tokens, positions, the slot each new
-K/V goes to, block tables padded to the model's longest sequence, context lengths. Attention is one paged-decode
-kernel per layer (Triton, triton_kernels/paged_decode.py) or, where Triton is absent, a gather of the table's
-blocks and a masked SDPA over the fixed width; both read only the pool, so a replay sees this step's tables.
+A forward of the 135M model is ~500 small kernels; on a GPU their launches, not the weights' bandwidth, set the
+pace, and the scheduler's batched step, the speculative verify and a draft's guesses all ran eagerly. Here any
+step of at most 32 new tokens is padded to the next bucket and replayed from the graph captured for it.
+
+Every token is one row with its own query: row i is token `tokens[i]` at position p of its sequence, attending
+to that sequence's positions [0, p] through its block table. Each layer first writes every row's K/V to its slot,
+then attends, so one shape covers a batch of decodes (one row per sequence), a speculative verify (k+1 rows of
+one sequence with growing context lengths: causal), a short prefill chunk, or a mix. Replays need fixed shapes
+and addresses, so every input lives in a static buffer per bucket: tokens, positions, slots, block tables padded
+to the pool's width, context lengths. Attention is one paged-decode kernel per layer (Triton,
+triton_kernels/paged_decode.py) or, where Triton is absent, a gather of the table's blocks and a masked SDPA
+over the fixed width; both read only the pool, so a replay sees this step's tables.
 
 Invariant: a padded row repeats the step's last real row, so it computes the same K/V and writes them to the same
-slot (an idempotent duplicate write, never a live sequence's other slots); its logits are dropped. On the CPU the
-same buffers run eagerly (`capture=False`): the tests compare that against the reference step.
+slot (an idempotent duplicate write, never another slot); its logits are dropped. On the CPU the same buffers
+run eagerly (`capture=False`): the tests compare that against the reference step.
 """
 from __future__ import annotations
 
@@ -28,11 +33,6 @@ BUCKETS = (1, 2, 4, 8, 16, 32)
 
 def bucket_for(n: int) -> int:
     return next(b for b in BUCKETS if b >= n)
-
-
-def is_pure_decode(step: StepRows) -> bool:
-    """Every sequence feeds exactly one token over a context it already holds."""
-    return len(step.tokens) == len(step.slices) and all(s.n_new == 1 and s.context_len > 1 for s in step.slices)
 
 
 def paged_decode_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor,
@@ -77,7 +77,8 @@ class _Bucket:
 
 
 class _BucketBackend:
-    """AttentionBackend of one bucket's step: K/V into their slots, then paged decode attention."""
+    """AttentionBackend of one bucket's step: every row's K/V into its slot, then each row's query over its
+    sequence's positions [0, position] (paged decode attention, one query per row)."""
 
     def __init__(self, pool: PagedKVPool, bucket: _Bucket, use_triton: bool) -> None:
         self.pool, self.bucket, self.use_triton = pool, bucket, use_triton
@@ -101,8 +102,8 @@ class _BucketBackend:
         pass  # a replayed step runs no Python; the scheduler keeps every length
 
 
-class DecodeGraphs:
-    """Pure-decode steps of up to 32 sequences over one pool, one graph (or eager buffer set) per bucket.
+class StepGraphs:
+    """Steps of at most 32 new tokens over one pool, one graph (or eager buffer set) per token-count bucket.
 
     Built lazily per bucket; capturing warms the step up twice on a side stream first (CUDA's rule for lazily
     initialised kernels). The warm-up runs write the same K/V to the same slots the replay then writes.
@@ -118,16 +119,15 @@ class DecodeGraphs:
     @property
     def kernel(self) -> str:
         attention = "triton-paged-decode" if self.use_triton else "torch gather+sdpa"
-        return f"{'cuda graph' if self.capture else 'eager'} paged decode ({attention})"
+        return f"{'cuda graph' if self.capture else 'eager'} paged step ({attention})"
 
     def applies(self, step: StepRows) -> bool:
-        return (is_pure_decode(step) and len(step.slices) <= BUCKETS[-1]
-                and max(len(s.blocks) for s in step.slices) <= self.width)
+        return 0 < len(step.tokens) <= BUCKETS[-1] and max(len(s.blocks) for s in step.slices) <= self.width
 
     @torch.inference_mode()
     def run(self, step: StepRows) -> torch.Tensor:
-        """Logits [n, vocab] of the step's n sequences (one row each); their K/V written to the pool."""
-        n = len(step.slices)
+        """Logits [len(step.rows), vocab] at the step's rows; every new token's K/V written to the pool."""
+        n = len(step.tokens)
         size = bucket_for(n)
         bucket = self.buckets.get(size)
         if bucket is None:
@@ -140,24 +140,23 @@ class DecodeGraphs:
         else:
             bucket.graph.replay()
         self.replays[size] = self.replays.get(size, 0) + 1
-        return bucket.logits[:n]
+        return bucket.logits[torch.tensor(step.rows, device=bucket.logits.device)]
 
     def _fill(self, b: _Bucket, step: StepRows, size: int) -> None:
         bs = self.pool.block_size
-        pad = size - len(step.slices)
-        slices = list(step.slices) + [step.slices[-1]] * pad
+        pad = size - len(step.tokens)
         tokens = list(step.tokens) + [step.tokens[-1]] * pad
-        pos = [s.context_len - 1 for s in slices]
-        tables = [s.blocks + [s.blocks[0]] * (self.width - len(s.blocks)) for s in slices]
+        pos = list(step.positions) + [step.positions[-1]] * pad
+        blocks = [step.slices[j].blocks for j in step.seq] + [step.slices[step.seq[-1]].blocks] * pad
         # host → device copies on the current stream: ordered before the replay that reads them
         b.tokens.copy_(torch.tensor([tokens]), non_blocking=True)
         b.positions.copy_(torch.tensor(pos), non_blocking=True)
-        b.slot_block.copy_(torch.tensor([s.blocks[p // bs] for s, p in zip(slices, pos)]), non_blocking=True)
+        b.slot_block.copy_(torch.tensor([t[p // bs] for t, p in zip(blocks, pos)]), non_blocking=True)
         b.slot_offset.copy_(torch.tensor([p % bs for p in pos]), non_blocking=True)
-        table = torch.tensor(tables)
+        table = torch.tensor([t + [t[0]] * (self.width - len(t)) for t in blocks])
         b.tables.copy_(table, non_blocking=True)
         b.tables_i32.copy_(table.to(torch.int32), non_blocking=True)
-        b.lens.copy_(torch.tensor([s.context_len for s in slices], dtype=torch.int32), non_blocking=True)
+        b.lens.copy_(torch.tensor([p + 1 for p in pos], dtype=torch.int32), non_blocking=True)
 
     def _forward(self, b: _Bucket) -> torch.Tensor:
         backend = _BucketBackend(self.pool, b, self.use_triton)

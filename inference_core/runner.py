@@ -12,8 +12,9 @@ Two entry points over the same `forward_batch`, both here so a fast path added o
 - `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
   → logits. Speculative rounds (prefill, verify over k+1 positions, a model draft's guesses) call it: they roll
   the sequence back after a rejection, which frees the blocks past its new end.
-On CUDA a pure-decode step of up to 32 sequences replays a CUDA graph captured per batch-size bucket over the
-paged pool (paged_graphs.py); a single cached request still decodes through the Engine's GraphDecoder.
+On CUDA a step of up to 32 new tokens (a batch of decodes, a speculative verify, a draft's guess, a short prefill
+chunk) replays a CUDA graph captured per token-count bucket over the paged pool (paged_graphs.py); a single
+cached request still decodes through the Engine's GraphDecoder.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
 from .model import Transformer
 from .cuda_graphs import graphs_enabled
 from .paged import PagedBackend, PagedKVPool, PagedSequence
-from .paged_graphs import DecodeGraphs
+from .paged_graphs import StepGraphs
 from .quant import QuantizedLinear, quantized_linears
 from .request import ScheduledBatch, StepRows
 from .sampling import sample
@@ -38,9 +39,10 @@ class ModelRunner:
         self.device = model.tok_embeddings.weight.device
         self.fused: FusedStep | None = fused_model(model) if self.device.type == "cpu" else None
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
-        # Pure-decode steps on a GPU replay a CUDA graph per batch-size bucket (paged_graphs.py), one set per pool.
-        self.use_decode_graphs = self.device.type == "cuda" and graphs_enabled(model, self.device)
-        self._decode_graphs: "weakref.WeakKeyDictionary[PagedKVPool, DecodeGraphs]" = weakref.WeakKeyDictionary()
+        # Steps of ≤ 32 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
+        # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks.
+        self.use_step_graphs = self.device.type == "cuda" and graphs_enabled(model, self.device)
+        self._step_graphs: "weakref.WeakKeyDictionary[PagedKVPool, StepGraphs]" = weakref.WeakKeyDictionary()
         self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
 
     @property
@@ -72,12 +74,11 @@ class ModelRunner:
             return logits.argmax(-1).tolist()
         return [sample(logits[i], r.params, r.generator) for i, r in enumerate(reqs)]
 
-    def decode_graphs(self, pool: PagedKVPool, capture: bool = True) -> DecodeGraphs:
-        """The bucketed decode graphs over `pool` (built at first use; `capture=False` runs the same static
-        buffers eagerly, which is how the CPU tests check them)."""
-        graphs = self._decode_graphs.get(pool)
+    def step_graphs(self, pool: PagedKVPool) -> StepGraphs:
+        """The bucketed step graphs over `pool` (built at first use)."""
+        graphs = self._step_graphs.get(pool)
         if graphs is None:
-            graphs = self._decode_graphs[pool] = DecodeGraphs(self.model, pool, capture=capture)
+            graphs = self._step_graphs[pool] = StepGraphs(self.model, pool, capture=True)
         return graphs
 
     @torch.inference_mode()
@@ -111,8 +112,8 @@ class ModelRunner:
                 out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
                                                    local, n_layers))
             return torch.cat(out)
-        if self.use_decode_graphs and n_layers is None:
-            graphs = self.decode_graphs(pool)
+        if self.use_step_graphs and n_layers is None:
+            graphs = self.step_graphs(pool)
             if graphs.applies(step):
                 self.path_counts[graphs.kernel] += 1
                 return graphs.run(step)

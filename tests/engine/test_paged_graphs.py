@@ -1,4 +1,4 @@
-"""Bucketed decode graphs over the paged pool (paged_graphs.py) against the runner's reference step.
+"""Bucketed step graphs over the paged pool (paged_graphs.py) against the runner's reference step.
 
 On the CPU the buckets' static buffers run eagerly (no capture): padding, slot writes, fixed-width tables and
 both attention paths (the torch gather + SDPA, and Triton's paged-decode kernel in its interpreter) are checked
@@ -14,7 +14,7 @@ import torch
 from inference_core.config import tiny_config
 from inference_core.engine import build_model
 from inference_core.paged import SeqSlice
-from inference_core.paged_graphs import BUCKETS, DecodeGraphs, bucket_for, is_pure_decode
+from inference_core.paged_graphs import BUCKETS, StepGraphs, bucket_for
 from inference_core.request import StepRows
 from inference_core.runner import ModelRunner
 
@@ -63,42 +63,66 @@ def test_a_padded_bucket_step_equals_the_reference_step(model, lengths, use_trit
     if use_triton:
         pytest.importorskip("triton")
     runner, pool, tables = prefilled(model, lengths)
+    before = pool.k.clone()
+    step = decode_step(lengths, tables, [7 + 3 * i for i in range(len(lengths))])
+    graphs = equal_to_reference(model, runner, pool, step, use_triton)
+    assert graphs.replays == {bucket_for(len(lengths)): 1}
+    # only the blocks holding the new positions were written (padded rows repeat the last row's write)
+    changed = (pool.k != before).flatten(2).any(-1).any(0).nonzero().flatten().tolist()
+    assert sorted(changed) == sorted({t[n // BS] for t, n in zip(tables, lengths)})
+
+
+def equal_to_reference(model, runner, pool, step: StepRows, use_triton: bool) -> StepGraphs:
+    """The bucket's step and the reference step from the same pool: same logits, same K/V written."""
     before_k, before_v = pool.k.clone(), pool.v.clone()
-    tokens = [7 + 3 * i for i in range(len(lengths))]
-    step = decode_step(lengths, tables, tokens)
-    graphs = DecodeGraphs(model, pool, capture=False, use_triton=use_triton)
+    graphs = StepGraphs(model, pool, capture=False, use_triton=use_triton)
     assert graphs.applies(step)
     got = graphs.run(step)
     got_k, got_v = pool.k.clone(), pool.v.clone()
     pool.k.copy_(before_k)
     pool.v.copy_(before_v)
     want = runner.forward_batch(step, pool)
-    assert got.shape == want.shape == (len(lengths), model.config.vocab_size)
+    assert got.shape == want.shape == (len(step.rows), model.config.vocab_size)
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
     assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
-    # the same K/V in the same slots, and nothing else touched (padded rows repeat the last row's write)
     torch.testing.assert_close(got_k, pool.k, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got_v, pool.v, atol=1e-5, rtol=1e-5)
-    changed = (got_k != before_k).flatten(2).any(-1).any(0).nonzero().flatten().tolist()  # blocks written
-    assert sorted(changed) == sorted({t[n // BS] for t, n in zip(tables, lengths)})
-    assert graphs.replays == {bucket_for(len(lengths)): 1}
+    return graphs
+
+
+@pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])
+def test_a_speculative_verify_is_causal_rows_of_one_sequence(model, use_triton):
+    """k+1 = 5 new tokens of one sequence, every row scored (a verify): row i sees the first i new tokens."""
+    if use_triton:
+        pytest.importorskip("triton")
+    runner, pool, tables = prefilled(model, [10])
+    table = tables[0] + [40, 41]  # room for positions 10..14 (a new block mid-step)
+    step = StepRows([7, 8, 9, 10, 11], list(range(10, 15)), [0] * 5, list(range(5)), [SeqSlice(0, 5, 15, table)])
+    graphs = equal_to_reference(model, runner, pool, step, use_triton)
+    assert graphs.replays == {8: 1}
+
+
+def test_a_mixed_step_prefill_chunk_and_decodes(model):
+    """A short prompt admitted beside two decoding sequences: only each sequence's last row is scored."""
+    runner, pool, tables = prefilled(model, [6, 9])
+    fresh = [50, 51]
+    step = StepRows([5, 1, 2, 3, 4, 6], [6, 9, 0, 1, 2, 3], [0, 1, 2, 2, 2, 2], [0, 1, 5],
+                    [SeqSlice(0, 1, 7, tables[0]), SeqSlice(1, 1, 10, tables[1]), SeqSlice(2, 4, 4, fresh)])
+    equal_to_reference(model, runner, pool, step, use_triton=False)
 
 
 def test_steps_a_graph_does_not_take(model):
     runner, pool, tables = prefilled(model, [6, 9])
-    graphs = DecodeGraphs(model, pool, capture=False, use_triton=False)
-    prefill = StepRows([1, 2, 3], [0, 1, 2], [0, 0, 0], [2], [SeqSlice(0, 3, 3, tables[0])])
-    mixed = StepRows([5, 1, 2], [6, 9, 10], [0, 1, 1], [0, 2],
-                     [SeqSlice(0, 1, 7, tables[0]), SeqSlice(1, 2, 11, tables[1])])
-    assert not is_pure_decode(prefill) and not graphs.applies(prefill)
-    assert not graphs.applies(mixed)
+    graphs = StepGraphs(model, pool, capture=False, use_triton=False)
     many = decode_step([6] * 33, [tables[0]] * 33, [5] * 33)
-    assert is_pure_decode(many) and not graphs.applies(many)  # more sequences than the largest bucket
+    assert not graphs.applies(many)  # more tokens than the largest bucket: the reference (or fused) path
+    wide = decode_step([6], [list(range(65))], [5])
+    assert not graphs.applies(wide)  # a table wider than the pool can hold
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_captured_buckets_replay_the_scheduled_steps_of_a_batch():
-    """On a GPU the engine's batched decode steps replay captured graphs; outputs equal single requests."""
+    """On a GPU the engine's short steps replay captured graphs; batched outputs equal single requests."""
     from inference_core import SamplingParams
     from inference_core.engine import Engine
     from inference_core.llm_engine import drive
@@ -108,7 +132,7 @@ def test_captured_buckets_replay_the_scheduled_steps_of_a_batch():
     cuda_model = build_model(tiny_config(max_seq_len=64), None, torch.device("cuda"))
     engine = Engine("tiny", cuda_model, None, torch.device("cuda"))
     runner = runner_for(cuda_model)
-    assert runner.use_decode_graphs
+    assert runner.use_step_graphs
     prompts = [[5, 17, 3], [9, 2, 44, 8, 1, 7], [60], [11, 12, 13, 14, 15]]
 
     def run(batch):
@@ -118,4 +142,4 @@ def test_captured_buckets_replay_the_scheduled_steps_of_a_batch():
 
     together = run(prompts)
     assert together == [run([p])[0] for p in prompts]
-    assert any(k.startswith("cuda graph paged decode") for k in runner.path_counts), runner.path_counts
+    assert any(k.startswith("cuda graph paged step") for k in runner.path_counts), runner.path_counts
