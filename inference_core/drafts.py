@@ -57,6 +57,10 @@ class Draft(Protocol):
         """Forget any state beyond the first `length` committed tokens."""
         ...
 
+    def close(self) -> None:
+        """The sequence is over: release caches (a model draft's pool goes back to its runner)."""
+        ...
+
 
 @dataclass
 class NgramDraft:
@@ -76,6 +80,9 @@ class NgramDraft:
         return Proposal(tokens, None, time.perf_counter() - t0, 0)
 
     def rollback(self, length: int) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 
@@ -112,9 +119,15 @@ class ModelDraft:
         return self.n_layers or self.model.config.n_layers
 
     def begin(self, prompt_ids, capacity, sampling, generator) -> None:
+        self.close()
         self.cache = runner_for(self.model).new_sequence(capacity, n_layers=self.depth)
         self.cached = []
         self.sampling, self.generator = sampling, generator
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+            self.cache = None
 
     def rollback(self, length: int) -> None:
         if self.cache is not None and length < len(self.cached):

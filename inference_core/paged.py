@@ -139,11 +139,19 @@ class PagedSequence:
     roll back. Invariant: its K/V for positions [0, length) sit in `table`, which holds ⌈length / block_size⌉
     blocks between calls (`reserve` adds the blocks a step needs, `truncate` frees those past the new end)."""
 
-    def __init__(self, pool: PagedKVPool) -> None:
+    def __init__(self, pool: PagedKVPool, on_close: Callable[[PagedKVPool], None] | None = None) -> None:
         self.pool = pool
         self.allocator = BlockAllocator(pool.num_blocks)
         self.table = BlockTable(pool.block_size)
         self.length = 0
+        self._on_close = on_close
+
+    def close(self) -> None:
+        """Done with the sequence: its pool goes back to whoever lent it (the runner keeps it, and the CUDA graphs
+        captured over it, for the next sequence). Idempotent; the sequence must not be used afterwards."""
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close(self.pool)
 
     @property
     def capacity(self) -> int:

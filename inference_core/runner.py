@@ -18,6 +18,7 @@ cached request still decodes through the Engine's GraphDecoder.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import Counter
 
@@ -33,6 +34,10 @@ from .request import ScheduledBatch, StepRows
 from .sampling import sample
 
 
+SEQUENCE_POOL_STEP = 256  # positions: the size classes of lent sequence pools
+MAX_SPARE_POOLS = 2  # per size class (concurrent speculative runs each hold one while they run)
+
+
 class ModelRunner:
     def __init__(self, model: Transformer) -> None:
         self.model = model
@@ -43,6 +48,8 @@ class ModelRunner:
         # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks.
         self.use_step_graphs = self.device.type == "cuda" and graphs_enabled(model, self.device)
         self._step_graphs: "weakref.WeakKeyDictionary[PagedKVPool, StepGraphs]" = weakref.WeakKeyDictionary()
+        self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
+        self._lock = threading.Lock()
         self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
 
     @property
@@ -62,8 +69,27 @@ class ModelRunner:
                            weight.dtype, weight.device)
 
     def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
-        """A sequence of up to `capacity` positions on a pool of its own (speculative target, model draft)."""
-        return PagedSequence(self.new_kv_pool(-(-capacity // block_size), block_size, n_layers))
+        """A sequence of at least `capacity` positions on a pool of its own (speculative target, model draft).
+
+        Pools are lent, not made per sequence: `PagedSequence.close()` returns one, and the next sequence of the
+        same size class reuses it with the CUDA graphs captured over it (a GPU run would otherwise capture them
+        again every time). Sizes are rounded up to 256 positions so most runs share a class. A pool is lent to
+        one sequence at a time; a sequence never reads a position it has not written, so what the last one
+        left in the pool is never seen."""
+        n_blocks = -(-capacity // SEQUENCE_POOL_STEP) * SEQUENCE_POOL_STEP // block_size
+        key = (n_blocks, block_size, n_layers or self.model.config.n_layers)
+        with self._lock:
+            spare = self._spare_pools.get(key)
+            pool = spare.pop() if spare else None
+        if pool is None:
+            pool = self.new_kv_pool(n_blocks, block_size, n_layers)
+        return PagedSequence(pool, on_close=lambda p: self._give_back(key, p))
+
+    def _give_back(self, key: tuple[int, int, int], pool: PagedKVPool) -> None:
+        with self._lock:
+            spare = self._spare_pools.setdefault(key, [])
+            if len(spare) < MAX_SPARE_POOLS:
+                spare.append(pool)
 
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list[int]:

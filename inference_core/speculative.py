@@ -263,6 +263,11 @@ class SpeculativeRun:
         self.t_start = time.perf_counter()
         draft.begin(list(prompt_ids), capacity, self.sampling, self.generator)
 
+    def close(self) -> None:
+        """Return the target's and the draft's pools to their runners (with the CUDA graphs captured over them)."""
+        self.cache.close()
+        self.draft.close()
+
     @property
     def done(self) -> bool:
         return self.finish == "eos" or len(self.out) >= self.params.max_new_tokens
@@ -336,12 +341,15 @@ def speculative_events(model: Transformer, draft: Draft, prompt_ids: list[int], 
                       draft_layers=draft.depth if isinstance(draft, ModelDraft) else None,
                       prompt_token_ids=list(prompt_ids), prompt_tokens=[token_text(t) for t in prompt_ids],
                       notation=NOTATION)
-    run.prefill()
-    while not run.done:
-        if should_stop is not None and should_stop():
-            run.finish = "cancelled"
-            break
-        yield run.round()
+    try:
+        run.prefill()
+        while not run.done:
+            if should_stop is not None and should_stop():
+                run.finish = "cancelled"
+                break
+            yield run.round()
+    finally:  # also when the consumer stops early (a closed generator)
+        run.close()
     run.stats.total_time_s = time.perf_counter() - run.t_start
     yield SpecFinished(token_ids=run.out, text="", finish_reason=run.finish, metrics=run.stats.metrics())
 

@@ -47,6 +47,9 @@ class BadDraft:
     def rollback(self, length: int) -> None:
         pass
 
+    def close(self) -> None:
+        pass
+
 
 def bad_draft() -> BadDraft:
     d = torch.full((VOCAB,), 0.02)
@@ -87,6 +90,7 @@ def sample_pairs(model, draft_factory, k, sampling, n_runs) -> torch.Tensor:
         run.prefill()
         while len(run.out) < 2:
             run.round()
+        run.close()
         counts[run.out[0], run.out[1]] += 1
     return counts
 
@@ -147,6 +151,30 @@ def test_the_distribution_check_has_power(peaky, monkeypatch):
     monkeypatch.setattr(spec, "accept", buggy)
     counts = sample_pairs(peaky, bad_draft, 3, SamplingParams(temperature=1.0), n_runs=700)
     assert chi_square_p(counts, exact) < 1e-6
+
+
+def test_a_finished_run_lends_its_pools_to_the_next_and_the_reuse_changes_nothing(peaky):
+    """The target's and the draft's pools go back to their runner at the end (or on a stop) and the next run of
+    the same size class borrows them, with whatever the last run left in them: outputs are unchanged."""
+    from inference_core.runner import runner_for
+
+    runner = runner_for(peaky)
+    params = SpecParams(k=3, max_new_tokens=12, stop_at_eos=False)
+    runner._spare_pools.clear()
+    first = [e for e in speculative_events(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)]
+    lent = {key: list(pools) for key, pools in runner._spare_pools.items()}
+    assert sum(len(p) for p in lent.values()) == 2  # the target's pool and the early-exit draft's (1 layer)
+    run = SpeculativeRun(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)
+    assert any(run.cache.pool is p for pools in lent.values() for p in pools)
+    run.close()
+    second = [e for e in speculative_events(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)]
+    assert second[-1].token_ids == first[-1].token_ids
+    # a consumer that stops early (closes the stream) still returns them
+    runner._spare_pools.clear()
+    stream = speculative_events(peaky, NgramDraft(), PROMPT, params)
+    next(stream), next(stream)
+    stream.close()
+    assert sum(len(p) for p in runner._spare_pools.values()) == 1
 
 
 def test_kv_rollback_matches_fresh_prefill(peaky):
