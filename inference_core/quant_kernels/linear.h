@@ -190,6 +190,55 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
   }
 }
 
+// fp32 batch tile: NB weight rows × MB rows of x at once (NB·MB·2 accumulators), compiled for AVX-512VL's 32
+// vector registers (still 256-bit instructions): the 24 accumulators of a 3 × 4 tile plus its operands fit,
+// where AVX2's 16 registers allowed 1 × 4 (8 accumulators, a load per multiply-add). Measured single-threaded
+// on the 2-core EPYC at 32 rows: 40-46 → 76-85 GFLOP/s. Every (weight row, x row) pair is summed exactly as
+// dot_row sums it (two accumulators taking alternate 8-value chunks, then one horizontal sum), so results are
+// bit-identical to one row alone: batch invariance holds.
+#if defined(__GNUC__) && !defined(__AVX512VL__)
+#define ILAB_AVX512VL __attribute__((target("avx512f,avx512vl")))
+#else
+#define ILAB_AVX512VL
+#endif
+
+inline bool cpu_has_avx512vl() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+template <int NB, int MB>
+ILAB_AVX512VL void f32_tile(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+  const int64_t K = W.K;
+  const float* w = static_cast<const float*>(W.w) + n * K;
+  __m256 acc0[NB][MB], acc1[NB][MB];
+  for (int i = 0; i < NB; ++i)
+    for (int m = 0; m < MB; ++m) acc0[i][m] = acc1[i][m] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    for (int i = 0; i < NB; ++i) {
+      const char* ahead = reinterpret_cast<const char*>(w + i * K + k) + kPrefetchBytes;
+      _mm_prefetch(ahead, ILAB_PREFETCH_HINT);
+      _mm_prefetch(ahead + 64, ILAB_PREFETCH_HINT);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m256 wv[NB];
+      for (int i = 0; i < NB; ++i) wv[i] = _mm256_loadu_ps(w + i * K + k + 8 * c);
+      for (int m = 0; m < MB; ++m) {
+        const __m256 xv = _mm256_loadu_ps(x + m * ldx + k + 8 * c);
+        for (int i = 0; i < NB; ++i) {
+          if (c % 2 == 0) acc0[i][m] = _mm256_fmadd_ps(wv[i], xv, acc0[i][m]);
+          else acc1[i][m] = _mm256_fmadd_ps(wv[i], xv, acc1[i][m]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < NB; ++i) {
+    const float b = W.bias ? W.bias[n + i] : 0.0f;
+    for (int m = 0; m < MB; ++m) y[m * ldy + n + i] = 1.0f * hsum(_mm256_add_ps(acc0[i][m], acc1[i][m])) + b;
+  }
+}
+
 // A weight row is fetched from memory once for every position. Up to six rows go in one block (a speculative
 // verify is k + 1 = 5 rows), so each weight chunk is decoded once for all of them; larger M runs in blocks of
 // four (grouped 4-bit formats: two) over panels of weight rows held in L2.
@@ -223,12 +272,19 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
   constexpr int kBlock = kGrouped ? 2 : 4;
   constexpr int64_t kPanelBytes = 256 * 1024;
   const int64_t panel = std::max<int64_t>(1, kPanelBytes / row_bytes<kKind>(W));
+  const bool wide_tile = kKind == Kind::F32 && cpu_has_avx512vl();
   for (int64_t p0 = n0; p0 < n1; p0 += panel) {
     const int64_t p1 = std::min(n1, p0 + panel);
     int64_t m = 0;
-    for (; m + kBlock <= M; m += kBlock)
-      for (int64_t n = p0; n < p1; ++n)
+    for (; m + kBlock <= M; m += kBlock) {
+      int64_t n = p0;
+      if constexpr (kKind == Kind::F32) {
+        if (wide_tile)
+          for (; n + 3 <= p1; n += 3) f32_tile<3, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy);
+      }
+      for (; n < p1; ++n)
         dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
+    }
     for (int64_t n = p0; n < p1; ++n) {
       switch (M - m) {
         case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
