@@ -77,7 +77,7 @@ def cmd_generate(args) -> int:
         elif not args.json and event.type == "token":
             print(event.text, end="", flush=True)
     assert final is not None
-    # what this run's forwards took (the fused step, or the reference where it does not apply)
+    # what this run's forwards took (a step of > 32 new positions, e.g. a long no-cache step, may fall back)
     taken = runner.path_counts - before
     kernels = sorted(taken) if taken else kernels_used(engine.model)
     if "torch reference" in kernels and runner.fused is None:  # name the reference's layers, as kernels_used does

@@ -23,9 +23,8 @@ from .config import engine_settings
 from .model import Transformer
 from .quant import QuantizedLinear
 
-# Rows per native call: a longer step runs as consecutive chunks (the native step's scratch is sized per call, and
-# 32 rows already reuse each weight tile across eight 4-row blocks of x). Measured on the 2-core box, one thread,
-# a fp32 prefill as chunks of 32 vs the reference's MKL GEMMs: 152 vs 394 ms at 48 tokens, 401 vs 905 at 128.
+# The longest fp32 step the runner sends to the fused step (longer ones take the reference, see runner.py; a
+# quantized model's run as chunks of this size).
 MAX_FUSED_POSITIONS = 32
 
 _KIND = {"fp32": 0, "int8": 1, "fp8": 2, "nf4": 3, "int4": 4}

@@ -1,10 +1,12 @@
 """ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward.
 
 The reference is `Transformer.hidden_states` + `compute_logits` (model.py), the code the lessons read. On the
-CPU every step runs instead through the fused native step (fused_cpu.py), which computes the same logits up to
-fp32 summation order (tested token-identical); a step of more than `MAX_FUSED_POSITIONS` new tokens (a long
-prefill) runs as consecutive fused chunks, 2.4-2.6× cheaper than the reference's MKL GEMMs at 48-128 tokens
-(fp32, measured on the 2-core box) and, for a quantized model, without dequantizing every weight.
+CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step
+(fused_cpu.py), which computes the same logits up to fp32 summation order (tested token-identical); a longer
+input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
+for the call. A longer fp32 step stays on the reference: measured end to end on the batching workload (32
+concurrent requests, 1 thread), fused chunks made it 7% slower (8.53 vs 7.97 s), and a 1,319-token prefill
+1.9× slower (the fused step attends row by row; SDPA does long contexts better).
 
 Two entry points over the same `forward_batch`, both here so a fast path added once reaches every caller:
 - `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request.
@@ -124,7 +126,7 @@ class ModelRunner:
         """Logits [len(step.rows), vocab] at the step's rows; K/V of every new token written to `pool`.
         `n_layers` < depth runs only the first layers (an early-exit draft) before the head."""
         n = len(step.tokens)
-        if self.fused is not None and pool.k.dtype == torch.float32:
+        if self.fused is not None and pool.k.dtype == torch.float32 and (n <= MAX_FUSED_POSITIONS or self.quantized):
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
             self.path_counts[self.fused.kernel] += 1
