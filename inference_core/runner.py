@@ -28,6 +28,7 @@ import torch
 
 from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
 from .model import Transformer
+from .config import engine_settings
 from .cuda_graphs import graphs_enabled
 from .paged import PagedBackend, PagedKVPool, PagedSequence
 from .paged_graphs import StepGraphs
@@ -48,7 +49,8 @@ class ModelRunner:
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
         # Steps of ≤ 32 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
         # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks.
-        self.use_step_graphs = self.device.type == "cuda" and graphs_enabled(model, self.device)
+        # (whether the model allows it is fixed; INFERENCE_CUDA_GRAPHS is read per step, so an override applies)
+        self._graphable = self.device.type == "cuda" and graphs_enabled(model, self.device)
         self._step_graphs: "weakref.WeakKeyDictionary[PagedKVPool, StepGraphs]" = weakref.WeakKeyDictionary()
         self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
         self._lock = threading.Lock()
@@ -62,6 +64,10 @@ class ModelRunner:
     @property
     def fallback_reason(self) -> str:
         return "" if self.fused is not None else why_not(self.model)
+
+    @property
+    def use_step_graphs(self) -> bool:
+        return self._graphable and engine_settings().cuda_graphs
 
     def new_kv_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None) -> PagedKVPool:
         """The paged K/V storage this model's steps read and write (its dtype and device); `n_layers` < depth for
