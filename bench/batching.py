@@ -4,16 +4,17 @@ Run:  .venv/bin/python bench/batching.py            (BENCH_THREADS=1 by default,
       BENCH_QUICK=1 .venv/bin/python bench/batching.py   (smaller workload, skips transformers' generate_batch)
 
 Figures from `.venv/bin/python bench/batching.py` (2026-11-25, the fused CPU step: every step of ≤ 32 rows runs as
-one native call) on the shared 2-core CPU, fp32, SmolLM2-135M, one intra-op thread on both sides, durations in
+one native call; three runs) on the shared 2-core CPU, fp32, SmolLM2-135M, one intra-op thread on both sides, durations in
 process CPU seconds:
   fp32 matmul ceiling: 21.4 GFLOP/s at 1 row, 65.9 at 32 rows → a token gets at most 3.1× cheaper by batching
-  ours, mixed requests (17-85 prompt, 8-40 new tokens), c concurrent: c=1 31.7, c=4 78.6, c=16 81.6,
-    c=32 87.9 output tok/s (mean TPOT 26 → 124 ms)   [2026-11-22, before the fused step: 19.4 / 29.7 / 46.8 / 59.0]
-  transformers sequential generate: 16.1 tok/s (8/8 outputs token-identical) → ours c=1 2.0×, c=4 4.9×,
-    c=16 5.1×, c=32 5.5×   [goal 6×: not reached; at one thread the workload is compute-bound (its prompts
-    are two thirds of the tokens) and the matmul ceiling above allows ~3.1× over c=1]
-  transformers generate_batch (its continuous batching, runs on CPU), 32 × 24 tokens: 20.9 tok/s; ours 104.4
-    → 5.00× (32/32 outputs identical)
+  ours, mixed requests (17-85 prompt, 8-40 new tokens), c concurrent: c=32 96.5 / 94.5 / 93.5 output tok/s in
+    three runs (mean TPOT 110 ms)   [the fp32 3 × 4 batch tile; before it 87.9; before the fused step 59.0]
+  transformers sequential generate: 17.1 / 17.1 / 16.4 tok/s (8/8 outputs token-identical) → ours c=32 5.7×,
+    5.5×, 5.7× (median 5.7×)   [goal 6×: not reached; at one thread the workload is compute-bound: its first
+    step prefills all 32 prompts (1,714 tokens, two thirds of the tokens) through MKL at ~77 GFLOP/s, 4.7 s of
+    7.9 s, and transformers does the same prefill work]
+  transformers generate_batch (its continuous batching, runs on CPU), 32 × 24 tokens: 16.8 / 16.4 / 16.7 tok/s;
+    ours 115.4 / 115.0 / 112.9 → 6.9× / 7.0× / 6.8× (32/32 outputs identical)
   KV waste, same c=32 run: paged block 16 9.9% (block 8 4.9%, block 4 2.2%); contiguous prompt+max_new 17.4%,
     contiguous 8192 positions 99.2%. Longer requests (prompt 100-1000, output 50-500): paged block 16 1.1%,
     contiguous prompt+max_new 19.7%   [goal ≤ 4% paged: met for realistic lengths; short requests pay up to
