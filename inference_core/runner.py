@@ -5,8 +5,8 @@ CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the 
 (fused_cpu.py), which computes the same logits up to fp32 summation order (tested token-identical); a longer
 input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
 for the call. A longer fp32 step stays on the reference: measured end to end on the batching workload (32
-concurrent requests, 1 thread), fused chunks made it 7% slower (8.53 vs 7.97 s), and a 1,319-token prefill
-1.9× slower (the fused step attends row by row; SDPA does long contexts better).
+concurrent requests, 1 thread), running its 1,714-token first step as fused chunks made the run 7% slower (8.53 vs
+7.97 s), and a 1,319-token prefill 1.9× slower (the fused step attends row by row; SDPA does long contexts better).
 
 Two entry points over the same `forward_batch`, both here so a fast path added once reaches every caller:
 - `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request.

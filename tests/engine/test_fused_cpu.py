@@ -250,7 +250,7 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     calls = []
     native_rows = runner.fused.forward_rows
     runner.fused.forward_rows = lambda tokens, *a, **kw: calls.append(len(tokens)) or native_rows(tokens, *a, **kw)
-    ids = engine.tokenizer.encode(PROMPT * 4)
+    ids = engine.tokenizer.encode(PROMPT * 12)
     assert len(ids) > fused_cpu.MAX_FUSED_POSITIONS
     chunked = runner.forward_sequence(ids, new_seq(qmodel, len(ids) + 1), all_rows=True)
     runner.fused.forward_rows = native_rows
