@@ -26,16 +26,15 @@ from collections import Counter
 
 import torch
 
-from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
-from .model import Transformer
 from .config import engine_settings
 from .cuda_graphs import graphs_enabled
+from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
+from .model import Transformer
 from .paged import PagedBackend, PagedKVPool, PagedSequence
 from .paged_graphs import StepGraphs
 from .quant import QuantizedLinear, quantized_linears
 from .request import ScheduledBatch, StepRows
 from .sampling import sample
-
 
 SEQUENCE_POOL_STEP = 256  # positions: the size classes of lent sequence pools
 MAX_SPARE_POOLS = 2  # per size class (concurrent speculative runs each hold one while they run)
@@ -48,8 +47,8 @@ class ModelRunner:
         self.fused: FusedStep | None = fused_model(model) if self.device.type == "cpu" else None
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
         # Steps of ≤ 32 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
-        # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks.
-        # (whether the model allows it is fixed; INFERENCE_CUDA_GRAPHS is read per step, so an override applies)
+        # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks. Whether the model
+        # allows graphs is fixed here; INFERENCE_CUDA_GRAPHS is read per step (`use_step_graphs`).
         self._graphable = self.device.type == "cuda" and graphs_enabled(model, self.device)
         self._step_graphs: "weakref.WeakKeyDictionary[PagedKVPool, StepGraphs]" = weakref.WeakKeyDictionary()
         self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
