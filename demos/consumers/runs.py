@@ -178,7 +178,9 @@ class RunsMixin:
         if run is None:
             raise ProtocolError("not_found", "no such run", run_id=run_id)
         if run.is_final:
-            raise ProtocolError("not_running", f"the run is already {run.status}", run_id=run_id)
+            # Idempotent: a Stop that crosses the run's last event on the wire changes nothing, and the run's own
+            # `done` frame (on its way, or already delivered) says how it ended. An error here would overwrite it.
+            return
         w = self.watches.get(run_id)
         if run.replay_of_id:
             if w and w.task:

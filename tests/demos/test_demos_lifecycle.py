@@ -89,6 +89,23 @@ async def test_no_event_of_one_users_run_reaches_another(demo_stack, session_coo
     assert denied["code"] == "not_found" and denied_cancel["code"] == "not_found"
 
 
+async def test_cancelling_a_run_that_already_ended_changes_nothing(demo_stack, session_cookie):
+    """A Stop that crosses the last event on the wire: no error frame (the page would show a failed run), the
+    stored run stays done, and the socket goes on working."""
+    cookie, _ = session_cookie
+    comm = await connect(cookie)
+    try:
+        run_id = await start(comm, {**SHORT, "max_new_tokens": 2})
+        assert (await collect(comm))[-1]["type"] == "done"
+        await send(comm, {"action": "cancel", "run_id": run_id})
+        await send(comm, {"action": "ping"})
+        reply = await recv(comm)
+    finally:
+        await comm.disconnect()
+    assert reply["type"] == "pong", reply  # the first frame after the cancel: nothing was sent for it
+    assert (await get_run(run_id)).status == "done"
+
+
 async def test_cancel_stops_the_worker_between_steps(demo_stack, session_cookie):
     cookie, _ = session_cookie
     comm = await connect(cookie)
