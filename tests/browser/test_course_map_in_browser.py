@@ -3,9 +3,7 @@ mouse and by keyboard, and at phone width (390×844) the map stacks without any 
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 
-from courseapp.loader import load_course
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -19,21 +17,9 @@ PAGE_WIDTH = """() => ({scrollWidth: document.documentElement.scrollWidth,
   stageLefts: [...document.querySelectorAll('.map-stage')].map((li) => Math.round(li.getBoundingClientRect().left))})"""
 
 
-@pytest.fixture
-def real_course(transactional_db, live_server):
-    load_course(settings.CONTENT_DIR)
-    return live_server.url
-
-
-def _watch_csp(page) -> list[str]:
-    violations: list[str] = []
-    page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
-    return violations
-
-
-def test_clicking_a_map_link_opens_that_module(real_course, csp_page):
+def test_clicking_a_map_link_opens_that_module(real_course, csp_page, csp_violations):
     page = csp_page
-    violations = _watch_csp(page)
+    violations = csp_violations
     page.goto(f"{real_course}/", wait_until="load")
     links = page.evaluate(MAP_LINKS)
     assert len(links) >= 12 and len({link["slug"] for link in links}) == len(links)

@@ -3,31 +3,17 @@ narration player) work under it, and an uploaded cue file full of script is iner
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from courseapp.loader import load_course
 from courseapp.models import Module, Narration
 from courseapp.tasks import attach_upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
 
-@pytest.fixture
-def real_course(transactional_db, live_server):
-    load_course(settings.CONTENT_DIR)
-    return live_server.url
-
-
-def _watch_csp(page) -> list[str]:
-    violations: list[str] = []
-    page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
-    return violations
-
-
-def test_lesson_with_demo_and_calculator_runs_under_the_csp(real_course, csp_page):
+def test_lesson_with_demo_and_calculator_runs_under_the_csp(real_course, csp_page, csp_violations):
     page = csp_page
-    violations = _watch_csp(page)
+    violations = csp_violations
     response = page.goto(f"{real_course}/modules/kv-cache/")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     page.wait_for_selector(".ilab-demo button", timeout=20_000)  # mounted by the static loader, no inline script
