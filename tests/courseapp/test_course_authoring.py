@@ -10,6 +10,8 @@ from django.urls import reverse
 from courseapp.loader import load_course
 from courseapp.models import Module, Track
 
+from authoring_helpers import save_live
+
 pytestmark = pytest.mark.django_db
 
 
@@ -25,16 +27,6 @@ def form_data(**overrides):
             "action": "save"}
     data.update(overrides)
     return data
-
-
-def save_live(client, slug: str, data: dict):
-    """Save through the editor; a published module first shows its diff, which the author confirms."""
-    url = reverse("courseapp:author_edit", args=[slug])
-    response = client.post(url, data)
-    if response.status_code == 200 and "confirm_live" in response.content.decode():
-        digest = re.search(r'name="confirm_live" value="([0-9a-f]+)"', response.content.decode()).group(1)
-        response = client.post(url, {**data, "confirm_live": digest})
-    return response
 
 
 def test_list_shows_tracks_status_and_narration(author):

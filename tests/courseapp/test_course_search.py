@@ -21,6 +21,8 @@ from courseapp.loader import save_module
 from courseapp.models import Module, Track
 from courseapp.rendering import render_markdown
 
+from authoring_helpers import save_live
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_postgres import postgres_url  # noqa: E402,F401  (the throw-away PostgreSQL cluster fixture)
 
@@ -43,16 +45,6 @@ def results(client, q: str) -> list[str]:
 def add_module(slug: str, title: str, body: str, *, draft: bool = False, order: int = 5, summary: str = "") -> Module:
     front = {"title": title, "slug": slug, "order": order, "summary": summary, "draft": draft, "prerequisites": []}
     return save_module(Module(slug=slug), front, body, render_markdown(body), Track.objects.get(slug="basics"))
-
-
-def save_live(client, slug: str, data: dict):
-    """Save through the editor; a published module first shows its diff, which the author confirms."""
-    url = reverse("courseapp:author_edit", args=[slug])
-    response = client.post(url, data)
-    if response.status_code == 200 and "confirm_live" in response.content.decode():
-        digest = re.search(r'name="confirm_live" value="([0-9a-f]+)"', response.content.decode()).group(1)
-        response = client.post(url, {**data, "confirm_live": digest})
-    return response
 
 
 def test_the_index_is_the_databases_full_text_table():
