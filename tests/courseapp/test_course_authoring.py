@@ -1,7 +1,6 @@
 """Instructor authoring: create, edit with validation, live preview, publish, reorder, export, admin."""
 from __future__ import annotations
 
-
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
