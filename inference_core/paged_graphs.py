@@ -61,8 +61,7 @@ class _Bucket:
     positions: torch.Tensor  # [B] long
     slot_block: torch.Tensor  # [B] long
     slot_offset: torch.Tensor  # [B] long
-    tables: torch.Tensor  # [B, W] long (the torch path indexes with it)
-    tables_i32: torch.Tensor  # [B, W] int32 (the Triton kernel's)
+    tables: torch.Tensor  # [B, W] int32 (the Triton kernel's dtype; torch indexes with int32 too)
     lens: torch.Tensor  # [B] int32
     logits: torch.Tensor | None = None
     graph: "torch.cuda.CUDAGraph | None" = None
@@ -72,8 +71,7 @@ class _Bucket:
         def z(*shape, dtype=torch.long):
             return torch.zeros(shape, dtype=dtype, device=device)
 
-        return cls(z(1, size), z(size), z(size), z(size), z(size, width), z(size, width, dtype=torch.int32),
-                   z(size, dtype=torch.int32))
+        return cls(z(1, size), z(size), z(size), z(size), z(size, width, dtype=torch.int32), z(size, dtype=torch.int32))
 
 
 class _BucketBackend:
@@ -93,7 +91,7 @@ class _BucketBackend:
         if self.use_triton:
             from .triton_kernels.paged_decode import paged_decode
 
-            out = paged_decode(qd, kc, vc, b.tables_i32, b.lens)
+            out = paged_decode(qd, kc, vc, b.tables, b.lens)
         else:
             out = paged_decode_torch(qd, kc, vc, b.tables, b.lens)
         return out.transpose(0, 1).unsqueeze(0)
@@ -153,9 +151,8 @@ class StepGraphs:
         b.positions.copy_(torch.tensor(pos), non_blocking=True)
         b.slot_block.copy_(torch.tensor([t[p // bs] for t, p in zip(blocks, pos)]), non_blocking=True)
         b.slot_offset.copy_(torch.tensor([p % bs for p in pos]), non_blocking=True)
-        table = torch.tensor([t + [t[0]] * (self.width - len(t)) for t in blocks])
+        table = torch.tensor([t + [t[0]] * (self.width - len(t)) for t in blocks], dtype=torch.int32)
         b.tables.copy_(table, non_blocking=True)
-        b.tables_i32.copy_(table.to(torch.int32), non_blocking=True)
         b.lens.copy_(torch.tensor([p + 1 for p in pos], dtype=torch.int32), non_blocking=True)
 
     def _forward(self, b: _Bucket) -> torch.Tensor:
