@@ -8,8 +8,8 @@ Both run in this one process on the same engine, alternating round by round:
   * demo: the KV-cache demo's runner exactly as the worker calls it (`demos/catalog/kv_cache.py` with the
     cache on: the batching service, a thread around the same `step()`), timed as the worker sees it: wall
     time between consecutive token events reaching the caller, which adds the service's queue hand-off.
-Per-step decode time is the mean over a run's decode steps (as bench/decode.py reports it); the script prints the median over rounds and the
-demo/bench ratio (goal: within 10%).
+Per-step decode time is the mean over a run's decode steps (as bench/decode.py reports it); the script prints
+the median over rounds and the demo/bench ratio (goal: within 10%).
 
 Figures (2026-11-25, the 2-core EPYC, fp32, fused CPU step, `--rounds 7`): bench 13.91 ms/step, demo 14.34 ms
 between token events as received (14.12 ms traced); demo/bench per round 1.020× (within 10%).

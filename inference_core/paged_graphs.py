@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from . import triton_kernels
 from .model import Transformer
 from .paged import PagedKVPool
 from .request import StepRows
@@ -45,12 +46,6 @@ def paged_decode_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables
     vg = v[tables].transpose(1, 2).reshape(b, hkv, w * bs, d)
     mask = (torch.arange(w * bs, device=q.device) < lens.unsqueeze(1))[:, None, None, :]
     return F.scaled_dot_product_attention(q.unsqueeze(2), kg, vg, attn_mask=mask, enable_gqa=True).squeeze(2)
-
-
-def triton_attention_available() -> bool:
-    from . import triton_kernels
-
-    return triton_kernels.available()
 
 
 @dataclass
@@ -110,7 +105,7 @@ class StepGraphs:
     def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None) -> None:
         self.model, self.pool, self.capture = model, pool, capture
         self.width = min(-(-model.config.max_seq_len // pool.block_size), pool.num_blocks)  # a table never holds more
-        self.use_triton = triton_attention_available() if use_triton is None else use_triton
+        self.use_triton = triton_kernels.available() if use_triton is None else use_triton
         self.buckets: dict[int, _Bucket] = {}
         self.replays: dict[int, int] = {}  # bucket → steps run, for the dashboard's "graph hits"
 
