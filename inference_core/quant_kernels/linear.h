@@ -208,17 +208,24 @@ inline bool cpu_has_avx512vl() {
 }
 
 template <int NB, int MB>
-ILAB_AVX512VL void f32_tile(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy) {
+ILAB_AVX512VL void f32_tile(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
+                            const char* stream = nullptr, int64_t stream_lines = 0) {
   const int64_t K = W.K;
   const float* w = static_cast<const float*>(W.w) + n * K;
   __m256 acc0[NB][MB], acc1[NB][MB];
   for (int i = 0; i < NB; ++i)
     for (int m = 0; m < MB; ++m) acc0[i][m] = acc1[i][m] = _mm256_setzero_ps();
+  const int64_t steps = K / 32, per_step = (stream_lines + steps - 1) / std::max<int64_t>(steps, 1);
   for (int64_t k = 0; k < K; k += 32) {
-    for (int i = 0; i < NB; ++i) {
-      const char* ahead = reinterpret_cast<const char*>(w + i * K + k) + kPrefetchBytes;
-      _mm_prefetch(ahead, ILAB_PREFETCH_HINT);
-      _mm_prefetch(ahead + 64, ILAB_PREFETCH_HINT);
+    if (stream) {  // the rows are in L2 already: fetch the caller's next panel instead
+      for (int64_t i = 0; i < per_step && stream_lines > 0; ++i, --stream_lines, stream += 64)
+        _mm_prefetch(stream, ILAB_PREFETCH_HINT);
+    } else {
+      for (int i = 0; i < NB; ++i) {
+        const char* ahead = reinterpret_cast<const char*>(w + i * K + k) + kPrefetchBytes;
+        _mm_prefetch(ahead, ILAB_PREFETCH_HINT);
+        _mm_prefetch(ahead + 64, ILAB_PREFETCH_HINT);
+      }
     }
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -238,6 +245,24 @@ ILAB_AVX512VL void f32_tile(const WeightView& W, int64_t n, const float* x, int6
     for (int m = 0; m < MB; ++m) y[m * ldy + n + i] = 1.0f * hsum(_mm256_add_ps(acc0[i][m], acc1[i][m])) + b;
   }
 }
+
+// Prefetches [base, base + bytes) into L2, spread evenly over `rows` weight rows of work: rows_done() issues a
+// row's share at once; f32_tile takes its share (take) and issues it a few lines per k-step.
+struct PanelPrefetch {
+  const char* next;
+  const char* end;
+  int64_t lines_per_row;
+  PanelPrefetch(const char* base, int64_t bytes, int64_t rows)
+      : next(base), end(base + std::max<int64_t>(bytes, 0)),
+        lines_per_row(rows > 0 ? ((bytes + 63) / 64 + rows - 1) / rows : 0) {}
+  // Lines the caller prefetches itself for `rows` rows of work (it advances `next` by them).
+  int64_t take(int64_t rows) const {
+    return std::max<int64_t>(0, std::min<int64_t>(lines_per_row * rows, (end - next + 63) / 64));
+  }
+  void rows_done(int64_t rows) {
+    for (int64_t i = take(rows); i > 0; --i, next += 64) _mm_prefetch(next, ILAB_PREFETCH_HINT);
+  }
+};
 
 // A weight row is fetched from memory once for every position. Up to six rows go in one block (a speculative
 // verify is k + 1 = 5 rows), so each weight chunk is decoded once for all of them; larger M runs in blocks of
@@ -273,19 +298,34 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
   constexpr int64_t kPanelBytes = 256 * 1024;
   const int64_t panel = std::max<int64_t>(1, kPanelBytes / row_bytes<kKind>(W));
   const bool wide_tile = kKind == Kind::F32 && cpu_has_avx512vl();
+  const int64_t passes = M / kBlock + (M % kBlock != 0);
+  const char* weights = static_cast<const char*>(W.w);
   for (int64_t p0 = n0; p0 < n1; p0 += panel) {
     const int64_t p1 = std::min(n1, p0 + panel);
+    // Every pass over a panel but the thread's very first reads it from L2 and streams the next panel in
+    // meanwhile, a few lines per k-step, so DRAM works under the multiply-adds instead of before them.
+    const bool in_l2 = p0 > n0;
+    PanelPrefetch next(weights + p1 * row_bytes<kKind>(W), (std::min(n1, p1 + panel) - p1) * row_bytes<kKind>(W),
+                       (passes - (in_l2 ? 0 : 1)) * (p1 - p0));
     int64_t m = 0;
     for (; m + kBlock <= M; m += kBlock) {
+      const bool stream = in_l2 || m > 0;
       int64_t n = p0;
       if constexpr (kKind == Kind::F32) {
         if (wide_tile)
-          for (; n + 3 <= p1; n += 3) f32_tile<3, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy);
+          for (; n + 3 <= p1; n += 3) {
+            const int64_t lines = stream ? next.take(3) : 0;
+            f32_tile<3, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, stream ? next.next : nullptr, lines);
+            next.next += 64 * lines;
+          }
       }
-      for (; n < p1; ++n)
+      for (; n < p1; ++n) {
         dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
+        if (stream) next.rows_done(1);
+      }
     }
     for (int64_t n = p0; n < p1; ++n) {
+      if (m < M) next.rows_done(1);
       switch (M - m) {
         case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
         case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
