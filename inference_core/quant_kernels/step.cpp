@@ -62,6 +62,78 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return hsum(acc);
 }
 
+// out[j] = (q · keys[j]) · scale for n consecutive keys (row stride d): as dot() sums each, four keys at a time
+// so four independent chains hide the multiply-add latency.
+inline void dots(const float* q, const float* keys, int64_t n, int64_t d, float scale, float* out) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* k = keys + j * d;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < d; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + i), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + d + i), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * d + i), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * d + i), a3);
+    }
+    out[j] = hsum(a0) * scale;
+    out[j + 1] = hsum(a1) * scale;
+    out[j + 2] = hsum(a2) * scale;
+    out[j + 3] = hsum(a3) * scale;
+  }
+  for (; j < n; ++j) out[j] = dot(q, keys + j * d, d) * scale;
+}
+
+// e^x for eight floats (Cephes' expf: x = n·ln2 + r, |r| ≤ ln2/2, a degree-6 polynomial for e^r, then 2^n);
+// within 2 ulp of std::exp over [-87, 88], inputs clamped there. std::exp was most of SiLU's and softmax's time.
+inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// f(x) for n floats, eight at a time; the tail goes through the same vector code (a padded copy), so every value
+// is computed alike wherever it falls.
+template <typename F>
+inline void map8(const float* in, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(in + i)));
+  if (i < n) {
+    alignas(32) float buf[8] = {0};
+    std::copy(in + i, in + n, buf);
+    _mm256_store_ps(buf, f(_mm256_load_ps(buf)));
+    std::copy(buf, buf + (n - i), out + i);
+  }
+}
+
+// out = SiLU(g)·u = g / (1 + e^-g) · u, as map8 computes it (the tail through the same vector code)
+inline void silu_mul(const float* g, const float* u, float* out, int64_t n) {
+  auto f = [](__m256 gv, __m256 uv) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+    return _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), uv);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+  if (i < n) {
+    alignas(32) float gb[8] = {0}, ub[8] = {0};
+    std::copy(g + i, g + n, gb);
+    std::copy(u + i, u + n, ub);
+    _mm256_store_ps(gb, f(_mm256_load_ps(gb), _mm256_load_ps(ub)));
+    std::copy(gb, gb + (n - i), out + i);
+  }
+}
+
 inline void rms_norm(const float* x, const float* weight, float eps, int64_t d, float* out) {
   double ss = 0.0;
   for (int64_t i = 0; i < d; ++i) ss += double(x[i]) * x[i];
@@ -243,25 +315,33 @@ class FusedModel {
         for (int64_t item = t; item < T * hq_; item += nt) {
           const int64_t r = item / hq_, h = item % hq_, kv = h / group, n_keys = pos[r] + 1;
           const float* q = qkv.data() + r * nqkv + h * hd_;
-          float best = -INFINITY;
           for (int64_t j0 = 0; j0 < n_keys; j0 += bs) {
             const float* keys = slot(kp, li, r, j0, kv);
-            for (int64_t j = j0; j < std::min(n_keys, j0 + bs); ++j) {
-              scores[j] = dot(q, keys + (j - j0) * hd_, hd_) * scale;
-              best = std::max(best, scores[j]);
-            }
+            dots(q, keys, std::min(n_keys, j0 + bs) - j0, hd_, scale, scores.data() + j0);
           }
+          float best = -INFINITY;
+          for (int64_t j = 0; j < n_keys; ++j) best = std::max(best, scores[j]);
+          const __m256 shift = _mm256_set1_ps(best);
+          map8(scores.data(), scores.data(), n_keys, [&](__m256 v) { return exp8(_mm256_sub_ps(v, shift)); });
           float total = 0.0f;
-          for (int64_t j = 0; j < n_keys; ++j) total += (scores[j] = std::exp(scores[j] - best));
+          for (int64_t j = 0; j < n_keys; ++j) total += scores[j];
           float* out = attn.data() + r * dim_ + h * hd_;
-          for (int64_t d = 0; d < hd_; d += 8) {
-            __m256 acc = _mm256_setzero_ps();
+          // Σ_j p_j·v_j, eight 8-value chunks of the head at a time: eight independent accumulators per key
+          // rather than one chain per chunk (each chunk still sums over j in order)
+          for (int64_t d0 = 0; d0 < hd_; d0 += 64) {
+            const int64_t chunks = std::min<int64_t>(8, (hd_ - d0) / 8);
+            __m256 acc[8];
+            for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
             for (int64_t j0 = 0; j0 < n_keys; j0 += bs) {
-              const float* values = slot(vp, li, r, j0, kv) + d;
-              for (int64_t j = j0; j < std::min(n_keys, j0 + bs); ++j)
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[j]), _mm256_loadu_ps(values + (j - j0) * hd_), acc);
+              const float* values = slot(vp, li, r, j0, kv) + d0;
+              for (int64_t j = j0; j < std::min(n_keys, j0 + bs); ++j) {
+                const __m256 p = _mm256_set1_ps(scores[j]);
+                const float* v = values + (j - j0) * hd_;
+                for (int c = 0; c < chunks; ++c) acc[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * c), acc[c]);
+              }
             }
-            _mm256_storeu_ps(out + d, _mm256_mul_ps(acc, _mm256_set1_ps(1.0f / total)));
+            for (int c = 0; c < chunks; ++c)
+              _mm256_storeu_ps(out + d0 + 8 * c, _mm256_mul_ps(acc[c], _mm256_set1_ps(1.0f / total)));
           }
         }
         barrier.wait();
@@ -277,10 +357,7 @@ class FusedModel {
         linear_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, j0, j1);
         linear_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, ffn_ + j0, ffn_ + j1);
         for (int64_t r = 0; r < T; ++r)
-          for (int64_t j = j0; j < j1; ++j) {
-            const float g = gu[r * 2 * ffn_ + j], u = gu[r * 2 * ffn_ + ffn_ + j];
-            act[r * ffn_ + j] = g / (1.0f + std::exp(-g)) * u;
-          }
+          silu_mul(gu.data() + r * 2 * ffn_ + j0, gu.data() + r * 2 * ffn_ + ffn_ + j0, act.data() + r * ffn_ + j0, j1 - j0);
         barrier.wait();
         // 6. down projection and the residual add
         linear_rows(layer.down.view, act.data(), T, ffn_, proj.data(), dim_, o0, o1);
