@@ -3,24 +3,23 @@
 Run:  .venv/bin/python bench/batching.py            (BENCH_THREADS=1 by default, see below)
       BENCH_QUICK=1 .venv/bin/python bench/batching.py   (smaller workload, skips transformers' generate_batch)
 
-Figures from `.venv/bin/python bench/batching.py` (2026-11-25, the fused CPU step: every step of ≤ 32 rows runs as
-one native call; three runs) on the shared 2-core CPU, fp32, SmolLM2-135M, one intra-op thread on both sides, durations in
-process CPU seconds:
-  fp32 matmul ceiling: 21.4 GFLOP/s at 1 row, 65.9 at 32 rows → a token gets at most 3.1× cheaper by batching
-  ours, mixed requests (17-85 prompt, 8-40 new tokens), c concurrent: c=32 96.5 / 94.5 / 93.5 output tok/s in
-    three runs (mean TPOT 110 ms)   [the fp32 3 × 4 batch tile; before it 87.9; before the fused step 59.0]
-  transformers sequential generate: 17.1 / 17.1 / 16.4 tok/s (8/8 outputs token-identical) → ours c=32 5.7×,
-    5.5×, 5.7× (median 5.7×)   [goal 6×: not reached; at one thread the workload is compute-bound: its first
-    step prefills all 32 prompts (1,714 tokens, two thirds of the tokens) through MKL at ~77 GFLOP/s, 4.7 s of
-    7.9 s, and transformers does the same prefill work]
-  transformers generate_batch (its continuous batching, runs on CPU), 32 × 24 tokens: 16.8 / 16.4 / 16.7 tok/s;
-    ours 115.4 / 115.0 / 112.9 → 6.9× / 7.0× / 6.8× (32/32 outputs identical)
+Figures from `.venv/bin/python bench/batching.py` (2026-11-25, three runs) on the shared 2-core CPU, fp32,
+SmolLM2-135M, one intra-op thread on both sides, durations in process CPU seconds:
+  fp32 matmul ceiling: 28.5 GFLOP/s at 1 row, 77.3 at 32 rows → a token gets at most 2.7× cheaper by batching
+  ours, mixed requests (17-85 prompt, 8-40 new tokens), c concurrent: c=32 107.0 / 104.6 / 100.5 output tok/s in
+    three runs (mean TPOT 98-99 ms)   [the run's 1,714-token first step on oneDNN's GEMM, the next weight panel
+    streamed during batch linears, vector SiLU: before them 96.5 / 94.5 / 93.5; before the fused step 59.0]
+  transformers sequential generate: 16.9 / 16.2 / 16.4 tok/s (8/8 outputs token-identical) → ours c=32 6.3×,
+    6.5×, 6.1× (median 6.3×; goal 6×). The workload is compute-bound at one thread: its first step prefills all
+    32 prompts (1,714 tokens, two thirds of the tokens), ~4.5 s of the ~7.2 s, work transformers does too
+  transformers generate_batch (its continuous batching, runs on CPU), 32 × 24 tokens: 16.8 / 16.5 / 16.6 tok/s;
+    ours 122.6 / 116.5 / 98.7 → 7.3× / 7.1× / 5.9× (32/32 outputs identical)
   KV waste, same c=32 run: paged block 16 9.9% (block 8 4.9%, block 4 2.2%); contiguous prompt+max_new 17.4%,
     contiguous 8192 positions 99.2%. Longer requests (prompt 100-1000, output 50-500): paged block 16 1.1%,
     contiguous prompt+max_new 19.7%   [goal ≤ 4% paged: met for realistic lengths; short requests pay up to
     one partial block each]
-  prefix cache, 1,319-token shared prefix: TTFT 4,292 ms uncached → 184 ms cached (1,312 tokens hit), 23.4×
-    lower   [goal ≥ 10×]
+  prefix cache, 1,319-token shared prefix: TTFT 4,078-4,129 ms uncached → 123-129 ms cached (1,312 tokens hit),
+    32.5× / 33.4× / 31.9× lower   [goal ≥ 10×]
 """
 from __future__ import annotations
 
