@@ -300,13 +300,15 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
   const bool wide_tile = kKind == Kind::F32 && cpu_has_avx512vl();
   const int64_t passes = M / kBlock + (M % kBlock != 0);
   const char* weights = static_cast<const char*>(W.w);
+  bool in_l2 = false;  // the current panel was streamed in while the previous one was worked on
   for (int64_t p0 = n0; p0 < n1; p0 += panel) {
     const int64_t p1 = std::min(n1, p0 + panel);
-    // Every pass over a panel but the thread's very first reads it from L2 and streams the next panel in
-    // meanwhile, a few lines per k-step, so DRAM works under the multiply-adds instead of before them.
-    const bool in_l2 = p0 > n0;
+    // Every pass over a panel that is in L2 (all but the thread's first one, unless M fits in one pass) streams
+    // the next panel in meanwhile, a few lines per k-step, so DRAM works under the multiply-adds instead of
+    // before them. A pass over a panel from DRAM prefetches its own rows a little ahead instead.
+    const int64_t work_rows = (passes - (in_l2 ? 0 : 1)) * (p1 - p0);
     PanelPrefetch next(weights + p1 * row_bytes<kKind>(W), (std::min(n1, p1 + panel) - p1) * row_bytes<kKind>(W),
-                       (passes - (in_l2 ? 0 : 1)) * (p1 - p0));
+                       work_rows);
     int64_t m = 0;
     for (; m + kBlock <= M; m += kBlock) {
       const bool stream = in_l2 || m > 0;
@@ -333,6 +335,7 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
         default: break;
       }
     }
+    in_l2 = work_rows > 0;
   }
 }
 
