@@ -33,10 +33,7 @@ from .config import engine_settings
 from .cuda_graphs import graphs_enabled
 from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
 from .model import Transformer
-from .onednn_linears import OneDnnLinears
-from .onednn_linears import KERNEL as ONEDNN_KERNEL
-from .onednn_linears import MIN_ROWS as ONEDNN_MIN_ROWS
-from .onednn_linears import available as onednn_available
+from . import onednn_linears
 from .paged import PagedBackend, PagedKVPool, PagedSequence
 from .paged_graphs import StepGraphs
 from .quant import QuantizedLinear, quantized_linears
@@ -58,7 +55,7 @@ class ModelRunner:
         # allows graphs is fixed here; INFERENCE_CUDA_GRAPHS is read per step (`use_step_graphs`).
         self._graphable = self.device.type == "cuda" and graphs_enabled(model, self.device)
         # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
-        self._onednn = self.device.type == "cpu" and onednn_available()
+        self._onednn = self.device.type == "cpu" and onednn_linears.available()
         self._step_graphs: "weakref.WeakKeyDictionary[PagedKVPool, StepGraphs]" = weakref.WeakKeyDictionary()
         self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
         self._lock = threading.Lock()
@@ -159,11 +156,11 @@ class ModelRunner:
             if graphs.applies(step):
                 self.path_counts[graphs.kernel] += 1
                 return graphs.run(step)
-        onednn = self._onednn and n >= ONEDNN_MIN_ROWS
-        self.path_counts[ONEDNN_KERNEL if onednn else "torch reference"] += 1
+        onednn = self._onednn and n >= onednn_linears.MIN_ROWS
+        self.path_counts[onednn_linears.KERNEL if onednn else "torch reference"] += 1
         backend = PagedBackend(pool)
         backend.begin_step(step.slices)
-        with OneDnnLinears() if onednn else nullcontext():
+        with onednn_linears.OneDnnLinears() if onednn else nullcontext():
             x = self.model.hidden_states(torch.tensor([step.tokens], device=self.device),
                                          torch.tensor(step.positions, device=self.device), backend, n_layers)
         return self.model.compute_logits(x[0, torch.tensor(step.rows, device=self.device)])
