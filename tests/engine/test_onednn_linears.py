@@ -54,8 +54,10 @@ def test_long_prompt_greedy_identical_to_transformers(engine, hf_model):
     assert len(ids) > 150  # longer than the fused step takes in one call: the reference runs it
     runner = runner_for(engine.model)
     before = runner.path_counts[KERNEL]
-    ours = engine.generate_ids(ids, GenerationParams(max_new_tokens=16))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        ours = engine.generate_ids(ids, GenerationParams(max_new_tokens=16))
     assert runner.path_counts[KERNEL] == before + 1  # the prefill, and only it
+    assert any("_linear_pointwise" in e.name for e in prof.events())  # and its linears ran on oneDNN
     with torch.inference_mode():
         ref = hf_model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False,
                                 pad_token_id=engine.config.eos_token_id)
