@@ -168,6 +168,31 @@ def test_paged_decode_matches_gather_and_sdpa(dtype):
     close(out, paged_decode_reference(q, k, v, tables, ctx), dtype)
 
 
+@pytest.mark.parametrize("splits", [2, 3, 8])
+def test_split_k_partials_merge_to_the_same_attention(splits):
+    """Flash-decoding: the table's 8 blocks × 16 positions cut into 2, 3 or 8 partitions (whole 64-position tiles,
+    so at 8 most partitions past 128 are empty). Lengths end inside a tile, on a tile's edge, inside the second
+    partition, at the table's end, and one row is a 0-length padding row whose partials all stay empty."""
+    lens = [5, 64, 65, 90, 0, 128]
+    q, k, v, tables, ctx = paged_case(16, 64, torch.float32, lens, seed=splits)
+    tables = torch.nn.functional.pad(tables, (0, 8 - tables.shape[1]), value=-1)
+    out = paged_decode(q, k, v, tables, ctx, splits=splits)
+    assert not out[4].any()
+    close(out, paged_decode_reference(q, k, v, tables, ctx), torch.float32)
+    close(out, paged_decode(q, k, v, tables, ctx, splits=1), torch.float32)
+
+
+def test_splits_fill_the_machine_and_never_cut_below_a_tile():
+    from inference_core.triton_kernels.paged_decode import BLOCK_N, MAX_SPLITS, num_splits
+
+    cpu = torch.device("cpu")  # counted as 4 SMs: 8 programs wanted
+    assert num_splits(1, 2, 8192, cpu) == 4
+    assert num_splits(8, 9, 8192, cpu) == 1  # the batch alone gives 72 programs
+    assert num_splits(1, 1, 3 * BLOCK_N, cpu) == 3  # 8 wanted, but a partition is at least one tile
+    assert num_splits(1, 1, 1, cpu) == 1
+    assert 1 <= num_splits(1, 1, 10 ** 6, cpu) <= MAX_SPLITS
+
+
 def test_paged_decode_odd_block_size_and_head_dim():
     """block_size 5 and head_dim 48 are padded to 8 and 64 inside the kernel and masked."""
     q, k, v, tables, ctx = paged_case(5, 48, torch.float32, [3, 5, 6, 23])
