@@ -11,6 +11,7 @@ ones for a single request as for a request that shared its steps with others).
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 from .cost import step_cost
@@ -21,14 +22,16 @@ from .trace import RunFinished, TokenStep, TraceEvent
 
 
 class LLMEngine:
-    """One scheduler and one runner over one KV pool. Not thread-safe: one thread calls add/step/abort."""
+    """One scheduler and one runner over one KV pool, lent by the runner (with the CUDA graphs captured over it)
+    until `close()` or until the engine is collected. Not thread-safe: one thread calls add/step/abort."""
 
     def __init__(self, engine, config: SchedulerConfig = SchedulerConfig(), trace: bool = True,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.engine = engine
         self.config = config
         self.runner = runner_for(engine.model)
-        self.pool = self.runner.new_kv_pool(config.num_blocks, config.block_size)
+        self.pool = self.runner.lend_pool(config.num_blocks, config.block_size)
+        self.close = weakref.finalize(self, self.runner.give_back, self.pool)  # idempotent; runs at collection too
         self.scheduler = Scheduler(engine.config, config, engine.tokenizer, trace=trace, clock=clock)
         self.clock = clock
         mc = engine.config
@@ -120,20 +123,23 @@ def generate_one(engine, request: Request, kv_cache: bool = True,
     config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
                              max_num_batched_tokens=max(total, 1), kv_cache=kv_cache)
     llm = LLMEngine(engine, config)
-    llm.drain()
-    llm.add_request(request)
-    stream = RequestStream(engine, llm.scheduler, kv_cache)
-    events = llm.drain()
-    while True:
-        if should_stop is not None and should_stop():
-            events += llm.abort(request.request_id)
-        elif llm.has_work():
-            events += llm.step()
-        for _, ev in stream.route(events):
-            yield ev
-            if isinstance(ev, RunFinished):
-                return
-        events = []
+    try:
+        llm.drain()
+        llm.add_request(request)
+        stream = RequestStream(engine, llm.scheduler, kv_cache)
+        events = llm.drain()
+        while True:
+            if should_stop is not None and should_stop():
+                events += llm.abort(request.request_id)
+            elif llm.has_work():
+                events += llm.step()
+            for _, ev in stream.route(events):
+                yield ev
+                if isinstance(ev, RunFinished):
+                    return
+            events = []
+    finally:
+        llm.close()
 
 
 def run_batch(engine, requests: Iterable[Request], config: SchedulerConfig,
@@ -145,18 +151,21 @@ def run_batch(engine, requests: Iterable[Request], config: SchedulerConfig,
     llm = LLMEngine(engine, config, trace=trace, clock=clock)
     sched = llm.scheduler
     pending = sorted(requests, key=lambda r: (arrival_steps or {}).get(r.request_id, 0))
-    yield from llm.drain()
-    while pending or llm.has_work():
-        if should_stop is not None and should_stop():
-            for r in list(sched.waiting) + list(sched.running):
-                yield from llm.abort(r.request_id)
-            break
-        while pending and (arrival_steps or {}).get(pending[0].request_id, 0) <= sched.step_count:
-            llm.add_request(pending.pop(0))
-        if not llm.has_work():  # idle until the next arrival: time still passes in steps
-            sched.step_count += 1
-            continue
-        yield from llm.step()
+    try:
+        yield from llm.drain()
+        while pending or llm.has_work():
+            if should_stop is not None and should_stop():
+                for r in list(sched.waiting) + list(sched.running):
+                    yield from llm.abort(r.request_id)
+                break
+            while pending and (arrival_steps or {}).get(pending[0].request_id, 0) <= sched.step_count:
+                llm.add_request(pending.pop(0))
+            if not llm.has_work():  # idle until the next arrival: time still passes in steps
+                sched.step_count += 1
+                continue
+            yield from llm.step()
+    finally:
+        llm.close()
     yield BatchRunFinished(metrics=llm.run_metrics())
     return sched
 

@@ -128,6 +128,9 @@ class PagedKVPool:
     def num_blocks(self) -> int:
         return self.k.shape[1]
 
+    def nbytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
     def bytes_per_block(self) -> int:
         """K and V of one block across all layers: block_size tokens' worth of the model's KV bytes."""
         per = self.k[:, 0].numel() * self.k.element_size()

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from . import triton_kernels
 from .model import Transformer
-from .paged import PagedKVPool
+from .paged import PagedKVPool, SeqSlice
 from .request import StepRows
 
 BUCKETS = (1, 2, 4, 8, 16, 32)
@@ -120,11 +120,8 @@ class StepGraphs:
     @torch.inference_mode()
     def run(self, step: StepRows) -> torch.Tensor:
         """Logits [len(step.rows), vocab] at the step's rows; every new token's K/V written to the pool."""
-        n = len(step.tokens)
-        size = bucket_for(n)
-        bucket = self.buckets.get(size)
-        if bucket is None:
-            bucket = self.buckets[size] = _Bucket.allocate(size, self.width, self.pool.k.device)
+        size = bucket_for(len(step.tokens))
+        bucket = self._bucket(size)
         self._fill(bucket, step, size)
         if not self.capture:
             bucket.logits = self._forward(bucket)
@@ -134,6 +131,26 @@ class StepGraphs:
             bucket.graph.replay()
         self.replays[size] = self.replays.get(size, 0) + 1
         return bucket.logits[torch.tensor(step.rows, device=bucket.logits.device)]
+
+    @torch.inference_mode()
+    def prepare_all(self) -> None:
+        """Build (capture, where capturing) every bucket now, so no scheduled step waits for a capture.
+
+        Only over a pool no sequence holds a block of: each warm-up step is token 0 at position 0 of block 0,
+        whose K/V it writes (a later holder writes a position before it reads it)."""
+        for size in BUCKETS:
+            bucket = self._bucket(size)
+            self._fill(bucket, StepRows([0] * size, [0] * size, [0] * size, [0], [SeqSlice(0, size, 1, [0])]), size)
+            if not self.capture:
+                bucket.logits = self._forward(bucket)
+            elif bucket.graph is None:
+                self._capture(bucket)
+
+    def _bucket(self, size: int) -> _Bucket:
+        bucket = self.buckets.get(size)
+        if bucket is None:
+            bucket = self.buckets[size] = _Bucket.allocate(size, self.width, self.pool.k.device)
+        return bucket
 
     def _fill(self, b: _Bucket, step: StepRows, size: int) -> None:
         bs = self.pool.block_size

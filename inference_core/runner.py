@@ -40,8 +40,14 @@ from .quant import QuantizedLinear, quantized_linears
 from .request import ScheduledBatch, StepRows
 from .sampling import sample
 
-SEQUENCE_POOL_STEP = 256  # positions: the size classes of lent sequence pools
+MIN_POOL_BLOCKS = 16  # the smallest size class of lent pools (256 positions at block size 16)
 MAX_SPARE_POOLS = 2  # per size class (concurrent speculative runs each hold one while they run)
+SPARE_POOL_BYTES = 1 << 29  # at most 512 MiB of pools kept between runs (a CPU worker's RAM, a GPU's memory)
+
+
+def pool_size_class(num_blocks: int) -> int:
+    """Blocks a lent pool has for a request of `num_blocks`: the next power of two, at least MIN_POOL_BLOCKS."""
+    return max(MIN_POOL_BLOCKS, 1 << (max(num_blocks, 1) - 1).bit_length())
 
 
 class ModelRunner:
@@ -81,28 +87,40 @@ class ModelRunner:
         return PagedKVPool(n_layers or cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim,
                            weight.dtype, weight.device)
 
-    def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
-        """A sequence of at least `capacity` positions on a pool of its own (speculative target, model draft).
-
-        Pools are lent, not made per sequence: `PagedSequence.close()` returns one, and the next sequence of the
-        same size class reuses it with the CUDA graphs captured over it (a GPU run would otherwise capture them
-        again every time). Sizes are rounded up to 256 positions so most runs share a class. A pool is lent to
-        one sequence at a time; a sequence never reads a position it has not written, so what the last one
-        left in the pool is never seen."""
-        n_blocks = -(-capacity // SEQUENCE_POOL_STEP) * SEQUENCE_POOL_STEP // block_size
-        key = (n_blocks, block_size, n_layers or self.model.config.n_layers)
+    def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None) -> PagedKVPool:
+        """A pool of at least `num_blocks` blocks, lent until `give_back`: a batch run's (LLMEngine), a speculative
+        target's or a model draft's. Sizes round up to a power of two blocks, so runs of similar size share a
+        class and borrow each other's pools with the CUDA graphs captured over them (a GPU step would otherwise
+        capture them again for every run, inside its timings). A new pool's graphs are captured here, for every
+        bucket, before anyone holds a block of it: the warm-up steps write K/V to block 0, which no sequence owns
+        yet, and no later step waits for a capture. A pool is lent to one holder at a time; a holder never reads
+        a position it has not written, so what the last one left in the pool is never seen."""
+        depth = n_layers or self.model.config.n_layers
+        key = (pool_size_class(num_blocks), block_size, depth)
         with self._lock:
             spare = self._spare_pools.get(key)
             pool = spare.pop() if spare else None
         if pool is None:
-            pool = self.new_kv_pool(n_blocks, block_size, n_layers)
-        return PagedSequence(pool, on_close=lambda p: self._give_back(key, p))
+            pool = self.new_kv_pool(*key)
+            if self.use_step_graphs and depth == self.model.config.n_layers:
+                self.step_graphs(pool).prepare_all()
+        return pool
 
-    def _give_back(self, key: tuple[int, int, int], pool: PagedKVPool) -> None:
+    def give_back(self, pool: PagedKVPool) -> None:
+        """Keep a lent pool for the next holder of its size class (at most MAX_SPARE_POOLS per class and
+        SPARE_POOL_BYTES in all; past that it is dropped, and its graphs with it)."""
+        key = (pool.num_blocks, pool.block_size, pool.k.shape[0])
         with self._lock:
             spare = self._spare_pools.setdefault(key, [])
-            if len(spare) < MAX_SPARE_POOLS:
+            kept = sum(p.nbytes() for pools in self._spare_pools.values() for p in pools)
+            if len(spare) < MAX_SPARE_POOLS and kept + pool.nbytes() <= SPARE_POOL_BYTES:
                 spare.append(pool)
+
+    def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
+        """A sequence of at least `capacity` positions on a lent pool of its own (speculative target, model
+        draft); `PagedSequence.close()` gives the pool back."""
+        pool = self.lend_pool(-(-capacity // block_size), block_size, n_layers)
+        return PagedSequence(pool, on_close=self.give_back)
 
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list[int]:
@@ -117,7 +135,8 @@ class ModelRunner:
         """The bucketed step graphs over `pool` (built at first use)."""
         graphs = self._step_graphs.get(pool)
         if graphs is None:
-            graphs = self._step_graphs[pool] = StepGraphs(self.model, pool, capture=True)
+            # captured on a GPU; elsewhere (a test forcing the path on the CPU) the same buffers run eagerly
+            graphs = self._step_graphs[pool] = StepGraphs(self.model, pool, capture=pool.k.is_cuda)
         return graphs
 
     @torch.inference_mode()

@@ -122,6 +122,7 @@ class EngineService:
                 for stream in self._streams.values():
                     stream.put(exc)
                 self._streams.clear()
+                llm.close()
                 llm, streams = self._new_engine()
                 continue
             self._route(llm, streams, events)

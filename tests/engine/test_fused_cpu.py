@@ -139,9 +139,9 @@ def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model,
 
 def test_cache_overflow_is_a_clear_error(tiny_model):
     seq = new_seq(tiny_model, 4)
-    assert seq.capacity == 256  # lent pools come in size classes of 256 positions
-    with pytest.raises(ValueError, match="sequence full: 257 positions > capacity 256"):
-        fused_logits(tiny_model, [1] * 257, seq)
+    assert seq.capacity == 64  # lent pools come in size classes: at least 16 blocks (of 4 positions here)
+    with pytest.raises(ValueError, match="sequence full: 65 positions > capacity 64"):
+        fused_logits(tiny_model, [1] * 65, seq)
     assert seq.length == 0 and seq.table.blocks == []  # nothing written, nothing held
 
 

@@ -143,3 +143,58 @@ def test_captured_buckets_replay_the_scheduled_steps_of_a_batch():
     together = run(prompts)
     assert together == [run([p])[0] for p in prompts]
     assert any(k.startswith("cuda graph paged step") for k in runner.path_counts), runner.path_counts
+
+
+def test_prepare_all_builds_every_bucket_before_any_block_is_held(model):
+    """A new pool's buckets are built (captured, on a GPU) up front; the warm-up writes to block 0 change nothing
+    for the sequences that hold blocks afterwards, block 0 included."""
+    runner = ModelRunner(model)
+    pool = runner.new_kv_pool(64, BS)
+    graphs = StepGraphs(model, pool, capture=False, use_triton=False)
+    graphs.prepare_all()
+    assert sorted(graphs.buckets) == list(BUCKETS) and graphs.replays == {}  # warm-ups are not graph hits
+    assert pool.k[:, 0].any() and not pool.k[:, 1:].any()  # only block 0 was written
+    runner_b, pool_b, tables = prefilled(model, [5, 9])  # a pool that never saw a warm-up
+    assert tables[0][0] == 0  # the first sequence starts on block 0
+    pool.k.copy_(pool_b.k)  # the same sequences now sit in the warmed pool
+    pool.v.copy_(pool_b.v)
+    step = decode_step([5, 9], tables, [7, 8])
+    torch.testing.assert_close(graphs.run(step), runner_b.forward_batch(step, pool_b), atol=2e-5, rtol=1e-4)
+
+
+def test_batch_runs_borrow_a_pool_with_every_bucket_built(model, monkeypatch):
+    """The runner lends an LLMEngine its pool (a power-of-two size class) with the step buckets built when the
+    pool was made; the next run of the class borrows the same pool and buckets, builds nothing, and its
+    outputs are unchanged. The bucket path is forced on the CPU (it runs eagerly there)."""
+    from inference_core import runner as runner_mod
+    from inference_core.engine import Engine
+    from inference_core.llm_engine import drive
+    from inference_core.sampling import SamplingParams
+    from inference_core.scheduler import Request, SchedulerConfig
+
+    engine = Engine("tiny", model, None, torch.device("cpu"))
+    config = SchedulerConfig(block_size=BS, num_blocks=20)
+
+    def outputs() -> list[list[int]]:
+        reqs = [Request(f"r{i}", list(range(3 + i, 9 + 2 * i)), SamplingParams(max_new_tokens=6, stop_at_eos=False))
+                for i in range(3)]
+        drive(engine, reqs, config, trace=False)
+        return [r.output_ids for r in reqs]
+
+    want = outputs()  # the runner's usual CPU path
+    runner = ModelRunner(model)
+    monkeypatch.setattr(runner, "fused", None)
+    monkeypatch.setattr(runner, "_graphable", True)  # CUDA's condition
+    monkeypatch.setitem(runner_mod._runners, model, runner)
+    assert outputs() == want
+    assert [k for k in runner.path_counts if k.startswith("eager paged step")], runner.path_counts
+    (pool,) = [p for pools in runner._spare_pools.values() for p in pools]
+    assert pool.num_blocks == 32  # 20 blocks asked for: the class of 32
+    graphs = runner._step_graphs[pool]
+    buckets = dict(graphs.buckets)
+    assert sorted(buckets) == list(BUCKETS)
+    hits = sum(graphs.replays.values())
+    assert outputs() == want
+    assert [p for pools in runner._spare_pools.values() for p in pools] == [pool]  # borrowed and given back
+    assert runner._step_graphs[pool] is graphs and graphs.buckets == buckets  # nothing built again
+    assert sum(graphs.replays.values()) == 2 * hits
