@@ -369,7 +369,7 @@ class W8A8DynamicLinear(QuantizedLinear):
         if self._packed is not None and x2.shape[0] == 1 and x2.dtype == torch.float32:
             y = torch.ops.quantized.linear_dynamic(x2, self._packed, True)
         else:
-            y = F.linear(fake_quant_activations(x2), self.dequantize())
+            y = F.linear(fake_quant_activations(x2.float()), self.dequantize()).to(x.dtype)
         return y.reshape(*shape[:-1], self.out_features)
 
 
@@ -426,7 +426,7 @@ class LLMInt8Linear(QuantizedLinear):
         if n_out:
             cols = outlier.nonzero()[:, 0]
             y = y + x2[:, cols] @ (self.qweight[:, cols].float() * self.scale[:, None]).T
-        return y.reshape(*shape[:-1], self.out_features)
+        return y.to(x.dtype).reshape(*shape[:-1], self.out_features)  # computed in fp32; a bf16 model gets bf16
 
 
 class BitsAndBytesLinear(QuantizedLinear):

@@ -411,3 +411,17 @@ def test_recorded_report_names_command_date_device_and_counts_the_prepacked_copy
     n_out = 30 * (960 + 576 + 3072 + 576) + 49152  # output channels of the quantized projections and head
     int8_values = rows["int8"]["matmul_weight_bytes"] - 4 * n_out  # minus the fp32 row scales
     assert extra == int8_values + 12 * n_out  # ~135 MB: the prepacked copy of the same int8 values
+
+
+@pytest.mark.parametrize("fmt", ["int8", "w8a8", "int4-g32", "nf4", "fp8", "llm-int8"])
+@pytest.mark.parametrize("rows", [1, 20])
+def test_bf16_activations_stay_bf16(fmt, rows):
+    """bf16 is the default on CUDA: a quantized linear takes bf16 activations and returns bf16 (the K/V it
+    feeds go into a bf16 pool), the same product as in fp32 up to bf16 rounding."""
+    from inference_core.quant import quantize_linear
+
+    q = quantize_linear(_w(96, 576, seed=2), fmt)
+    x = torch.randn(rows, 576, generator=torch.Generator().manual_seed(3))
+    y = q(x.bfloat16())
+    assert y.dtype == torch.bfloat16 and y.shape == (rows, 96)
+    torch.testing.assert_close(y.float(), q(x.bfloat16().float()), rtol=2e-2, atol=2e-2)
