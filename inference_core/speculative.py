@@ -157,7 +157,7 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
         if greedy:
             nxt = int(q[i].argmax())
         else:
-            p_i = p[i] if p is not None else torch.nn.functional.one_hot(idx[i], q.shape[-1]).to(q.dtype)
+            p_i = p[i] if p is not None else torch.nn.functional.one_hot(idx[i], q.shape[-1]).to(q.device, q.dtype)
             residual = (q[i] - p_i).clamp_min(0.0)
             total = float(residual.sum())
             # total > 0 whenever a rejection is possible (q ≠ p); guard float round-off anyway
