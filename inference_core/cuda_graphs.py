@@ -8,7 +8,9 @@ whole fixed capacity with a mask (gpt-fast's static cache, without torch.compile
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
+from typing import Callable, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +20,30 @@ from .kv_cache import KVCache
 from .quant import quantized_linears
 
 CAPACITY_STEP = 256  # graphs are kept per capacity rounded up to this, so most requests reuse one
+
+T = TypeVar("T")
+# One capture at a time in the process: the worker's threads (the batching service, speculative runs, GraphDecoder
+# requests) may each capture, and a capture records whatever its stream launches.
+_capture_lock = threading.Lock()
+
+
+def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
+    """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite.
+
+    Warmed up twice on a side stream first (lazily initialised kernels, cuBLAS workspaces). `thread_local` mode:
+    other threads keep running kernels and synchronising their own streams during a capture; only this thread's
+    unsafe calls would invalidate it."""
+    with _capture_lock:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            out = step()
+    return graph, out
 
 
 @dataclass
@@ -101,24 +127,18 @@ class GraphDecoder:
         return self.model(self.token, self.cache.pos, self.cache, last_only=True)
 
     def _capture(self) -> None:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self.step_fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.logits = self.step_fn()
-        self.graph = graph
+        self.graph, self.logits = capture(self.step_fn)
+
+
+def graphable(model, device: torch.device) -> bool:
+    """A CUDA device, and every quantized linear (if any) runs a fused Triton kernel: the others may synchronise
+    (LLM.int8 counts its outliers on the host) or dequantize per call."""
+    return device.type == "cuda" and all(layer.kernel.startswith("triton-") for layer in quantized_linears(model).values())
 
 
 def graphs_enabled(model, device: torch.device) -> bool:
-    """CUDA device, not disabled by INFERENCE_CUDA_GRAPHS=0, and every quantized linear (if any) runs a fused
-    Triton kernel: the others may synchronise (LLM.int8 counts its outliers on the host) or dequantize per call."""
-    if device.type != "cuda" or not engine_settings().cuda_graphs:
-        return False
-    return all(layer.kernel.startswith("triton-") for layer in quantized_linears(model).values())
+    """Graphs are used now: `graphable`, and not turned off by INFERENCE_CUDA_GRAPHS=0 (read at every call)."""
+    return engine_settings().cuda_graphs and graphable(model, device)
 
 
 def compile_enabled() -> bool:

@@ -6,14 +6,12 @@ for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant.
 step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch). Tested
 token-identical (greedy) against the reference and transformers.
 
-`fused_model(model)` returns a `FusedStep`, or None with `why_not(model)` saying why (compiled kernels
-unavailable, `INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8,
-llm-int8, bitsandbytes). Building one re-lays fp32 projections stored column-major (model.py's batch-1 layout
+`build(model)` returns a `FusedStep`, or None with the reason (compiled kernels unavailable,
+`INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8, llm-int8,
+bitsandbytes); the model's runner builds it once and keeps it. Building one re-lays fp32 projections stored column-major (model.py's batch-1 layout
 for the Python path) back to row-major, which is what the fused kernels read.
 """
 from __future__ import annotations
-
-import weakref
 
 import torch
 from torch import nn
@@ -30,8 +28,6 @@ from .quant import QuantizedLinear
 MAX_FUSED_POSITIONS = 128
 
 _KIND = {"fp32": 0, "int8": 1, "fp8": 2, "nf4": 3, "int4": 4}
-_cache: "weakref.WeakKeyDictionary[Transformer, FusedStep | None]" = weakref.WeakKeyDictionary()
-_reasons: "weakref.WeakKeyDictionary[Transformer, str]" = weakref.WeakKeyDictionary()
 
 
 def enabled() -> bool:
@@ -83,7 +79,8 @@ def _format_name(model: Transformer) -> str:
     return fmt.name if fmt is not None else "fp32"
 
 
-def _build(model: Transformer) -> tuple[FusedStep | None, str]:
+def build(model: Transformer) -> tuple[FusedStep | None, str]:
+    """The model's fused step and "", or None and why there is none."""
     if not enabled():
         return None, "disabled by INFERENCE_CPU_FASTPATH=0"
     if model.tok_embeddings.weight.device.type != "cpu" or model.tok_embeddings.weight.dtype != torch.float32:
@@ -106,16 +103,3 @@ def _build(model: Transformer) -> tuple[FusedStep | None, str]:
     native = kernels.FusedModel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.norm_eps, layers,
                                 model.norm.weight.detach(), head, model.rope_cos, model.rope_sin)
     return FusedStep(model, native, f"cpu-fused-step {_format_name(model)}"), ""
-
-
-def fused_model(model: Transformer) -> FusedStep | None:
-    """The model's fused step, built once per model; None when unavailable (`why_not` says why)."""
-    if model not in _cache:
-        step, reason = _build(model)
-        _cache[model], _reasons[model] = step, reason
-    return _cache[model]
-
-
-def why_not(model: Transformer) -> str:
-    fused_model(model)
-    return _reasons.get(model, "")

@@ -23,7 +23,7 @@ SIZES = {"full": (256, 1024, 7, 8), "quick": (64, 512, 2, 2)}
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        torch.cuda.current_stream(device).synchronize()  # not the device: another thread may be capturing
 
 
 def median_time(fn, repeats: int, device: torch.device | str = "cpu") -> float:

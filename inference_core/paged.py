@@ -123,6 +123,8 @@ class PagedKVPool:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.block_size = block_size
+        # The runner's CUDA graphs over these addresses (paged_graphs.StepGraphs): they live as long as the pool.
+        self.step_graphs = None
 
     @property
     def num_blocks(self) -> int:

@@ -19,12 +19,14 @@ run eagerly (`capture=False`): the tests compare that against the reference step
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from . import triton_kernels
+from .cuda_graphs import capture
 from .model import Transformer
 from .paged import PagedKVPool, SeqSlice
 from .request import StepRows
@@ -103,11 +105,20 @@ class StepGraphs:
     """
 
     def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None) -> None:
-        self.model, self.pool, self.capture = model, pool, capture
+        self.model, self.capture = model, capture
+        # The pool holds its graphs (`PagedKVPool.step_graphs`); a weak reference back lets both go, with the
+        # graphs' GPU memory, as soon as the pool's last holder drops it.
+        self._pool = weakref.ref(pool)
         self.width = min(-(-model.config.max_seq_len // pool.block_size), pool.num_blocks)  # a table never holds more
         self.use_triton = triton_kernels.available() if use_triton is None else use_triton
         self.buckets: dict[int, _Bucket] = {}
         self.replays: dict[int, int] = {}  # bucket → steps run, for the dashboard's "graph hits"
+
+    @property
+    def pool(self) -> PagedKVPool:
+        pool = self._pool()
+        assert pool is not None, "step graphs outlived their pool"
+        return pool
 
     @property
     def kernel(self) -> str:
@@ -173,14 +184,5 @@ class StepGraphs:
         return self.model.compute_logits(x[0])
 
     def _capture(self, b: _Bucket) -> None:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self._forward(b)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            b.logits = self._forward(b)
-        b.graph = graph
-        graph.replay()  # the capture recorded the step without running it
+        b.graph, b.logits = capture(lambda: self._forward(b))
+        b.graph.replay()  # the capture recorded the step without running it

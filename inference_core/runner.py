@@ -23,15 +23,15 @@ cached request still decodes through the Engine's GraphDecoder.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import Counter
 from contextlib import nullcontext
 
 import torch
 
 from .config import engine_settings
-from .cuda_graphs import graphs_enabled
-from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep, fused_model, why_not
+from .cuda_graphs import graphable
+from . import fused_cpu
+from .fused_cpu import MAX_FUSED_POSITIONS, FusedStep
 from .model import Transformer
 from . import onednn_linears
 from .paged import PagedBackend, PagedKVPool, PagedSequence
@@ -54,27 +54,30 @@ class ModelRunner:
     def __init__(self, model: Transformer) -> None:
         self.model = model
         self.device = model.tok_embeddings.weight.device
-        self.fused: FusedStep | None = fused_model(model) if self.device.type == "cpu" else None
+        self.fused: FusedStep | None = None
+        self.fallback_reason = ""  # why a CPU model has no fused step
+        if self.device.type == "cpu":
+            self.fused, self.fallback_reason = fused_cpu.build(model)
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
         # Steps of ≤ 32 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
         # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks. Whether the model
-        # allows graphs is fixed here; INFERENCE_CUDA_GRAPHS is read per step (`use_step_graphs`).
-        self._graphable = self.device.type == "cuda" and graphs_enabled(model, self.device)
+        # allows graphs (device, quantized kernels) is fixed here; INFERENCE_CUDA_GRAPHS is read per step.
+        self._graphable = graphable(model, self.device)
         # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
         self._onednn = self.device.type == "cpu" and onednn_linears.available()
-        self._step_graphs: "weakref.WeakKeyDictionary[PagedKVPool, StepGraphs]" = weakref.WeakKeyDictionary()
         self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
         self._lock = threading.Lock()
         self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
+
+    def __deepcopy__(self, memo: dict) -> None:
+        # A copied model (quantize_model's copy) gets a runner of its own at first use: this one's fused weight
+        # views, pools and graphs belong to the original's tensors.
+        return None
 
     @property
     def kernel(self) -> str:
         """The path a decode step takes, for run headers and reports."""
         return self.fused.kernel if self.fused is not None else "torch reference"
-
-    @property
-    def fallback_reason(self) -> str:
-        return "" if self.fused is not None else why_not(self.model)
 
     @property
     def use_step_graphs(self) -> bool:
@@ -132,12 +135,11 @@ class ModelRunner:
         return [sample(logits[i], r.params, r.generator) for i, r in enumerate(reqs)]
 
     def step_graphs(self, pool: PagedKVPool) -> StepGraphs:
-        """The bucketed step graphs over `pool` (built at first use)."""
-        graphs = self._step_graphs.get(pool)
-        if graphs is None:
+        """The bucketed step graphs over `pool`, kept on it (built at first use)."""
+        if pool.step_graphs is None:
             # captured on a GPU; elsewhere (a test forcing the path on the CPU) the same buffers run eagerly
-            graphs = self._step_graphs[pool] = StepGraphs(self.model, pool, capture=pool.k.is_cuda)
-        return graphs
+            pool.step_graphs = StepGraphs(self.model, pool, capture=pool.k.is_cuda)
+        return pool.step_graphs
 
     @torch.inference_mode()
     def forward_sequence(self, tokens: list[int], seq: PagedSequence, all_rows: bool = False,
@@ -185,14 +187,13 @@ class ModelRunner:
         return self.model.compute_logits(x[0, torch.tensor(step.rows, device=self.device)])
 
 
-_runners: "weakref.WeakKeyDictionary[Transformer, ModelRunner]" = weakref.WeakKeyDictionary()
-
-
 def runner_for(model: Transformer) -> ModelRunner:
-    """One runner per model (built at first use: the fused step's weight views are made once)."""
-    runner = _runners.get(model)
+    """One runner per model (built at first use: the fused step's weight views are made once), kept on the model:
+    the runner refers to its model, so the two (with the runner's pools and graphs) go together when the model's
+    last holder drops it."""
+    runner = model.__dict__.get("_runner")
     if runner is None:
-        runner = _runners[model] = ModelRunner(model)
+        runner = model.__dict__["_runner"] = ModelRunner(model)
     return runner
 
 

@@ -47,7 +47,7 @@ def new_seq(model, capacity: int, n_layers: int | None = None) -> PagedSequence:
 def fused_logits(model, tokens: list[int], seq: PagedSequence, n_layers: int | None = None) -> torch.Tensor:
     """All rows' logits through the runner, asserting it took the fused step."""
     runner = runner_for(model)
-    assert runner.fused is not None, fused_cpu.why_not(model)
+    assert runner.fused is not None, runner.fallback_reason
     before = runner.path_counts[runner.kernel]
     out = runner.forward_sequence(tokens, seq, all_rows=True, n_layers=n_layers)
     assert runner.path_counts[runner.kernel] == before + 1
@@ -120,7 +120,7 @@ def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model,
     summed: a batched step's logits are bit-identical to each sequence's own step."""
     from inference_core.paged import PagedKVPool
 
-    step = fused_cpu.fused_model(tiny_model)
+    step = runner_for(tiny_model).fused
     cfg = tiny_model.config
     pool = PagedKVPool(cfg.n_layers, n_seqs, cfg.n_kv_heads, 16, cfg.head_dim)
     torch.manual_seed(5)

@@ -166,7 +166,6 @@ def test_batch_runs_borrow_a_pool_with_every_bucket_built(model, monkeypatch):
     """The runner lends an LLMEngine its pool (a power-of-two size class) with the step buckets built when the
     pool was made; the next run of the class borrows the same pool and buckets, builds nothing, and its
     outputs are unchanged. The bucket path is forced on the CPU (it runs eagerly there)."""
-    from inference_core import runner as runner_mod
     from inference_core.engine import Engine
     from inference_core.llm_engine import drive
     from inference_core.sampling import SamplingParams
@@ -185,16 +184,62 @@ def test_batch_runs_borrow_a_pool_with_every_bucket_built(model, monkeypatch):
     runner = ModelRunner(model)
     monkeypatch.setattr(runner, "fused", None)
     monkeypatch.setattr(runner, "_graphable", True)  # CUDA's condition
-    monkeypatch.setitem(runner_mod._runners, model, runner)
+    monkeypatch.setitem(model.__dict__, "_runner", runner)  # the runner runner_for(model) returns
     assert outputs() == want
     assert [k for k in runner.path_counts if k.startswith("eager paged step")], runner.path_counts
     (pool,) = [p for pools in runner._spare_pools.values() for p in pools]
     assert pool.num_blocks == 32  # 20 blocks asked for: the class of 32
-    graphs = runner._step_graphs[pool]
+    graphs = pool.step_graphs
     buckets = dict(graphs.buckets)
     assert sorted(buckets) == list(BUCKETS)
     hits = sum(graphs.replays.values())
     assert outputs() == want
     assert [p for pools in runner._spare_pools.values() for p in pools] == [pool]  # borrowed and given back
-    assert runner._step_graphs[pool] is graphs and graphs.buckets == buckets  # nothing built again
+    assert pool.step_graphs is graphs and graphs.buckets == buckets  # nothing built again
     assert sum(graphs.replays.values()) == 2 * hits
+
+
+def test_a_model_its_runner_and_their_pools_go_together():
+    """The runner lives on its model, and a pool holds its step graphs (the module-level tables they sat in kept
+    every model, runner and pool alive for good): once the last holder drops the model, all of them are collected,
+    and a dropped pool frees its graphs at once. A copied model gets a runner of its own."""
+    import copy
+    import gc
+    import weakref
+
+    from inference_core.runner import runner_for
+
+    torch.manual_seed(0)
+    m = build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"))
+    runner = runner_for(m)
+    assert runner_for(m) is runner
+    twin = copy.deepcopy(m)
+    assert runner_for(twin) is not runner and runner_for(twin).model is twin
+
+    dropped = runner.lend_pool(4, BS)
+    graphs = weakref.ref(runner.step_graphs(dropped))
+    assert graphs() is dropped.step_graphs and graphs().pool is dropped
+    del dropped
+    assert graphs() is None  # no cycle: freed without waiting for the collector
+
+    pool = runner.lend_pool(20, BS)
+    runner.step_graphs(pool).prepare_all()
+    runner.give_back(pool)  # kept as a spare by the runner
+    refs = [weakref.ref(x) for x in (m, runner, pool, pool.step_graphs, twin)]
+    del m, runner, pool, twin
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
+
+
+def test_graphs_setting_is_read_per_call_not_fixed_with_the_runner():
+    """A runner built while INFERENCE_CUDA_GRAPHS=0 was in force must use graphs once it is lifted: what the runner
+    fixes at build (`graphable`) depends only on the device and the quantized kernels."""
+    from inference_core.config import settings_override
+    from inference_core.cuda_graphs import graphable, graphs_enabled
+
+    torch.manual_seed(0)
+    m = build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"))
+    cuda = torch.device("cuda")
+    with settings_override(cuda_graphs=False):
+        assert graphable(m, cuda) and not graphs_enabled(m, cuda)
+    assert graphs_enabled(m, cuda) and not graphable(m, torch.device("cpu"))
