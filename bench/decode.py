@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/decode.py [--tokens 64] [--repeats 3] [--device cuda]
 
-Both engines run greedy fp32 on the same prompt in this one process, alternating, so the ratio
-is robust to a busy machine. On the CPU, llama.cpp's `llama-bench` (F32 GGUF of the same weights, as many
+Both engines run greedy in the engine's dtype (fp32 on the CPU, bf16 on CUDA) on the same prompt in this one
+process, alternating, so the ratio is robust to a busy machine. On CUDA transformers also runs its best
+configuration, a static cache with its forward compiled (generate's auto-compile), and the ratio is taken to that. On the CPU, llama.cpp's `llama-bench` (F32 GGUF of the same weights, as many
 threads as ours) runs in the same rounds when `make bench-peers` has built it; the column is skipped otherwise. The roofline is this machine's measured streaming-read bandwidth
 divided by the bytes one decode step must read (all weights + the KV cache so far).
 On CUDA our engine decodes through a captured CUDA graph; `ours (eager)` shows the same engine without
@@ -40,14 +41,16 @@ def ours_decode_tps(engine, ids, n_tokens: int) -> tuple[float, float]:
     return len(decode) / sum(s.step_time_s for s in decode), kv
 
 
-def hf_decode_tps(model, ids, n_tokens: int, eos: int) -> float:
-    """transformers' generate: time for n+1 tokens minus time for 1 token (the prefill) → decode rate."""
+def hf_decode_tps(model, ids, n_tokens: int, eos: int, static: bool = False) -> float:
+    """transformers' generate: time for n+1 tokens minus time for 1 token (the prefill) → decode rate. `static`:
+    a static cache, which makes generate compile the forward on a GPU (one compile per length, at the warm-up)."""
     tokens = torch.tensor([ids], device=model.device)
     sync = torch.cuda.synchronize if tokens.is_cuda else (lambda: None)
+    cache = {"cache_implementation": "static"} if static else {}
 
     def run(n):
         t0 = time.perf_counter()
-        model.generate(tokens, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=eos)
+        model.generate(tokens, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=eos, **cache)
         sync()
         return time.perf_counter() - t0
 
@@ -70,17 +73,19 @@ def main() -> None:
 
     engine = load_engine(DEFAULT_MODEL, device=args.device)
     path = gguf_path(MODELS[DEFAULT_MODEL])
-    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=engine.dtype)
     hf = hf.to(args.device).eval()
     cuda = args.device.startswith("cuda")
     ids = engine.tokenizer.encode(PROMPT)
     cfg = engine.config
-    weight_bytes = cfg.matmul_params() * 4
+    weight_bytes = cfg.matmul_params() * engine.bytes_per_value
 
     peer = llama_cpp.llama_bench_path() if not cuda else None
-    ours, eager, theirs, kv_read, llama = [], [], [], [], []
+    ours, eager, theirs, theirs_static, kv_read, llama = [], [], [], [], [], []
     ours_decode_tps(engine, ids, 8)  # warm-up both
     hf_decode_tps(hf, ids, 4, cfg.eos_token_id)
+    if cuda:  # compiles for both lengths it is timed at
+        hf_decode_tps(hf, ids, args.tokens, cfg.eos_token_id, static=True)
     for _ in range(args.repeats):
         tps, kv = ours_decode_tps(engine, ids, args.tokens)
         ours.append(tps)
@@ -89,6 +94,8 @@ def main() -> None:
             with settings_override(cuda_graphs=False):
                 eager.append(ours_decode_tps(engine, ids, args.tokens)[0])
         theirs.append(hf_decode_tps(hf, ids, args.tokens, cfg.eos_token_id))
+        if cuda:
+            theirs_static.append(hf_decode_tps(hf, ids, args.tokens, cfg.eos_token_id, static=True))
         if peer:
             llama.append(llama_cpp.decode_tps("F32", threads=torch.get_num_threads(), n_gen=args.tokens, repetitions=1))
     bandwidth = measure_read_bandwidth(2**30 if cuda else 512 * 2**20, device=args.device)
@@ -97,7 +104,8 @@ def main() -> None:
     roofline_tps = bandwidth * 1e9 / bytes_per_token
     print(f"device               {torch.cuda.get_device_name() if cuda else 'cpu'}, torch {torch.__version__}")
     print(f"threads              {torch.get_num_threads()}")
-    print(f"bytes per decode step {bytes_per_token / 1e6:.1f} MB (weights {weight_bytes / 1e6:.1f} MB, fp32)")
+    print(f"bytes per decode step {bytes_per_token / 1e6:.1f} MB (weights {weight_bytes / 1e6:.1f} MB, "
+          f"{str(engine.dtype).removeprefix('torch.')})")
     print(f"measured bandwidth   {bandwidth:.1f} GB/s  → roofline {roofline_tps:.1f} tok/s")
     print(f"ours                 {ours_tps:.1f} tok/s  ({ours_tps / roofline_tps:.0%} of roofline)  "
           f"[{runner_for(engine.model).kernel}]")
@@ -105,7 +113,11 @@ def main() -> None:
         eager_tps = statistics.median(eager)
         print(f"ours (eager, no graph) {eager_tps:.1f} tok/s  ({eager_tps / roofline_tps:.0%} of roofline)")
     print(f"transformers         {hf_tps:.1f} tok/s  ({hf_tps / roofline_tps:.0%} of roofline)")
-    print(f"ratio ours/transformers {ours_tps / hf_tps:.2f}×")
+    if theirs_static:
+        hf_tps = statistics.median(theirs_static)
+        print(f"transformers static cache + compile (its best) {hf_tps:.1f} tok/s  ({hf_tps / roofline_tps:.0%} of roofline)")
+    print(f"ratio ours/transformers{' (best)' if theirs_static else ''} {ours_tps / hf_tps:.2f}×  "
+          f"(medians of {len(ours)} interleaved rounds)")
     if llama:
         llama_tps = statistics.median(llama)
         print(f"llama.cpp F32        {llama_tps:.1f} tok/s  ({llama_tps / roofline_tps:.0%} of roofline)")

@@ -57,7 +57,8 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
     backends = {}
     if kv_int8:
         models[KV_INT8] = base.model
-        backends[KV_INT8] = lambda n: Int8KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, n, cfg.head_dim)
+        backends[KV_INT8] = lambda n: Int8KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, n, cfg.head_dim,
+                                                           base.device, base.dtype)
     ids = heldout_ids(base.tokenizer, max_tokens)
     t0 = time.perf_counter()
     quality = compare(models, base.model, ids, window, backends=backends)
@@ -71,7 +72,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
         rows.append({
             "format": f.name, "label": f.label, "kernels": kernels_used(model),
             "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),
-            "kv_bytes_per_token": cfg.kv_bytes_per_token(4),
+            "kv_bytes_per_token": cfg.kv_bytes_per_token(base.bytes_per_value),
             **quality[f.name].to_dict(), "decode_tokens_per_s": speed, "sample": text,
         })
         if f.kind == "llm-int8":  # the most outlier columns any call saw, per quantized projection
@@ -83,7 +84,8 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
         eng = int8_kv_engine(base)
         speed, text = decode_speed(eng, new_tokens=new_tokens, repeats=repeats)
         rows.append({
-            "format": KV_INT8, "label": "fp32 weights, int8 KV cache (per token/head scale)",
+            "format": KV_INT8,
+            "label": f"{str(base.dtype).removeprefix('torch.')} weights, int8 KV cache (per token/head scale)",
             "kernels": kernels_used(base.model), "matmul_weight_bytes": matmul_weight_bytes(base.model),
             "resident_bytes": resident_total(base.model),
             "kv_bytes_per_token": eng.new_cache(1).bytes_per_token_layer() * cfg.n_layers,
