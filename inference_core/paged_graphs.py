@@ -1,8 +1,8 @@
-"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, 8, 16, 32).
+"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, …, 64).
 
 A forward of the 135M model is ~500 small kernels; on a GPU their launches, not the weights' bandwidth, set the
 pace, and the scheduler's batched step, the speculative verify and a draft's guesses all ran eagerly. Here any
-step of at most 32 new tokens is padded to the next bucket and replayed from the graph captured for it.
+step of at most 64 new tokens is padded to the next bucket and replayed from the graph captured for it.
 
 Every token is one row with its own query: row i is token `tokens[i]` at position p of its sequence, attending
 to that sequence's positions [0, p] through its block table. Each layer first writes every row's K/V to its slot,
@@ -31,7 +31,7 @@ from .model import Transformer
 from .paged import PagedKVPool, SeqSlice
 from .request import StepRows
 
-BUCKETS = (1, 2, 4, 8, 16, 32)
+BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
 
 
 def bucket_for(n: int) -> int:
@@ -98,7 +98,7 @@ class _BucketBackend:
 
 
 class StepGraphs:
-    """Steps of at most 32 new tokens over one pool, one graph (or eager buffer set) per token-count bucket.
+    """Steps of at most 64 new tokens over one pool, one graph (or eager buffer set) per token-count bucket.
 
     Built lazily per bucket; capturing warms the step up twice on a side stream first (CUDA's rule for lazily
     initialised kernels). The warm-up runs write the same K/V to the same slots the replay then writes.
@@ -164,19 +164,25 @@ class StepGraphs:
         return bucket
 
     def _fill(self, b: _Bucket, step: StepRows, size: int) -> None:
+        """Copy the step into the bucket's buffers. Host work is per sequence plus a few tensor ops (it runs
+        before every replay, beside a ~2 ms step of 32 rows on a GPU): each sequence's table is built once and
+        indexed per row, and only the table columns the widest sequence uses are written. Columns past them keep
+        an earlier step's block ids, which are ids of this pool (the buffers start at 0): the Triton kernel never
+        reads past a row's length, and the torch path gathers them and masks them out."""
         bs = self.pool.block_size
         pad = size - len(step.tokens)
-        tokens = list(step.tokens) + [step.tokens[-1]] * pad
-        pos = list(step.positions) + [step.positions[-1]] * pad
-        blocks = [step.slices[j].blocks for j in step.seq] + [step.slices[step.seq[-1]].blocks] * pad
+        widest = max(len(s.blocks) for s in step.slices)
+        seq_tables = torch.tensor([s.blocks + [s.blocks[0]] * (widest - len(s.blocks)) for s in step.slices],
+                                  dtype=torch.int32)
+        pos = torch.tensor(step.positions + [step.positions[-1]] * pad)
+        tables = seq_tables[torch.tensor(step.seq + [step.seq[-1]] * pad)]  # [size, widest]
         # host → device copies on the current stream: ordered before the replay that reads them
-        b.tokens.copy_(torch.tensor([tokens]), non_blocking=True)
-        b.positions.copy_(torch.tensor(pos), non_blocking=True)
-        b.slot_block.copy_(torch.tensor([t[p // bs] for t, p in zip(blocks, pos)]), non_blocking=True)
-        b.slot_offset.copy_(torch.tensor([p % bs for p in pos]), non_blocking=True)
-        table = torch.tensor([t + [t[0]] * (self.width - len(t)) for t in blocks], dtype=torch.int32)
-        b.tables.copy_(table, non_blocking=True)
-        b.lens.copy_(torch.tensor([p + 1 for p in pos], dtype=torch.int32), non_blocking=True)
+        b.tokens.copy_(torch.tensor([step.tokens + [step.tokens[-1]] * pad]), non_blocking=True)
+        b.positions.copy_(pos, non_blocking=True)
+        b.slot_block.copy_(tables.gather(1, (pos // bs).unsqueeze(1)).squeeze(1), non_blocking=True)
+        b.slot_offset.copy_(pos % bs, non_blocking=True)
+        b.tables[:, :widest].copy_(tables, non_blocking=True)
+        b.lens.copy_(pos + 1, non_blocking=True)
 
     def _forward(self, b: _Bucket) -> torch.Tensor:
         backend = _BucketBackend(self.pool, b, self.use_triton)

@@ -16,7 +16,7 @@ Two entry points over the same `forward_batch`, both here so a fast path added o
 - `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
   → logits. Speculative rounds (prefill, verify over k+1 positions, a model draft's guesses) call it: they roll
   the sequence back after a rejection, which frees the blocks past its new end.
-On CUDA a step of up to 32 new tokens (a batch of decodes, a speculative verify, a draft's guess, a short prefill
+On CUDA a step of up to 64 new tokens (a batch of decodes, a speculative verify, a draft's guess, a short prefill
 chunk) replays a CUDA graph captured per token-count bucket over the paged pool (paged_graphs.py); a single
 cached request still decodes through the Engine's GraphDecoder.
 """
@@ -59,7 +59,7 @@ class ModelRunner:
         if self.device.type == "cpu":
             self.fused, self.fallback_reason = fused_cpu.build(model)
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
-        # Steps of ≤ 32 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
+        # Steps of ≤ 64 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
         # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks. Whether the model
         # allows graphs (device, quantized kernels) is fixed here; INFERENCE_CUDA_GRAPHS is read per step.
         self._graphable = graphable(model, self.device)

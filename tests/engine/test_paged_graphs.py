@@ -53,8 +53,8 @@ def decode_step(lengths: list[int], tables: list[list[int]], tokens: list[int]) 
 
 
 def test_buckets():
-    assert [bucket_for(n) for n in (1, 2, 3, 5, 8, 9, 17, 32)] == [1, 2, 4, 8, 8, 16, 32, 32]
-    assert BUCKETS[-1] == 32
+    assert [bucket_for(n) for n in (1, 2, 3, 5, 8, 9, 17, 32, 33, 64)] == [1, 2, 4, 8, 8, 16, 32, 32, 64, 64]
+    assert BUCKETS[-1] == 64
 
 
 @pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])
@@ -72,10 +72,12 @@ def test_a_padded_bucket_step_equals_the_reference_step(model, lengths, use_trit
     assert sorted(changed) == sorted({t[n // BS] for t, n in zip(tables, lengths)})
 
 
-def equal_to_reference(model, runner, pool, step: StepRows, use_triton: bool) -> StepGraphs:
-    """The bucket's step and the reference step from the same pool: same logits, same K/V written."""
+def equal_to_reference(model, runner, pool, step: StepRows, use_triton: bool,
+                       graphs: StepGraphs | None = None) -> StepGraphs:
+    """The bucket's step (on new or given `graphs`) and the reference step from the same pool: same logits, same
+    K/V written."""
     before_k, before_v = pool.k.clone(), pool.v.clone()
-    graphs = StepGraphs(model, pool, capture=False, use_triton=use_triton)
+    graphs = graphs or StepGraphs(model, pool, capture=False, use_triton=use_triton)
     assert graphs.applies(step)
     got = graphs.run(step)
     got_k, got_v = pool.k.clone(), pool.v.clone()
@@ -102,6 +104,20 @@ def test_a_speculative_verify_is_causal_rows_of_one_sequence(model, use_triton):
     assert graphs.replays == {8: 1}
 
 
+@pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])
+def test_a_narrower_step_after_a_wider_one_in_the_same_bucket(model, use_triton):
+    """A step writes only the table columns its widest sequence uses: the next, narrower step in the same bucket
+    leaves the wider one's block ids past them, which its rows never attend to."""
+    if use_triton:
+        pytest.importorskip("triton")
+    runner, pool, tables = prefilled(model, [30, 25, 3, 6])
+    graphs = StepGraphs(model, pool, capture=False, use_triton=use_triton)
+    equal_to_reference(model, runner, pool, decode_step([30, 25], tables[:2], [7, 8]), use_triton, graphs)
+    assert graphs.buckets[2].tables[:, 2:].any()  # the wide step's ids sit past the narrow step's columns
+    equal_to_reference(model, runner, pool, decode_step([3, 6], tables[2:], [9, 10]), use_triton, graphs)
+    assert graphs.replays == {2: 2}
+
+
 def test_a_mixed_step_prefill_chunk_and_decodes(model):
     """A short prompt admitted beside two decoding sequences: only each sequence's last row is scored."""
     runner, pool, tables = prefilled(model, [6, 9])
@@ -114,7 +130,7 @@ def test_a_mixed_step_prefill_chunk_and_decodes(model):
 def test_steps_a_graph_does_not_take(model):
     runner, pool, tables = prefilled(model, [6, 9])
     graphs = StepGraphs(model, pool, capture=False, use_triton=False)
-    many = decode_step([6] * 33, [tables[0]] * 33, [5] * 33)
+    many = decode_step([6] * 65, [tables[0]] * 65, [5] * 65)
     assert not graphs.applies(many)  # more tokens than the largest bucket: the reference (or fused) path
     wide = decode_step([6], [list(range(65))], [5])
     assert not graphs.applies(wide)  # a table wider than the pool can hold
