@@ -135,7 +135,8 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
     k = len(drafted)
     idx = torch.tensor(drafted, dtype=torch.long)
     if greedy:  # q may be raw logits here; the one-hot values are what the rule uses
-        q_tok = [float(d == int(q[i].argmax())) for i, d in enumerate(drafted)]
+        top = q.argmax(-1).tolist()  # one device → host copy for the round (on a GPU each int() would sync)
+        q_tok = [float(d == top[i]) for i, d in enumerate(drafted)]
         p_tok = [1.0] * k
     else:
         q_tok = q[torch.arange(k), idx].tolist() if k else []
@@ -145,7 +146,7 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
     outcome = ["not_reached"] * k
     for i in range(k):
         if greedy:
-            ok = drafted[i] == int(q[i].argmax())
+            ok = drafted[i] == top[i]
         else:
             r = _rand(generator)
             uniform[i] = r
@@ -155,7 +156,7 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
             continue
         outcome[i] = "rejected"
         if greedy:
-            nxt = int(q[i].argmax())
+            nxt = top[i]
         else:
             p_i = p[i] if p is not None else torch.nn.functional.one_hot(idx[i], q.shape[-1]).to(q.device, q.dtype)
             residual = (q[i] - p_i).clamp_min(0.0)
@@ -163,7 +164,7 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
             # total > 0 whenever a rejection is possible (q ≠ p); guard float round-off anyway
             nxt = _draw(residual / total if total > 0 else q[i], generator)
         return Verdict(i, nxt, "residual", p_tok, q_tok, ratio, uniform, outcome)
-    nxt = int(q[k].argmax()) if greedy else _draw(q[k], generator)
+    nxt = top[k] if greedy else _draw(q[k], generator)
     return Verdict(k, nxt, "bonus", p_tok, q_tok, ratio, uniform, outcome)
 
 
