@@ -185,8 +185,12 @@ def quantize_nf4(w: torch.Tensor, block: int = NF4_BLOCK) -> tuple[torch.Tensor,
     return pack_nibbles(_ungrouped(codes, w.shape[1]).to(torch.uint8)), absmax.contiguous()
 
 
-def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_BLOCK) -> torch.Tensor:
-    vals = NF4_CODEBOOK.to(packed.device)[unpack_nibbles(packed).long()]
+def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_BLOCK,
+                   codebook: torch.Tensor | None = None) -> torch.Tensor:
+    """`codebook`: the layer's copy on the weights' device (else NF4_CODEBOOK is copied there: a host → device
+    copy, which a CUDA graph capture forbids)."""
+    book = codebook if codebook is not None else NF4_CODEBOOK.to(packed.device)
+    vals = book[unpack_nibbles(packed).long()]
     return _ungrouped(_grouped(vals, block) * absmax[..., None], vals.shape[1])
 
 
@@ -196,8 +200,9 @@ def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_
 # the fp32 GEMM: compute-bound work amortizes the decode, and the GEMV kernels re-read weights per row.
 GEMV_MAX_ROWS = 8
 # On a GPU the fused Triton kernels take decode-sized inputs (a batch step, a verify); a prefill's many rows are
-# compute-bound, where dequantize + cuBLAS wins.
-TRITON_MAX_ROWS = 32
+# compute-bound, where dequantize + cuBLAS wins. At least the step graphs' largest bucket (paged_graphs.BUCKETS):
+# a captured step must never dequantize per call.
+TRITON_MAX_ROWS = 64
 
 
 class QuantizedLinear(nn.Module):
@@ -316,7 +321,7 @@ class NF4Linear(QuantizedLinear):
         self.kernel = _kernel_name(weight, "avx2-nf4-lut-gemv", triton_kernels.KERNEL_NF4)
 
     def dequantize(self):
-        return dequantize_nf4(self.packed, self.absmax, self.fmt.group)
+        return dequantize_nf4(self.packed, self.absmax, self.fmt.group, self.codebook)
 
     def _gemv(self, x2):
         k = _kernels()

@@ -15,9 +15,10 @@ bucket) reads no block and writes zeros. Shapes depend only on B, n_heads and ma
 no host sync, so a CUDA graph can capture it and replay it after the lengths and tables change in place.
 
 Tiling: one program per (query head, sequence, split), heads fastest, so the `group` programs that share a kv
-head run side by side and their K/V reads after the first hit L2. The table's positions are cut into
-`num_splits` equal partitions (flash-decoding): a short context leaves the later partitions' programs with
-nothing to do (they exit at once), a long one is walked by many programs in parallel, which one program per
+head run side by side and their K/V reads after the first hit L2. Each sequence's context is cut into
+`num_splits` equal partitions (flash-decoding; the count is fixed by the shapes, the cut by each length, read on
+the device): a context shorter than that many tiles leaves the last partitions' programs with nothing to do
+(they exit at once), a long one is walked by many programs in parallel, which one program per
 head and sequence could not do (9 heads × 1 sequence would keep 9 of an H100's 132 SMs busy through a 4K
 context). Each program walks its partition in tiles of BLOCK_N positions that may span several pages (a page's
 physical block is looked up per position), scores them by broadcast-multiply + tl.sum (a single query row:
@@ -48,7 +49,7 @@ def num_splits(batch: int, n_heads: int, max_positions: int, device: torch.devic
 @triton.jit
 def _paged_decode_partial(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr, scale,
                           stride_qb, stride_qh, stride_kb, stride_kh, stride_kt, stride_tb, stride_ob, stride_oh,
-                          n_heads, max_blocks, block_size, head_dim, part_len,
+                          n_heads, max_blocks, block_size, head_dim,
                           GROUP: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     head = tl.program_id(0)
     seq = tl.program_id(1)
@@ -61,6 +62,9 @@ def _paged_decode_partial(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, m_
     q = tl.load(q_ptr + seq * stride_qb + head * stride_qh + offs_d, mask=d_ok, other=0.0).to(tl.float32)
     q = q * scale  # fold the softmax scale into q once instead of into every score
     ctx = tl.minimum(tl.load(lens_ptr + seq), max_blocks * block_size)  # never index past the padded table
+    # this sequence's context cut into equal partitions a whole number of tiles long (only the last tile of a
+    # partition is ragged): a 700-token context keeps every partition busy, not the first few of the table's width
+    part_len = tl.cdiv(tl.cdiv(ctx, tl.num_programs(2)), BLOCK_N) * BLOCK_N
     start = split * part_len
     end = tl.minimum(start + part_len, ctx)
     kv_base = kv_head.to(tl.int64) * stride_kh
@@ -147,8 +151,6 @@ def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables
     scale = head_dim ** -0.5 if scale is None else float(scale)
     max_blocks = tables.shape[1]
     n_splits = splits or num_splits(b, n_heads, max_blocks * block_size, q.device)
-    # partitions a whole number of tiles long, so only a context's last tile is ragged
-    part_len = -(-max_blocks * block_size // (n_splits * BLOCK_N)) * BLOCK_N
     block_d = triton.next_power_of_2(head_dim)
     if n_splits > 1:
         m = torch.empty((b, n_heads, n_splits), dtype=torch.float32, device=q.device)
@@ -159,7 +161,7 @@ def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables
     _paged_decode_partial[(n_heads, b, n_splits)](
         q, k, v, tables, context_lens.contiguous(), out, m, l, acc, scale,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), tables.stride(0), out.stride(0), out.stride(1),
-        n_heads, max_blocks, block_size, head_dim, part_len,
+        n_heads, max_blocks, block_size, head_dim,
         GROUP=n_heads // kv_heads, SPLIT=n_splits > 1, BLOCK_N=BLOCK_N, BLOCK_D=block_d)
     if n_splits > 1:
         _paged_decode_merge[(n_heads, b)](m, l, acc, out, out.stride(0), out.stride(1), n_heads, head_dim,

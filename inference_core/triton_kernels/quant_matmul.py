@@ -10,10 +10,10 @@ Nibble order (`pack_nibbles`): in every 32-value chunk, byte j holds value j (lo
 Invariant: every weight byte is read once per call and decoded in registers; products accumulate in fp32;
 the output has x's dtype. `reference(x, layer)` is the torch answer the tests compare with.
 
-Tiling (GEMV-friendly, M = 1..32 decode rows): programs split N into BLOCK_N columns (grid axis 0) and M
-into BLOCK_M rows (axis 1, one program for M ≤ 32); each loops over K, reading each weight tile once.
+Tiling (GEMV-friendly, M = 1..64 decode rows): programs split N into BLOCK_N columns (grid axis 0) and M
+into BLOCK_M rows (axis 1, one program for M ≤ 64); each loops over K, reading each weight tile once.
   * M = 1 (BLOCK_M = 1): broadcast-multiply + tl.sum over a [BLOCK_K, BLOCK_N] tile, one fp32 FMA per weight.
-  * M > 1: `tl.dot` on [BLOCK_M, BLOCK_K] × [BLOCK_K, BLOCK_N] with BLOCK_M padded to 16 or 32 (masked rows
+  * M > 1: `tl.dot` on [BLOCK_M, BLOCK_K] × [BLOCK_K, BLOCK_N] with BLOCK_M padded to 16, 32 or 64 (masked rows
     load zeros). On a GPU tl.dot needs every tile dim ≥ 16; a broadcast-multiply would hold a
     [BLOCK_M, BLOCK_K, BLOCK_N] product in registers (32·128·32 fp32 per program: spills at M = 32).
     The padded MMA rows are free with bf16/fp16 activations (tensor cores; decode is bound by weight bytes).
@@ -39,8 +39,9 @@ BLOCK_K = 128  # K per iteration for per-channel formats: 4 KiB of int8 weight p
 
 
 def _block_m(m: int) -> int:
-    """Rows per program: 1 (the GEMV path), else 16 or 32 (tl.dot's minimum is 16; larger M takes more programs)."""
-    return 1 if m == 1 else 16 if m <= 16 else 32
+    """Rows per program: 1 (the GEMV path), else 16, 32 or 64 (tl.dot's minimum is 16): one program row, so one
+    read of the weights, up to the step graphs' largest bucket; larger M takes more programs."""
+    return 1 if m == 1 else 16 if m <= 16 else 32 if m <= 32 else 64
 
 
 def _dot_f32(x: torch.Tensor) -> bool:

@@ -55,6 +55,11 @@ def decode_step(lengths: list[int], tables: list[list[int]], tokens: list[int]) 
 def test_buckets():
     assert [bucket_for(n) for n in (1, 2, 3, 5, 8, 9, 17, 32, 33, 64)] == [1, 2, 4, 8, 8, 16, 32, 32, 64, 64]
     assert BUCKETS[-1] == 64
+    # every bucket's quantized linears run the fused kernels: a captured step never dequantizes per call (NF4's
+    # dequantize would even copy its codebook from the host, which a capture forbids)
+    from inference_core.quant import TRITON_MAX_ROWS
+
+    assert BUCKETS[-1] <= TRITON_MAX_ROWS
 
 
 @pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])

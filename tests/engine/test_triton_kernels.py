@@ -60,7 +60,7 @@ def quantized(fmt: str, w: torch.Tensor, group: int = 128):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("m", [1, 5, 32])
+@pytest.mark.parametrize("m", [1, 5, 32, 33, 64])
 @pytest.mark.parametrize("fmt", ["int8", "fp8", "int4", "nf4"])
 def test_quant_matmul_matches_dequantize_then_matmul(fmt, m, dtype):
     gen = torch.Generator().manual_seed(m)
@@ -170,9 +170,9 @@ def test_paged_decode_matches_gather_and_sdpa(dtype):
 
 @pytest.mark.parametrize("splits", [2, 3, 8])
 def test_split_k_partials_merge_to_the_same_attention(splits):
-    """Flash-decoding: the table's 8 blocks × 16 positions cut into 2, 3 or 8 partitions (whole 64-position tiles,
-    so at 8 most partitions past 128 are empty). Lengths end inside a tile, on a tile's edge, inside the second
-    partition, at the table's end, and one row is a 0-length padding row whose partials all stay empty."""
+    """Flash-decoding: each context cut into 2, 3 or 8 partitions of whole 64-position tiles (so a short one
+    leaves the last partitions empty). Lengths end inside a tile, on a tile's edge, inside the second partition,
+    at the table's end (8 blocks × 16), and one row is a 0-length padding row whose partials all stay empty."""
     lens = [5, 64, 65, 90, 0, 128]
     q, k, v, tables, ctx = paged_case(16, 64, torch.float32, lens, seed=splits)
     tables = torch.nn.functional.pad(tables, (0, 8 - tables.shape[1]), value=-1)
