@@ -42,7 +42,15 @@ from .sampling import sample
 
 MIN_POOL_BLOCKS = 16  # the smallest size class of lent pools (256 positions at block size 16)
 MAX_SPARE_POOLS = 2  # per size class (concurrent speculative runs each hold one while they run)
-SPARE_POOL_BYTES = 1 << 29  # at most 512 MiB of pools kept between runs (a CPU worker's RAM, a GPU's memory)
+SPARE_POOL_BYTES = 1 << 29  # pools kept between runs on the CPU: at most 512 MiB of a worker's RAM
+
+
+def spare_pool_bytes(device: torch.device) -> int:
+    """How many bytes of pools a runner keeps between runs: SPARE_POOL_BYTES of RAM, an eighth of a GPU's memory
+    (an 8B-shaped model's serving pool is 1 GiB; dropping it would capture its step graphs again every run)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory // 8
+    return SPARE_POOL_BYTES
 
 
 def pool_size_class(num_blocks: int) -> int:
@@ -66,6 +74,7 @@ class ModelRunner:
         # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
         self._onednn = self.device.type == "cpu" and onednn_linears.available()
         self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
+        self._spare_bytes = spare_pool_bytes(self.device)
         self._lock = threading.Lock()
         self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
 
@@ -111,12 +120,12 @@ class ModelRunner:
 
     def give_back(self, pool: PagedKVPool) -> None:
         """Keep a lent pool for the next holder of its size class (at most MAX_SPARE_POOLS per class and
-        SPARE_POOL_BYTES in all; past that it is dropped, and its graphs with it)."""
+        `spare_pool_bytes` in all; past that it is dropped, and its graphs with it)."""
         key = (pool.num_blocks, pool.block_size, pool.k.shape[0])
         with self._lock:
             spare = self._spare_pools.setdefault(key, [])
             kept = sum(p.nbytes() for pools in self._spare_pools.values() for p in pools)
-            if len(spare) < MAX_SPARE_POOLS and kept + pool.nbytes() <= SPARE_POOL_BYTES:
+            if len(spare) < MAX_SPARE_POOLS and kept + pool.nbytes() <= self._spare_bytes:
                 spare.append(pool)
 
     def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:

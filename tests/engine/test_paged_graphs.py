@@ -264,3 +264,25 @@ def test_graphs_setting_is_read_per_call_not_fixed_with_the_runner():
     with settings_override(cuda_graphs=False):
         assert graphable(m, cuda) and not graphs_enabled(m, cuda)
     assert graphs_enabled(m, cuda) and not graphable(m, torch.device("cpu"))
+
+
+def test_spare_pools_are_capped_per_class_and_in_bytes(model):
+    """Given-back pools wait for the next holder of their size class: at most MAX_SPARE_POOLS a class, and no more
+    bytes in all than the device's share (RAM here)."""
+    from inference_core.runner import MAX_SPARE_POOLS, SPARE_POOL_BYTES, pool_size_class
+
+    runner = ModelRunner(model)
+    assert runner._spare_bytes == SPARE_POOL_BYTES
+    lent = [runner.lend_pool(20, BS) for _ in range(MAX_SPARE_POOLS + 1)]
+    assert {p.num_blocks for p in lent} == {pool_size_class(20)} and len({id(p) for p in lent}) == len(lent)
+    for p in lent:
+        runner.give_back(p)
+    assert len(runner._spare_pools[(32, BS, model.config.n_layers)]) == MAX_SPARE_POOLS
+    assert runner.lend_pool(17, BS) in lent  # the same class borrows a spare
+
+    small = ModelRunner(model)
+    small._spare_bytes = lent[0].nbytes() + lent[0].nbytes() // 2
+    a, b = small.lend_pool(20, BS), small.lend_pool(20, BS)
+    small.give_back(a)
+    small.give_back(b)  # over the byte cap: dropped
+    assert small._spare_pools[(32, BS, model.config.n_layers)] == [a]
