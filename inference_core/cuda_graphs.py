@@ -133,7 +133,8 @@ class GraphDecoder:
 def graphable(model, device: torch.device) -> bool:
     """A CUDA device, and every quantized linear (if any) runs a fused Triton kernel: the others may synchronise
     (LLM.int8 counts its outliers on the host) or dequantize per call."""
-    return device.type == "cuda" and all(layer.kernel.startswith("triton-") for layer in quantized_linears(model).values())
+    fused = all(layer.kernel.startswith("triton-") for layer in quantized_linears(model).values())
+    return device.type == "cuda" and fused
 
 
 def graphs_enabled(model, device: torch.device) -> bool:

@@ -135,7 +135,7 @@ class Engine:
                 t0 = time.perf_counter()
                 last = graph.prefill(feed) if step == 0 else graph.decode(feed[0])
                 token = sample(last, params, generator)
-                torch.cuda.current_stream().synchronize()  # this thread's work only: another may be capturing
+                torch.cuda.current_stream().synchronize()  # not the device: another thread may capture
                 dt = time.perf_counter() - t0
                 times.append(dt)
                 seq.append(token)

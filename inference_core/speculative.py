@@ -299,7 +299,7 @@ class SpeculativeRun:
         q = logits.float() if self.sampling.greedy else probabilities(logits, self.sampling)
         verdict = accept(drafted, p, q, self.sampling.greedy, self.generator)
         if self.device.type == "cuda":
-            torch.cuda.current_stream().synchronize()  # this thread's work only: another may be capturing
+            torch.cuda.current_stream().synchronize()  # not the device: another thread may capture
         t2 = time.perf_counter()
         m = verdict.n_accepted
         self.cache.truncate(start + 1 + m)  # keep x_n and the accepted guesses; free the rejected ones' blocks
