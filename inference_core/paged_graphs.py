@@ -106,6 +106,8 @@ class StepGraphs:
 
     def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None) -> None:
         self.model, self.capture = model, capture
+        # A pool shallower than the model is an early-exit draft's: its steps run that many layers, then the head.
+        self.n_layers = pool.k.shape[0] if pool.k.shape[0] < model.config.n_layers else None
         # The pool holds its graphs (`PagedKVPool.step_graphs`); a weak reference back lets both go, with the
         # graphs' GPU memory, as soon as the pool's last holder drops it.
         self._pool = weakref.ref(pool)
@@ -186,7 +188,7 @@ class StepGraphs:
 
     def _forward(self, b: _Bucket) -> torch.Tensor:
         backend = _BucketBackend(self.pool, b, self.use_triton)
-        x = self.model.hidden_states(b.tokens, b.positions, backend)
+        x = self.model.hidden_states(b.tokens, b.positions, backend, self.n_layers)
         return self.model.compute_logits(x[0])
 
     def _capture(self, b: _Bucket) -> None:

@@ -114,7 +114,7 @@ class ModelRunner:
             pool = spare.pop() if spare else None
         if pool is None:
             pool = self.new_kv_pool(*key)
-            if self.use_step_graphs and depth == self.model.config.n_layers:
+            if self.use_step_graphs:
                 self.step_graphs(pool).prepare_all()
         return pool
 
@@ -181,8 +181,8 @@ class ModelRunner:
                 out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
                                                    local, n_layers))
             return torch.cat(out)
-        if self.use_step_graphs and n_layers is None:
-            graphs = self.step_graphs(pool)
+        if self.use_step_graphs and (n_layers or self.model.config.n_layers) == pool.k.shape[0]:
+            graphs = self.step_graphs(pool)  # an early-exit draft's steps too, over its shallower pool
             if graphs.applies(step):
                 self.path_counts[graphs.kernel] += 1
                 return graphs.run(step)

@@ -78,9 +78,9 @@ def test_a_padded_bucket_step_equals_the_reference_step(model, lengths, use_trit
 
 
 def equal_to_reference(model, runner, pool, step: StepRows, use_triton: bool,
-                       graphs: StepGraphs | None = None) -> StepGraphs:
-    """The bucket's step (on new or given `graphs`) and the reference step from the same pool: same logits, same
-    K/V written."""
+                       graphs: StepGraphs | None = None, n_layers: int | None = None) -> StepGraphs:
+    """The bucket's step (on new or given `graphs`) and the reference step (of `n_layers`) from the same pool:
+    same logits, same K/V written."""
     before_k, before_v = pool.k.clone(), pool.v.clone()
     graphs = graphs or StepGraphs(model, pool, capture=False, use_triton=use_triton)
     assert graphs.applies(step)
@@ -88,7 +88,7 @@ def equal_to_reference(model, runner, pool, step: StepRows, use_triton: bool,
     got_k, got_v = pool.k.clone(), pool.v.clone()
     pool.k.copy_(before_k)
     pool.v.copy_(before_v)
-    want = runner.forward_batch(step, pool)
+    want = runner.forward_batch(step, pool, n_layers)
     assert got.shape == want.shape == (len(step.rows), model.config.vocab_size)
     torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
     assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
@@ -286,3 +286,36 @@ def test_spare_pools_are_capped_per_class_and_in_bytes(model):
     small.give_back(a)
     small.give_back(b)  # over the byte cap: dropped
     assert small._spare_pools[(32, BS, model.config.n_layers)] == [a]
+
+
+@pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])
+def test_an_early_exit_drafts_steps_run_its_layers_over_its_shallower_pool(model, use_triton):
+    """An early-exit draft's pool holds only its first layers: a bucket step over it runs those layers and the
+    head, as the reference step with n_layers does (a prompt chunk, then a decode)."""
+    if use_triton:
+        pytest.importorskip("triton")
+    runner = ModelRunner(model)
+    pool = runner.new_kv_pool(16, BS, n_layers=1)
+    graphs = StepGraphs(model, pool, capture=False, use_triton=use_triton)
+    table = [3, 7, 1]
+    prompt = StepRows([5, 9, 2, 44, 8, 1, 7], list(range(7)), [0] * 7, [6], [SeqSlice(0, 7, 7, table)])
+    equal_to_reference(model, runner, pool, prompt, use_triton, graphs, n_layers=1)
+    runner.forward_batch(prompt, pool, n_layers=1)  # the pool as the draft would leave it
+    equal_to_reference(model, runner, pool, decode_step([7], [table], [30]), use_triton, graphs, n_layers=1)
+    assert graphs.replays == {8: 1, 1: 1}
+
+
+def test_the_runner_sends_an_early_exit_drafts_steps_to_its_step_graphs(model, monkeypatch):
+    """With the bucket path forced on the CPU (CUDA's condition), a sequence lent at depth 1 has its buckets
+    built at lending and its steps of n_layers=1 replay them, with the logits of the usual path."""
+    usual = ModelRunner(model)
+    forced = ModelRunner(model)
+    monkeypatch.setattr(forced, "fused", None)
+    monkeypatch.setattr(forced, "_graphable", True)
+    seqs = [r.new_sequence(40, BS, n_layers=1) for r in (usual, forced)]
+    assert sorted(seqs[1].pool.step_graphs.buckets) == list(BUCKETS)  # prepared when lent
+    for feed in ([5, 9, 2, 44, 8], [30], [31, 32, 33]):
+        want, got = (r.forward_sequence(feed, s, all_rows=True, n_layers=1) for r, s in zip((usual, forced), seqs))
+        torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    assert sum(seqs[1].pool.step_graphs.replays.values()) == 3
+    assert [k for k in forced.path_counts if k.startswith("eager paged step")], forced.path_counts
