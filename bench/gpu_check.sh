@@ -67,7 +67,8 @@ bench() {
         case $b in
             decode) step decode 80 "$PY" bench/decode.py --device cuda --tokens 128 --repeats 3 ;;
             batching) step batching 120 env BENCH_DEVICE=cuda "$PY" bench/batching.py ;;
-            speculative) step speculative 80 "$PY" bench/speculative.py --device cuda --quick ;;
+            speculative) step speculative 80 "$PY" bench/speculative.py --device cuda --quick \
+                --drafts ngram:2@4,self-int8@3,self-early-exit:10@3,self-early-exit:20@3 ;;
             quant) step quant 100 "$PY" bench/quant_cuda.py --model speed-llama-3-8b --formats int8,int4-g128 \
                 --no-layers --tokens 64 --rounds 3 ;;
             *) echo "unknown bench $b (decode batching speculative quant)"; exit 2 ;;
