@@ -8,8 +8,9 @@ token-identical (greedy) against the reference and transformers.
 
 `build(model)` returns a `FusedStep`, or None with the reason (compiled kernels unavailable,
 `INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8, llm-int8,
-bitsandbytes); the model's runner builds it once and keeps it. Building one re-lays fp32 projections stored column-major (model.py's batch-1 layout
-for the Python path) back to row-major, which is what the fused kernels read.
+bitsandbytes); the model's runner builds it once and keeps it. Building one re-lays fp32 projections stored
+column-major (model.py's batch-1 layout for the Python path) back to row-major, which is what the fused kernels
+read.
 """
 from __future__ import annotations
 
