@@ -7,10 +7,12 @@
 #                  → .gpu/ (in .gitignore): the model's GGUF in two parts, the gguf package
 # Device call 1:   command "bash bench/gpu_check.sh stage", carry [".gpu/part1"]
 # Device call 2, less than 30 s later (a warm machine keeps /tmp):
-#                  command "bash bench/gpu_check.sh tests bench", carry [".gpu/part2", ".gpu/site"], timeout_s 590
-# Later calls on the warm machine: "bash bench/gpu_check.sh bench quant" (any of: decode batching speculative
-# quant), carrying nothing. Logs go to $OUT/<step>.log (what the tool brings back); each step has its own time
-# limit, so one slow step never costs the others.
+#                  command "bash bench/gpu_check.sh tests bench decode batching", carry [".gpu/part2",
+#                  ".gpu/site"], timeout_s 480
+# Device call 3, at once (the machine goes back after 30 s idle): "bash bench/gpu_check.sh bench speculative quant",
+#                  nothing carried (the model is in /tmp), timeout_s 220
+# About 12 of the session's 15 device minutes with the machine's start. Logs go to $OUT/<step>.log (what the tool
+# brings back); each step has its own time limit, so one slow step never costs the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-var/gpu_check}
@@ -65,7 +67,7 @@ bench() {
     [ ${#which[@]} -eq 0 ] && which=(decode batching speculative quant)
     for b in "${which[@]}"; do
         case $b in
-            decode) step decode 80 "$PY" bench/decode.py --device cuda --tokens 128 --repeats 3 ;;
+            decode) step decode 120 "$PY" bench/decode.py --device cuda --tokens 128 --repeats 3 ;;
             batching) step batching 120 env BENCH_DEVICE=cuda "$PY" bench/batching.py ;;
             speculative) step speculative 80 "$PY" bench/speculative.py --device cuda --quick \
                 --drafts ngram:2@4,self-int8@3,self-early-exit:10@3,self-early-exit:20@3 ;;
