@@ -257,6 +257,36 @@ def test_cuda_quantized_engine_generates(cuda_engine):
 
 
 @needs_cuda
+@pytest.mark.model
+@pytest.mark.parametrize("fmt", ["int8", "int4-g128", "nf4", "fp8"])
+def test_cuda_quantized_step_graphs_capture_every_bucket(cuda_engine, fmt):
+    """A quantized model's pool is lent with every bucket captured (none may dequantize inside a capture: NF4's
+    dequantize copied its codebook from the host, which CUDA refuses), and a 40-token step replayed from the
+    64 bucket gives the eager step's logits."""
+    from inference_core.config import settings_override
+    from inference_core.engine import quantized_engine
+    from inference_core.paged import SeqSlice
+    from inference_core.paged_graphs import BUCKETS
+    from inference_core.request import StepRows
+    from inference_core.runner import runner_for
+
+    runner = runner_for(quantized_engine(cuda_engine, fmt).model)
+    assert runner.use_step_graphs
+    pool = runner.lend_pool(64, 16)
+    graphs = pool.step_graphs
+    assert sorted(graphs.buckets) == list(BUCKETS) and all(b.graph is not None for b in graphs.buckets.values())
+    ids = cuda_engine.tokenizer.encode(" ".join(["the quick brown fox jumps over the lazy dog"] * 5))[:40]
+    step = StepRows(ids, list(range(40)), [0] * 40, list(range(40)), [SeqSlice(0, 40, 40, [1, 2, 3])])
+    got = runner.forward_batch(step, pool).float()
+    assert graphs.replays.get(64) == 1
+    with settings_override(cuda_graphs=False):
+        want = runner.forward_batch(step, pool).float()  # the same K/V again, eagerly
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+    assert (got.argmax(-1) == want.argmax(-1)).float().mean() > 0.95
+    runner.give_back(pool)
+
+
+@needs_cuda
 @pytest.mark.parametrize("fmt", ["bnb-int8", "bnb-nf4"])
 def test_cuda_bitsandbytes_backend_matches_its_own_dequantization(fmt):
     """bitsandbytes as a backend beside ours: its product ≈ x @ its dequantized weightᵀ, the weight really
