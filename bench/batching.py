@@ -204,7 +204,7 @@ def main() -> None:
     engine = load_engine(DEFAULT_MODEL, device=DEVICE)
     print(f"device {DEVICE}, torch threads {torch.get_num_threads()}, quick={QUICK}, clock={CLOCK.__name__}", flush=True)
     g = gemm_ceiling(engine)
-    print(f"{str(engine.dtype).removeprefix('torch.')} matmul ceiling (w_gate_up {tuple(engine.model.layers[0].feed_forward.w_gate_up.weight.shape)}): "
+    print(f"{engine.dtype_name} matmul ceiling (w_gate_up {tuple(engine.model.layers[0].feed_forward.w_gate_up.weight.shape)}): "
           f"{g[1]:.1f} GFLOP/s at 1 row, {g[32]:.1f} at 32 rows → batching makes a token at most "
           f"{g[32] / g[1]:.1f}× cheaper here", flush=True)
     # 64 on a GPU: issue 13's second batching goal (the step graphs' largest bucket)

@@ -4,9 +4,11 @@
 
 Both engines run greedy in the engine's dtype (fp32 on the CPU, bf16 on CUDA) on the same prompt in this one
 process, alternating, so the ratio is robust to a busy machine. On CUDA transformers also runs its best
-configuration, a static cache with its forward compiled (generate's auto-compile), and the ratio is taken to that. On the CPU, llama.cpp's `llama-bench` (F32 GGUF of the same weights, as many
-threads as ours) runs in the same rounds when `make bench-peers` has built it; the column is skipped otherwise. The roofline is this machine's measured streaming-read bandwidth
-divided by the bytes one decode step must read (all weights + the KV cache so far).
+configuration, a static cache with its forward compiled (generate's auto-compile), and the ratio is taken to that.
+On the CPU, llama.cpp's `llama-bench` (F32 GGUF of the same weights, as many threads as ours) runs in the same
+rounds when `make bench-peers` has built it; the column is skipped otherwise. The roofline is this machine's
+measured streaming-read bandwidth divided by the bytes one decode step must read (all weights + the KV cache so
+far).
 On CUDA our engine decodes through a captured CUDA graph; `ours (eager)` shows the same engine without
 it (INFERENCE_CUDA_GRAPHS=0), i.e. what per-kernel launch overhead costs at this model size.
 """
@@ -105,7 +107,7 @@ def main() -> None:
     print(f"device               {torch.cuda.get_device_name() if cuda else 'cpu'}, torch {torch.__version__}")
     print(f"threads              {torch.get_num_threads()}")
     print(f"bytes per decode step {bytes_per_token / 1e6:.1f} MB (weights {weight_bytes / 1e6:.1f} MB, "
-          f"{str(engine.dtype).removeprefix('torch.')})")
+          f"{engine.dtype_name})")
     print(f"measured bandwidth   {bandwidth:.1f} GB/s  → roofline {roofline_tps:.1f} tok/s")
     print(f"ours                 {ours_tps:.1f} tok/s  ({ours_tps / roofline_tps:.0%} of roofline)  "
           f"[{runner_for(engine.model).kernel}]")

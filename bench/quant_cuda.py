@@ -108,7 +108,7 @@ def main() -> None:
         layer_table(bnb, args.rounds)
 
     base = load_engine(args.model, device="cuda")
-    dt = str(base.dtype).removeprefix("torch.")
+    dt = base.dtype_name
     graph, eager = f"{dt} (graph)", f"{dt} (eager)"
     engines: dict[str, Engine] = {graph: base, eager: base}
     for f in (f for f in args.formats.split(",") if f and (bnb or f not in BNB_FORMATS)):

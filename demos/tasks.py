@@ -107,7 +107,7 @@ class Stats:
                 "pid": os.getpid(),
                 "model": settings.ENGINE_MODEL,
                 "device": str(engine.device) if engine is not None else None,
-                "dtype": str(engine.dtype).removeprefix("torch.") if engine is not None else None,
+                "dtype": engine.dtype_name if engine is not None else None,
                 "kernel": _kernel(engine) if engine is not None else None,  # what a decode step runs
                 # forwards per path the engine's runner took (cpu-fused-step, cuda graph paged decode, torch
                 # reference): on a GPU the graph replays are the dashboard's "graph hits"
@@ -332,7 +332,7 @@ def _claim(run_id: str) -> Run | None:
     device and dtype the run's numbers are measured on (an engine that fails to load is reported by the run)."""
     try:
         engine = get_engine()
-        where = {"device": str(engine.device)[:32], "dtype": str(engine.dtype).removeprefix("torch.")[:32]}
+        where = {"device": str(engine.device)[:32], "dtype": engine.dtype_name[:32]}
     except Exception:  # noqa: BLE001 - the run's first step fails with the real error
         where = {}
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(

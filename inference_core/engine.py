@@ -64,6 +64,11 @@ class Engine:
         return self._graph_decoders[capacity]
 
     @property
+    def dtype_name(self) -> str:
+        """"bfloat16", "float32": the dtype as run headers, reports and benches name it."""
+        return str(self.dtype).removeprefix("torch.")
+
+    @property
     def bytes_per_value(self) -> int:
         return torch.tensor([], dtype=self.dtype).element_size()
 
@@ -88,7 +93,7 @@ class Engine:
         """The header of every single-request run (plain, batched or speculative): model, device, prompt, params."""
         cfg = self.config
         return RunStarted(
-            model=self.name, device=str(self.device), dtype=str(self.dtype).removeprefix("torch."),
+            model=self.name, device=str(self.device), dtype=self.dtype_name,
             prompt_token_ids=list(prompt_ids), prompt_tokens=[self.tokenizer.token_text(t) for t in prompt_ids],
             params=asdict(params), n_layers=cfg.n_layers, kv_bytes_per_token=cfg.kv_bytes_per_token(self.bytes_per_value),
         )

@@ -109,7 +109,7 @@ def measure(engine=None, *, device: torch.device | str | None = None, quick: boo
     }
     if engine is not None:
         step_s, step_bytes = decode_step(engine, steps)
-        profile.update(model=engine.name, dtype=str(engine.dtype).removeprefix("torch."),
+        profile.update(model=engine.name, dtype=engine.dtype_name,
                        decode_step_ms=round(step_s * 1e3, 2), decode_bytes_per_step=int(step_bytes))
     profile["measured_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     profile["duration_s"] = round(time.perf_counter() - started, 2)  # the measurement itself

@@ -85,7 +85,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
         speed, text = decode_speed(eng, new_tokens=new_tokens, repeats=repeats)
         rows.append({
             "format": KV_INT8,
-            "label": f"{str(base.dtype).removeprefix('torch.')} weights, int8 KV cache (per token/head scale)",
+            "label": f"{base.dtype_name} weights, int8 KV cache (per token/head scale)",
             "kernels": kernels_used(base.model), "matmul_weight_bytes": matmul_weight_bytes(base.model),
             "resident_bytes": resident_total(base.model),
             "kv_bytes_per_token": eng.new_cache(1).bytes_per_token_layer() * cfg.n_layers,

@@ -410,7 +410,7 @@ def speculate(engine: Engine, prompt_ids: list[int], draft: Draft | str, params:
     if isinstance(draft, str):
         draft = make_draft(engine, draft)
     cfg = engine.config
-    yield RunStarted(model=engine.name, device=str(engine.device), dtype=str(engine.dtype).removeprefix("torch."),
+    yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name,
                      prompt_token_ids=list(prompt_ids), prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids],
                      params={**asdict(params), "draft": draft.name}, n_layers=cfg.n_layers,
                      kv_bytes_per_token=cfg.kv_bytes_per_token(engine.bytes_per_value))
