@@ -112,7 +112,9 @@ class StepGraphs:
         # graphs' GPU memory, as soon as the pool's last holder drops it.
         self._pool = weakref.ref(pool)
         self.width = min(-(-model.config.max_seq_len // pool.block_size), pool.num_blocks)  # a table never holds more
-        self.use_triton = triton_kernels.available() if use_triton is None else use_triton
+        if use_triton is None:  # compiled Triton reads CUDA memory only: a CPU pool on a GPU machine takes torch's path
+            use_triton = triton_kernels.available() and (pool.k.is_cuda or triton_kernels.interpreted())
+        self.use_triton = use_triton
         self.buckets: dict[int, _Bucket] = {}
         self.replays: dict[int, int] = {}  # bucket → steps run, for the dashboard's "graph hits"
 

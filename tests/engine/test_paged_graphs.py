@@ -6,6 +6,7 @@ here, in CI. On a GPU the same steps are captured and replayed (last test).
 """
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -28,6 +29,16 @@ BS = 4
 def model():
     torch.manual_seed(0)
     return build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"))
+
+
+def for_attention(model, use_triton: bool):
+    """The model where its attention path runs: compiled Triton reads CUDA memory only, so on a GPU machine the
+    Triton cases run on the GPU (on the CPU, Triton's interpreter runs them on CPU tensors)."""
+    if use_triton:
+        pytest.importorskip("triton")
+        if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+            return copy.deepcopy(model).to("cuda")
+    return model
 
 
 def prefilled(model, lengths: list[int]):
@@ -65,8 +76,7 @@ def test_buckets():
 @pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])
 @pytest.mark.parametrize("lengths", [[5], [3, 17, 8], [4, 9, 1, 30, 12]], ids=["1→1", "3→4", "5→8"])
 def test_a_padded_bucket_step_equals_the_reference_step(model, lengths, use_triton):
-    if use_triton:
-        pytest.importorskip("triton")
+    model = for_attention(model, use_triton)
     runner, pool, tables = prefilled(model, lengths)
     before = pool.k.clone()
     step = decode_step(lengths, tables, [7 + 3 * i for i in range(len(lengths))])
@@ -100,8 +110,7 @@ def equal_to_reference(model, runner, pool, step: StepRows, use_triton: bool,
 @pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])
 def test_a_speculative_verify_is_causal_rows_of_one_sequence(model, use_triton):
     """k+1 = 5 new tokens of one sequence, every row scored (a verify): row i sees the first i new tokens."""
-    if use_triton:
-        pytest.importorskip("triton")
+    model = for_attention(model, use_triton)
     runner, pool, tables = prefilled(model, [10])
     table = tables[0] + [40, 41]  # room for positions 10..14 (a new block mid-step)
     step = StepRows([7, 8, 9, 10, 11], list(range(10, 15)), [0] * 5, list(range(5)), [SeqSlice(0, 5, 15, table)])
@@ -113,8 +122,7 @@ def test_a_speculative_verify_is_causal_rows_of_one_sequence(model, use_triton):
 def test_a_narrower_step_after_a_wider_one_in_the_same_bucket(model, use_triton):
     """A step writes only the table columns its widest sequence uses: the next, narrower step in the same bucket
     leaves the wider one's block ids past them, which its rows never attend to."""
-    if use_triton:
-        pytest.importorskip("triton")
+    model = for_attention(model, use_triton)
     runner, pool, tables = prefilled(model, [30, 25, 3, 6])
     graphs = StepGraphs(model, pool, capture=False, use_triton=use_triton)
     equal_to_reference(model, runner, pool, decode_step([30, 25], tables[:2], [7, 8]), use_triton, graphs)
@@ -292,8 +300,7 @@ def test_spare_pools_are_capped_per_class_and_in_bytes(model):
 def test_an_early_exit_drafts_steps_run_its_layers_over_its_shallower_pool(model, use_triton):
     """An early-exit draft's pool holds only its first layers: a bucket step over it runs those layers and the
     head, as the reference step with n_layers does (a prompt chunk, then a decode)."""
-    if use_triton:
-        pytest.importorskip("triton")
+    model = for_attention(model, use_triton)
     runner = ModelRunner(model)
     pool = runner.new_kv_pool(16, BS, n_layers=1)
     graphs = StepGraphs(model, pool, capture=False, use_triton=use_triton)
@@ -325,10 +332,8 @@ def test_the_runner_sends_an_early_exit_drafts_steps_to_its_step_graphs(model, m
 def test_bf16_bucket_steps_follow_the_reference(use_triton):
     """bf16, the CUDA default: a bf16 pool's bucket step (bf16 K/V writes, attention over bf16 pages) gives the
     reference step's logits up to bf16 rounding, and bf16 logits."""
-    if use_triton:
-        pytest.importorskip("triton")
     torch.manual_seed(0)
-    m16 = build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"), torch.bfloat16)
+    m16 = for_attention(build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"), torch.bfloat16), use_triton)
     runner, pool, tables = prefilled(m16, [5, 12, 3])
     assert pool.k.dtype == torch.bfloat16
     step = decode_step([5, 12, 3], tables, [7, 8, 9])
@@ -339,3 +344,17 @@ def test_bf16_bucket_steps_follow_the_reference(use_triton):
     want = runner.forward_batch(step, pool)
     assert got.dtype == want.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)  # logits here: std 0.19
+
+
+def test_a_cpu_pool_on_a_gpu_machine_takes_the_torch_attention(model, monkeypatch):
+    """Where compiled Triton runs (a CUDA machine, no interpreter), a CPU engine's step graphs still attend with
+    torch: compiled kernels cannot read CPU memory (the H100 run of session 26 failed here)."""
+    from inference_core import triton_kernels
+
+    runner, pool, tables = prefilled(model, [5, 9])
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(triton_kernels, "why_unavailable", lambda: "")  # what a CUDA machine answers
+    assert not StepGraphs(model, pool, capture=False).use_triton
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert StepGraphs(model, pool, capture=False).use_triton == triton_kernels.available()
+    equal_to_reference(model, runner, pool, decode_step([5, 9], tables, [7, 8]), use_triton=False)
