@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from . import safe_yaml
 from .rendering import ContentError, _LineLoader, _yaml_error_line, yaml_problem
 
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -71,13 +72,18 @@ class TrackFile:
 # --- Parsing ---------------------------------------------------------------------------------
 
 
+def read_utf8(path: Path) -> str:
+    """A course file's text; a ContentError naming the file when it is not UTF-8 (a latin-1 export, say)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContentError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8",
+                           1 + path.read_bytes()[:exc.start].count(b"\n"), str(path)) from None
+
+
 def parse_module_file(path: Path | str) -> ModuleFile:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ContentError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})", 1, str(path)) from None
-    module = parse_module_text(text, str(path))
+    module = parse_module_text(read_utf8(path), str(path))
     if path.stem != module.slug:
         raise ContentError(
             f"slug '{module.slug}' does not match the file name '{path.name}': rename the file to "
@@ -101,7 +107,7 @@ def parse_module_text(text: str, path: str = "<text>") -> ModuleFile:
     fm_text = "\n".join(lines[1:close])
     body = "\n".join(lines[close + 1:])
     try:
-        data = yaml.safe_load(fm_text) if fm_text.strip() else {}
+        data = safe_yaml.load(fm_text) if fm_text.strip() else {}
     except yaml.YAMLError as exc:
         raise ContentError(f"front matter is not valid YAML: {yaml_problem(exc)}", 2 + _yaml_error_line(exc), path) from None
     if not isinstance(data, dict):
@@ -168,7 +174,7 @@ def parse_module_text(text: str, path: str = "<text>") -> ModuleFile:
 
 def parse_tracks_file(path: Path | str) -> list[TrackFile]:
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     try:
         data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:

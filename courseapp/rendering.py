@@ -31,7 +31,9 @@ from mdit_py_plugins.colon_fence import colon_fence_plugin
 
 from serverprofile import figures as server_figures
 
+from .input_limits import MAX_NESTING, NumberTooLong, bounded_int, json_nesting
 from .models import QUIZ_MARKER
+from .safe_yaml import BoundedLoader
 
 logger = logging.getLogger(__name__)
 
@@ -386,13 +388,17 @@ class _Annotator:
             raw, json_line = block, line + 1 + len(token.content) - len(token.content.lstrip("\n"))
         if not raw:
             return name, {}
+        if json_nesting(raw) > MAX_NESTING:
+            raise ContentError(f"{{{kind}}} {name}: props nest more than {MAX_NESTING} levels deep", json_line)
         try:
-            props = json.loads(raw)
+            props = json.loads(raw, parse_int=bounded_int)
         except json.JSONDecodeError as exc:
             raise ContentError(
                 f"{{{kind}}} {name}: props are not valid JSON ({exc.msg} at column {exc.colno})",
                 json_line + exc.lineno - 1,
             ) from None
+        except NumberTooLong as exc:
+            raise ContentError(f"{{{kind}}} {name}: props: {exc}", json_line) from None
         if not isinstance(props, dict):
             raise ContentError(f"{{{kind}}} {name}: props must be a JSON object {{...}}, "
                                f"not {type(props).__name__}", json_line)
@@ -535,8 +541,9 @@ def demo_links_html(name: str) -> str:
 # --- Quiz ------------------------------------------------------------------------------------
 
 
-class _LineLoader(yaml.SafeLoader):
-    """A safe YAML loader that remembers the line of every mapping as `__line__` (0-based)."""
+class _LineLoader(BoundedLoader):
+    """The bounded YAML loader (no aliases: every mapping is its own) that remembers the line of every
+    mapping as `__line__` (0-based)."""
 
     def construct_mapping(self, node, deep=False):
         mapping = super().construct_mapping(node, deep=deep)
