@@ -14,7 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from .authoring import instructor_required
-from .diffs import diff_rows, diff_stats, file_text
+from .diffs import DiffBudget, diff_notice, diff_rows, diff_stats, file_text
+from .input_limits import parse_digits
 from .forms import ModuleForm
 from .loader import authored, save_module
 from .models import Module, Track
@@ -45,16 +46,22 @@ def _revisions(module: Module) -> list:
 @require_GET
 @instructor_required
 def module_history(request, slug: str):
-    """Every revision, newest first, each with what it changed against the one before."""
+    """Every revision, newest first, each with what it changed against the one before.
+
+    All the page's diffs share one work budget, so a long history of repetitive drafts costs no more than one.
+    """
     module = get_object_or_404(Module, slug=slug)
     revisions = _revisions(module)
     rows = []
     track_slugs = dict(Track.objects.values_list("pk", "slug"))
     texts = [revision_text(r, track_slugs) for r in revisions]
+    budget = DiffBudget()
     for index, revision in enumerate(revisions):
         previous = texts[index + 1] if index + 1 < len(texts) else ""
-        added, removed = diff_stats(diff_rows(previous, texts[index], context=0))
-        rows.append({"revision": revision, "added": added, "removed": removed, "number": len(revisions) - index,
+        changes = diff_rows(previous, texts[index], context=0, budget=budget)
+        added, removed = diff_stats(changes)
+        rows.append({"revision": revision, "added": added, "removed": removed, "notice": diff_notice(changes),
+                     "number": len(revisions) - index,
                      "author": revision.history_user.get_username() if revision.history_user else "content files",
                      "reason": revision.history_change_reason or "", "is_latest": index == 0})
     return render(request, "courseapp/authoring/history.html", {
@@ -64,12 +71,13 @@ def module_history(request, slug: str):
 
 
 def _version(module: Module, key: str) -> tuple[str, str]:
-    """(label, file text) of a version named by revision id or "current"."""
+    """(label, file text) of a version named by revision id or "current"; 404 for anything else."""
     if key == CURRENT:
         return "the current version", file_text(*authored(module))
-    if not key.isascii() or not key.isdigit():
+    history_id = parse_digits(key)  # 5,000 digits are no revision, and no reason to parse them
+    if history_id is None:
         raise Http404("No such revision.")
-    revision = module.history.filter(history_id=int(key)).first()
+    revision = module.history.filter(history_id=history_id).first()
     if revision is None:
         raise Http404("No such revision of this module.")
     return f"revision of {revision.history_date:%Y-%m-%d %H:%M}", revision_text(revision)
