@@ -20,6 +20,7 @@ from django.http import FileResponse, Http404, HttpResponse, StreamingHttpRespon
 from django.utils._os import safe_join
 from django.views.decorators.http import require_safe
 
+from .input_limits import MAX_DIGITS, parse_digits
 from .models import Narration
 from .narration import NARRATION_DIR
 from .narration_files import SERVED_TYPES
@@ -28,6 +29,7 @@ MAX_CHUNK = 8 * 1024 * 1024
 READ_SIZE = 64 * 1024
 RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 INSTRUCTOR_PERMISSION = "courseapp.instructor"
+BEYOND_ANY_FILE = 10**MAX_DIGITS
 
 
 def _visible(request, name: str) -> bool:
@@ -50,6 +52,13 @@ def _stream(path: Path, start: int, length: int):
             yield chunk
 
 
+def _offset(digits: str) -> int:
+    """A byte position from the header; past `MAX_DIGITS` digits it is past any file, so it is never parsed
+    (int() of 4,300+ digits raises, and of fewer costs quadratic time for nothing)."""
+    value = parse_digits(digits)
+    return BEYOND_ANY_FILE if value is None else value
+
+
 def byte_range(header: str, size: int) -> tuple[int, int] | None:
     """(start, end) inclusive for a single `bytes=` range, clamped to the file and to MAX_CHUNK bytes;
     None when the header asks for no single range (absent, malformed or several ranges: the whole file
@@ -58,10 +67,10 @@ def byte_range(header: str, size: int) -> tuple[int, int] | None:
     if not match or (not match[1] and not match[2]):
         return None
     if match[1]:
-        start = int(match[1])
-        end = int(match[2]) if match[2] else size - 1
+        start = _offset(match[1])
+        end = _offset(match[2]) if match[2] else size - 1
     else:  # suffix range: the last N bytes
-        start, end = max(0, size - int(match[2])), size - 1
+        start, end = max(0, size - _offset(match[2])), size - 1
     if start >= size or start > end:
         return size, size
     return start, min(end, size - 1, start + MAX_CHUNK - 1)

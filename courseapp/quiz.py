@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 
 from django.core import signing
 
+from .input_limits import parse_digits
+
 PASS_FRACTION = 0.8
 SEED_FIELD = "quiz_seed"
 MAX_SEED = 2**32 - 1
+MAX_POSITION_DIGITS = 4  # a choice's position: no question has 10,000 choices
 SEED_SALT = "courseapp.quiz.seed"
 OUT_OF_DATE = "The quiz form is out of date: reload the page and answer again."
 
@@ -121,9 +124,11 @@ def _positions(question, raw_values) -> set[int]:
     positions = set()
     for value in raw_values:
         text = str(value)
-        if not (text.isascii() and text.isdigit()):
-            raise QuizInputError(f"Question {question.order}: “{text[:20]}” is not one of its choices.")
-        positions.add(int(text))
+        position = parse_digits(text, MAX_POSITION_DIGITS)  # never int() of a 5,000-digit answer
+        if position is None:
+            shown = text if len(text) <= 20 else f"{text[:20]}…"
+            raise QuizInputError(f"Question {question.order}: “{shown}” is not one of its choices.")
+        positions.add(position)
     return positions
 
 
