@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import wave
-
 from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
@@ -140,14 +138,5 @@ class NarrationUploadForm(forms.Form):
         return cleaned
 
     def duration(self) -> float:
-        """The audio length: from the WAV header when possible, else the last cue's end."""
-        audio = self.cleaned_data["audio"]
-        if audio.name.lower().endswith(".wav"):
-            try:
-                with wave.open(audio, "rb") as wav:
-                    return wav.getnframes() / wav.getframerate()
-            except (wave.Error, EOFError):
-                pass
-            finally:
-                audio.seek(0)
-        return max(cue.end for cue in self.cues)
+        """The audio length: from the WAV header (checked in `check_audio`), else the last cue's end."""
+        return self.audio_kind.duration or max(cue.end for cue in self.cues)
