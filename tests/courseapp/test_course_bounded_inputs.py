@@ -103,6 +103,7 @@ def test_an_alias_bomb_is_not_saved_and_the_lesson_keeps_its_text(author):
     (REUSED_MAPPING, "Line 8: quiz is not valid YAML: anchors (&name) and aliases (*name) are not allowed"),
     ("- question: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 32 levels deep"),
     ("- question: Which?\n  choices: " + LONG_NUMBER + "\n", "is too long: at most 18 digits"),
+    ("- question: " + "Why? " * 25_000 + "\n", "this YAML is 125,013 characters long; at most 100,000 are read"),
 ])
 def test_quiz_yaml_that_would_amplify_or_crash_is_a_clear_error(author, quiz, message):
     response = timed(lambda: author.post(reverse("courseapp:author_preview"), {"source": quiz_lesson(quiz)}))
@@ -141,7 +142,8 @@ def test_history_and_diff_of_repetitive_drafts_answer_quickly(author):
                                     {"from": ids[1], "to": "current"}))
     page = text_of(diff)
     assert diff.status_code == 200 and "too repetitive to compare line by line" in page
-    assert page.count('class="diff-added"') >= 2000  # every added line is still shown
+    assert re.search(r"\(\+\d{4} / −\d{4} lines\)", page)  # all counted; the table stops at 5,000 rows, and says so
+    assert page.count("<tr class=") == 5001 and re.search(r"\d+ more rows of this comparison are not shown", page)
 
 
 def test_a_version_too_long_to_compare_says_so(author, monkeypatch):
