@@ -129,8 +129,9 @@ def test_demo_props_too_deep_or_too_long_are_a_clear_error(author, props, messag
 def adversarial_revisions(author) -> list[int]:
     """Two 4–8 KB drafts of repeated lines that cost difflib minutes; returns revision ids, oldest first."""
     batching = Module.objects.get(slug="batching")  # a draft: saved without a live diff to confirm
+    url = reverse("courseapp:author_edit", args=["batching"])
     for source in ("x\n" * 2000, "x\ny\n" * 2000):
-        assert author.post(reverse("courseapp:author_edit", args=["batching"]), edit_data(batching, source)).status_code == 302
+        assert author.post(url, edit_data(batching, source)).status_code == 302
     return list(batching.history.order_by("history_date", "history_id").values_list("history_id", flat=True))
 
 
