@@ -35,6 +35,7 @@ REQUIRED_FIELDS = ("title", "slug", "track", "order")
 COMPUTED_FIELDS = {"reading_time", "reading_minutes", "duration", "narration_length", "word_count"}
 TRACK_FIELDS = ("slug", "title", "order", "summary")
 TRACKS_FILE = "tracks.yaml"
+MAX_ORDER = 2**31 - 1  # the largest value every database's integer column holds (PostgreSQL's is 32-bit)
 
 
 @dataclass
@@ -158,6 +159,8 @@ def parse_module_text(text: str, path: str = "<text>") -> ModuleFile:
     order = data.get("order")
     if not isinstance(order, int) or isinstance(order, bool):
         fail(f"'order' must be a whole number, got {order!r}", "order")
+    if not -MAX_ORDER <= order <= MAX_ORDER:
+        fail(f"'order' must be between {-MAX_ORDER} and {MAX_ORDER}, got {order}", "order")
     module.order = order
     prerequisites = data.get("prerequisites") or []
     if not isinstance(prerequisites, list) or not all(isinstance(p, str) and SLUG_RE.match(p) for p in prerequisites):
@@ -199,8 +202,9 @@ def parse_tracks_file(path: Path | str) -> list[TrackFile]:
             raise ContentError(f"track '{slug}' is defined twice (first on line {seen[slug]})", line, str(path))
         if not isinstance(title, str) or not title.strip():
             raise ContentError(f"track '{slug}' needs a 'title'", line, str(path))
-        if not isinstance(order, int) or isinstance(order, bool):
-            raise ContentError(f"track '{slug}': 'order' must be a whole number", line, str(path))
+        if not isinstance(order, int) or isinstance(order, bool) or not 0 <= order <= MAX_ORDER:
+            raise ContentError(f"track '{slug}': 'order' must be a whole number from 0 to {MAX_ORDER}", line,
+                               str(path))
         if not isinstance(summary, str):
             raise ContentError(f"track '{slug}': 'summary' must be text", line, str(path))
         seen[slug] = line

@@ -4,7 +4,7 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.forms import UserCreationForm
 
-from .content import SLUG_RE
+from .content import MAX_ORDER, SLUG_RE
 from .loader import normalize_newlines, prerequisite_cycle
 from .models import Module, Track
 from .narration_files import check_audio, check_cues
@@ -70,6 +70,13 @@ class ModuleForm(forms.ModelForm):
             if cycle:
                 raise forms.ValidationError(f"These prerequisites form a cycle: {' → '.join(cycle)}.")
         return slugs
+
+    def clean_order(self) -> int:
+        """Within what the content files accept (and PostgreSQL stores), so an export loads again."""
+        order = self.cleaned_data["order"]
+        if not -MAX_ORDER <= order <= MAX_ORDER:
+            raise forms.ValidationError(f"Use a number between {-MAX_ORDER} and {MAX_ORDER}.")
+        return order
 
     def clean_summary(self) -> str:
         """One line, as in the front matter (a pasted line break would not survive export)."""

@@ -99,6 +99,15 @@ def test_an_alias_bomb_is_not_saved_and_the_lesson_keeps_its_text(author):
     assert (intro.source, intro.html, list(intro.questions.values_list("text", flat=True))) == before
 
 
+@pytest.mark.parametrize("order", ["9" * 19, LONG_NUMBER, "-99999999999"])
+def test_an_order_no_database_or_content_file_holds_is_refused_and_nothing_saved(author, order):
+    intro = Module.objects.get(slug="intro")
+    response = timed(lambda: author.post(reverse("courseapp:author_edit", args=["intro"]),
+                                         {**edit_data(intro, intro.source + "\nMore.\n"), "order": order}))
+    assert response.status_code == 200 and "Not saved" in text_of(response)
+    assert Module.objects.get(slug="intro").source == intro.source
+
+
 @pytest.mark.parametrize("quiz, message", [
     (REUSED_MAPPING, "Line 8: quiz is not valid YAML: anchors (&name) and aliases (*name) are not allowed"),
     ("- question: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 32 levels deep"),
@@ -286,6 +295,10 @@ def intro_with(course, body_tail: str) -> bytes:
      "tracks.yaml:1: not valid YAML: anchors (&name) and aliases (*name) are not allowed"),
     (lambda c: {"intro.md": (c / "intro.md").read_text().replace("order: 1", f"order: {LONG_NUMBER}").encode()},
      "intro.md:6: front matter is not valid YAML: the number 99999999999999999999… is too long"),
+    (lambda c: {"tracks.yaml": b"- slug: basics\n  title: Basics\n  order: -1\n"},  # was a database CHECK failure
+     "tracks.yaml:1: track 'basics': 'order' must be a whole number from 0 to 2147483647"),
+    (lambda c: {"intro.md": (c / "intro.md").read_text().replace("order: 1", "order: 99999999999").encode()},
+     "intro.md:6: 'order' must be between -2147483647 and 2147483647, got 99999999999"),
 ])
 def test_a_bad_zip_is_refused_naming_file_and_line_and_changes_nothing(author, course, change, message):
     before = course_state()
