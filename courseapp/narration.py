@@ -212,7 +212,9 @@ def write_vtt(cues: Iterable[TimedCue]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-_TIMING_RE = re.compile(r"^(?:(\d+):)?(\d{2}):(\d{2})\.(\d{3})\s+-->\s+(?:(\d+):)?(\d{2}):(\d{2})\.(\d{3})")
+# ASCII digits only, and at most 6 for the hours: int() of thousands of digits raises, and a float of them overflows.
+_TIMING_RE = re.compile(r"^(?:([0-9]{1,6}):)?([0-9]{2}):([0-9]{2})\.([0-9]{3})\s+-->\s+"
+                        r"(?:([0-9]{1,6}):)?([0-9]{2}):([0-9]{2})\.([0-9]{3})")
 
 
 def _seconds(h, m, s, ms) -> float:

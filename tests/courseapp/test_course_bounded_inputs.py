@@ -346,3 +346,13 @@ def test_a_wav_with_an_absurd_header_is_a_400_and_the_narration_is_kept(author, 
 def test_a_wav_upload_takes_its_duration_from_the_checked_header(author):
     assert upload_narration(author, wav_bytes(seconds=2.5)).status_code == 302
     assert Narration.objects.get(module__slug="intro").duration == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("hours", ["9" * 5000, "9" * 400, "٣"])
+def test_cues_with_thousands_of_digits_of_hours_are_a_400_naming_the_line(author, hours):
+    vtt = f"WEBVTT\n\nc1\n{hours}:00:00.000 --> {hours}:00:01.000\nWhy it matters\n".encode()
+    response = timed(lambda: author.post(reverse("courseapp:author_upload", args=["intro"]), {
+        "audio": SimpleUploadedFile("talk.wav", wav_bytes()), "vtt": SimpleUploadedFile("talk.vtt", vtt)}))
+    assert response.status_code == 400
+    assert "Not a valid WebVTT file: line 4: expected 'HH:MM:SS.mmm --> HH:MM:SS.mmm'" in text_of(response)
+    assert not Narration.objects.filter(module__slug="intro").exists()
