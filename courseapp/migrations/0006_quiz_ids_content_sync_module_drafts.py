@@ -13,15 +13,20 @@ from django.db import migrations, models
 from courseapp.quiz_ids import generated_id, with_quiz_ids
 
 
-def _keys(Question):
-    """{module id: {question order: (question key, {choice order: choice key})}}, generated as the parser does."""
+def _keys(Question, Choice):
+    """{module id: {question order: (question key, {choice order: choice key})}}, generated as the parser does
+    (historical models: no reverse relations, which a reversed migration's state may not have)."""
+    choices_of: dict = {}
+    for question_id, order, text in Choice.objects.order_by("question_id", "order").values_list(
+            "question_id", "order", "text"):
+        choices_of.setdefault(question_id, []).append((order, text))
     by_module: dict = {}
-    for question in Question.objects.order_by("module_id", "order").prefetch_related("choices"):
-        taken = by_module.setdefault(question.module_id, {"taken": set(), "rows": {}})
-        key = generated_id("q", question.text, taken["taken"])
+    for question in Question.objects.order_by("module_id", "order"):
+        entry = by_module.setdefault(question.module_id, {"taken": set(), "rows": {}})
+        key = generated_id("q", question.text, entry["taken"])
         choice_taken: set[str] = set()
-        choices = {c.order: generated_id("c", c.text, choice_taken) for c in question.choices.order_by("order")}
-        taken["rows"][question.order] = (key, choices)
+        choices = {order: generated_id("c", text, choice_taken) for order, text in choices_of.get(question.pk, [])}
+        entry["rows"][question.order] = (key, choices)
     return {module_id: entry["rows"] for module_id, entry in by_module.items()}
 
 
@@ -42,7 +47,7 @@ def _write_ids_into_sources(Module):
 def forwards(apps, schema_editor):
     Module, Question = apps.get_model("courseapp", "Module"), apps.get_model("courseapp", "Question")
     Choice, QuizAttempt = apps.get_model("courseapp", "Choice"), apps.get_model("courseapp", "QuizAttempt")
-    keys = _keys(Question)
+    keys = _keys(Question, Choice)
     for question in Question.objects.all():
         key, choices = keys[question.module_id][question.order]
         Question.objects.filter(pk=question.pk).update(key=key)
@@ -66,10 +71,11 @@ def forwards(apps, schema_editor):
 
 def backwards(apps, schema_editor):
     Question, QuizAttempt = apps.get_model("courseapp", "Question"), apps.get_model("courseapp", "QuizAttempt")
-    positions = {}
-    for question in Question.objects.prefetch_related("choices"):
-        positions[question.module_id, question.key] = (
-            question.order, {c.key: c.order for c in question.choices.all()})
+    Choice = apps.get_model("courseapp", "Choice")
+    choices_of: dict = {}
+    for question_id, key, order in Choice.objects.values_list("question_id", "key", "order"):
+        choices_of.setdefault(question_id, {})[key] = order
+    positions = {(q.module_id, q.key): (q.order, choices_of.get(q.pk, {})) for q in Question.objects.all()}
     for attempt in QuizAttempt.objects.all():
         if not isinstance(attempt.answers, dict):
             continue

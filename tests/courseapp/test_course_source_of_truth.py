@@ -499,3 +499,11 @@ def test_the_migration_gives_existing_quizzes_and_attempts_their_ids(content_dir
     (q1, (yes, _)), (q2, (a, _)) = ids
     stored = new.get_model("courseapp", "QuizAttempt").objects.get(pk=attempt.pk).answers
     assert stored == {q1: [yes], q2: [a], "7": [1]}  # a position the quiz lacks is kept, out of every statistic
+
+    executor = MigrationExecutor(connection)  # and back: positions again
+    executor.migrate(before)
+    back = executor.loader.project_state(before).apps.get_model("courseapp", "QuizAttempt")
+    assert back.objects.get(pk=attempt.pk).answers == {"1": [1], "2": [1], "7": [1]}
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes("courseapp"))
