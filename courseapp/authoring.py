@@ -26,7 +26,8 @@ from serverprofile import figures as server_figures
 from . import archive, content_sync
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
-from .loader import CourseLoadError, export_course, normalize_newlines, save_module, stored_authored
+from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module,
+                     stored_authored)
 from .models import QUIZ_MARKER, Module, ModuleDraft, Narration, Track
 from .quiz import pass_mark
 from .rendering import ContentError, render_markdown
@@ -332,6 +333,11 @@ def export(request):
     written = export_course(settings.CONTENT_DIR)
     messages.success(request, f"Exported {len(written)} file(s) to {settings.CONTENT_DIR}. Review and commit "
                               "them with git; loading the course again leaves these modules as they are.")
+    skipped = not_exported(written)
+    if skipped:
+        messages.warning(request, f"Not written, since their files changed on disk after they were last loaded: "
+                                  f"{', '.join(f'{slug}.md' for slug in skipped)}. Load the course (restart, or "
+                                  "manage.py loadcourse) or resolve the conflicts below first.")
     return redirect("courseapp:author_list")
 
 

@@ -319,12 +319,23 @@ def export_module(row: Module, directory: Path | str, record: bool) -> Path:
     return target
 
 
+def changed_on_disk(row: Module, directory: Path | str) -> bool:
+    """The module's file changed since it was last loaded or exported, to something else than the module:
+    a change not loaded yet (or a conflict), which an export must not overwrite."""
+    path = Path(directory) / f"{row.slug}.md"
+    if not row.synced_file_hash or not path.is_file():
+        return False
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return text_hash(text) != row.synced_file_hash and text != module_text(row)
+
+
 def export_course(directory: Path | str, record: bool | None = None) -> list[Path]:
     """Write tracks.yaml and every module (drafts included) in the canonical file format.
 
     An export to content/ (or with `record`) is what a later load compares against: the files written are
-    the modules as they are now, so none of them counts as edited on the web any more. An export elsewhere
-    (a zip, a copy) records nothing.
+    the modules as they are now, so none of them counts as edited on the web any more; a file that changed
+    on disk since it was last loaded or exported is left as it is (not in the list returned), since writing
+    it would lose that change. An export elsewhere (a zip, a copy) writes every module and records nothing.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -334,5 +345,14 @@ def export_course(directory: Path | str, record: bool | None = None) -> list[Pat
     tracks_path.write_text(serialize_tracks(Track.objects.order_by("order", "slug")), encoding="utf-8", newline="\n")
     written.append(tracks_path)
     for row in Module.objects.select_related("track").order_by("track__order", "order", "slug"):
+        if record and changed_on_disk(row, directory):
+            continue
         written.append(export_module(row, directory, record))
     return written
+
+
+def not_exported(written: list[Path]) -> list[str]:
+    """The modules an `export_course` left out (their files changed on disk since)."""
+    names = {path.name for path in written}
+    return [slug for slug in Module.objects.order_by("slug").values_list("slug", flat=True)
+            if f"{slug}.md" not in names]

@@ -172,6 +172,20 @@ def test_an_export_to_content_records_what_was_written(author, content):
     assert "updated 1" in loadcourse() and "Rewritten in git" in Module.objects.get(slug="intro").source
 
 
+def test_an_export_never_overwrites_a_file_changed_on_disk_since(author, content):
+    edit_on_web(author, "intro", WEB_EDIT)  # a conflict once intro.md changes too
+    change_on_disk(content / "intro.md", "Inference runs for every request.", "Changed on disk meanwhile.")
+    change_on_disk(content / "cache.md", "Keys and values of past tokens.", "Pulled from git, not loaded yet.")
+    page = author.post(reverse("courseapp:author_export"), follow=True).content.decode()
+    assert "Not written, since their files changed on disk after they were last loaded: cache.md, intro.md" in page
+    assert "Changed on disk meanwhile." in (content / "intro.md").read_text()
+    assert "Pulled from git, not loaded yet." in (content / "cache.md").read_text()
+    out = io.StringIO()
+    call_command("exportcourse", str(content), stdout=out)
+    assert "cache.md, intro.md" in out.getvalue()
+    assert "updated 1" in loadcourse() and "conflicts 1" in loadcourse()  # cache loads; intro waits for a choice
+
+
 def test_a_zip_import_counts_as_a_web_edit(author, content):
     exported = author.get(reverse("courseapp:author_export_zip")).content
     edited = io.BytesIO()
