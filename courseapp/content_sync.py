@@ -18,13 +18,14 @@ from .content import parse_module_file
 from .diffs import diff_rows, diff_stats, file_text
 from .loader import (
     LOADED_REASON,
-    _front_matter_of,
     authored,
     edited_on_web,
     export_module,
+    file_front_matter,
     is_module_file,
     module_text,
     normalize_newlines,
+    prerequisite_cycle,
     record_sync,
     render_module_file,
     save_module,
@@ -33,6 +34,7 @@ from .loader import (
 )
 from .models import Module, Track
 from .rendering import ContentError
+
 
 @dataclass
 class PendingConflict:
@@ -71,7 +73,7 @@ def conflicts(directory: Path | str | None = None) -> list[PendingConflict]:
             module, _ = _parsed(path)
         except ContentError:
             continue
-        theirs = (_front_matter_of(module), normalize_newlines(module.body))
+        theirs = (file_front_matter(module), normalize_newlines(module.body))
         if theirs == authored(row):
             continue
         diff = diff_rows(module_text(row), file_text(*theirs))
@@ -100,6 +102,13 @@ def take_file(module: Module) -> None:
     track = Track.objects.filter(slug=parsed.track).first()
     if track is None:
         raise ContentError(f"unknown track '{parsed.track}'", parsed.line_of("track"), shown_path(path))
+    graph = dict(Module.objects.values_list("slug", "prerequisites"))
+    unknown = [slug for slug in parsed.prerequisites if slug not in graph]
+    graph[module.slug] = parsed.prerequisites
+    cycle = prerequisite_cycle(graph, module.slug)
+    if unknown or cycle:
+        problem = f"no module {', '.join(unknown)}" if unknown else f"a cycle {' → '.join(cycle)}"
+        raise ContentError(f"the prerequisites name {problem}", parsed.line_of("prerequisites"), shown_path(path))
     with transaction.atomic():
         save_module(module, parsed.front_matter, parsed.body, rendered, track,
                     reason=f"{LOADED_REASON} {shown_path(path)} over the web edits")

@@ -187,7 +187,7 @@ def load_course(path: Path | str, *, force: bool = False, imported: bool = False
                 rerender(row)  # the renderer or a demo may have changed; what the author wrote did not
                 (report.kept if edited_on_web(row) else report.unchanged).append(module.slug)
                 continue
-            elif authored(row) == (_front_matter_of(module), normalize_newlines(module.body)):
+            elif authored(row) == (file_front_matter(module), normalize_newlines(module.body)):
                 rerender(row)
                 report.unchanged.append(module.slug)
             elif force or imported or not edited_on_web(row):
@@ -245,7 +245,7 @@ def rerender(row: Module) -> None:
     row.replace_quiz(rendered.questions)
 
 
-def _front_matter_of(module: ModuleFile) -> dict:
+def file_front_matter(module: ModuleFile) -> dict:
     """A parsed file's front matter in the shape `authored` gives a row."""
     return {**module.front_matter, "prerequisites": list(module.prerequisites)}
 

@@ -161,6 +161,11 @@ def test_taking_a_broken_file_changes_nothing(author, content):
                        follow=True).content.decode()
     assert "Not changed" in page and "&#x27;order&#x27; must be a whole number" in page
     assert Module.objects.get(slug="intro").source == WEB_EDIT
+    change_on_disk(content / "intro.md", "order: first", "order: 1")
+    change_on_disk(content / "intro.md", "prerequisites: []", "prerequisites: [batching]")  # batching needs intro
+    page = author.post(reverse("courseapp:author_resolve_conflict", args=["intro"]), {"action": "take_file"},
+                       follow=True).content.decode()
+    assert "Not changed" in page and "a cycle intro → batching → intro" in page
 
 
 def test_an_export_to_content_records_what_was_written(author, content):
