@@ -6,7 +6,6 @@ visitors are redirected to the login page, signed-in students get 403.
 from __future__ import annotations
 
 from functools import wraps
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
@@ -26,7 +25,7 @@ from serverprofile import figures as server_figures
 from . import archive, content_sync
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
-from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module,
+from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
                      stored_authored)
 from .models import QUIZ_MARKER, Module, ModuleDraft, Narration, Track
 from .quiz import pass_mark
@@ -347,7 +346,7 @@ def resolve_conflict(request, slug: str):
     """A content file changed on disk while its module was edited here: `action=keep_web` writes the module
     to the file, `action=take_file` loads the file into the module (the web version stays in History)."""
     module = get_object_or_404(Module.objects.select_related("track"), slug=slug)
-    shown = f"{Path(settings.CONTENT_DIR).name}/{slug}.md"
+    shown = shown_path(content_sync.content_path(module))
     action = request.POST.get("action")
     if action == "keep_web":
         content_sync.keep_web(module)
