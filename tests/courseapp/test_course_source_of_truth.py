@@ -111,6 +111,17 @@ def test_a_disk_change_to_a_module_edited_on_the_web_is_a_conflict(author, conte
     assert "Keep the web version" in page and "Take the file's version" in page
 
 
+def test_publishing_or_moving_a_module_on_the_web_is_a_web_edit_too(author, content):
+    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
+    author.post(reverse("courseapp:author_move", args=["cache"]), {"direction": "up"})
+    # Moving cache up swaps it with intro: both places changed.
+    assert "Kept the web edits of 3 module(s) whose file is unchanged: batching, cache, intro" in loadcourse()
+    assert not Module.objects.get(slug="batching").draft
+    change_on_disk(content / "batching.md", "title: Batching", "title: Batching, retitled on disk")
+    assert "CONFLICT content/batching.md" in loadcourse()
+    assert not Module.objects.get(slug="batching").draft and Module.objects.get(slug="batching").title == "Batching"
+
+
 def test_force_takes_every_file(author, content):
     edit_on_web(author, "intro", WEB_EDIT)
     change_on_disk(content / "intro.md", "Inference runs for every request.", "Changed on disk meanwhile.")
