@@ -72,7 +72,7 @@ def import_zip(fileobj: BinaryIO) -> LoadReport:
         root = Path(tmp)
         course_dir = extract(fileobj, root)
         try:
-            report = load_course(course_dir)
+            report = load_course(course_dir, imported=True)  # an instructor's upload: applied, a web edit
         except CourseLoadError as exc:
             raise CourseLoadError([_inside_zip(error, root) for error in exc.errors]) from None
         report.notes = [_strip_root(note, root) for note in report.notes]

@@ -22,11 +22,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from serverprofile import figures as server_figures
 
-from . import archive
+from . import archive, content_sync
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
-from .loader import CourseLoadError, export_course, normalize_newlines, save_module, stored_authored
-from .models import QUIZ_MARKER, Module, Narration, Track
+from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
+                     stored_authored)
+from .models import QUIZ_MARKER, Module, ModuleDraft, Narration, Track
 from .quiz import pass_mark
 from .rendering import ContentError, render_markdown
 from .tasks import attach_upload, enqueue_narration
@@ -79,7 +80,7 @@ def module_list(request):
 def _list_context() -> dict:
     """The authoring list page: every track with its modules in course order, and their narration."""
     tracks = []
-    modules = Module.objects.in_course_order().select_related("narration")
+    modules = Module.objects.in_course_order().select_related("narration", "pending_draft")
     by_track: dict[int, list] = {}
     for module in modules:
         by_track.setdefault(module.track_id, []).append({"module": module, "narration": _narration_state(module)})
@@ -88,7 +89,7 @@ def _list_context() -> dict:
         for index, row in enumerate(rows):
             row["first"], row["last"] = index == 0, index == len(rows) - 1
         tracks.append({"track": track, "rows": rows})
-    return {"tracks": tracks, "content_dir": settings.CONTENT_DIR}
+    return {"tracks": tracks, "content_dir": settings.CONTENT_DIR, "conflicts": content_sync.conflicts()}
 
 
 def _preview_html(rendered) -> str:
@@ -129,8 +130,9 @@ def _new_module_initial() -> dict:
     return {"track": track, "order": (last or 0) + 1, "source": "## First section\n\nWrite the lesson here.\n"}
 
 
-def _live_change(form, module: Module | None) -> dict | None:
-    """What saving would change for students, when the module is published and its text changes.
+def _live_change(module: Module | None, front_matter: dict, source: str) -> dict | None:
+    """What publishing `front_matter` + `source` would change for students, when the module is published and
+    its text changes.
 
     The author confirms after seeing this diff; the confirmation names the proposed version by digest, so
     an edit made after looking at the diff is shown again rather than published unseen.
@@ -138,7 +140,7 @@ def _live_change(form, module: Module | None) -> dict | None:
     stored = stored_authored(module) if module is not None else None
     if stored is None or stored[0]["draft"]:
         return None
-    old, new = file_text(*stored), file_text(form.front_matter(), form.cleaned_data["source"])
+    old, new = file_text(*stored), file_text(front_matter, source)
     rows = diff_rows(old, new)
     if not rows:
         return None
@@ -146,29 +148,79 @@ def _live_change(form, module: Module | None) -> dict | None:
     return {"rows": rows, "added": added, "removed": removed, "digest": content_digest(new)}
 
 
+def _pending(module: Module | None) -> ModuleDraft | None:
+    return ModuleDraft.objects.filter(module=module).first() if module is not None else None
+
+
+def _draft_form(module: Module, pending: ModuleDraft) -> ModuleForm:
+    """The editor filled with the unpublished changes (the module's own values where the draft lacks one)."""
+    fields = pending.front_matter
+    track = Track.objects.filter(slug=fields.get("track")).first() or module.track
+    return ModuleForm(instance=module, initial={
+        "title": fields.get("title", module.title), "short_title": fields.get("short_title", module.short_title),
+        "track": track, "order": fields.get("order", module.order),
+        "prerequisites": ", ".join(fields.get("prerequisites", module.prerequisites)),
+        "summary": fields.get("summary", module.summary), "source": pending.source,
+    })
+
+
+def _edit_page(request, form, module: Module | None, preview: str, pending: ModuleDraft | None,
+               live_change: dict | None = None):
+    context = {**_edit_context(form, module, preview), "live_change": live_change, "pending": pending}
+    return render(request, "courseapp/authoring/edit.html", context)
+
+
 @require_http_methods(["GET", "POST"])
 @instructor_required
 def module_edit(request, slug: str | None = None):
+    """Edit a module. A draft module is saved at once; a saved change to a published module is kept as its
+    unpublished changes (`ModuleDraft`, server-side) and shown as a diff until the author publishes or
+    discards it: students see the published text meanwhile, and the draft survives leaving the page."""
     module = get_object_or_404(Module.objects.select_related("track", "narration"), slug=slug) if slug else None
+    pending = _pending(module)
     form = ModuleForm(request.POST or None, instance=module, initial=None if module else _new_module_initial())
     if request.method == "POST":
         if form.is_valid():
             if request.POST.get("action") == "preview":
-                return render(request, "courseapp/authoring/edit.html",
-                              _edit_context(form, module, _preview_html(form.rendered)))
-            live_change = _live_change(form, module)
+                return _edit_page(request, form, module, _preview_html(form.rendered), pending)
+            front_matter, source = form.front_matter(), form.cleaned_data["source"]
+            live_change = _live_change(module, front_matter, source)
             if live_change and request.POST.get("confirm_live") != live_change["digest"]:
-                return render(request, "courseapp/authoring/edit.html",
-                              {**_edit_context(form, module, _preview_html(form.rendered)), "live_change": live_change})
+                pending, _ = ModuleDraft.objects.update_or_create(module=module, defaults={
+                    "front_matter": front_matter, "source": source, "author": request.user})
+                return _edit_page(request, form, module, _preview_html(form.rendered), pending, live_change)
             row = module or Module()
             with transaction.atomic():
-                save_module(row, form.front_matter(), form.cleaned_data["source"], form.rendered,
-                            form.cleaned_data["track"], reason="Edited in the authoring page")
+                save_module(row, front_matter, source, form.rendered, form.cleaned_data["track"],
+                            reason="Edited in the authoring page")
+                ModuleDraft.objects.filter(module=row).delete()  # published, or the edit took its place
             messages.success(request, f"Saved “{row.title}”" + (" (draft)." if row.draft else "."))
             return redirect("courseapp:author_edit", slug=row.slug)
         messages.error(request, "Not saved: please fix the errors below.")
-    preview = _preview_html(render_markdown(module.source)) if module and request.method == "GET" else ""
-    return render(request, "courseapp/authoring/edit.html", _edit_context(form, module, preview))
+        return _edit_page(request, form, module, "", pending)
+    if pending is not None:
+        form = _draft_form(module, pending)
+        try:
+            rendered = render_markdown(pending.source)
+        except ContentError as exc:  # the renderer grew stricter since: the editor shows why on the next save
+            preview = render_to_string("courseapp/authoring/_preview_error.html", {"message": exc.message})
+        else:
+            preview = _preview_html(rendered)
+        live_change = _live_change(module, pending.front_matter, pending.source)
+        return _edit_page(request, form, module, preview, pending, live_change)
+    preview = _preview_html(render_markdown(module.source)) if module else ""
+    return _edit_page(request, form, module, preview, None)
+
+
+@require_POST
+@instructor_required
+def discard_draft(request, slug: str):
+    """Drop a published module's unpublished changes (students never saw them)."""
+    module = get_object_or_404(Module, slug=slug)
+    deleted, _ = ModuleDraft.objects.filter(module=module).delete()
+    if deleted:
+        messages.success(request, f"Discarded the unpublished changes to “{module.title}”.")
+    return redirect("courseapp:author_edit", slug=slug)
 
 
 @require_POST
@@ -279,7 +331,35 @@ def narration_upload(request, slug: str):
 def export(request):
     written = export_course(settings.CONTENT_DIR)
     messages.success(request, f"Exported {len(written)} file(s) to {settings.CONTENT_DIR}. Review and commit "
-                              "them with git: content/ is the source of truth.")
+                              "them with git; loading the course again leaves these modules as they are.")
+    skipped = not_exported(written)
+    if skipped:
+        messages.warning(request, f"Not written, since their files changed on disk after they were last loaded: "
+                                  f"{', '.join(f'{slug}.md' for slug in skipped)}. Load the course (restart, or "
+                                  "manage.py loadcourse) or resolve the conflicts below first.")
+    return redirect("courseapp:author_list")
+
+
+@require_POST
+@instructor_required
+def resolve_conflict(request, slug: str):
+    """A content file changed on disk while its module was edited here: `action=keep_web` writes the module
+    to the file, `action=take_file` loads the file into the module (the web version stays in History)."""
+    module = get_object_or_404(Module.objects.select_related("track"), slug=slug)
+    shown = shown_path(content_sync.content_path(module))
+    action = request.POST.get("action")
+    if action == "keep_web":
+        content_sync.keep_web(module)
+        messages.success(request, f"Kept the web version of “{module.title}”: written to {shown}.")
+    elif action == "take_file":
+        try:
+            content_sync.take_file(module)
+        except ContentError as exc:
+            messages.error(request, f"Not changed: {exc}. Fix the file, or keep the web version.")
+            return redirect("courseapp:author_list")
+        messages.success(request, f"“{module.title}” now has {shown}'s version; the web version is in its History.")
+    else:
+        messages.error(request, "Choose to keep the web version or to take the file's.")
     return redirect("courseapp:author_list")
 
 

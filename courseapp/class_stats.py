@@ -9,9 +9,10 @@ Definitions (the dashboard, its CSV and the tests share them):
   they submitted its quiz in it. `ModuleProgress.visited_at` is the *last* visit (it is `auto_now`), so a
   learner who first came before the range and came back inside it counts as started in it.
 - A learner *completed* it in the range when their `completed_at` falls in it; so completed ⊆ started.
-- Quiz questions and choices are matched to the stored answers by their authored order, and correctness is
+- Quiz questions and choices are matched to the stored answers by their stable ids (`courseapp.quiz_ids`),
+  so reordering a quiz or its choices keeps every answer on its question and choice; correctness is
   re-derived from the quiz as it is now (an answer is correct when its set of choices is exactly the set of
-  correct choices, as in `quiz.grade`). Orders the current quiz lacks (it was edited since) are ignored.
+  correct choices, as in `quiz.grade`). Ids the current quiz lacks (deleted since) are ignored.
 - A demo run belongs to a module when the module embeds a demo of that name: a demo embedded in two modules
   counts for both, and runs are not tied to the page they were started from.
 """
@@ -97,7 +98,8 @@ class QuizSummary:
 
 @dataclass(frozen=True)
 class ChoiceStats:
-    order: int
+    order: int  # its place in the question now
+    key: str
     text: str
     correct: bool
     picks: int
@@ -111,7 +113,8 @@ class ChoiceStats:
 
 @dataclass(frozen=True)
 class QuestionStats:
-    order: int
+    order: int  # its place in the quiz now
+    key: str
     text: str
     answered: int  # attempts that picked at least one choice
     correct: int  # of those, attempts whose picks are exactly the correct choices
@@ -217,14 +220,14 @@ def quiz_summary(attempts: QuerySet) -> QuizSummary:
     return QuizSummary(attempts=count, passed=passed, mean_score_percent=percent_sum / count if count else None)
 
 
-def chosen_orders(answers: object, question_order: int) -> set[int]:
-    """The choice orders an attempt picked for a question; empty for a missing or malformed entry."""
+def chosen_keys(answers: object, question_key: str) -> set[str]:
+    """The choice ids an attempt picked for a question; empty for a missing or malformed entry."""
     if not isinstance(answers, dict):
         return set()
-    picked = answers.get(str(question_order))
+    picked = answers.get(question_key)
     if not isinstance(picked, list):
         return set()
-    return {value for value in picked if isinstance(value, int) and not isinstance(value, bool)}
+    return {value for value in picked if isinstance(value, str)}
 
 
 def question_stats(questions: list[Question], answer_sets: list[object]) -> list[QuestionStats]:
@@ -232,20 +235,20 @@ def question_stats(questions: list[Question], answer_sets: list[object]) -> list
     result = []
     for question in questions:
         choices = list(question.choices.all())
-        correct_set = {choice.order for choice in choices if choice.correct}
-        known = {choice.order for choice in choices}
-        picks: Counter[int] = Counter()
+        correct_set = {choice.key for choice in choices if choice.correct}
+        known = {choice.key for choice in choices}
+        picks: Counter[str] = Counter()
         answered = correct = 0
         for answers in answer_sets:
-            picked = chosen_orders(answers, question.order) & known
+            picked = chosen_keys(answers, question.key) & known
             if not picked:
                 continue
             answered += 1
             correct += picked == correct_set
             picks.update(picked)
         result.append(QuestionStats(
-            order=question.order, text=question.text, answered=answered, correct=correct,
-            choices=[ChoiceStats(order=c.order, text=c.text, correct=c.correct, picks=picks[c.order],
+            order=question.order, key=question.key, text=question.text, answered=answered, correct=correct,
+            choices=[ChoiceStats(order=c.order, key=c.key, text=c.text, correct=c.correct, picks=picks[c.key],
                                  answered=answered) for c in choices],
         ))
     return result

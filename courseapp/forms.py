@@ -8,6 +8,7 @@ from .content import MAX_ORDER, SLUG_RE
 from .loader import normalize_newlines, prerequisite_cycle
 from .models import Module, Track
 from .narration_files import check_audio, check_cues
+from .quiz_ids import with_stable_ids
 from .rendering import ContentError, render_markdown
 
 
@@ -50,7 +51,8 @@ class ModuleForm(forms.ModelForm):
         if self.instance.pk:
             self.fields["slug"].disabled = True
             self.fields["slug"].help_text = "The slug names the content file and URL; it is fixed once created."
-            self.initial["prerequisites"] = ", ".join(self.instance.prerequisites)
+            if not isinstance(self.initial.get("prerequisites"), str):  # a draft's, given as text, stays
+                self.initial["prerequisites"] = ", ".join(self.instance.prerequisites)
 
     def clean_prerequisites(self) -> list[str]:
         raw = self.cleaned_data.get("prerequisites") or ""
@@ -91,7 +93,8 @@ class ModuleForm(forms.ModelForm):
     def clean_source(self) -> str:
         source = normalize_newlines(self.cleaned_data.get("source") or "")  # browsers post CRLF
         try:
-            self.rendered = render_markdown(source)
+            # The quiz ids a question or choice lacks are written into the saved text, so they persist.
+            source, self.rendered = with_stable_ids(source, render_markdown(source))
         except ContentError as exc:
             if exc.line:  # the editor marks the line in its gutter (static/js/authoring.js)
                 self.fields["source"].widget.attrs["data-error-line"] = exc.line

@@ -1,9 +1,18 @@
-"""Load `content/` into the database (all or nothing) and export the database back to files."""
+"""Load `content/` into the database (all or nothing) and export the database back to files.
+
+Once a module is in the database, the database is its source of truth: a load applies a content file only
+when the file changed since it was last loaded or exported *and* the module was not edited on the web since
+(`edited_on_web`); a file changed on both sides is a conflict, reported and left for an instructor to resolve
+(`courseapp.content_sync`), never applied silently. Each module records what the two last agreed on:
+`synced_file_hash` (the file's text) and `synced_hash` (the module's own file text at that moment).
+"""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 
 from .content import (
@@ -14,8 +23,12 @@ from .content import (
     serialize_module,
     serialize_tracks,
 )
+from .diffs import file_text
 from .models import Module, Track
+from .quiz_ids import with_stable_ids
 from .rendering import ContentError, RenderedModule, render_markdown
+
+LOADED_REASON = "Loaded from"
 
 
 class CourseLoadError(Exception):
@@ -26,13 +39,62 @@ class CourseLoadError(Exception):
         super().__init__("\n".join(str(e) for e in errors))
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A content file changed on disk while its module was edited on the web: neither side was applied."""
+
+    slug: str
+    path: str
+
+    def __str__(self) -> str:
+        return (f"CONFLICT {self.path}: changed on disk and edited on the web since it was last loaded or "
+                "exported; the file was not applied.")
+
+
 @dataclass
 class LoadReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # edited on the web, file unchanged: the web version stays
+    conflicts: list[Conflict] = field(default_factory=list)
     tracks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def module_text(row: Module) -> str:
+    """The module as its content file would be written (`export_course`)."""
+    return file_text(*authored(row))
+
+
+def edited_on_web(row: Module) -> bool:
+    """Changed in the database since content/ and it last agreed, or holding unpublished changes.
+
+    A module loaded before this record existed (blank `synced_hash`) counts as edited unless its newest
+    revision is a load: when in doubt, a load reports a conflict rather than overwrite an instructor's work.
+    """
+    if hasattr(row, "pending_draft"):
+        return True
+    if row.synced_hash:
+        return text_hash(module_text(row)) != row.synced_hash
+    latest = row.history.order_by("-history_date", "-history_id").first()
+    return latest is None or not (latest.history_change_reason or "").startswith(LOADED_REASON)
+
+
+def record_sync(row: Module, disk_text: str) -> None:
+    """Content file and module agree now: `disk_text` is the file's text, the module as stored is the other side."""
+    row.synced_file_hash, row.synced_hash = text_hash(disk_text), text_hash(module_text(row))
+    Module.objects.filter(pk=row.pk).update(synced_file_hash=row.synced_file_hash, synced_hash=row.synced_hash)
+
+
+def shown_path(path: Path | str) -> str:
+    """A content file as messages name it: ``content/kv-cache.md``."""
+    path = Path(path)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
 def is_module_file(path: Path) -> bool:
@@ -41,18 +103,25 @@ def is_module_file(path: Path) -> bool:
 
 
 def render_module_file(module: ModuleFile) -> RenderedModule:
-    """Render a parsed file's body, with errors located at file lines."""
+    """Render a parsed file's body, with errors located at file lines. The quiz ids the file lacks are
+    written into `module.body`, as the database will store it."""
     try:
-        return render_markdown(module.body)
+        module.body, rendered = with_stable_ids(module.body, render_markdown(module.body))
+        return rendered
     except ContentError as exc:
         raise exc.shifted(module.body_line - 1).at(module.path) from None
 
 
-def load_course(path: Path | str) -> LoadReport:
-    """Load one module file or a content directory idempotently, in one transaction.
+def load_course(path: Path | str, *, force: bool = False, imported: bool = False) -> LoadReport:
+    """Load one module file or a content directory, in one transaction; never overwrite web edits.
 
     Every file is parsed and validated before anything is written; on any error `CourseLoadError`
-    lists them all (``file:line: message``) and the database is left untouched.
+    lists them all (``file:line: message``) and the database is left untouched. Per file: a new module is
+    created; a file unchanged since it was last loaded or exported changes nothing; a changed file is
+    applied when its module was not edited on the web since, and is a `Conflict` (reported, not applied)
+    when it was. `force` applies every file whatever was edited on the web (a deliberate reload).
+    `imported` is a zip import: every file is applied and the content/ record is left as it was, so the
+    import counts as a web edit for the next load of content/.
     """
     path = Path(path)
     if not path.exists():
@@ -105,20 +174,30 @@ def load_course(path: Path | str) -> LoadReport:
             )
             report.tracks.append(track.slug)
         track_rows = {t.slug: t for t in Track.objects.all()}
-        existing = {m.slug: m for m in Module.objects.filter(slug__in=seen)}
+        existing = {m.slug: m for m in Module.objects.select_related("track", "pending_draft").filter(slug__in=seen)}
         for module, rendered in parsed:
-            row = existing.get(module.slug) or Module(slug=module.slug)
-            # Derived fields are always re-rendered (the renderer or a demo embed may have changed);
-            # "unchanged" reports that the authored content is the same.
-            before = authored(row) if row.pk else None
-            save_module(row, module.front_matter, module.body, rendered, track_rows[module.track],
-                        reason=f"Loaded from {Path(module.path).name}")
-            if before is None:
+            row = existing.get(module.slug)
+            disk_text = Path(module.path).read_text(encoding="utf-8")
+            reason = f"{'Imported from' if imported else LOADED_REASON} {shown_path(module.path)}"
+            if row is None:
+                row = save_module(Module(slug=module.slug), module.front_matter, module.body, rendered,
+                                  track_rows[module.track], reason=reason)
                 report.created.append(module.slug)
-            elif before == authored(row):
+            elif not (force or imported) and row.synced_file_hash == text_hash(disk_text):
+                rerender(row)  # the renderer or a demo may have changed; what the author wrote did not
+                (report.kept if edited_on_web(row) else report.unchanged).append(module.slug)
+                continue
+            elif authored(row) == (file_front_matter(module), normalize_newlines(module.body)):
+                rerender(row)
                 report.unchanged.append(module.slug)
-            else:
+            elif force or imported or not edited_on_web(row):
+                save_module(row, module.front_matter, module.body, rendered, track_rows[module.track], reason=reason)
                 report.updated.append(module.slug)
+            else:
+                report.conflicts.append(Conflict(module.slug, shown_path(module.path)))
+                continue
+            if not imported:
+                record_sync(row, disk_text)
     stray = sorted(known_modules - set(seen))
     if stray and path.is_dir():
         report.notes.append(f"in the database but not in {path} (left as is; run exportcourse to write them): "
@@ -152,6 +231,23 @@ def _prerequisite_cycles(files: dict[str, ModuleFile]) -> list[ContentError]:
             errors.append(ContentError(f"prerequisites form a cycle: {' → '.join(cycle)}",
                                        module.line_of("prerequisites"), module.path))
     return errors
+
+
+def rerender(row: Module) -> None:
+    """Re-derive the HTML, cues and quiz rows from the stored text (no revision: the text is unchanged).
+    A text today's renderer refuses keeps what it had: the editor shows the error on its next save."""
+    try:
+        rendered = render_markdown(row.source)
+    except ContentError:
+        return
+    row.apply_render(rendered)
+    row.save_without_historical_record()
+    row.replace_quiz(rendered.questions)
+
+
+def file_front_matter(module: ModuleFile) -> dict:
+    """A parsed file's front matter in the shape `authored` gives a row."""
+    return {**module.front_matter, "prerequisites": list(module.prerequisites)}
 
 
 def _front_matter(row: Module) -> dict:
@@ -209,16 +305,54 @@ def save_module(row: Module, front_matter: dict, body: str, rendered: RenderedMo
     return row
 
 
-def export_course(directory: Path | str) -> list[Path]:
-    """Write tracks.yaml and every module (drafts included) in the canonical file format."""
+def is_content_dir(directory: Path | str) -> bool:
+    return Path(directory).resolve() == Path(settings.CONTENT_DIR).resolve()
+
+
+def export_module(row: Module, directory: Path | str, record: bool) -> Path:
+    """Write one module's file; with `record`, file and module agree from now on (see `record_sync`)."""
+    target = Path(directory) / f"{row.slug}.md"
+    text = serialize_module(_front_matter(row), row.source)
+    target.write_text(text, encoding="utf-8", newline="\n")
+    if record:
+        record_sync(row, text)
+    return target
+
+
+def changed_on_disk(row: Module, directory: Path | str) -> bool:
+    """The module's file changed since it was last loaded or exported, to something else than the module:
+    a change not loaded yet (or a conflict), which an export must not overwrite."""
+    path = Path(directory) / f"{row.slug}.md"
+    if not row.synced_file_hash or not path.is_file():
+        return False
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return text_hash(text) != row.synced_file_hash and text != module_text(row)
+
+
+def export_course(directory: Path | str, record: bool | None = None) -> list[Path]:
+    """Write tracks.yaml and every module (drafts included) in the canonical file format.
+
+    An export to content/ (or with `record`) is what a later load compares against: the files written are
+    the modules as they are now, so none of them counts as edited on the web any more; a file that changed
+    on disk since it was last loaded or exported is left as it is (not in the list returned), since writing
+    it would lose that change. An export elsewhere (a zip, a copy) writes every module and records nothing.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    record = is_content_dir(directory) if record is None else record
     written = []
     tracks_path = directory / TRACKS_FILE
     tracks_path.write_text(serialize_tracks(Track.objects.order_by("order", "slug")), encoding="utf-8", newline="\n")
     written.append(tracks_path)
     for row in Module.objects.select_related("track").order_by("track__order", "order", "slug"):
-        target = directory / f"{row.slug}.md"
-        target.write_text(serialize_module(_front_matter(row), row.source), encoding="utf-8", newline="\n")
-        written.append(target)
+        if record and changed_on_disk(row, directory):
+            continue
+        written.append(export_module(row, directory, record))
     return written
+
+
+def not_exported(written: list[Path]) -> list[str]:
+    """The modules an `export_course` left out (their files changed on disk since)."""
+    names = {path.name for path in written}
+    return [slug for slug in Module.objects.order_by("slug").values_list("slug", flat=True)
+            if f"{slug}.md" not in names]

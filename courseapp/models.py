@@ -66,6 +66,12 @@ class Module(models.Model):
     reading_minutes = models.PositiveIntegerField(default=1, editable=False)
     cue_hash = models.CharField(max_length=64, blank=True, editable=False)
 
+    # What `content/` and this row last agreed on (`courseapp.content_sync`): the SHA-256 of the content
+    # file's text when it was last loaded or exported, and of this module's own file text at that moment.
+    # Blank for a module never loaded from or exported to content/.
+    synced_file_hash = models.CharField(max_length=64, blank=True, editable=False)
+    synced_hash = models.CharField(max_length=64, blank=True, editable=False)
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -74,6 +80,7 @@ class Module(models.Model):
     # time); derived fields are left out: they are re-rendered from the source when a revision is restored.
     history = HistoricalRecords(excluded_fields=[
         "html", "outline", "cues", "demos", "calculators", "word_count", "reading_minutes", "cue_hash", "updated_at",
+        "synced_file_hash", "synced_hash",
     ])
 
     class Meta:
@@ -121,12 +128,13 @@ class Module(models.Model):
         self.questions.all().delete()
         for q_order, question in enumerate(questions, start=1):
             row = Question.objects.create(
-                module=self, order=q_order, text=question.text, text_html=question.text_html
+                module=self, order=q_order, key=question.id, text=question.text, text_html=question.text_html
             )
             Choice.objects.bulk_create(
                 Choice(
                     question=row,
                     order=c_order,
+                    key=choice.id,
                     text=choice.text,
                     text_html=choice.text_html,
                     correct=choice.correct,
@@ -138,14 +146,19 @@ class Module(models.Model):
 
 
 class Question(models.Model):
+    """A quiz question: `order` is its place in the quiz now, `key` its authored id (`courseapp.quiz_ids`),
+    which attempts and statistics refer to, so they stay with the question when the quiz is reordered."""
+
     module = models.ForeignKey(Module, on_delete=models.CASCADE, related_name="questions")
     order = models.PositiveIntegerField()
+    key = models.CharField(max_length=40)
     text = models.TextField()
     text_html = models.TextField()
 
     class Meta:
         ordering = ["module", "order"]
-        constraints = [models.UniqueConstraint(fields=["module", "order"], name="question_order_unique")]
+        constraints = [models.UniqueConstraint(fields=["module", "order"], name="question_order_unique"),
+                       models.UniqueConstraint(fields=["module", "key"], name="question_key_unique")]
 
     def __str__(self) -> str:
         return self.text
@@ -163,6 +176,7 @@ class Question(models.Model):
 class Choice(models.Model):
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="choices")
     order = models.PositiveIntegerField()
+    key = models.CharField(max_length=40, help_text="The authored id, unique in its question.")
     text = models.TextField()
     text_html = models.TextField()
     correct = models.BooleanField(default=False)
@@ -174,6 +188,20 @@ class Choice(models.Model):
 
     def __str__(self) -> str:
         return self.text
+
+
+class ModuleDraft(models.Model):
+    """Saved, unpublished changes to a published module: students keep seeing the module as it is until an
+    instructor publishes the draft (it becomes the module, a new revision) or discards it. One per module."""
+
+    module = models.OneToOneField(Module, on_delete=models.CASCADE, related_name="pending_draft")
+    front_matter = models.JSONField(help_text="As `loader.authored` gives it: title, slug, track slug, order, …")
+    source = models.TextField(blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Unpublished changes to {self.module}"
 
 
 class LearnerQuerySet(models.QuerySet):
@@ -225,7 +253,7 @@ class QuizAttempt(models.Model):
     module = models.ForeignKey(Module, on_delete=models.CASCADE, related_name="attempts")
     score = models.PositiveIntegerField()
     total = models.PositiveIntegerField()
-    answers = models.JSONField(default=dict, help_text="Question order → list of chosen choice orders.")
+    answers = models.JSONField(default=dict, help_text="Question id → list of chosen choice ids (authored ids).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = LearnerQuerySet.as_manager()

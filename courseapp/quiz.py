@@ -59,7 +59,7 @@ class QuestionOutcome:
 @dataclass
 class QuizResult:
     questions: list[QuestionOutcome]
-    answers: dict = field(default_factory=dict)  # question order → authored choice orders
+    answers: dict = field(default_factory=dict)  # question id → chosen choice ids, in authored order
     seed: int | None = None
 
     @property
@@ -116,7 +116,7 @@ def shuffled(question, seed: int | None) -> list:
     """The question's choices in the order this attempt shows them (authored order without a seed)."""
     choices = list(question.choices.all())
     if seed is not None:
-        random.Random(f"{seed}:{question.order}").shuffle(choices)
+        random.Random(f"{seed}:{question.key}").shuffle(choices)
     return choices
 
 
@@ -146,12 +146,12 @@ def grade(questions, data, seed: int | None = None) -> QuizResult:
         positions = _positions(question, raw)
         if any(not 1 <= p <= len(shown) for p in positions):
             raise QuizInputError(f"Question {question.order} has choices 1 to {len(shown)} only.")
-        selected = {shown[p - 1].order for p in positions}
-        answers[str(question.order)] = sorted(selected)
-        correct_set = {c.order for c in shown if c.correct}
+        selected = {shown[p - 1].key for p in positions}
+        answers[question.key] = [c.key for c in sorted(shown, key=lambda c: c.order) if c.key in selected]
+        correct_set = {c.key for c in shown if c.correct}
         outcomes.append(QuestionOutcome(
             question=question,
-            choices=[ChoiceOutcome(choice=c, selected=c.order in selected) for c in shown],
+            choices=[ChoiceOutcome(choice=c, selected=c.key in selected) for c in shown],
             correct=bool(selected) and selected == correct_set,
             answered=bool(selected),
         ))

@@ -31,6 +31,7 @@ from mdit_py_plugins.colon_fence import colon_fence_plugin
 
 from serverprofile import figures as server_figures
 
+from . import quiz_ids
 from .input_limits import MAX_NESTING, NumberTooLong, bounded_int, json_nesting
 from .models import QUIZ_MARKER
 from .safe_yaml import BoundedLoader
@@ -126,6 +127,10 @@ class QuizChoice:
     correct: bool
     explanation: str
     explanation_html: str
+    id: str = ""  # stable: see courseapp.quiz_ids
+    generated: bool = False  # the id is not in the text yet
+    line: int = 0  # body line and column where the choice's mapping starts
+    column: int = 0
 
 
 @dataclass
@@ -134,6 +139,9 @@ class QuizQuestion:
     text_html: str
     choices: list[QuizChoice]
     line: int
+    id: str = ""
+    generated: bool = False
+    column: int = 0
 
 
 @dataclass
@@ -551,8 +559,17 @@ class _LineLoader(BoundedLoader):
         return mapping
 
 
-QUESTION_KEYS = {"question", "choices"}
-CHOICE_KEYS = {"text", "correct", "explanation"}
+class _QuizLoader(_LineLoader):
+    """Also remembers every mapping's column as `__column__`: a generated id is written in at that place."""
+
+    def construct_mapping(self, node, deep=False):
+        mapping = super().construct_mapping(node, deep=deep)
+        mapping["__column__"] = node.start_mark.column
+        return mapping
+
+
+QUESTION_KEYS = {"id", "question", "choices"}
+CHOICE_KEYS = {"id", "text", "correct", "explanation"}
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
@@ -573,7 +590,7 @@ def _yaml_error_line(exc: yaml.YAMLError) -> int:
 def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
     """Parse a quiz block (YAML). `first_line` is the body line of the block's first line."""
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
+        data = yaml.load(text, Loader=_QuizLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise ContentError(f"quiz is not valid YAML: {yaml_problem(exc)}",
                            first_line + _yaml_error_line(exc)) from None
@@ -584,11 +601,12 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
         if not isinstance(item, dict):
             raise ContentError(f"quiz question {number} must be a mapping with 'question' and 'choices'",
                                first_line - 1)
-        q_line = first_line + item.pop("__line__")
+        q_line, q_column = first_line + item.pop("__line__"), item.pop("__column__")
         unknown = set(item) - QUESTION_KEYS
         if unknown:
             raise ContentError(f"quiz question {number}: unknown key(s) {', '.join(sorted(unknown))}; "
-                               f"allowed: question, choices", q_line)
+                               f"allowed: id, question, choices", q_line)
+        q_id = _quiz_id(item, f"quiz question {number}", q_line, [q.id for q in questions])
         text_value = item.get("question")
         if text_value is not None and not isinstance(text_value, str):
             raise ContentError(f"quiz question {number}: 'question' must be text, but YAML read {text_value!r} "
@@ -603,8 +621,29 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
         if not any(c.correct for c in choices):
             raise ContentError(f"quiz question {number} has no correct choice: mark one with 'correct: true'",
                                q_line)
-        questions.append(QuizQuestion(text_value.strip(), render_inline(text_value.strip()), choices, q_line))
+        seen: list[str] = []
+        for c_number, choice in enumerate(choices, start=1):
+            if choice.id and choice.id in seen:
+                raise ContentError(f"quiz question {number}, choice {c_number}: id '{choice.id}' is already used by "
+                                   f"choice {seen.index(choice.id) + 1}", choice.line)
+            seen.append(choice.id)
+        quiz_ids.assign_ids(choices, "c")
+        questions.append(QuizQuestion(text_value.strip(), render_inline(text_value.strip()), choices, q_line,
+                                      id=q_id, column=q_column))
+    quiz_ids.assign_ids(questions, "q")
     return questions
+
+
+def _quiz_id(item: dict, where: str, line: int, taken: list[str]) -> str:
+    """The id an author wrote for a question or choice ("" when none), checked."""
+    value = item.get("id")
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not quiz_ids.ID_RE.match(value):
+        raise ContentError(f"{where}: id {value!r} is not valid: {quiz_ids.ID_HINT}", line)
+    if value in taken:
+        raise ContentError(f"{where}: id '{value}' is already used by question {taken.index(value) + 1}", line)
+    return value
 
 
 def _parse_choice(number: int, c_number: int, data, q_line: int, first_line: int) -> QuizChoice:
@@ -612,11 +651,12 @@ def _parse_choice(number: int, c_number: int, data, q_line: int, first_line: int
     if not isinstance(data, dict):
         raise ContentError(f"{where} must be a mapping with 'text', 'explanation' and optionally "
                            "'correct: true'", q_line)
-    c_line = first_line + data.pop("__line__")
+    c_line, c_column = first_line + data.pop("__line__"), data.pop("__column__")
     unknown = set(data) - CHOICE_KEYS
     if unknown:
         raise ContentError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
-                           "text, correct, explanation", c_line)
+                           "id, text, correct, explanation", c_line)
+    c_id = _quiz_id(data, where, c_line, [])
     text_value, explanation = data.get("text"), data.get("explanation")
     if text_value is not None and not isinstance(text_value, str):
         raise ContentError(f"{where}: 'text' must be text, but YAML read {text_value!r} (yes/no/on/off/true/false and numbers are not text in YAML): put it in quotes", c_line)
@@ -632,4 +672,4 @@ def _parse_choice(number: int, c_number: int, data, q_line: int, first_line: int
     if not isinstance(correct, bool):
         raise ContentError(f"{where}: 'correct' must be true or false", c_line)
     return QuizChoice(text_value.strip(), render_inline(text_value.strip()), correct,
-                      explanation.strip(), render_inline(explanation.strip()))
+                      explanation.strip(), render_inline(explanation.strip()), id=c_id, line=c_line, column=c_column)

@@ -1,5 +1,6 @@
-// Authoring page: live server-side preview of the Markdown (the renderer students see) and the
-// narration progress bar, polled while Piper synthesizes on the cpu workers.
+// Authoring page: live server-side preview of the Markdown (the renderer students see), the
+// narration progress bar, polled while Piper synthesizes on the cpu workers, and a warning before
+// leaving the editor with changes that are not saved.
 
 const PREVIEW_DELAY_MS = 500;
 const STATIC_JS = "/static/js/";
@@ -193,5 +194,30 @@ function narrationProgress() {
   if (/Queued|Synthesizing/.test(label.textContent)) poll();
 }
 
+/** The editor's fields as one comparable value (the CSRF token changes nothing an author wrote). */
+function formState(form) {
+  return JSON.stringify([...new FormData(form)].filter(([name]) => name !== "csrfmiddlewaretoken"));
+}
+
+/**
+ * Ask before leaving the page while the editor holds changes that are not saved: typed since the page
+ * loaded, or shown again unsaved by the server (a preview, a save refused for errors: `data-unsaved`).
+ * Submitting the editor (Save, Preview, Publish these changes) is not leaving it: no warning then.
+ */
+function unsavedChangesWarning() {
+  const form = document.getElementById("module-form");
+  if (!form) return;
+  const loaded = formState(form);
+  let submitting = false;
+  form.addEventListener("submit", () => { submitting = true; });
+  window.addEventListener("pageshow", () => { submitting = false; });  // back from the bfcache
+  window.addEventListener("beforeunload", (event) => {
+    if (submitting || (!("unsaved" in form.dataset) && formState(form) === loaded)) return;
+    event.preventDefault();
+    event.returnValue = "";  // older browsers show the dialog only when this is set
+  });
+}
+
 livePreview();
 narrationProgress();
+unsavedChangesWarning();

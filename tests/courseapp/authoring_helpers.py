@@ -14,3 +14,10 @@ def save_live(client, slug: str, data: dict):
         digest = re.search(r'name="confirm_live" value="([0-9a-f]+)"', response.content.decode()).group(1)
         response = client.post(url, {**data, "confirm_live": digest})
     return response
+
+
+def editor_data(module, source: str, **fields) -> dict:
+    """The editor form of `module` as a browser posts it, with `source` as the lesson."""
+    return {"title": module.title, "short_title": module.short_title, "slug": module.slug,
+            "track": module.track_id, "order": module.order, "prerequisites": ", ".join(module.prerequisites),
+            "summary": module.summary, "source": source, "action": "save", **fields}

@@ -121,6 +121,24 @@ def owner(learner: str) -> dict:
     return {"user": None, "visitor": name}
 
 
+def by_ids(module: Module, answers: object) -> object:
+    """The seed's answers, written by position for reading, as stored: by question and choice id. A position
+    the quiz lacks becomes an id it lacks, and a malformed value stays malformed."""
+    if not isinstance(answers, dict):
+        return answers
+    questions = {str(q.order): q for q in module.questions.prefetch_related("choices")}
+    stored = {}
+    for position, picked in answers.items():
+        question = questions.get(position)
+        if question is None:
+            stored[f"q-missing-{position}"] = picked
+            continue
+        choices = {c.order: c.key for c in question.choices.all()}
+        stored[question.key] = ([choices.get(p, f"c-missing-{p}") for p in picked] if isinstance(picked, list)
+                                else picked)
+    return stored
+
+
 def seed_rows() -> dict:
     modules = {m.slug: m for m in Module.objects.all()}
     Module.objects.filter(slug="intro").update(demos=INTRO_DEMOS)
@@ -130,8 +148,8 @@ def seed_rows() -> dict:
         # visited_at is auto_now: only a queryset update can set it.
         ModuleProgress.objects.filter(pk=row.pk).update(visited_at=p.visited, completed_at=p.completed)
     for a in SEED["attempts"]:
-        row = QuizAttempt.objects.create(module=modules[a.module], score=a.score, total=a.total, answers=a.answers,
-                                         **owner(a.learner))
+        row = QuizAttempt.objects.create(module=modules[a.module], score=a.score, total=a.total,
+                                         answers=by_ids(modules[a.module], a.answers), **owner(a.learner))
         QuizAttempt.objects.filter(pk=row.pk).update(created_at=a.created)
     for r in SEED["runs"]:
         row = Run.objects.create(demo=r.demo, status=r.status, error_code=r.error_code, owner="s:test")
@@ -350,8 +368,9 @@ def test_the_date_range_filters(author, seeded):
 
 def test_the_default_range_is_the_last_30_days(author, seeded):
     intro = Module.objects.get(slug="intro")
-    QuizAttempt.objects.create(module=intro, score=1, total=2, answers={"1": [1]}, visitor="today")
-    old = QuizAttempt.objects.create(module=intro, score=1, total=2, answers={"1": [1]}, visitor="long-ago")
+    QuizAttempt.objects.create(module=intro, score=1, total=2, answers=by_ids(intro, {"1": [1]}), visitor="today")
+    old = QuizAttempt.objects.create(module=intro, score=1, total=2, answers=by_ids(intro, {"1": [1]}),
+                                     visitor="long-ago")
     QuizAttempt.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=31))
     response = author.get(reverse("courseapp:author_class", args=["intro"]))
     stats = response.context["stats"]

@@ -483,3 +483,73 @@ def test_a_jump_to_a_short_section_near_the_end_marks_that_section(transactional
     page.wait_for_timeout(300)
     assert page.locator('nav.outline a[aria-current="location"]').get_attribute("href") == "#nearly-done"
     assert page.errors == []
+
+
+def test_leaving_an_edited_page_warns_first_and_not_after_saving(live_course, browser_page):
+    page = browser_page
+    log_in_instructor_in_browser(page, live_course, "/author/batching/")
+    source = page.get_by_label("Lesson (Markdown)")
+    page.locator(".md-gutter").wait_for(state="attached")  # the editor's script is running
+    dialogs: list[str] = []
+    answer = {"leave": False}
+
+    def on_dialog(dialog):
+        dialogs.append(dialog.type)
+        dialog.accept() if answer["leave"] else dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    source.click()  # a user gesture, which a browser requires before it may ask anything on leaving
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\nA sentence typed and not saved.")
+    with page.expect_event("dialog", timeout=10_000):
+        page.get_by_role("link", name="← All modules").click()
+    assert dialogs == ["beforeunload"]
+    assert page.url.endswith("/author/batching/")  # "stay on the page" keeps the text
+    assert "A sentence typed and not saved." in source.input_value()
+
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Saved “Batching” (draft).").wait_for()
+    assert dialogs == ["beforeunload"]  # saving is not leaving unsaved
+    source.click()
+    page.get_by_role("link", name="← All modules").click()
+    page.wait_for_url(f"{live_course}/author/")
+    assert dialogs == ["beforeunload"]  # nothing unsaved: no question
+
+    page.goto(f"{live_course}/author/batching/")
+    page.locator(".md-gutter").wait_for(state="attached")
+    source.click()
+    page.keyboard.type("More.")
+    answer["leave"] = True
+    page.get_by_role("link", name="← All modules").click()
+    page.wait_for_url(f"{live_course}/author/")  # "leave" leaves
+    assert dialogs == ["beforeunload", "beforeunload"]
+    assert "More." not in Module.objects.get(slug="batching").source
+
+
+def test_a_published_modules_saved_change_waits_as_a_draft_across_leaving(live_course, browser_page, chromium):
+    page = browser_page
+    log_in_instructor_in_browser(page, live_course, "/author/intro/")
+    source = page.get_by_label("Lesson (Markdown)")
+    page.locator(".md-gutter").wait_for(state="attached")
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.type), dialog.dismiss()))
+    source.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\nA change students must not see yet.")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text("Students see this module now: check what changes").wait_for()
+    source.click()
+    page.get_by_role("link", name="← All modules").click()  # the change is stored: leaving asks nothing
+    page.wait_for_url(f"{live_course}/author/")
+    assert dialogs == []
+
+    student = chromium.new_context(bypass_csp=True).new_page()
+    student.goto(f"{live_course}/modules/intro/")
+    assert student.get_by_text("A change students must not see yet.").count() == 0
+    page.get_by_role("link", name="Unpublished changes").click()
+    assert "A change students must not see yet." in page.get_by_label("Lesson (Markdown)").input_value()
+    page.get_by_role("button", name="Publish these changes").click()
+    page.get_by_text("Saved “Introduction to inference”.").wait_for()
+    student.goto(f"{live_course}/modules/intro/")
+    assert student.get_by_text("A change students must not see yet.").count() == 1
+    student.context.close()

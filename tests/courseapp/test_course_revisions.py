@@ -45,7 +45,7 @@ def test_every_save_keeps_a_revision_with_its_author_and_reason(author, instruct
     edit(author, "intro", "## Why it matters\n\nSecond edit.\n")
     history = list(Module.objects.get(slug="intro").history.order_by("history_date", "history_id"))
     assert [h.source.splitlines()[-1] for h in history[1:]] == ["First edit.", "Second edit."]
-    assert history[0].history_user is None and history[0].history_change_reason == "Loaded from intro.md"
+    assert history[0].history_user is None and history[0].history_change_reason == "Loaded from content/intro.md"
     assert all(h.history_user == instructor for h in history[1:])
     assert history[2].history_change_reason == "Edited in the authoring page"
 
