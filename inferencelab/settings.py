@@ -89,7 +89,23 @@ DATABASES = {
         default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}", conn_max_age=60
     )
 }
+
+
+def private_sqlite_file(name: str) -> None:
+    """The SQLite file holds password hashes and live sessions: owner-only (0600). Created so when missing, so
+    no umask ever makes it world-readable; an existing file is narrowed. SQLite gives its -wal and -shm files the
+    database file's mode."""
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return
+    path = Path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
+
+
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    private_sqlite_file(str(DATABASES["default"]["NAME"]))
     # Celery threads and Daphne write concurrently: wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     # WAL lets the worker append events while Daphne reads them; IMMEDIATE avoids lock-upgrade deadlocks.
