@@ -95,17 +95,21 @@ def shared_run(request, share_id: str):
         embed = render_embed(spec.name, run.params, standalone=True, shared_run=_share_urls(run)["data_url"])
     except DemoParamError:  # the demo's limits changed since: the form shows its defaults, the charts the run
         embed = render_embed(spec.name, {}, standalone=True, shared_run=_share_urls(run)["data_url"])
-    return render(request, "demos/shared_run.html", {"spec": spec, "run": run, "header": run.header(),
+    return render(request, "demos/shared_run.html", {"spec": spec, "header": run.public_header(),
+                                                     "measured": run.event_source.started_at
+                                                     or run.event_source.created_at,
                                                      "embed": mark_safe(embed)})
 
 
 @require_GET
 def shared_run_json(request, share_id: str):
-    """A shared run's stored trace (anyone with the link): what the read-only page draws."""
+    """A shared run's stored trace (anyone with the link): what the read-only page draws. Only the share id
+    names the run: no internal id, no worker host or pid."""
     run = _shared_run(share_id)
     events = list(run.event_source.events.order_by("seq").values_list("event", flat=True))
     return JsonResponse({"share_id": run.share_id, "demo": run.demo, "params": run.params, "status": run.status,
-                         "summary": run.summary, "header": run.header(), "events": events, **_share_urls(run)})
+                         "summary": run.public_summary(), "header": run.public_header(), "events": events,
+                         **_share_urls(run)})
 
 
 @require_GET
