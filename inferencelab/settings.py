@@ -147,7 +147,11 @@ CONTENT_SECURITY_POLICY = os.environ.get("DJANGO_CSP", "; ".join([
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
 UPLOAD_MAX_BODY_BYTES = env_int("UPLOAD_MAX_BODY_BYTES", 210 * 1024 * 1024)  # a 200 MB narration + its cues
 # The course zip import rides on the upload cap at the socket; its view caps it at COURSE_IMPORT_MAX_BYTES.
-UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/admin/courseapp/narration/", r"^/author/import/$"]
+# (The admin's narration form has no file fields: audio is uploaded on the authoring page only.)
+UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/author/import/$"]
+# A body over REQUEST_MAX_BODY_BYTES on those paths is read only from a session whose user has this permission
+# (checked at the socket before the body is read: inferencelab/upload_guard.py); anyone else gets 403 at once.
+UPLOAD_BODY_PERMISSION = "courseapp.instructor"
 REQUEST_HEADER_TIMEOUT = float(os.environ.get("REQUEST_HEADER_TIMEOUT", 10))
 REQUEST_BODY_TIMEOUT = float(os.environ.get("REQUEST_BODY_TIMEOUT", 60))
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES  # non-file form data Django will hold in memory
