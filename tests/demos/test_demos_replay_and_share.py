@@ -243,7 +243,8 @@ def test_share_ids_are_unguessable_and_not_sequential():
 def test_my_runs_lists_only_this_visitors_finished_runs_of_one_demo(client):
     from demos.identity import owners_for_request
 
-    client.get("/demos/kv-cache/")
+    assert client.get("/demos/runs/mine.json?demo=kv-cache").json()["runs"] == []  # no session: no runs, none made
+    client.post("/demos/visitor/")  # the visitor's first run makes their session
     request = type("R", (), {"session": client.session, "user": None})()
     (owner,) = owners_for_request(request)
     mine = stored_run(owner=owner)
