@@ -19,12 +19,12 @@ from .identity import TOKEN_KEY, ensure_token, owners_for_request
 # link previews and readers who only look leave no row behind.
 
 
-@csrf_exempt  # it only gives the caller's own browser an empty visitor session, which any page view once did
+@csrf_exempt  # it only gives the caller's own browser an anonymous session with a fresh token: nothing else changes
 @require_POST
 def visitor(request):
     """The first run of an anonymous visitor: a session holding their owner token, so the websocket that
     connects next (its handshake carries the cookie) owns the run, and a reload or another tab can resume it.
-    `created` says whether a new session was made (the page's socket then reconnects to carry it)."""
+    `created` says whether the token is new (the page's socket then reconnects to carry it)."""
     if request.user.is_authenticated:
         return JsonResponse({"created": False})
     created = not request.session.session_key or not request.session.get(TOKEN_KEY)
