@@ -195,6 +195,13 @@ def test_a_chunked_upload_of_unknown_size_is_checked_the_same_way(server):
             b"\r\nTransfer-Encoding: chunked\r\n\r\n")
     reply = _exchange(port, head + b"5\r\nhello\r\n0\r\n\r\n")  # short, and all in the headers' packet
     assert reply.startswith(b"HTTP/1.1 403"), reply[:200]
+    # An instructor's: held while the cookie is checked, then handed to the view, which answers it.
+    cookie = f"sessionid={_session_cookie(_user('teacher', instructor=True))}; csrftoken={'c' * 32}"
+    head = (b"POST /author/import/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded"
+            b"\r\nTransfer-Encoding: chunked\r\nCookie: %s\r\nX-CSRFToken: %s\r\nConnection: close\r\n\r\n"
+            % (cookie.encode(), b"c" * 32))
+    reply = _exchange(port, head + b"c\r\narchive=none\r\n0\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 400") and b"Choose a .zip file to import." in reply, reply[:300]
 
 
 def test_the_admin_narration_form_has_no_upload_allowance(server):
