@@ -199,10 +199,11 @@ export class DemoSocket {
     return this.visitor;
   }
 
-  /** Replace an open (or opening) socket by a new one at once, without failing anything: nothing is pending. */
+  /** Replace an open (or opening) socket by a new one at once. Not while a start awaits its `accepted` (only
+   * after an earlier failed ask): that run would be lost; the next reconnect carries the session instead. */
   _reopen() {
     const old = this.ws;
-    if (!old) return;
+    if (!old || this.pending.size) return;
     this.ws = null; // its onclose sees it is no longer the current socket and does nothing
     clearInterval(this.pingTimer);
     old.close();
