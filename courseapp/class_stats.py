@@ -4,7 +4,8 @@ Definitions (the dashboard, its CSV and the tests share them):
 
 - The range is a set of calendar days, both ends included, in the current time zone.
 - Learners come in two groups: signed-in users (counted by user) and anonymous visitors, reported together
-  as one group (counted by the visitor id kept in their session; rows without an id are not counted).
+  as one group (counted by the visitor id kept in their session; rows without an id are not counted). A visitor
+  gets an id only by acting (quiz, completion, saved place: progress.py), so page views alone count nobody.
 - A learner *started* the module in the range when their progress row was visited or completed in it, or
   they submitted its quiz in it. `ModuleProgress.visited_at` is the *last* visit (it is `auto_now`), so a
   learner who first came before the range and came back inside it counts as started in it.

@@ -1,4 +1,8 @@
-"""Learner progress for signed-in users and anonymous visitors (kept in the session, merged on login)."""
+"""Learner progress for signed-in users and anonymous visitors (kept in the session, merged on login).
+
+An anonymous visitor has no visitor id, no session and no progress row until they act: answer a quiz, complete
+a module, or save a place (audio position while listening, or the section they scrolled to). Only an action
+passes `create=True`; page views read, and record a visit only for a learner who already has an id."""
 from __future__ import annotations
 
 import uuid

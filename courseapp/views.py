@@ -268,7 +268,9 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
 @require_GET
 def module_detail(request, slug: str):
     module = _module_or_404(request, slug)
-    tracking.touch(tracking.Learner.from_request(request, create=True), module)
+    learner = tracking.Learner.from_request(request)
+    if learner.known:  # a visitor becomes a learner by acting (quiz, completion, bookmark, narration), not by looking
+        tracking.touch(learner, module)
     return render(request, "courseapp/module.html", module_context(request, module))
 
 

@@ -83,6 +83,23 @@ class Run(models.Model):
             frame["replay_reason"] = self.replay_reason or "requested"
         return frame
 
+    def public_header(self) -> dict:
+        """The header as anyone with the share link sees it: what measured the numbers, not which run row."""
+        return {k: v for k, v in self.header().items() if k != "run_id"}
+
+    def public_summary(self) -> dict:
+        """The summary without what only its owner and staff may know (which worker process ran it)."""
+        return public_summary(self.summary)
+
+
+# Summary fields that name the machine and process behind a run: kept for its owner's `done` frame and the
+# dashboard, left out of everything another visitor can open (share links, replays of someone else's run).
+PRIVATE_SUMMARY_KEYS = frozenset({"worker"})
+
+
+def public_summary(summary: dict | None) -> dict:
+    return {k: v for k, v in (summary or {}).items() if k not in PRIVATE_SUMMARY_KEYS}
+
 
 class RunEvent(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")

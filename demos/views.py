@@ -7,25 +7,42 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
 
 from .embed import render_embed
 from .models import Run
 from .registry import DEMOS, DemoParamError, get_spec
-from .identity import ensure_token, owners_for_request
+from .identity import TOKEN_KEY, ensure_token, owners_for_request
+
+# Page views never create a session: a visitor gets one at their first run (`visitor`, below), so crawlers,
+# link previews and readers who only look leave no row behind.
 
 
-def _ensure_session(request) -> None:
-    # The websocket identifies an anonymous visitor by the session cookie (resume, ownership,
-    # rate limits), so make sure there is one before the page's socket connects.
+@csrf_exempt  # it only gives the caller's own browser an anonymous session with a fresh token: nothing else changes
+@require_POST
+def visitor(request):
+    """The first run of an anonymous visitor: a session holding their owner token, so the websocket that
+    connects next (its handshake carries the cookie) owns the run, and a reload or another tab can resume it.
+    `created` says whether the token is new (the page's socket then reconnects to carry it)."""
+    if request.user.is_authenticated:
+        return JsonResponse({"created": False})
+    created = not request.session.session_key or not request.session.get(TOKEN_KEY)
     ensure_token(request.session)
     if not request.session.session_key:
         request.session.save()
+    return JsonResponse({"created": created})
+
+
+def _known_owners(request) -> tuple[str, ...]:
+    """The owners whose runs this request may read, creating nothing: a visitor who never ran a demo has none."""
+    if not request.user.is_authenticated and not request.session.get(TOKEN_KEY):
+        return ()
+    return owners_for_request(request)
 
 
 @require_GET
 def demo_index(request):
-    _ensure_session(request)
     return render(request, "demos/index.html", {"demos": sorted(DEMOS.values(), key=lambda d: d.title)})
 
 
@@ -35,22 +52,19 @@ def demo_page(request, name: str):
         spec = get_spec(name)
     except DemoParamError:
         raise Http404(f"no demo named {name!r}")
-    _ensure_session(request)
     embed = render_embed(spec.name, {}, standalone=True)
     return render(request, "demos/demo_page.html", {"spec": spec, "embed": mark_safe(embed)})
 
 
 @require_GET
 def dashboard(request):
-    _ensure_session(request)
     return render(request, "demos/dashboard.html", {"demo_queue": settings.DEMO_TASK_QUEUE})
 
 
 @require_GET
 def run_events(request, run_id):
     """A finished or running run's stored trace as JSON (owner only), for download and debugging."""
-    _ensure_session(request)
-    run = Run.objects.filter(pk=run_id, owner__in=owners_for_request(request)).select_related("replay_of").first()
+    run = Run.objects.filter(pk=run_id, owner__in=_known_owners(request)).select_related("replay_of").first()
     if run is None:
         raise Http404("no such run")
     events = list(run.event_source.events.order_by("seq").values("seq", "t", "event"))
@@ -95,29 +109,32 @@ def shared_run(request, share_id: str):
         embed = render_embed(spec.name, run.params, standalone=True, shared_run=_share_urls(run)["data_url"])
     except DemoParamError:  # the demo's limits changed since: the form shows its defaults, the charts the run
         embed = render_embed(spec.name, {}, standalone=True, shared_run=_share_urls(run)["data_url"])
-    return render(request, "demos/shared_run.html", {"spec": spec, "run": run, "header": run.header(),
+    return render(request, "demos/shared_run.html", {"spec": spec, "header": run.public_header(),
+                                                     "measured": run.event_source.started_at
+                                                     or run.event_source.created_at,
                                                      "embed": mark_safe(embed)})
 
 
 @require_GET
 def shared_run_json(request, share_id: str):
-    """A shared run's stored trace (anyone with the link): what the read-only page draws."""
+    """A shared run's stored trace (anyone with the link): what the read-only page draws. Only the share id
+    names the run: no internal id, no worker host or pid."""
     run = _shared_run(share_id)
     events = list(run.event_source.events.order_by("seq").values_list("event", flat=True))
     return JsonResponse({"share_id": run.share_id, "demo": run.demo, "params": run.params, "status": run.status,
-                         "summary": run.summary, "header": run.header(), "events": events, **_share_urls(run)})
+                         "summary": run.public_summary(), "header": run.public_header(), "events": events,
+                         **_share_urls(run)})
 
 
 @require_GET
 def my_runs(request):
     """This visitor's latest finished runs of one demo (`?demo=`), newest first: what a page can add to its
     comparison from the server (each with its share link and header, not its events)."""
-    _ensure_session(request)
     try:
         spec = get_spec(request.GET.get("demo"))
     except DemoParamError:
         raise Http404("no such demo")
-    runs = (Run.objects.filter(owner__in=owners_for_request(request), demo=spec.name, status=Run.Status.DONE)
+    runs = (Run.objects.filter(owner__in=_known_owners(request), demo=spec.name, status=Run.Status.DONE)
             .select_related("replay_of").order_by("-finished_at")[:MY_RUNS_LIMIT])
     return JsonResponse({"demo": spec.name, "runs": [
         {"share_id": r.share_id, "params": r.params, "finished_at": r.finished_at.isoformat() if r.finished_at else None,

@@ -7,7 +7,11 @@ request class that enforces, at the socket:
 
 * a body cap, from Content-Length before anything is read and while a chunked body streams in:
   `REQUEST_MAX_BODY_BYTES` (1 MiB) everywhere, `UPLOAD_MAX_BODY_BYTES` (200 MiB) on the paths in
-  `UPLOAD_BODY_PATHS` (the narration upload forms). Over it: `413` and the connection is closed.
+  `UPLOAD_BODY_PATHS` (the narration upload form, the course zip import). Over it: `413` and the connection
+  is closed.
+* on those paths, a body over the ordinary cap (or chunked, of unknown size) only from an instructor: the
+  session cookie is checked (inferencelab/upload_guard.py, in a thread) while the body is held back at the
+  socket; anyone else gets `403` without the body being read.
 * a header deadline (`REQUEST_HEADER_TIMEOUT`, 10 s from the first byte of a request, or from the
   connection for its first request) and a body deadline (`REQUEST_BODY_TIMEOUT`, 60 s): a half-sent
   request gets `408` and is dropped instead of being held forever (slowloris).
@@ -24,7 +28,7 @@ from functools import cache
 
 from daphne import server as daphne_server  # first: it installs the asyncio reactor Daphne runs on
 from daphne import http_protocol
-from twisted.internet import reactor
+from twisted.internet import reactor, threads
 
 
 @cache
@@ -43,15 +47,28 @@ def body_limit(path: bytes) -> int:
     return upload if upload_paths.match(path_only) else default
 
 
-def _reason(status: int) -> bytes:
-    return {408: b"Request Timeout", 413: b"Content Too Large"}[status]
+def needs_uploader(path: bytes, length: int | None) -> bool:
+    """Whether a body must wait for the sender's upload permission: over the ordinary cap (or of unknown
+    length) on a path whose cap is larger."""
+    default = _limits()[0]
+    return body_limit(path) > default and (length is None or length > default)
+
+
+REASONS = {403: b"Forbidden", 408: b"Request Timeout", 413: b"Content Too Large"}
+MESSAGES = {
+    403: b"uploads this large are accepted only from a signed-in instructor; sign in and send it again.\n",
+    408: b"the request was not sent in time.\n",
+    413: b"the request body is larger than this server accepts here.\n",
+}
 
 
 class LimitedWebRequest(http_protocol.WebRequest):
     """Daphne's request with a body cap and header/body deadlines.
 
     Invariant: once `_rejected` is set, nothing of this request reaches the application and no further
-    body byte is kept; the client has been sent one error response and the connection is closing.
+    body byte is kept; the client has been sent one error response and the connection is closing. While
+    `_authorizing`, the connection reads nothing more (at most the rest of the packet the headers came in)
+    and the request is not handed on.
     """
 
     def __init__(self, *args, **kwargs):
@@ -59,6 +76,8 @@ class LimitedWebRequest(http_protocol.WebRequest):
         self._received = 0
         self._limit = 0
         self._deadline = None
+        self._authorizing = False
+        self._held = None  # requestReceived's arguments, when the body ended before the upload check did
         super().__init__(*args, **kwargs)
         if self.channel is not None:
             self.channel.inferencelab_started = True  # the connection's first-request deadline is met
@@ -74,25 +93,51 @@ class LimitedWebRequest(http_protocol.WebRequest):
             return
         self._rejected = True
         self._arm(None)
-        body = f"{status} {_reason(status).decode()}: ".encode()
-        body += (b"the request body is larger than this server accepts here.\n" if status == 413
-                 else b"the request was not sent in time.\n")
+        body = b"%d %s: %s" % (status, REASONS[status], MESSAGES[status])
         transport = self.channel.transport if self.channel is not None else None
         if transport is None:
             return
         transport.write(b"HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
-                        b"Connection: close\r\n\r\n%s" % (status, _reason(status), len(body), body))
+                        b"Connection: close\r\n\r\n%s" % (status, REASONS[status], len(body), body))
         transport.loseConnection()
 
     def gotLength(self, length):
-        """All headers are in: check the declared length before a byte of body is read."""
-        self._limit = body_limit(self.channel._path if self.channel is not None else b"/")
+        """All headers are in: check the declared length, and on an upload path the sender, before a byte of
+        body is read."""
+        path = self.channel._path if self.channel is not None else b"/"
+        self._limit = body_limit(path)
         if length is not None and length > self._limit:
             super().gotLength(0)
             self._reject(413)
             return
         super().gotLength(length)
         self._arm(_limits()[4] if length != 0 else None)
+        if needs_uploader(path, length):
+            self._hold_body()
+
+    def _hold_body(self) -> None:
+        """Stop reading until the session cookie is known to be an instructor's (or not: 403)."""
+        from django.conf import settings
+
+        from .upload_guard import may_send_large_body  # imports the auth app: only once Django is set up
+
+        self._authorizing = True
+        self.channel.transport.pauseProducing()
+        session_key = self.received_cookies.get(settings.SESSION_COOKIE_NAME.encode(), b"").decode("latin-1")
+        checked = threads.deferToThread(may_send_large_body, session_key)
+        checked.addBoth(self._uploader_checked)
+
+    def _uploader_checked(self, allowed) -> None:
+        self._authorizing = False
+        if self._rejected or self.channel is None or not getattr(self.channel.transport, "connected", 0):
+            return
+        if allowed is not True:  # False, or a Failure: refused either way
+            self._reject(403)
+            return
+        self.channel.transport.resumeProducing()
+        if self._held is not None:
+            held, self._held = self._held, None
+            super().requestReceived(*held)
 
     def handleContentChunk(self, data):
         if self._rejected:
@@ -107,6 +152,9 @@ class LimitedWebRequest(http_protocol.WebRequest):
         if self._rejected:
             return
         self._arm(None)
+        if self._authorizing:  # a short chunked body, all in the headers' packet: handed on once allowed
+            self._held = (command, path, version)
+            return
         super().requestReceived(command, path, version)
 
     def connectionLost(self, reason):

@@ -89,7 +89,23 @@ DATABASES = {
         default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}", conn_max_age=60
     )
 }
+
+
+def private_sqlite_file(name: str) -> None:
+    """The SQLite file holds password hashes and live sessions: owner-only (0600). Created so when missing, so
+    no umask ever makes it world-readable; an existing file is narrowed. SQLite gives its -wal and -shm files the
+    database file's mode."""
+    if not name or name == ":memory:" or name.startswith("file:"):
+        return
+    path = Path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
+
+
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    private_sqlite_file(str(DATABASES["default"]["NAME"]))
     # Celery threads and Daphne write concurrently: wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     # WAL lets the worker append events while Daphne reads them; IMMEDIATE avoids lock-upgrade deadlocks.
@@ -131,7 +147,11 @@ CONTENT_SECURITY_POLICY = os.environ.get("DJANGO_CSP", "; ".join([
 REQUEST_MAX_BODY_BYTES = env_int("REQUEST_MAX_BODY_BYTES", 1024 * 1024)
 UPLOAD_MAX_BODY_BYTES = env_int("UPLOAD_MAX_BODY_BYTES", 210 * 1024 * 1024)  # a 200 MB narration + its cues
 # The course zip import rides on the upload cap at the socket; its view caps it at COURSE_IMPORT_MAX_BYTES.
-UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/admin/courseapp/narration/", r"^/author/import/$"]
+# (The admin's narration form has no file fields: audio is uploaded on the authoring page only.)
+UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/author/import/$"]
+# A body over REQUEST_MAX_BODY_BYTES on those paths is read only from a session whose user has this permission
+# (checked at the socket before the body is read: inferencelab/upload_guard.py); anyone else gets 403 at once.
+UPLOAD_BODY_PERMISSION = "courseapp.instructor"
 REQUEST_HEADER_TIMEOUT = float(os.environ.get("REQUEST_HEADER_TIMEOUT", 10))
 REQUEST_BODY_TIMEOUT = float(os.environ.get("REQUEST_BODY_TIMEOUT", 60))
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES  # non-file form data Django will hold in memory

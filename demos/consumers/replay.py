@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .. import conf
-from ..models import Run
+from ..models import Run, public_summary
 from ..registry import get_spec
 from .common import ACTIVE, events_between, get_run, set_status
 
@@ -102,7 +102,7 @@ class ReplayMixin:
                     await asyncio.sleep(min((t - prev_t) / speed, 5.0))
                 prev_t = t
                 await self._deliver(w, seq, event)
-            summary = dict(source.summary or {})
+            summary = public_summary(source.summary)  # another visitor's run, perhaps: not its worker
             summary["replayed"] = True
             await set_status(w.run_id, Run.Status.DONE, only_if=ACTIVE, summary=summary, n_events=source.n_events)
             await self._finish(w, {"type": "done", "run_id": w.run_id, "status": "done", "summary": summary,

@@ -10,6 +10,10 @@
 // Reconnects with exponential backoff (plus jitter) and, once reconnected, resumes every run that
 // had not finished from the last sequence number it saw, so each event is handled exactly once.
 //
+// An anonymous visitor has no session until their first run (page views create none): before the first
+// `start`, the socket asks the server for one (VISITOR_URL) and, if it was new, reconnects so its handshake
+// carries the cookie and the run is owned by that session (resumable after a reload, from another tab).
+//
 // A page reload keeps its runs too: a demo remembers its unfinished run in sessionStorage
 // (rememberRun/forgetRun) and, once reloaded, picks it up with sock.resume(storedRun(key).runId, handlers),
 // which replays the run's stored events from the start and then follows it live. Leaving the page
@@ -20,6 +24,7 @@ const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 8000;
 const PING_MS = 20000;
 const OPEN_TIMEOUT_MS = 10000; // a socket that has not opened by then is dropped and retried
+const VISITOR_URL = "/demos/visitor/"; // POST: makes the anonymous visitor's session ({created})
 
 let refCounter = 0;
 const sockets = new Map();
@@ -85,6 +90,7 @@ export class DemoSocket {
     this.closedByUser = false;
     this.pingTimer = null;
     this.reconnectTimer = null;
+    this.visitor = null; // the promise of this page's visitor session (asked for at the first start)
   }
 
   /** Subscribe to connection state changes: fn(state, detail). Returns an unsubscribe function. */
@@ -129,8 +135,8 @@ export class DemoSocket {
     ws.onmessage = (e) => this._onMessage(e);
     ws.onclose = () => {
       clearTimeout(openTimer);
+      if (this.ws !== ws) return; // replaced (_reopen): the current socket's timers are not this one's
       clearInterval(this.pingTimer);
-      if (this.ws !== ws) return;
       this.ws = null;
       // Starts that were never accepted cannot be resumed: report them.
       for (const [ref, run] of this.pending) {
@@ -172,12 +178,36 @@ export class DemoSocket {
   start(demo, params, handlers = {}, options = {}) {
     const ref = `r${++refCounter}`;
     const run = new RunHandle(this, ref, handlers);
-    this.pending.set(ref, run);
     const msg = { action: "start", demo, params, ref };
     if (options.replay) msg.replay = true;
     else if (options.live) msg.live = true;
-    this.send(msg);
+    this._ensureVisitor().then(() => {
+      this.pending.set(ref, run);
+      this.send(msg);
+    });
     return run;
+  }
+
+  /** Make sure this visitor has a session before their first run; reconnect if it is new (see the top). */
+  _ensureVisitor() {
+    if (!this.visitor) {
+      this.visitor = fetch(VISITOR_URL, { method: "POST", credentials: "same-origin" })
+        .then((response) => (response.ok ? response.json() : { created: false }))
+        .then(({ created }) => { if (created) this._reopen(); })
+        .catch(() => { this.visitor = null; }); // offline: the run goes out on this socket; ask again next time
+    }
+    return this.visitor;
+  }
+
+  /** Replace an open (or opening) socket by a new one at once. Not while a start awaits its `accepted` (only
+   * after an earlier failed ask): that run would be lost; the next reconnect carries the session instead. */
+  _reopen() {
+    const old = this.ws;
+    if (!old || this.pending.size) return;
+    this.ws = null; // its onclose sees it is no longer the current socket and does nothing
+    clearInterval(this.pingTimer);
+    old.close();
+    this.connect();
   }
 
   /** Follow a run started earlier (e.g. before a page reload) from its first event. Same handle as start(). */

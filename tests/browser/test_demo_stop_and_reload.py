@@ -77,13 +77,19 @@ def test_stop_works_on_every_demo(live_stack, demo_page):
 @pytest.mark.django_db(transaction=True)
 def test_reload_mid_run_resumes_the_run(live_stack, demo_page):
     page = demo_page
+    from demos.models import Run
+
     page.goto(f"{live_stack.url}/demos/kv-cache/")
+    assert "sessionid" not in {c["name"] for c in page.context.cookies()}  # looking made no session
     page.get_by_label("Preset").select_option("")
     page.get_by_label("Prompt (Ctrl+Enter runs)").fill("A reload in the middle of a run: the story goes on and on")
     page.get_by_label("Max new tokens").fill("48")
     page.get_by_role("button", name="Run", exact=True).click()
     page.wait_for_function("() => document.querySelectorAll('.ilab-kv__text .t').length >= 2", timeout=120_000)
     run_id = page.evaluate("document.querySelector('.ilab-demo').dataset.runId")
+    # The first run made the session, and its socket (reconnected to carry it) owns the run: a reload resumes it.
+    assert "sessionid" in {c["name"] for c in page.context.cookies()}
+    assert Run.objects.get(pk=run_id).owner.startswith("s:")
     page.reload()
     page.wait_for_function(f"() => document.querySelector('.ilab-demo').dataset.runId === '{run_id}'", timeout=30_000)
     page.wait_for_function(FINISHED, timeout=180_000)

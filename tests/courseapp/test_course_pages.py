@@ -526,3 +526,62 @@ def test_csrf_failure_page_uses_the_site_layout(course, settings):
     html = response.content.decode()
     assert response.status_code == 403
     assert "This form has expired" in html and 'class="site-header"' in html
+
+
+# --- Anonymous visitors leave no rows until they act ---------------------------------------------------------------
+
+LOOKING = ["/", "/modules/intro/", "/modules/cache/", "/modules/intro/narration/", "/search/?q=cache",
+           "/demos/", "/demos/kv-cache/", "/demos/dashboard/", "/demos/runs/mine.json?demo=kv-cache",
+           "/accounts/login/", "/accounts/signup/"]
+
+
+def rows() -> tuple[int, int]:
+    from django.contrib.sessions.models import Session
+
+    return Session.objects.count(), ModuleProgress.objects.count()
+
+
+def test_a_cookieless_visitor_who_only_looks_leaves_no_session_and_no_progress(client, course):
+    from courseapp.class_stats import ANONYMOUS, DateRange, group_stats
+
+    for path in LOOKING:
+        for _ in range(3):  # no cookie sent back: each view is a new visitor, as for a crawler or a link preview
+            client.cookies.clear()
+            response = client.get(path)
+            assert response.status_code == 200, path
+            assert "sessionid" not in response.cookies, path
+    assert rows() == (0, 0)
+    assert group_stats(Module.objects.get(slug="intro"), DateRange.last_days(), ANONYMOUS).started == 0
+
+
+def test_the_first_answer_makes_the_session_and_the_progress_and_csrf_still_guards_it(course):
+    from courseapp.class_stats import ANONYMOUS, DateRange, group_stats
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    page = client.get(module_url("intro"))
+    assert rows() == (0, 0) and client.cookies["csrftoken"].value  # the form's token lives in its own cookie
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)
+    refused = client.post(reverse("courseapp:quiz", args=["intro"]), {"q1": "1"})
+    assert refused.status_code == 403 and rows() == (0, 0)  # no token: refused, and nothing written
+    from courseapp.quiz import new_seed, seed_token
+
+    answered = client.post(reverse("courseapp:quiz", args=["intro"]),
+                           {"csrfmiddlewaretoken": token, "quiz_seed": seed_token("intro", new_seed()), "q1": "1"})
+    assert answered.status_code == 200 and rows() == (1, 1) and QuizAttempt.objects.count() == 1
+    client.get(module_url("cache"))  # from now on a visit is recorded: "resume where you left off"
+    assert rows() == (1, 2)
+    assert group_stats(Module.objects.get(slug="intro"), DateRange.last_days(), ANONYMOUS).started == 1
+
+
+def test_listening_or_a_bookmark_is_an_action_too(client, course):
+    client.get(module_url("cache"))
+    assert rows() == (0, 0)
+    client.post(reverse("courseapp:place", args=["cache"]), {"position": "3"})  # the player saves its position
+    assert rows() == (1, 1)
+
+
+def test_a_signed_in_learners_page_views_are_recorded_as_before(client, course, student):
+    client.force_login(student)
+    client.get(module_url("intro"))
+    assert ModuleProgress.objects.filter(user=student, module__slug="intro").exists()

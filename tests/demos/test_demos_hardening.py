@@ -193,7 +193,7 @@ async def test_a_run_started_before_login_resumes_after_it(demo_stack, client):
     from django.contrib.auth.models import User
 
     await sync_to_async(User.objects.create_user)("learner", password="learner-pass-123")
-    await sync_to_async(client.get)("/demos/kv-cache/")
+    await sync_to_async(client.post)("/demos/visitor/")  # what the page asks for before its first run
     before = (b"cookie", f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode())
     comm = await connect(before)
     run_id = await start(comm, {"prompt": "Before login", "max_new_tokens": 2})

@@ -125,11 +125,42 @@ async def test_a_replay_asked_for_with_nothing_stored_runs_live_and_says_so(demo
     assert re.fullmatch(r"[A-Za-z0-9_-]{16}", accepted["share_id"])
 
 
-def stored_run(status="done", owner="s:sharer", **fields) -> Run:
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(240)
+async def test_a_replay_of_another_visitors_run_and_both_share_links_name_no_worker_or_run_id(demo_stack):
+    from django.test import AsyncClient
+
+    from demo_helpers import visitor_cookie
+
+    theirs = await connect(await sync_to_async(visitor_cookie)())
+    mine = await connect(await sync_to_async(visitor_cookie)())
+    try:
+        live, live_frames = await start_frames(theirs)
+        replayed, replay_frames = await start_frames(mine, replay=True)  # a preset's prompt: public, replayable
+    finally:
+        await theirs.disconnect()
+        await mine.disconnect()
+    source = await sync_to_async(Run.objects.get)(pk=live["run_id"])
+    assert source.worker and live_frames[-1]["summary"]["worker"] == source.worker  # the owner's own frame
+    assert replayed["mode"] == "replay" and replayed["replayed_from"] != live["run_id"]
+    assert "worker" not in replay_frames[-1]["summary"] and replay_frames[-1]["summary"]["replayed"] is True
+    host, _, pid = source.worker.rpartition(":")
+    client = AsyncClient()
+    for accepted in (live, replayed):
+        for suffix in ("", "run.json"):
+            response = await client.get(f"/demos/runs/{accepted['share_id']}/{suffix}")
+            text = response.content.decode()
+            assert response.status_code == 200 and accepted["share_id"] in text
+            assert host not in text and f":{pid}" not in text and f'"{pid}"' not in text
+            assert live["run_id"] not in text and replayed["run_id"] not in text
+
+
+def stored_run(status="done", owner="s:sharer", summary=None, **fields) -> Run:
     run = Run.objects.create(demo="kv-cache", owner=owner, params={"prompt": "Hi", "max_new_tokens": 2},
                              status=status, model="smollm2-135m", engine_version="0123456789abcdef",
                              device="cpu", dtype="float32", started_at=timezone.now(), finished_at=timezone.now(),
-                             summary={"n_generated": 2}, **fields)
+                             summary=summary or {"n_generated": 2}, **fields)
     RunEvent.objects.create(run=run, seq=0, type="run_started", event={"type": "run_started", "device": "cpu"})
     RunEvent.objects.create(run=run, seq=1, type="token", event={"type": "token", "step": 0})
     return run
@@ -154,6 +185,33 @@ def test_a_finished_run_opens_by_its_share_link_read_only(client):
     shared = client.get(f"/demos/runs/{replay.share_id}/run.json").json()
     assert len(shared["events"]) == 2 and shared["header"]["mode"] == "replay"
     assert shared["header"]["replay_reason"] == "busy" and shared["header"]["device"] == "cpu"
+
+
+WORKER = "gpu-box-7.lab.internal:48213"  # what a worker records about itself: host and process id
+
+
+def assert_names_no_worker_nor_run_row(text: str, *runs: Run) -> None:
+    for secret in ("gpu-box-7", "48213", *(str(r.id) for r in runs), *(r.id.hex for r in runs)):
+        assert secret not in text, secret
+
+
+@pytest.mark.django_db
+def test_a_share_link_shows_no_worker_host_or_pid_and_no_internal_run_id(client):
+    run = stored_run(worker=WORKER, summary={"n_generated": 2, "finish_reason": "length", "worker": WORKER})
+    replay = Run.objects.create(demo="kv-cache", owner="s:other", params=run.params, status="done", replay_of=run,
+                                replay_reason="busy", worker="replay", summary={**run.summary, "replayed": True})
+    for shared in (run, replay):
+        page = client.get(f"/demos/runs/{shared.share_id}/")
+        data = client.get(f"/demos/runs/{shared.share_id}/run.json")
+        assert page.status_code == data.status_code == 200
+        assert_names_no_worker_nor_run_row(page.content.decode() + data.content.decode(), run, replay)
+        # What the student needs is all there: device, dtype, engine version, date, params, events.
+        body = data.json()
+        assert body["share_id"] == shared.share_id and body["params"] == run.params and len(body["events"]) == 2
+        assert {k: body["header"][k] for k in ("device", "dtype", "engine_version")} == {
+            "device": "cpu", "dtype": "float32", "engine_version": "0123456789abcdef"}
+        assert body["header"]["measured_at"] and body["summary"]["n_generated"] == 2
+        assert "cpu" in page.content.decode() and "0123456789abcdef" in page.content.decode()
 
 
 @pytest.mark.django_db
@@ -185,7 +243,8 @@ def test_share_ids_are_unguessable_and_not_sequential():
 def test_my_runs_lists_only_this_visitors_finished_runs_of_one_demo(client):
     from demos.identity import owners_for_request
 
-    client.get("/demos/kv-cache/")
+    assert client.get("/demos/runs/mine.json?demo=kv-cache").json()["runs"] == []  # no session: no runs, none made
+    client.post("/demos/visitor/")  # the visitor's first run makes their session
     request = type("R", (), {"session": client.session, "user": None})()
     (owner,) = owners_for_request(request)
     mine = stored_run(owner=owner)

@@ -71,12 +71,16 @@ def test_demo_pages(client):
     assert page.status_code == 200
     body = page.content.decode()
     assert "ilab-demo" in body and "kv-cache.js" in body and "cdn" not in body.lower()
-    assert client.cookies.get("sessionid"), "the page makes sure the socket has a session to own runs"
     assert client.get("/demos/no-such-demo/").status_code == 404
     dash = client.get("/demos/dashboard/")
     assert dash.status_code == 200 and "dashboard.js" in dash.content.decode()
     assert client.get("/demos/").status_code == 200
     assert client.get("/static/vendor/plotly.min.js").status_code == 200
+    assert not client.cookies.get("sessionid"), "looking at demos makes no session"
+    # The first run asks for one (ws-client.js), so the socket that starts it owns it; asked again: the same.
+    assert client.post("/demos/visitor/").json() == {"created": True} and client.cookies.get("sessionid")
+    assert client.post("/demos/visitor/").json() == {"created": False}
+    assert client.get("/demos/visitor/").status_code == 405
 
 
 @pytest.mark.django_db
@@ -85,7 +89,7 @@ def test_run_trace_download_is_owner_only(client):
 
     from demos.identity import owners_for_request
 
-    client.get("/demos/kv-cache/")
+    client.post("/demos/visitor/")
     request = type("R", (), {"session": client.session, "user": None})()
     (owner,) = owners_for_request(request)
     assert client.session.session_key not in owner  # a keyed hash of the session's token, not the session key
