@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from xml.etree.ElementTree import Element, SubElement, tostring
 
 MAX_LATEX = 2_000  # characters in one formula: lessons write short ones, and parsing cost grows with length
@@ -104,7 +105,7 @@ _GREEK = {
 
 def _say(node: Element) -> str:
     tag, kids = node.tag, list(node)
-    text = html.unescape(node.text or "").strip()
+    text = unicodedata.normalize("NFKC", html.unescape(node.text or "")).strip()  # 𝖳 → T, 𝐱 → x
     if tag in ("mi", "mn", "mtext", "ms"):
         return " ".join(_GREEK.get(ch, ch) for ch in text.split()) if tag == "mtext" else _GREEK.get(text, text)
     if tag == "mo":

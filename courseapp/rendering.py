@@ -521,7 +521,8 @@ def _render_math(self, tokens, idx, options, env) -> str:
     mathml = token.meta.get("mathml") or latex.to_mathml(token.content, display=display)
     if display:
         cue = token.attrGet(env["annotator"].cue_attr)
-        mathml = format_html('<div class="math-display"{}>{}</div>',
+        # tabindex: a formula wider than a phone scrolls sideways, and the keyboard must be able to scroll it.
+        mathml = format_html('<div class="math-display" tabindex="0"{}>{}</div>',
                              format_html(' data-cue="{}"', cue) if cue else "", mark_safe(mathml))  # noqa: S308
     marker = env["annotator"].inline_slot(mathml)
     return f"{marker}\n" if display else marker

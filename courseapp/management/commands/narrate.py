@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from courseapp.models import Module
-from courseapp.tasks import enqueue_narration, run_narration
+from courseapp.tasks import convert_to_mp3, enqueue_narration, run_narration
 
 
 class Command(BaseCommand):
@@ -15,14 +15,20 @@ class Command(BaseCommand):
         parser.add_argument("--queue", action="store_true",
                             help="queue the work on the Celery `cpu` workers instead of running it here, "
                                  "skipping modules whose narration is current (what `make run` does)")
+        parser.add_argument("--mp3", action="store_true",
+                            help="re-encode narrations stored as WAV (made before MP3, or uploaded) as MP3, "
+                                 "keeping their cues; prints the bytes before and after")
 
-    def handle(self, *args, slugs, all=False, force=False, queue=False, **options):
+    def handle(self, *args, slugs, all=False, force=False, queue=False, mp3=False, **options):
         if bool(slugs) == bool(all):
             raise CommandError("give module slugs or --all (not both)")
         modules = Module.objects.all() if all else Module.objects.filter(slug__in=slugs)
         missing = set(slugs) - set(modules.values_list("slug", flat=True))
         if missing:
             raise CommandError(f"no such module(s): {', '.join(sorted(missing))}")
+        if mp3:
+            self._convert(modules)
+            return
         for module in modules.select_related("narration"):
             existing = getattr(module, "narration", None)
             if existing is not None and existing.origin == existing.Origin.UPLOAD and not force:
@@ -41,3 +47,17 @@ class Command(BaseCommand):
                 self.stderr.write(f"{module.slug}: skipped ({exc})")
                 continue
             self.stdout.write(self.style.SUCCESS(f"{module.slug}: {record.duration:.1f} s, {len(module.cues)} cues"))
+
+    def _convert(self, modules) -> None:
+        for module in modules.select_related("narration"):
+            record = getattr(module, "narration", None)
+            try:
+                sizes = convert_to_mp3(record) if record is not None else None
+            except ValueError as exc:
+                self.stderr.write(f"{module.slug}: kept as WAV ({exc})")
+                continue
+            if sizes is None:
+                continue
+            before, after = sizes
+            self.stdout.write(self.style.SUCCESS(
+                f"{module.slug}: {before:,} bytes of WAV → {after:,} bytes of MP3 ({before / after:.1f}× smaller)"))
