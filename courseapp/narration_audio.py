@@ -84,6 +84,8 @@ def wav_to_mp3(source, destination: Path | str) -> float:
             while chunk := wav.readframes(READ_FRAMES):
                 frames += len(chunk) // (width * channels)
                 writer.write(_mono_int16(chunk, width, channels))
+            if frames == 0:
+                raise ValueError("this WAV file holds no audio")
         except BaseException:
             writer.abort()
             raise
