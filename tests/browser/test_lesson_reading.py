@@ -96,3 +96,60 @@ def test_quiz_feedback_in_the_browser(real_course, csp_page, csp_violations):
     assert QuizAttempt.objects.count() == 2
     assert not csp_violations, csp_violations
     assert not page.errors, page.errors
+
+
+def attach_sentence_narration(slug: str, seconds_per_sentence: float = 0.6):
+    """A quiet WAV upload (stored as MP3) with one WebVTT cue per narrated block and a timestamp tag per
+    sentence, as `narration.synthesize` writes them; returns the first cue with three or more sentences."""
+    import io
+    import wave
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from courseapp import narration
+    from courseapp.models import Module
+    from courseapp.tasks import attach_upload
+
+    module = Module.objects.get(slug=slug)
+    timed, clock = [], 0.0
+    for cue in module.cues:
+        spoken = []
+        for sentence in narration.sentences(cue["text"]):
+            spoken.append((clock, sentence))
+            clock += seconds_per_sentence
+        timed.append(narration.TimedCue(cue["id"], spoken[0][0], clock - 0.05, cue["text"],
+                                        tuple(spoken) if len(spoken) > 1 else ()))
+    rate = 8000
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(b"\x10\x00\xf0\xff" * int(rate * clock / 2 + 1))
+    attach_upload(module, SimpleUploadedFile("n.wav", buffer.getvalue()), ".wav",
+                  SimpleUploadedFile("n.vtt", narration.write_vtt(timed).encode()), clock)
+    return next(c for c in timed if len(c.sentences) >= 3 and "$" not in c.text)
+
+
+def test_the_sentence_being_spoken_is_highlighted(real_course, browser_page):
+    cue = attach_sentence_narration("prefill-decode")
+    page = browser_page
+    page.goto(f"{real_course}/modules/prefill-decode/")
+    page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
+    page.wait_for_function("() => Number(document.getElementById('player').dataset.cues) > 0")
+    start = cue.sentences[1][0]
+    page.evaluate(f"document.getElementById('narration-audio').currentTime = {start + 0.1}")
+    page.get_by_role("region", name="Audio version of this page").get_by_role("button", name="Play").click()
+    page.wait_for_function(f"() => document.querySelector('#lesson .is-speaking')?.dataset.cue === '{cue.id}'",
+                           timeout=10_000)
+    page.wait_for_function("() => Number(document.getElementById('player').dataset.currentSentence) >= 2",
+                           timeout=10_000)
+    marked, shown = page.evaluate("[[...CSS.highlights.get('ilab-sentence')][0].toString(), "
+                                  "document.getElementById('player').dataset.currentSentence]")
+    assert " ".join(marked.split()) == cue.sentences[int(shown) - 1][1]
+    page.wait_for_function("() => Number(document.getElementById('player').dataset.currentSentence) >= 3",
+                           timeout=10_000)  # and it moves on, sentence by sentence
+    marked, shown = page.evaluate("[[...CSS.highlights.get('ilab-sentence')][0].toString(), "
+                                  "document.getElementById('player').dataset.currentSentence]")
+    assert " ".join(marked.split()) == cue.sentences[int(shown) - 1][1]
+    assert not page.errors, page.errors

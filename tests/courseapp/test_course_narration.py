@@ -411,3 +411,19 @@ def test_no_module_of_the_course_reads_latex_aloud():
         for cue in module.cues:
             spoken = narration.speakable(cue["text"])
             assert not any(mark in spoken for mark in ("$", "\\", "_{", "^{", "\\frac", "\\text")), (module.slug, spoken)
+
+
+def test_each_sentence_start_is_a_timestamp_tag_in_its_cue(tmp_path, monkeypatch):
+    """The player highlights the sentence being spoken from these tags; cue ids and texts stay as they were."""
+    monkeypatch.setattr(narration, "load_voice", FakeVoice)
+    cues = render_markdown("An H100 reads 3.35 TB/s. That caps one stream, e.g. at 209 tokens. Why?\n\nOne only.\n").cues
+    result = narration.synthesize(cues, tmp_path)
+    vtt = result.vtt_path.read_text()
+    first, second = narration.parse_vtt(vtt)
+    assert first.text == cues[0].text and second.text == "One only." and second.sentences == ()
+    assert [s for _, s in first.sentences] == ["An H100 reads 3.35 TB/s.", "That caps one stream, e.g. at 209 tokens.",
+                                               "Why?"]
+    starts = [t for t, _ in first.sentences]
+    assert starts[0] == first.start and starts == sorted(starts) and starts[-1] < first.end
+    assert vtt.count("<00:00:") == 2  # a tag before each sentence after the first
+    assert narration.parse_vtt(narration.write_vtt([first, second])) == [first, second]
