@@ -524,3 +524,10 @@ def test_csrf_failure_page_uses_the_site_layout(course, settings):
     html = response.content.decode()
     assert response.status_code == 403
     assert "This form has expired" in html and 'class="site-header"' in html
+
+
+def test_counts_of_one_are_singular(client, course):
+    """ "1 of 1 modules" read wrong: a count of one takes the singular."""
+    Module.objects.exclude(slug="intro").update(draft=True)
+    html = client.get("/").content.decode()
+    assert "0 of 1 module completed" in html and "1 modules" not in html
