@@ -175,8 +175,9 @@ def markdown() -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.use(colon_fence_plugin)
     md.add_render_rule("colon_fence", _render_directive)
-    # `$5 and $10` is money, not math: a `$` next to a digit never opens or closes a formula.
-    md.use(dollarmath_plugin, allow_labels=False, allow_space=True, allow_digits=False, double_inline=True)
+    # As in Pandoc: `$5 and $10` is money, not math (a `$` next to a digit never opens or closes a formula), and
+    # neither is "a $ sign" (an opening `$` is followed, a closing one preceded, by a non-space).
+    md.use(dollarmath_plugin, allow_labels=False, allow_space=False, allow_digits=False, double_inline=True)
     for rule in MATH_TOKENS:
         md.add_render_rule(rule, _render_math)
     md.add_render_rule("fence", _render_code)
