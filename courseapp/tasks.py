@@ -100,6 +100,25 @@ def convert_to_mp3(record: Narration) -> tuple[int, int] | None:
     return before, after
 
 
+@app.task(name="courseapp.convert_narration", ignore_result=True)
+def convert_narration(narration_id: int) -> None:
+    """`convert_to_mp3` on the `cpu` workers (what `narrate --queue`, run by `make run`, asks for)."""
+    record = Narration.objects.filter(pk=narration_id).first()
+    if record is None:
+        return
+    try:
+        sizes = convert_to_mp3(record)
+    except ValueError as exc:
+        logger.warning("Narration of %s kept as WAV: %s", record.module.slug, exc)
+        return
+    if sizes:
+        logger.info("Narration of %s re-encoded: %d bytes of WAV → %d bytes of MP3", record.module.slug, *sizes)
+
+
+def is_wav(record: Narration | None) -> bool:
+    return record is not None and record.is_ready and record.audio.name.lower().endswith(".wav")
+
+
 def _wav_as_mp3(module: Module, wav, scratch: Path) -> Path | None:
     """The uploaded WAV encoded as MP3 in `scratch`, or None when the encoder cannot read it."""
     encoded = scratch / f"upload{narration_audio.EXTENSION}"

@@ -427,3 +427,31 @@ def test_each_sentence_start_is_a_timestamp_tag_in_its_cue(tmp_path, monkeypatch
     assert starts[0] == first.start and starts == sorted(starts) and starts[-1] < first.end
     assert vtt.count("<00:00:") == 2  # a tag before each sentence after the first
     assert narration.parse_vtt(narration.write_vtt([first, second])) == [first, second]
+
+
+@pytest.mark.django_db
+def test_make_run_queues_wav_narrations_for_mp3(course, monkeypatch, capsys):
+    """`narrate --all --queue` (what `make run` runs) sends a current WAV narration to the `cpu` workers for
+    re-encoding, and the task converts it."""
+    from django.core.files.base import ContentFile
+    from django.core.management import call_command
+
+    from courseapp.tasks import convert_narration
+
+    module = Module.objects.get(slug="intro")
+    record = Narration.objects.create(module=module, status=Narration.Status.READY, origin=Narration.Origin.UPLOAD,
+                                      duration=1.0, cue_hash=module.cue_hash)
+    record.audio.save("narration/up.wav", ContentFile(pcm_wav(1.0)), save=False)
+    record.vtt.save("narration/up.vtt", ContentFile(UPLOAD_VTT), save=False)
+    record.save()
+    sent = []
+    monkeypatch.setattr("courseapp.tasks.convert_narration.apply_async",
+                        lambda args, **kw: sent.append((args, kw)) or type("R", (), {"id": "t"})())
+    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
+                        lambda args, **kw: type("R", (), {"id": "t"})())
+    call_command("narrate", "--all", "--queue")
+    assert sent == [([record.pk], {"queue": "cpu", "retry": False})]
+    assert "intro: WAV narration queued for re-encoding as MP3" in capsys.readouterr().out
+    convert_narration(record.pk)
+    record.refresh_from_db()
+    assert record.audio.name.endswith(".mp3") and record.origin == Narration.Origin.UPLOAD and record.is_ready
