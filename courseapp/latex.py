@@ -77,11 +77,14 @@ def _clean(node: Element, parent: Element | None) -> Element:
     return copy
 
 
-def to_mathml(latex: str, *, display: bool = False) -> str:
-    """Escaped, allowlisted MathML for `latex` (raises MathError)."""
+def to_mathml(latex: str, *, display: bool = False, alttext: str = "") -> str:
+    """Escaped, allowlisted MathML for `latex` (raises MathError); `alttext` (the formula in words) is what
+    text-only readers of the HTML, such as the site search, take in place of the markup."""
     clean = _clean(_tree(latex, display), None)
     clean.set("xmlns", MATHML_NS)
     clean.set("display", "block" if display else "inline")
+    if alttext:
+        clean.set("alttext", alttext)
     return tostring(clean, encoding="unicode", short_empty_elements=False)
 
 

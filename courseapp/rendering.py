@@ -345,8 +345,9 @@ class _Annotator:
                 child for child in (token.children or []) if child.type in MATH_TOKENS]
             for formula in formulas:
                 try:
-                    formula.meta["mathml"] = latex.to_mathml(formula.content, display=formula.type == "math_block")
                     formula.meta["spoken"] = latex.spoken(formula.content)
+                    formula.meta["mathml"] = latex.to_mathml(formula.content, display=formula.type == "math_block",
+                                                             alttext=formula.meta["spoken"])
                 except latex.MathError as exc:
                     line = _line_of(formula.content, lines, token.map) + offset
                     raise ContentError(f"math ${formula.content.strip()[:60]}$: {exc}", line) from None

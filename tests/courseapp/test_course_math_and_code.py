@@ -37,7 +37,7 @@ def author(client, course, instructor):
 
 def assert_rendered(html: str) -> None:
     html = html.replace("\xa0", " ")  # \text{} keeps its spaces as no-break spaces
-    assert '<math display="inline" xmlns="http://www.w3.org/1998/Math/MathML">' in html
+    assert '<math display="inline" xmlns="http://www.w3.org/1998/Math/MathML" alttext="t sub step">' in html
     assert '<div class="math-display" tabindex="0" data-cue="c3"><math display="block"' in html
     assert "<mfrac><mrow><mtext>bandwidth</mtext></mrow><mrow><mtext>bytes per token</mtext></mrow></mfrac>" in html
     assert "$$" not in html and "\\frac" not in html and "\\text" not in html
@@ -124,3 +124,11 @@ def test_no_lesson_shows_latex_source(client):
 def test_dollar_signs_in_prose_are_not_math():
     html = render_markdown("A $ sign, and another $ here; it costs $5 or $10.\n").html
     assert "<math" not in html and "A $ sign, and another $ here; it costs $5 or $10." in html
+
+
+def test_search_indexes_a_formula_as_its_words():
+    from courseapp.search import html_sections
+
+    text = " ".join(body for _, _, body in html_sections(render_markdown(SOURCE).html))
+    assert "takes t equals B over W" in text and "tokens per second is at most bandwidth over bytes per token" in text
+    assert "t=BW" not in text.replace(" ", "")
