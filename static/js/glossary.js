@@ -4,7 +4,7 @@
 // once the pointer or the focus has left the term and comes back.
 // Terms come from the glossary module (courseapp/glossary.py) as JSON in #glossary-terms.
 
-const SKIP = "a, .glossary-tip, code, pre, h1, h2, h3, h4, h5, h6, .ilab-demo, .calculator, .quiz, .callout-title, button, label, script, style";
+const SKIP = "a, .glossary-tip, code, pre, math, h1, h2, h3, h4, h5, h6, .ilab-demo, .calculator, .quiz, .callout-title, button, label, script, style";
 const GLOSSARY_PATH = "/modules/glossary/";
 
 function escapeRegExp(text) {

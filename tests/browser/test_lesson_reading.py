@@ -153,3 +153,12 @@ def test_the_sentence_being_spoken_is_highlighted(real_course, browser_page):
                                   "document.getElementById('player').dataset.currentSentence]")
     assert " ".join(marked.split()) == cue.sentences[int(shown) - 1][1]
     assert not page.errors, page.errors
+
+
+def test_glossary_terms_are_never_linked_inside_a_formula(real_course, csp_page):
+    page = csp_page
+    page.goto(f"{real_course}/modules/flash-attention/")
+    page.locator("a.glossary-term").first.wait_for()
+    assert page.locator("#lesson math").count() >= 3
+    assert page.locator("#lesson math .glossary-wrap, #lesson math a").count() == 0
+    assert page.locator('a.glossary-term[href="/modules/glossary/#term-softmax"]').count() == 1  # in the prose
