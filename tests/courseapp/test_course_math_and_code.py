@@ -76,7 +76,10 @@ def test_student_page_renders_math_and_code_and_narrates_math_as_words(client, c
     ("$$\n\\frac{1}{\n$$", 6, "its braces { } are not balanced"),
 ])
 def test_bad_latex_is_an_error_at_its_line_in_preview_and_save(author, latex, line, message):
-    source = f"## Title\n\nFirst paragraph.\n\nText {latex} here.\n" if "\n" not in latex else f"## Title\n\nText\n\n{latex}\n"
+    if "\n" in latex:  # display math: the formula is on the line after `$$`
+        source = f"## Title\n\nText\n\n{latex}\n"
+    else:
+        source = f"## Title\n\nFirst paragraph.\n\nText {latex} here.\n"
     preview = author.post(reverse("courseapp:author_preview"), {"source": source})
     assert preview.status_code == 422
     assert f"Line {line}: math" in preview.content.decode()  # the formula's own line
