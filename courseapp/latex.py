@@ -8,7 +8,8 @@ narration says "t sub step equals …" instead of spelling out backslashes and b
 
 Invariants: a formula either converts completely or raises `MathError` with a message for the author
 (an unknown command such as `\\fracc`, an unbalanced brace or `\\left` without `\\right`, macro
-definitions, a formula over `MAX_LATEX` characters); nothing here ever raises anything else.
+definitions, a formula over `MAX_LATEX` characters or nesting over `MAX_DEPTH` levels); nothing here ever
+raises anything else.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import unicodedata
 from xml.etree.ElementTree import Element, SubElement, tostring
 
 MAX_LATEX = 2_000  # characters in one formula: lessons write short ones, and parsing cost grows with length
+MAX_DEPTH = 40  # nested braces: the converter and `_say` recurse once per level
 MATHML_NS = "http://www.w3.org/1998/Math/MathML"
 # Macro definitions expand without bound (`\def\a{\a\a}`); lessons have no need of them.
 REFUSED_COMMANDS = re.compile(r"\\(?:def|gdef|edef|newcommand|renewcommand|providecommand|DeclareMathOperator)\b")
@@ -52,6 +54,12 @@ def _tree(latex: str, display: bool) -> Element:
         raise MathError(f"{refused[0]} is not supported in lessons: write the formula out")
     if latex.count("{") - latex.count("\\{") != latex.count("}") - latex.count("\\}"):
         raise MathError("its braces { } are not balanced")
+    depth = deepest = 0
+    for char in re.sub(r"\\[{}]", "", latex):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        deepest = max(deepest, depth)
+    if deepest > MAX_DEPTH:
+        raise MathError(f"its braces nest {deepest} levels deep; the limit is {MAX_DEPTH}")
     try:
         tree = Converter(display="block" if display else "inline").convert_to_element(latex)
     except Exception as exc:  # latex2mathml raises its own exceptions, and IndexError/StopIteration on some input

@@ -74,6 +74,8 @@ def test_student_page_renders_math_and_code_and_narrates_math_as_words(client, c
     (r"$\left( x$", 5, "LaTeX it cannot read (extra left or missing right)"),
     (r"$\def\x{\x\x} \x$", 5, r"\def is not supported in lessons"),
     ("$$\n\\frac{1}{\n$$", 6, "its braces { } are not balanced"),
+    ("$" + "{" * 500 + "x" + "}" * 500 + "$", 5, "its braces nest 500 levels deep; the limit is 40"),
+    ("$" + "x+" * 1200 + "$", 5, "the formula is 2,400 characters long; the limit is 2,000"),
 ])
 def test_bad_latex_is_an_error_at_its_line_in_preview_and_save(author, latex, line, message):
     if "\n" in latex:  # display math: the formula is on the line after `$$`
