@@ -457,3 +457,15 @@ def test_make_run_queues_wav_narrations_for_mp3(course, monkeypatch, capsys):
     convert_narration(record.pk)
     record.refresh_from_db()
     assert record.audio.name.endswith(".mp3") and record.origin == Narration.Origin.UPLOAD and record.is_ready
+
+
+def test_real_piper_speaks_a_formula_as_words(tmp_path):
+    """A short real synthesis of a paragraph with LaTeX: the cue (what Piper was given, and the captions) holds
+    words, and the audio lasts as long as saying them takes."""
+    [cue] = render_markdown(r"The step time is $t = \frac{B}{W}$, about $N^{2}$ operations." + "\n").cues
+    assert cue.text == "The step time is t equals B over W, about N squared operations."
+    result = narration.synthesize([cue], tmp_path)
+    captions = result.vtt_path.read_text()
+    assert "t equals B over W" in captions and not any(mark in captions for mark in ("$", "\\", "{", "^"))
+    assert 2 < result.duration < 10 and mp3_seconds(result.audio_path.read_bytes()) == pytest.approx(
+        result.duration, abs=0.2)
