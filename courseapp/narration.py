@@ -1,10 +1,13 @@
-"""Narration: Piper neural TTS of a module's cues → one WAV file plus WebVTT cues.
+"""Narration: Piper neural TTS of a module's cues → one MP3 file plus WebVTT cues.
 
 `synthesize(cues, out_dir)` is a pure function of the cue texts: each cue (a heading, paragraph or list
 item of the rendered lesson, see `rendering.Cue`) is spoken in turn with a short pause between cues, and
 its start/end times are written as a WebVTT cue whose identifier is the cue id (`c1`, `c2`, …), the same
-id the rendered page carries as `data-cue`. Output files are named by a hash of the voice and the cue
-texts, so unchanged text is never synthesized twice.
+id the rendered page carries as `data-cue`. A cue is spoken sentence by sentence, and the start of each
+sentence after the first is a WebVTT timestamp tag inside the cue text (`First. <00:00:03.200>Second.`),
+from which the player highlights the sentence being spoken. Output files are named by a hash of the voice and the cue
+texts, so unchanged text is never synthesized twice. The audio is encoded to MP3 as it is spoken
+(`narration_audio`): about 11× smaller than the WAV it used to be.
 
 Piper and onnxruntime are imported lazily: importing this module is cheap.
 """
@@ -13,15 +16,14 @@ from __future__ import annotations
 import html
 import importlib
 import logging
-import os
 import re
-import tempfile
-import wave
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .narration_audio import EXTENSION as AUDIO_EXTENSION
+from .narration_audio import Mp3Writer
 from .rendering import Cue, cue_hash
 
 logger = logging.getLogger(__name__)
@@ -32,7 +34,7 @@ PAUSE_SECONDS = 0.5
 LEAD_IN_SECONDS = 0.25
 NARRATION_DIR = "narration"
 # Bump when `speakable`, pauses or timing change, so cached audio made the old way is not reused.
-SYNTHESIS_VERSION = 3  # 3: math symbols (÷ √ ᵀ powers α Σ subscripts ±) are spoken as words
+SYNTHESIS_VERSION = 4  # 4: MP3, and LaTeX math spoken as words; 3: math symbols (÷ √ ᵀ powers α Σ …) as words
 
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _SUBSCRIPTS = {**{chr(0x2080 + d): str(d) for d in range(10)}, "₋": " minus ", "₊": " plus ",
@@ -89,6 +91,22 @@ class TimedCue:
     start: float
     end: float
     text: str
+    sentences: tuple[tuple[float, str], ...] = ()  # (start, text) of each sentence, when more than one
+
+
+# A sentence ends at . ! or ? followed by a space and a capital, digit or opening quote/bracket ("e.g. the"
+# stays whole); a decimal point ("3.35") or an abbreviation before a lowercase word does not end one.
+SENTENCE_END = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[A-Z0-9“\"‘(\[])")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a cue's text, in order; their concatenation (with single spaces) is the text."""
+    parts, start = [], 0
+    for match in SENTENCE_END.finditer(text):
+        parts.append(text[start:match.start() + len(match[0].rstrip())].strip())
+        start = match.end()
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
 
 
 @dataclass(frozen=True)
@@ -142,55 +160,51 @@ def synthesize(
     progress: Callable[[float], None] | None = None,
     force: bool = False,
 ) -> NarrationResult:
-    """Speak `cues` (Cue objects or dicts with id/text) into `<key>.wav` + `<key>.vtt` in `out_dir`."""
+    """Speak `cues` (Cue objects or dicts with id/text) into `<key>.mp3` + `<key>.vtt` in `out_dir`."""
     cues = [c for c in _as_cues(cues) if speakable(c.text)]
     if not cues:
         raise ValueError("nothing to narrate: the module has no headings or paragraphs")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     key = narration_key(cues)
-    audio_path, vtt_path = out_dir / f"{key}.wav", out_dir / f"{key}.vtt"
+    audio_path, vtt_path = out_dir / f"{key}{AUDIO_EXTENSION}", out_dir / f"{key}.vtt"
     if not force and audio_path.exists() and vtt_path.exists():
         timed = parse_vtt(vtt_path.read_text(encoding="utf-8"))
-        return NarrationResult(audio_path, vtt_path, wav_duration(audio_path), timed, key, cached=True)
+        return NarrationResult(audio_path, vtt_path, timed[-1].end + PAUSE_SECONDS, timed, key, cached=True)
 
     voice = load_voice()
     rate = voice.config.sample_rate
     pause = b"\x00\x00" * int(rate * PAUSE_SECONDS)
     timed: list[TimedCue] = []
-    fd, tmp_name = tempfile.mkstemp(suffix=".wav", dir=out_dir)
-    os.close(fd)
+    writer = Mp3Writer(audio_path, rate)
+    vtt_tmp = vtt_path.with_suffix(".vtt.tmp")
     try:
-        with wave.open(tmp_name, "wb") as wav:
-            wav.setnchannels(1)
-            wav.setsampwidth(2)
-            wav.setframerate(rate)
-            samples = int(rate * LEAD_IN_SECONDS)
-            wav.writeframes(b"\x00\x00" * samples)
-            for index, cue in enumerate(cues, start=1):
-                start = samples
-                for chunk in voice.synthesize(speakable(cue.text)):
+        samples = int(rate * LEAD_IN_SECONDS)
+        writer.write(b"\x00\x00" * samples)
+        for index, cue in enumerate(cues, start=1):
+            start, spoken = samples, []
+            for sentence in sentences(cue.text):
+                if not speakable(sentence):
+                    continue
+                spoken.append((samples / rate, sentence))
+                for chunk in voice.synthesize(speakable(sentence)):
                     data = chunk.audio_int16_bytes
-                    wav.writeframes(data)
+                    writer.write(data)
                     samples += len(data) // 2
-                timed.append(TimedCue(cue.id, start / rate, samples / rate, cue.text))
-                wav.writeframes(pause)
-                samples += len(pause) // 2
-                if progress is not None:
-                    progress(index / len(cues))
-        vtt_tmp = vtt_path.with_suffix(".vtt.tmp")
+            timed.append(TimedCue(cue.id, start / rate, samples / rate, cue.text,
+                                  tuple(spoken) if len(spoken) > 1 else ()))
+            writer.write(pause)
+            samples += len(pause) // 2
+            if progress is not None:
+                progress(index / len(cues))
         vtt_tmp.write_text(write_vtt(timed), encoding="utf-8")
-        os.replace(tmp_name, audio_path)
-        os.replace(vtt_tmp, vtt_path)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    except BaseException:
+        writer.abort()
+        vtt_tmp.unlink(missing_ok=True)
+        raise
+    writer.close()
+    vtt_tmp.replace(vtt_path)
     return NarrationResult(audio_path, vtt_path, samples / rate, timed, key, cached=False)
-
-
-def wav_duration(path: Path | str) -> float:
-    with wave.open(str(path), "rb") as wav:
-        return wav.getnframes() / wav.getframerate()
 
 
 # --- WebVTT ----------------------------------------------------------------------------------
@@ -204,10 +218,18 @@ def _timestamp(seconds: float) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}.{millis:03d}"
 
 
+def _cue_text(text: str) -> str:
+    return html.escape(re.sub(r"\s+", " ", text).replace("-->", "→"), quote=False)
+
+
 def write_vtt(cues: Iterable[TimedCue]) -> str:
     blocks = ["WEBVTT"]
     for cue in cues:
-        text = html.escape(re.sub(r"\s+", " ", cue.text).replace("-->", "→"), quote=False)
+        if cue.sentences:  # later sentences start at a timestamp tag
+            text = " ".join(_cue_text(s) if n == 0 else f"<{_timestamp(t)}>{_cue_text(s)}"
+                            for n, (t, s) in enumerate(cue.sentences))
+        else:
+            text = _cue_text(cue.text)
         blocks.append(f"{cue.id}\n{_timestamp(cue.start)} --> {_timestamp(cue.end)}\n{text}")
     return "\n\n".join(blocks) + "\n"
 
@@ -217,8 +239,21 @@ _TIMING_RE = re.compile(r"^(?:([0-9]{1,6}):)?([0-9]{2}):([0-9]{2})\.([0-9]{3})\s
                         r"(?:([0-9]{1,6}):)?([0-9]{2}):([0-9]{2})\.([0-9]{3})")
 
 
+_TAG_TIME_RE = re.compile(r"<(?:([0-9]{1,6}):)?([0-9]{2}):([0-9]{2})\.([0-9]{3})>")
+
+
 def _seconds(h, m, s, ms) -> float:
     return int(h or 0) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000
+
+
+def _split_sentences(start: float, body: str) -> tuple[str, tuple[tuple[float, str], ...]]:
+    """A cue body's text without timestamp tags, and its (start, sentence) pairs when it has tags."""
+    pieces = _TAG_TIME_RE.split(body)
+    if len(pieces) == 1:
+        return html.unescape(body), ()
+    timed = [(start, pieces[0])] + [(_seconds(*pieces[i:i + 4]), pieces[i + 4]) for i in range(1, len(pieces), 5)]
+    timed = [(t, html.unescape(re.sub(r"<[^>]*>", "", s)).strip()) for t, s in timed]
+    return " ".join(s for _, s in timed if s), tuple((t, s) for t, s in timed if s)
 
 
 class VTTError(ValueError):
@@ -258,5 +293,6 @@ def parse_vtt(text: str) -> list[TimedCue]:
         while i < len(lines) and lines[i].strip():
             body.append(lines[i])
             i += 1
-        cues.append(TimedCue(ident or f"cue{len(cues) + 1}", start, end, html.unescape(" ".join(body))))
+        text, spoken = _split_sentences(start, " ".join(body))
+        cues.append(TimedCue(ident or f"cue{len(cues) + 1}", start, end, text, spoken))
     return cues

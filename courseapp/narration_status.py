@@ -55,6 +55,7 @@ def narration_status(narration: Narration | None, user) -> NarrationStatus:
     ready, total = course_counts(user)
     running = narration.status == Narration.Status.RUNNING
     return NarrationStatus(
-        "busy", f"being generated now ({_detail(narration)}). Narration is ready for {ready} of {total} modules. "
+        "busy", f"being generated now ({_detail(narration)}). Narration is ready for {ready} of {total} "
+                f"module{'' if total == 1 else 's'}. "
                 "The player appears here when this page's audio is ready.",
         narration.progress if running else None, ready, total)

@@ -8,6 +8,11 @@ positions back through the same seed, so scores never depend on the shuffle.
 The seed travels in a hidden field signed for the module (`seed_token`), and a post is graded only with a
 valid one: a missing seed (which would mean the authored order, where "always the first choice" scores
 full marks), a forged or altered one, or one signed for another module is refused as out of date.
+
+Feedback never calls a wrong answer right: a multiple-choice question is correct only when exactly its
+correct choices are selected; a partly right one says how many right choices were found and missed. On a
+retry (the learner's second or later attempt) a question still wrong reveals its right answer. A post
+that selects nothing at all is not graded (`NothingChosen`), so no attempt is recorded for it.
 """
 from __future__ import annotations
 
@@ -28,23 +33,32 @@ SEED_SALT = "courseapp.quiz.seed"
 OUT_OF_DATE = "The quiz form is out of date: reload the page and answer again."
 
 
+NOTHING_CHOSEN = "Choose an answer to at least one question before checking: nothing was graded."
+
+
 class QuizInputError(ValueError):
     """A submitted answer that is not one of the question's choices (shown to the student as a 400)."""
+
+
+class NothingChosen(QuizInputError):
+    """An empty submission: not graded, no attempt recorded."""
 
 
 @dataclass
 class ChoiceOutcome:
     choice: object
     selected: bool
+    revealed: bool = False  # a right choice the learner missed, shown as the answer after a retry
 
     @property
     def show_explanation(self) -> bool:
-        return self.selected
+        return self.selected or self.verdict == "missed"
 
     @property
     def verdict(self) -> str:
+        """"correct"/"incorrect" for a selected choice; "missed" for a right one not selected, once revealed."""
         if not self.selected:
-            return ""
+            return "missed" if self.revealed and self.choice.correct else ""
         return "correct" if self.choice.correct else "incorrect"
 
 
@@ -54,6 +68,33 @@ class QuestionOutcome:
     choices: list[ChoiceOutcome]  # in the order the student saw them
     correct: bool
     answered: bool
+
+    @property
+    def found(self) -> int:
+        """Right choices selected."""
+        return sum(c.selected and c.choice.correct for c in self.choices)
+
+    @property
+    def right_total(self) -> int:
+        return sum(bool(c.choice.correct) for c in self.choices)
+
+    @property
+    def wrong_picked(self) -> int:
+        return sum(c.selected and not c.choice.correct for c in self.choices)
+
+    @property
+    def missed(self) -> int:
+        return self.right_total - self.found
+
+    @property
+    def revealed(self) -> bool:
+        return any(c.revealed for c in self.choices)
+
+    def reveal(self) -> None:
+        """Show the right answer (a question still wrong on a retry)."""
+        if not self.correct:
+            for outcome in self.choices:
+                outcome.revealed = True
 
 
 @dataclass
@@ -80,6 +121,11 @@ class QuizResult:
 
     def outcome_for(self, question) -> QuestionOutcome | None:
         return next((q for q in self.questions if q.question.pk == question.pk), None)
+
+    def reveal_answers(self) -> None:
+        """On a retry: every question still wrong shows its right answer, with the explanations."""
+        for outcome in self.questions:
+            outcome.reveal()
 
 
 def pass_mark(total: int) -> int:
@@ -135,7 +181,8 @@ def _positions(question, raw_values) -> set[int]:
 def grade(questions, data, seed: int | None = None) -> QuizResult:
     """Grade submitted form data (`q<order>` → 1-based positions in this attempt's order).
 
-    Raises QuizInputError for a value that is not a position of one of the question's choices.
+    Raises QuizInputError for a value that is not a position of one of the question's choices, and
+    NothingChosen when no question has an answer (such a post is not graded).
     """
     outcomes, answers = [], {}
     for question in questions:
@@ -155,4 +202,6 @@ def grade(questions, data, seed: int | None = None) -> QuizResult:
             correct=bool(selected) and selected == correct_set,
             answered=bool(selected),
         ))
+    if outcomes and not any(o.answered for o in outcomes):
+        raise NothingChosen(NOTHING_CHOSEN)
     return QuizResult(questions=outcomes, answers=answers, seed=seed)

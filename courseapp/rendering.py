@@ -3,12 +3,17 @@
 One renderer serves the student page, the authoring preview and the loader, so what an instructor
 previews is exactly what a student gets. Pipeline:
 
-1. markdown-it (CommonMark + tables + strikethrough + `:::` colon fences for directives) parses the body;
+1. markdown-it (CommonMark + tables + strikethrough + `:::` colon fences for directives + `$…$`/`$$…$$`
+   math) parses the body;
 2. `_Annotator` walks the tokens: heading ids, `data-cue` ids on narrated blocks (headings, paragraphs,
-   list items), directive parsing and validation (errors carry the body line number);
+   list items, display math), directive parsing and validation, LaTeX conversion (errors carry the body
+   line number);
 3. the HTML is sanitized with nh3 (an allowlist: no scripts, event handlers or `javascript:` URLs);
-4. trusted HTML produced by code (demo embeds, calculators, the quiz slot) replaces unguessable
-   placeholders *after* sanitization, so authored text can never smuggle such markup in.
+4. trusted HTML produced by code (demo embeds, calculators, the quiz slot, MathML from `latex`, code
+   highlighted by `highlight`) replaces unguessable placeholders *after* sanitization, so authored text can
+   never smuggle such markup in.
+
+Math is spoken as words in the narration cues (`latex.spoken`), never as LaTeX source.
 """
 from __future__ import annotations
 
@@ -27,11 +32,13 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
 from mdit_py_plugins.colon_fence import colon_fence_plugin
+from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from serverprofile import figures as server_figures
 
-from . import quiz_ids
+from . import highlight, latex, quiz_ids
 from .input_limits import MAX_NESTING, NumberTooLong, bounded_int, json_nesting
 from .models import QUIZ_MARKER
 from .safe_yaml import BoundedLoader
@@ -175,6 +182,13 @@ def markdown() -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.use(colon_fence_plugin)
     md.add_render_rule("colon_fence", _render_directive)
+    # As in Pandoc: `$5 and $10` is money, not math (a `$` next to a digit never opens or closes a formula), and
+    # neither is "a $ sign" (an opening `$` is followed, a closing one preceded, by a non-space).
+    md.use(dollarmath_plugin, allow_labels=False, allow_space=False, allow_digits=False, double_inline=True)
+    for rule in MATH_TOKENS:
+        md.add_render_rule(rule, _render_math)
+    md.add_render_rule("fence", _render_code)
+    md.add_render_rule("code_block", _render_code)
     return md
 
 
@@ -196,8 +210,15 @@ def sanitize(html: str, annotations: tuple[str, ...] = ()) -> str:
 
 
 def render_inline(text: str) -> str:
-    """Inline Markdown (quiz questions, choices, explanations) → sanitized HTML."""
-    return sanitize(markdown().renderInline(text))
+    """Inline Markdown (quiz questions, choices, explanations) → sanitized HTML (math as MathML).
+
+    Raises `ContentError` without a line for LaTeX that cannot be shown: the caller knows the line."""
+    annotator = _Annotator(validate_demos=False)
+    try:
+        raw = markdown().renderInline(text, {"annotator": annotator})
+    except latex.MathError as exc:
+        raise ContentError(f"math: {exc}") from None
+    return annotator.fill(sanitize(raw))
 
 
 def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule:
@@ -217,8 +238,7 @@ def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule
     _check_raw_text_closed(raw, lines)
     html = sanitize(raw, (annotator.id_attr, annotator.cue_attr))
     html = html.replace(f' {annotator.id_attr}="', ' id="').replace(f' {annotator.cue_attr}="', ' data-cue="')
-    for marker, trusted in annotator.slots.items():
-        html = html.replace(marker, trusted, 1)
+    html = annotator.fill(html)
     return RenderedModule(
         html=html,
         outline=annotator.outline,
@@ -247,10 +267,13 @@ def _check_raw_text_closed(html: str, lines: list[str]) -> None:
 
 
 def _inline_text(token) -> str:
+    """The words of an inline token, as a reader (and the narrator) says them: math as words."""
     parts: list[str] = []
     for child in token.children or []:
         if child.type in ("text", "code_inline"):
             parts.append(child.content)
+        elif child.type in MATH_TOKENS:
+            parts.append(child.meta.get("spoken") or _spoken_or_source(child.content))
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     return re.sub(r"\s+", " ", "".join(parts)).strip()
@@ -309,8 +332,36 @@ class _Annotator:
         self.slots[marker] = trusted_html
         token.meta["slot"] = marker
 
+    def inline_slot(self, trusted_html: str) -> str:
+        """A placeholder that is plain text (so it may sit inside a paragraph) for `trusted_html`."""
+        marker = f"ilab{self.nonce}slot{len(self.slots)}x"
+        self.slots[marker] = trusted_html
+        return marker
+
+    def fill(self, sanitized: str) -> str:
+        """Put the trusted HTML in place of its placeholders, once sanitization is done."""
+        for marker, trusted in self.slots.items():
+            sanitized = sanitized.replace(marker, trusted, 1)
+        return sanitized
+
+    def _convert_math(self, tokens, lines: list[str], offset: int) -> None:
+        """Convert every formula to MathML and to words up front (headings and paragraphs read their words
+        before their inline token is reached); an error names the line the formula is on."""
+        for token in tokens:
+            formulas = [token] if token.type == "math_block" else [
+                child for child in (token.children or []) if child.type in MATH_TOKENS]
+            for formula in formulas:
+                try:
+                    formula.meta["spoken"] = latex.spoken(formula.content)
+                    formula.meta["mathml"] = latex.to_mathml(formula.content, display=formula.type == "math_block",
+                                                             alttext=formula.meta["spoken"])
+                except latex.MathError as exc:
+                    line = _line_of(formula.content, lines, token.map) + offset
+                    raise ContentError(f"math ${formula.content.strip()[:60]}$: {exc}", line) from None
+
     def walk(self, tokens, lines: list[str], offset: int) -> None:
         """Annotate `tokens` parsed from `lines`; `offset` maps their line numbers to the body's."""
+        self._convert_math(tokens, lines, offset)
         item_depth = 0
         for idx, token in enumerate(tokens):
             if token.type == "inline":
@@ -331,6 +382,8 @@ class _Annotator:
                     self._cue(token, text, "heading")
             elif token.type == "paragraph_open" and item_depth == 0:
                 self._cue(token, _inline_text(tokens[idx + 1]), "paragraph")
+            elif token.type == "math_block" and item_depth == 0:
+                self._cue(token, token.meta["spoken"], "paragraph")
             elif token.type == "list_item_open":
                 if item_depth == 0:
                     self._cue(token, self._item_text(tokens, idx), "item")
@@ -438,7 +491,7 @@ class _Annotator:
             raise ContentError(f"callout kind '{rest}' is not supported: write ':::{{callout}} note' or "
                                "':::{callout} warning'", line)
         md = markdown()
-        children = md.parse(token.content, {})
+        children = md.parse(token.content, {"annotator": self})
         self.walk(children, token.content.split("\n"), offset=line)
         token.meta["callout"] = rest
         token.meta["children"] = children
@@ -451,6 +504,46 @@ class _Annotator:
         self._quiz_line = line
         self.questions = parse_quiz(token.content, first_line=line + 1)
         self.slot(token, QUIZ_MARKER)
+
+
+MATH_TOKENS = ("math_inline", "math_inline_double", "math_block")
+
+
+def _spoken_or_source(formula: str) -> str:
+    try:
+        return latex.spoken(formula)
+    except latex.MathError:
+        return ""
+
+
+def _line_of(formula: str, lines: list[str], span) -> int:
+    """The 1-based line (within `lines`) where `formula` starts, searched in the block's span."""
+    first, last = span or (0, len(lines))
+    head = formula.strip().split("\n", 1)[0]
+    return next((n + 1 for n in range(first, min(last, len(lines))) if head and head in lines[n]), first + 1)
+
+
+def _render_math(self, tokens, idx, options, env) -> str:
+    """MathML, through a placeholder: the sanitizer knows no MathML, and `latex.to_mathml` is already safe."""
+    token = tokens[idx]
+    display = token.type == "math_block"
+    mathml = token.meta.get("mathml") or latex.to_mathml(token.content, display=display)
+    if display:
+        cue = token.attrGet(env["annotator"].cue_attr)
+        # tabindex: a formula wider than a phone scrolls sideways, and the keyboard must be able to scroll it.
+        mathml = format_html('<div class="math-display" tabindex="0"{}>{}</div>',
+                             format_html(' data-cue="{}"', cue) if cue else "", mark_safe(mathml))  # noqa: S308
+    marker = env["annotator"].inline_slot(mathml)
+    return f"{marker}\n" if display else marker
+
+
+def _render_code(self, tokens, idx, options, env) -> str:
+    """Fenced and indented code, highlighted by Pygments (escaped by it, so trusted) via a placeholder."""
+    token = tokens[idx]
+    language = highlight.language_of(token.info) if token.type == "fence" else ""
+    if "annotator" not in env:
+        return RendererHTML.fence(self, tokens, idx, options, env)
+    return env["annotator"].inline_slot(highlight.code_html(token.content, language)) + "\n"
 
 
 def _render_directive(self, tokens, idx, options, env) -> str:
@@ -628,7 +721,7 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
                                    f"choice {seen.index(choice.id) + 1}", choice.line)
             seen.append(choice.id)
         quiz_ids.assign_ids(choices, "c")
-        questions.append(QuizQuestion(text_value.strip(), render_inline(text_value.strip()), choices, q_line,
+        questions.append(QuizQuestion(text_value.strip(), _inline_at(text_value.strip(), q_line), choices, q_line,
                                       id=q_id, column=q_column))
     quiz_ids.assign_ids(questions, "q")
     return questions
@@ -671,5 +764,14 @@ def _parse_choice(number: int, c_number: int, data, q_line: int, first_line: int
     correct = data.get("correct", False)
     if not isinstance(correct, bool):
         raise ContentError(f"{where}: 'correct' must be true or false", c_line)
-    return QuizChoice(text_value.strip(), render_inline(text_value.strip()), correct,
-                      explanation.strip(), render_inline(explanation.strip()), id=c_id, line=c_line, column=c_column)
+    return QuizChoice(text_value.strip(), _inline_at(text_value.strip(), c_line), correct,
+                      explanation.strip(), _inline_at(explanation.strip(), c_line), id=c_id, line=c_line,
+                      column=c_column)
+
+
+def _inline_at(text: str, line: int) -> str:
+    """`render_inline` for a quiz text on `line` (its LaTeX errors point there)."""
+    try:
+        return render_inline(text)
+    except ContentError as exc:
+        raise ContentError(exc.message, line) from None

@@ -153,6 +153,10 @@ class _Sections(HTMLParser):
         if tag in SKIP_TAGS or classes & SKIP_CLASSES:
             self.skip = 1
             return
+        if tag == "math":  # a formula is indexed as its words (rendering puts them in `alttext`), not its markup
+            self.handle_data(f" {attrs.get('alttext') or ''} ")
+            self.skip = 1
+            return
         if tag in SECTION_TAGS and attrs.get("id"):
             self.sections.append([attrs["id"], "", []])
             self.heading = []

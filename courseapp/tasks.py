@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
+from pathlib import Path
 
 from django.conf import settings
+from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
 from inferencelab.celery import app
 
-from . import narration
+from . import narration, narration_audio
 from .models import Module, Narration
 from .narration_files import stored_name
 
@@ -79,15 +82,74 @@ def enqueue_narration(module: Module, *, force: bool = False) -> Narration:
     return record
 
 
+def convert_to_mp3(record: Narration) -> tuple[int, int] | None:
+    """Re-encode a narration stored as WAV (before MP3, or an upload kept as WAV) as MP3 beside it, point the
+    record at it and delete the WAV once nothing else uses it. Returns (bytes before, bytes after), or None
+    when the audio is not WAV. Raises ValueError (record unchanged) for a WAV the encoder cannot read."""
+    if not record.audio or not record.audio.name.lower().endswith(".wav"):
+        return None
+    source = Path(record.audio.path)
+    name = record.audio.name[: -len(".wav")] + narration_audio.EXTENSION
+    target = source.with_name(Path(name).name)
+    narration_audio.wav_to_mp3(source, target)
+    before, after = source.stat().st_size, target.stat().st_size
+    old = record.audio.name
+    Narration.objects.filter(audio=old).update(audio=name, updated_at=timezone.now())
+    record.audio.name = name
+    source.unlink(missing_ok=True)
+    return before, after
+
+
+@app.task(name="courseapp.convert_narration", ignore_result=True)
+def convert_narration(narration_id: int) -> None:
+    """`convert_to_mp3` on the `cpu` workers (what `narrate --queue`, run by `make run`, asks for)."""
+    record = Narration.objects.filter(pk=narration_id).first()
+    if record is None:
+        return
+    try:
+        sizes = convert_to_mp3(record)
+    except ValueError as exc:
+        logger.warning("Narration of %s kept as WAV: %s", record.module.slug, exc)
+        return
+    if sizes:
+        logger.info("Narration of %s re-encoded: %d bytes of WAV → %d bytes of MP3", record.module.slug, *sizes)
+
+
+def is_wav(record: Narration | None) -> bool:
+    return record is not None and record.is_ready and record.audio.name.lower().endswith(".wav")
+
+
+def _wav_as_mp3(module: Module, wav, scratch: Path) -> Path | None:
+    """The uploaded WAV encoded as MP3 in `scratch`, or None when the encoder cannot read it."""
+    encoded = scratch / f"upload{narration_audio.EXTENSION}"
+    wav.seek(0)
+    try:
+        narration_audio.wav_to_mp3(wav, encoded)
+    except ValueError as exc:
+        logger.info("Uploaded WAV for %s kept as WAV: %s", module.slug, exc)
+        return None
+    finally:
+        wav.seek(0)
+    return encoded
+
+
 @transaction.atomic
 def attach_upload(module: Module, audio, audio_extension: str, vtt, duration: float) -> Narration:
     """Use instructor-provided audio + WebVTT instead of synthesized speech.
 
     Stored under names the server chooses (`narration_files.stored_name`), with the extension of the audio
     container its bytes show, never the uploaded name: that is what the media view serves and types by.
+    A WAV is stored as MP3 (`narration_audio`), a tenth of the bytes; one the encoder cannot read (floating
+    point samples, say) is kept as the WAV it is, which browsers play too.
     """
     record, _ = Narration.objects.get_or_create(module=module)
-    record.audio.save(stored_name(audio_extension), audio, save=False)
+    with tempfile.TemporaryDirectory() as scratch:
+        encoded = _wav_as_mp3(module, audio, Path(scratch)) if audio_extension == ".wav" else None
+        if encoded is None:
+            record.audio.save(stored_name(audio_extension), audio, save=False)
+        else:
+            with encoded.open("rb") as handle:
+                record.audio.save(stored_name(narration_audio.EXTENSION), File(handle), save=False)
     record.vtt.save(stored_name(".vtt"), vtt, save=False)
     record.status, record.origin, record.progress = Narration.Status.READY, Narration.Origin.UPLOAD, 1.0
     record.duration, record.cue_hash, record.voice, record.error = duration, module.cue_hash, "", ""

@@ -21,10 +21,10 @@ from . import progress as tracking
 from .course_map import build_course_map
 from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
-from .models import Choice, Module, Preference, Question, Track
+from .models import Choice, Module, Preference, Question, QuizAttempt, Track
 from .narration_status import narration_status
-from .quiz import (SEED_FIELD, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark, seed_token,
-                   shuffled)
+from .quiz import (SEED_FIELD, NothingChosen, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark,
+                   seed_token, shuffled)
 
 
 # --- View models (templates only display what these prepare) ------------------------------
@@ -149,6 +149,7 @@ def quiz_items(questions, result: QuizResult | None, seed: int | None) -> list[d
             "input_type": "checkbox" if question.multiple else "radio",
             "choices": choices,
             "status": status,
+            "outcome": outcome,  # found/missed/wrong_picked/revealed, for the feedback on a wrong answer
         })
     return items
 
@@ -292,10 +293,15 @@ def quiz_submit(request, slug: str):
     try:
         seed = parse_seed(request.POST.get(SEED_FIELD), module.slug)
         result = grade(questions, request.POST, seed)
+    except NothingChosen as error:  # not graded: the same order again, nothing recorded
+        return render(request, template, module_context(request, module, seed=seed, quiz_error=str(error)), status=400)
     except QuizInputError as error:
         context = module_context(request, module, seed=new_seed(), quiz_error=str(error))
         return render(request, template, context, status=400)
-    tracking.record_attempt(tracking.Learner.from_request(request, create=True), module, result)
+    learner = tracking.Learner.from_request(request, create=True)
+    if QuizAttempt.objects.filter(module=module, **learner.owner()).exists():
+        result.reveal_answers()  # a retry: what is still wrong shows its right answer
+    tracking.record_attempt(learner, module, result)
     return render(request, template, module_context(request, module, result))
 
 

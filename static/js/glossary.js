@@ -1,8 +1,10 @@
 // Glossary terms in a lesson: the first mention of each term links to its entry on the glossary page and
 // shows the definition on hover or keyboard focus (aria-describedby, so screen readers hear it too).
+// Escape hides a shown definition without moving the pointer or the focus (WCAG 1.4.13); it shows again
+// once the pointer or the focus has left the term and comes back.
 // Terms come from the glossary module (courseapp/glossary.py) as JSON in #glossary-terms.
 
-const SKIP = "a, .glossary-tip, code, pre, h1, h2, h3, h4, h5, h6, .ilab-demo, .calculator, .quiz, .callout-title, button, label, script, style";
+const SKIP = "a, .glossary-tip, code, pre, math, h1, h2, h3, h4, h5, h6, .ilab-demo, .calculator, .quiz, .callout-title, button, label, script, style";
 const GLOSSARY_PATH = "/modules/glossary/";
 
 function escapeRegExp(text) {
@@ -107,6 +109,22 @@ function placeShownTips(root) {
   root.addEventListener("focusin", place);
 }
 
+/** Escape closes the definition shown by hover or focus; leaving the term re-arms it. */
+export function dismissOnEscape(root) {
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    for (const wrap of root.querySelectorAll(".glossary-wrap:hover, .glossary-wrap:focus-within")) {
+      wrap.classList.add("is-dismissed");
+    }
+  });
+  const rearm = (event) => {
+    const wrap = event.target.closest && event.target.closest(".glossary-wrap");
+    if (wrap && !wrap.contains(event.relatedTarget)) wrap.classList.remove("is-dismissed");
+  };
+  root.addEventListener("focusout", rearm);
+  root.addEventListener("mouseout", rearm);
+}
+
 const data = typeof document === "undefined" ? null : document.getElementById("glossary-terms");
 const lesson = data && document.getElementById("lesson");
 if (lesson) {
@@ -115,5 +133,6 @@ if (lesson) {
   else {
     linkTerms(lesson, terms);
     placeShownTips(lesson);
+    dismissOnEscape(lesson);
   }
 }

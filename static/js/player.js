@@ -3,8 +3,10 @@
 //
 // The player is a progressive enhancement of the native <audio controls> element that the server renders: custom
 // controls (play/pause, ±10 s, seek, time, speed 0.75–2×, volume), keyboard shortcuts while focus is in
-// the player, the paragraph being spoken highlighted from the WebVTT cues (`cuechange`), click a
-// paragraph to listen from there, and the listening position saved for the learner.
+// the player, the paragraph being spoken highlighted from the WebVTT cues (`cuechange`) and, inside it, the
+// sentence being spoken (from the cue's WebVTT timestamp tags, marked with the CSS Custom Highlight API so the
+// lesson's DOM is never rewritten), click a paragraph to listen from there, and the listening position saved
+// for the learner.
 
 const SPEEDS = [0.75, 1, 1.25, 1.5, 1.75, 2];
 const SAVE_EVERY_S = 10;
@@ -18,6 +20,63 @@ function clock(seconds) {
   const m = Math.floor((total % 3600) / 60);
   const s = String(total % 60).padStart(2, "0");
   return h ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
+}
+
+const SENTENCE_HIGHLIGHT = "ilab-sentence";
+const TAG_TIME = /<(?:(\d{1,6}):)?(\d{2}):(\d{2})\.(\d{3})>/;
+const NOT_READ = ".glossary-tip, .listen-here, math";
+
+/** A cue's sentences: [{start, text}], the first at the cue's start, the others at their timestamp tags. */
+export function cueSentences(cue) {
+  const pieces = cue.text.split(TAG_TIME);
+  const sentences = [{ start: cue.startTime, text: pieces[0] }];
+  for (let i = 1; i + 4 < pieces.length + 1; i += 5) {
+    const [h, m, s, ms] = pieces.slice(i, i + 4).map((v) => Number(v || 0));
+    sentences.push({ start: h * 3600 + m * 60 + s + ms / 1000, text: pieces[i + 4] || "" });
+  }
+  const plain = (text) => text.replace(/<[^>]*>/g, "").replace(/&lt;/g, "<").replace(/&gt;/g, ">")
+    .replace(/&nbsp;/g, " ").replace(/&amp;/g, "&").replace(/\s+/g, " ").trim();
+  return sentences.map((s) => ({ start: s.start, text: plain(s.text) })).filter((s) => s.text);
+}
+
+/** The element's visible text with runs of white space collapsed, and where each character lives. */
+function textMap(element) {
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT, {
+    acceptNode: (node) => (node.parentElement.closest(NOT_READ) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT),
+  });
+  let text = "";
+  const where = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    for (let i = 0; i < node.nodeValue.length; i += 1) {
+      const space = /\s/.test(node.nodeValue[i]);
+      if (space && (!text || text.endsWith(" "))) continue;
+      text += space ? " " : node.nodeValue[i];
+      where.push([node, i]);
+    }
+  }
+  return { text, where };
+}
+
+/** Ranges of `element` holding each sentence (null where the page's words differ from the spoken ones). */
+export function sentenceRanges(element, sentences) {
+  const { text, where } = textMap(element);
+  let from = 0;
+  return sentences.map(({ text: sentence }) => {
+    let at = text.indexOf(sentence, from);
+    let length = sentence.length;
+    if (at < 0 && /[.!?]$/.test(sentence)) { // a list item's cue adds a full stop the page does not show
+      at = text.indexOf(sentence.slice(0, -1), from);
+      length -= 1;
+    }
+    if (at < 0 || !length) return null;
+    from = at + length;
+    const range = document.createRange();
+    range.setStart(where[at][0], where[at][1]);
+    const [endNode, endOffset] = where[at + length - 1];
+    range.setEnd(endNode, endOffset + 1);
+    return range;
+  });
 }
 
 function stored(key, fallback) {
@@ -102,10 +161,43 @@ export function initPlayer(section) {
     }
   }
 
+  // --- The sentence being spoken, inside that paragraph ------------------------------------------
+  const canMarkSentences = typeof CSS !== "undefined" && "highlights" in CSS && typeof Highlight === "function";
+  let sentences = [];
+  let ranges = [];
+  let markedSentence = -1;
+  let followedCue = null;
+  function markSentence() {
+    if (!ranges.length) return;
+    let index = 0;
+    while (index + 1 < sentences.length && sentences[index + 1].start <= audio.currentTime + 0.05) index += 1;
+    if (index === markedSentence) return;
+    markedSentence = index;
+    section.dataset.currentSentence = String(index + 1);
+    if (ranges[index]) CSS.highlights.set(SENTENCE_HIGHLIGHT, new Highlight(ranges[index]));
+    else CSS.highlights.delete(SENTENCE_HIGHLIGHT);
+  }
+  function followSentences(cue) {
+    followedCue = cue.id;
+    if (!canMarkSentences) return;
+    const element = lesson && lesson.querySelector(`[data-cue="${CSS.escape(cue.id)}"]`);
+    sentences = element ? cueSentences(cue) : [];
+    ranges = sentences.length > 1 ? sentenceRanges(element, sentences) : [];
+    markedSentence = -1;
+    delete section.dataset.currentSentence;
+    CSS.highlights.delete(SENTENCE_HIGHLIGHT);
+    markSentence();
+  }
+  audio.addEventListener("timeupdate", markSentence);
+  audio.addEventListener("seeked", markSentence);
+
   track.addEventListener("cuechange", () => {
     const active = track.activeCues;
     // Between cues (the short pauses) nothing is active: keep the last paragraph highlighted.
-    if (active && active.length) highlight(active[active.length - 1].id);
+    if (!active || !active.length) return;
+    const cue = active[active.length - 1];
+    highlight(cue.id);
+    if (cue.id !== followedCue) followSentences(cue);
   });
 
   // --- Click a paragraph to listen from there ---------------------------------------------------

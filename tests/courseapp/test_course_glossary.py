@@ -69,3 +69,28 @@ def test_the_glossary_page_shows_its_terms_in_alphabetical_order(client):
     shown = re.findall(r'<li[^>]*>\s*(?:<p>)?\s*<strong>([^<]+)</strong>:', html)
     assert len(shown) == len(parse_terms((REPO_CONTENT / "glossary.md").read_text())) > 30
     assert shown == sorted(shown, key=str.casefold)
+
+
+@pytest.mark.parametrize("term, says", [
+    ("Token", ["vocabulary", "49,152"]),
+    ("Attention", ["query", "keys", "softmax", "weighted average", "values"]),
+    ("Query, key and value (Q, K, V)", ["looking for", "KV cache"]),
+    ("Softmax", ["add up to 1", "e to the power"]),
+    ("Embedding", ["576"]),
+    ("Logits", ["vocabulary", "softmax"]),
+    ("Perplexity", ["exponential", "negative log-likelihood", "lower is better"]),
+])
+@pytest.mark.django_db
+def test_the_glossary_defines_the_basic_terms_for_lesson_tooltips(client, term, says):
+    """The terms a newcomer meets first are defined (as the primer and the lessons teach them) and reach the
+    lesson pages' tooltips."""
+    from courseapp.loader import load_course
+
+    load_course(REPO_CONTENT)
+    entry = next(t for t in glossary_terms() if t["term"] == term)
+    assert all(phrase in entry["definition"] for phrase in says), entry["definition"]
+    html = client.get(reverse("courseapp:module", args=["primer"])).content.decode()
+    data = json.loads(re.search(r'<script id="glossary-terms" type="application/json">(.*?)</script>', html).group(1))
+    assert entry["anchor"] in {t["anchor"] for t in data}
+    page = client.get(reverse("courseapp:module", args=["glossary"])).content.decode()
+    assert f"<strong>{term}</strong>:" in page

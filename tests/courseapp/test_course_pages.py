@@ -585,3 +585,10 @@ def test_a_signed_in_learners_page_views_are_recorded_as_before(client, course, 
     client.force_login(student)
     client.get(module_url("intro"))
     assert ModuleProgress.objects.filter(user=student, module__slug="intro").exists()
+
+
+def test_counts_of_one_are_singular(client, course):
+    """ "1 of 1 modules" read wrong: a count of one takes the singular."""
+    Module.objects.exclude(slug="intro").update(draft=True)
+    html = client.get("/").content.decode()
+    assert "0 of 1 module completed" in html and "1 modules" not in html
