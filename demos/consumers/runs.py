@@ -29,7 +29,7 @@ START_LOCK = "demos:start-lock"  # one start at a time across every Daphne: the 
 def address_share(address: str, slots: int, real_active) -> int:
     """How many runs `address` may have queued or running: its fair share of the worker slots,
     max(1, slots // addresses with active runs, this one counted), and never more than DEMO_MAX_RUNS_PER_ADDRESS."""
-    addresses = set(real_active.values_list("client", flat=True).distinct()) | {address}
+    addresses = set(real_active.order_by().values_list("client", flat=True).distinct()) | {address[:64]}
     return min(int(conf.get("DEMO_MAX_RUNS_PER_ADDRESS")), max(1, slots // len(addresses)))
 
 
