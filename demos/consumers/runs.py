@@ -41,9 +41,11 @@ def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tu
     loopback and `unknown` included): its fair share of the `slots` worker slots active (address_share) and
     DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute. All visitors: DEMO_MAX_QUEUED waiting.
 
-    Invariant: a run is admitted only while its address holds fewer than its share, so no address can take
-    more than slots // (addresses active) of the slots or of the queue; with fair admission (runstate.fair_pop),
-    a newcomer's run is the next one started when a slot frees, however many runs another address sent.
+    Invariant: a run is admitted only while its address holds fewer than its share at that moment, so one
+    address never holds more than max(1, slots // active addresses) runs it started after the others arrived
+    (runs it already held are not pre-empted: a newcomer lowers the share, and the address gets no more until
+    it is under it); with fair admission (runstate.fair_pop), a newcomer's run is the next one started when a
+    slot frees, however many runs another address sent, and the global queue fills only with many addresses.
     """
     now = now or timezone.now()
     real = Run.objects.filter(replay_of__isnull=True)
@@ -56,7 +58,8 @@ def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tu
                " from your network address")]
     for who, max_active, per_minute, where in scopes:
         if recent_active.filter(who).count() >= max_active:
-            return ("too_many_runs", f"At most {max_active} runs at a time{where}: wait for one to finish.", 2)
+            runs = "run" if max_active == 1 else "runs"
+            return ("too_many_runs", f"At most {max_active} {runs} at a time{where}: wait for one to finish.", 2)
         recent = list(Run.objects.filter(who, created_at__gte=minute_ago).order_by("created_at")
                       .values_list("created_at", flat=True)[:per_minute])
         if len(recent) >= per_minute:
