@@ -187,7 +187,7 @@ def test_many_failures_from_a_shared_address_lock_out_no_one_else(client, studen
 
 
 @pytest.mark.django_db
-def test_a_forged_forwarded_address_does_not_reset_the_count(client, student, settings):
+def test_a_forged_forwarded_address_or_user_agent_does_not_reset_the_count(client, student, settings):
     settings.LOGIN_MAX_FAILURES = 3
     for trusted in (0, 1):  # without a proxy the header is ignored; behind one, only its own entry counts
         settings.TRUSTED_PROXIES = trusted
@@ -195,7 +195,8 @@ def test_a_forged_forwarded_address_does_not_reset_the_count(client, student, se
         codes = []
         for i in range(4):
             forged = f"10.0.0.{i}, 127.0.0.1, unknown" + (f", {last}" if last else "")
-            codes.append(sign_in(client, "student", "wrong", peer, HTTP_X_FORWARDED_FOR=forged).status_code)
+            codes.append(sign_in(client, "student", "wrong", peer, HTTP_X_FORWARDED_FOR=forged,
+                                 HTTP_USER_AGENT=f"guesser/{i}").status_code)  # nor does a new user agent
         assert codes == [200, 200, 429, 429], (trusted, codes)
 
 
