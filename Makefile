@@ -42,12 +42,20 @@ migrate: setup
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py loadcourse
 
+# Chromium for the browser tests and nginx for the proxy tests (tests/demos/test_demos_proxy.py: a real nginx in
+# front of Daphne); installed with apt-get when run as root, else the tests that need them say what is missing.
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	else \
 	  echo "Chromium is missing at $(CHROMIUM): install it (apt-get install chromium) or set CHROMIUM_PATH"; \
+	fi
+	@if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nginx; \
+	else \
+	  echo "nginx is missing: install it (apt-get install nginx) or the proxy tests are skipped"; \
 	fi
 
 # Against a running `make run` stack: N concurrent websocket clients (see bench/load.py --help).

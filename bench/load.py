@@ -3,7 +3,9 @@
 
     .venv/bin/python bench/load.py --url http://127.0.0.1:8000 [--clients 50] [--runs 2] [--max-new-tokens 8]
 
-Each client gets its own session (GET of the demo page), opens /ws/demos/, and starts its runs one
+Each client comes from its own loopback address (127.0.0.2, 127.0.0.3, … against an IPv4 loopback URL: every
+address holds at most its fair share of the worker slots, as distinct students' machines do), gets its own
+session (GET of the demo page), opens /ws/demos/, and starts its runs one
 after another with distinct prompts (so nothing is served from the replay cache unless --replay).
 Reports runs completed, events lost or duplicated (seq must be 0..n-1 and match the run's
 n_generated), errors by code, and worker→client latency p50/p99 (from the worker's publish time
@@ -16,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import statistics
 import sys
 import time
 import urllib.parse
-import urllib.request
 from collections import Counter
 
 from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol
@@ -29,11 +31,26 @@ from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientPr
 LOOPBACK = ("127.", "localhost", "[::1]", "::1")
 
 
-def session_cookie(base: str) -> str:
-    with urllib.request.urlopen(f"{base}/demos/kv-cache/", timeout=30) as resp:
-        for header in resp.headers.get_all("Set-Cookie") or []:
-            if header.startswith("sessionid="):
-                return header.split(";", 1)[0]
+def source_address(i: int, base: str) -> tuple[str, int] | None:
+    """Client i's own loopback address (Linux routes all of 127.0.0.0/8 to this machine); None for ::1."""
+    if not (urllib.parse.urlparse(base).hostname or "").startswith("127."):
+        return None
+    n = i + 2
+    return (f"127.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}", 0)
+
+
+def session_cookie(base: str, source: tuple[str, int] | None) -> str:
+    u = urllib.parse.urlparse(base)
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=30, source_address=source)
+    try:
+        conn.request("GET", "/demos/kv-cache/")
+        resp = conn.getresponse()
+        resp.read()
+    finally:
+        conn.close()
+    for name, header in resp.getheaders():
+        if name.lower() == "set-cookie" and header.startswith("sessionid="):
+            return header.split(";", 1)[0]
     raise RuntimeError("the demo page set no session cookie")
 
 
@@ -53,21 +70,22 @@ class Client(WebSocketClientProtocol):
         self.sendMessage(json.dumps(obj).encode())
 
 
-async def connect(base: str, cookie: str):
+async def connect(base: str, cookie: str, source: tuple[str, int] | None = None):
     u = urllib.parse.urlparse(base)
     ws_url = f"{'wss' if u.scheme == 'https' else 'ws'}://{u.netloc}/ws/demos/"
     factory = WebSocketClientFactory(ws_url, origin=base, headers={"Cookie": cookie})
     factory.protocol = Client
     factory.inbox = asyncio.Queue()
     factory.opened = asyncio.get_running_loop().create_future()
-    await asyncio.get_running_loop().create_connection(factory, u.hostname, u.port or 80)
+    await asyncio.get_running_loop().create_connection(factory, u.hostname, u.port or 80, local_addr=source)
     proto = await asyncio.wait_for(factory.opened, 30)
     return proto, factory.inbox
 
 
 async def client(i: int, args, results: dict, deadline: float):
-    cookie = await asyncio.to_thread(session_cookie, args.url)
-    proto, inbox = await connect(args.url, cookie)
+    source = source_address(i, args.url)
+    cookie = await asyncio.to_thread(session_cookie, args.url, source)
+    proto, inbox = await connect(args.url, cookie, source)
     try:
         for j in range(args.runs):
             prompt = args.prompt if args.replay else f"Client {i}, run {j}: {args.prompt}"

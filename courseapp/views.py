@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from inferencelab import login_throttle
 from serverprofile import figures as server_figures
 
 from . import progress as tracking
@@ -367,10 +368,20 @@ def preferences(request):
 def signup(request):
     if request.user.is_authenticated:
         return redirect("courseapp:index")
+    if request.method == "POST" and (wait := login_throttle.signup_wait(request)):
+        # Checked before the form: a flood of sign-ups costs no password hashing and creates nothing.
+        message = (f"Too many new accounts from your network address. Try again in "
+                   f"{login_throttle.wait_message(wait)}.")
+        response = render(request, "registration/signup.html", {"form": SignupForm(), "throttle_message": message,
+                                                                 "next": request.POST.get("next", "")}, status=429)
+        response["Retry-After"] = str(wait)
+        return response
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
-        login(request, user)  # merges the visitor's progress (signals.py)
+        login_throttle.record_signup(request)
+        # Two backends are configured (the sign-in throttle's and the model's): name the one that loads users.
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")  # merges progress (signals.py)
         messages.success(request, f"Welcome, {user.username}! Your progress so far is saved to your account.")
         return redirect(_safe_next(request, reverse("courseapp:index")))
     return render(request, "registration/signup.html", {"form": form, "next": request.GET.get("next", "")})

@@ -2,7 +2,6 @@
 (so test subprocesses can be tuned), else the default here."""
 from __future__ import annotations
 
-import ipaddress
 import os
 
 from django.conf import settings
@@ -10,11 +9,10 @@ from django.conf import settings
 _DEFAULTS = {
     "DEMO_MAX_CONCURRENT_RUNS": 2,  # queued + running runs per user/session
     "DEMO_RUNS_PER_MINUTE": 12,  # started runs per user/session in any 60 s window
-    "DEMO_MAX_RUNS_PER_ADDRESS": 20,  # queued + running runs per client address (a classroom behind one NAT)
+    # Queued + running runs per client address (inferencelab/client_address.py; every address counts, loopback
+    # included): at most this, and at most the address's fair share of the worker slots (consumers/runs.py).
+    "DEMO_MAX_RUNS_PER_ADDRESS": 20,
     "DEMO_RUNS_PER_MINUTE_PER_ADDRESS": 60,  # started runs per client address in any 60 s window
-    # Addresses that stand for many visitors (a reverse proxy without --proxy-headers, `make run` on loopback):
-    # no per-address limit applies to them; per-owner and global limits still do.
-    "DEMO_ADDRESS_LIMIT_EXEMPT": "127.0.0.0/8,::1",
     "DEMO_MAX_QUEUED": 100,  # runs waiting for a worker, all visitors together; beyond it `busy`
     "DEMO_DASHBOARD_SOCKETS_PER_ADDRESS": 4,  # open dashboard sockets per client address (per Daphne process)
     "DEMO_REAPER_INTERVAL": 5.0,  # how often the server looks for runs whose worker died
@@ -45,12 +43,3 @@ def get(name: str):
         return raw.lower() in {"1", "true", "yes", "on"}
     return type(default)(raw)
 
-
-def address_limited(address: str) -> bool:
-    """Whether per-address limits apply to this client address (a real, non-exempt IP)."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    exempt = [n.strip() for n in str(get("DEMO_ADDRESS_LIMIT_EXEMPT")).split(",") if n.strip()]
-    return not any(ip in ipaddress.ip_network(net, strict=False) for net in exempt)

@@ -1,15 +1,17 @@
-"""Who owns a run: a user, an anonymous visitor's session, or (without a session) a single connection.
+"""Who owns a run: a user, an anonymous visitor's session, or (without a session) the client address.
 
 Anonymous visitors are identified by a random token kept in their session, never by the session key:
 the key changes at login (Django cycles it) and must not be stored where staff can read it. The owner string
 is a keyed hash of the token, so a run started before logging in is still the visitor's after it (the token
 survives the key change; `owners_*` return both the user's and the token's owner), and `Run.owner` holds
 nothing that would let anyone take over the session.
+
+A websocket without a session cookie belongs to its client address (inferencelab/client_address.py): every
+cookie-less connection from one address is one owner, so opening more sockets never earns more runs.
 """
 from __future__ import annotations
 
 import secrets
-import uuid
 
 from django.utils.crypto import salted_hmac
 
@@ -43,8 +45,14 @@ def owners_for_request(request) -> tuple[str, ...]:
     return _owners(getattr(request, "user", None), request.session)
 
 
-def owners_for_scope(scope) -> tuple[str, ...]:
-    """As `owners_for_request`, for a websocket (reads, and may save, the session: call from a thread)."""
+def address_owner(address: str) -> str:
+    """The owner of every cookie-less connection from `address` (keyed, like token owners)."""
+    return "a:" + salted_hmac("demos.identity.address", address).hexdigest()[:32]
+
+
+def owners_for_scope(scope, address: str) -> tuple[str, ...]:
+    """As `owners_for_request`, for a websocket from client `address` (reads, and may save, the session: call
+    from a thread)."""
     user, session = scope.get("user"), scope.get("session")
     if session is not None and getattr(session, "session_key", None):
         if not (user is not None and getattr(user, "is_authenticated", False)) and not session.get(TOKEN_KEY):
@@ -55,5 +63,5 @@ def owners_for_scope(scope) -> tuple[str, ...]:
             return owners
     if user is not None and getattr(user, "is_authenticated", False):
         return (f"u:{user.pk}",)
-    # No session cookie: the connection is its own owner (runs can't be resumed from elsewhere).
-    return (f"c:{uuid.uuid4().hex}",)
+    # No session cookie: the address is the owner (a new connection is not a new visitor).
+    return (address_owner(address),)

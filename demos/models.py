@@ -27,9 +27,9 @@ class Run(models.Model):
     demo = models.CharField(max_length=64, db_index=True)
     params = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    # Who may see it: "u:<user id>" or "s:<session key>" (or "c:<connection>" for a session-less socket).
+    # Who may see it: "u:<user id>", "s:<session token hash>" or "a:<client address hash>" (a session-less socket).
     owner = models.CharField(max_length=80, db_index=True)
-    client = models.CharField(max_length=64, blank=True)  # client address, for session-less limits
+    client = models.CharField(max_length=64, blank=True)  # client address (inferencelab/client_address.py): limits
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     model = models.CharField(max_length=64, blank=True)
     engine_version = models.CharField(max_length=64, blank=True)

@@ -6,8 +6,8 @@
   unless a `resume` deleted it.
 - `demos:hb:<run>`: the worker's heartbeat for a running run (expires after DEMO_HEARTBEAT_TTL).
 - `demos:worker:<hostname>:<pid>`: JSON stats of a worker process, for the dashboard.
-- `demos:fair:<queue>:owners`, `demos:fair:<queue>:q:<owner>`: queued runs per owner, per demo queue, taken
-  round-robin (see fair_push).
+- `demos:fair:<queue>:owners`, `demos:fair:<queue>:q:<address>`: queued runs per client address, per demo
+  queue, taken fairly (see fair_push).
 """
 from __future__ import annotations
 
@@ -71,14 +71,15 @@ async def detach(run_id, channel_name: str, now: float) -> bool:
                                          channel_name, f"{now:.3f}"))
 
 
-# Fair admission: queued runs wait in one list per owner. When a worker slot frees, the waiting owner with the
-# fewest runs on the engine goes next (ties: the owner waiting longest since its last turn), so one visitor's
-# many runs cannot hold every slot while another visitor waits. Each queued run also sends one Celery task (a
+# Fair admission: queued runs wait in one list per client address (inferencelab/client_address.py; the lists'
+# "owners" below are those addresses). When a worker slot frees, the waiting address with the fewest runs on the
+# engine goes next (ties: the address waiting longest since its last turn), so one address's many runs (however
+# many sockets or sessions sent them) cannot hold every slot while another visitor waits. Each queued run also sends one Celery task (a
 # ticket); the worker thread that takes a ticket runs the *next fair run*, which may be another run than the
 # ticket's own. Tickets and runs are equal in number, so every run gets one. Each demo queue has its own lists,
 # so a ticket only ever takes a run that was routed to its queue.
 def fair_owners_key(queue: str | None = None) -> str:
-    """Owners with waiting runs on `queue`, in turn order."""
+    """Addresses with waiting runs on `queue`, in turn order."""
     return f"demos:fair:{queue or demo_queue()}:owners"
 
 
@@ -91,8 +92,8 @@ redis.call('RPUSH', KEYS[2], ARGV[2])
 if not redis.call('LPOS', KEYS[1], ARGV[1]) then redis.call('RPUSH', KEYS[1], ARGV[1]) end
 return 1
 """
-# Atomically: pick the waiting owner with the fewest running runs (ARGV: queue-key prefix, then owner/count
-# pairs; ties go to the owner first in turn order), take its next run, and move it to the back of the turn
+# Atomically: pick the waiting address with the fewest running runs (ARGV: queue-key prefix, then address/count
+# pairs; ties go to the address first in turn order), take its next run, and move it to the back of the turn
 # order (or drop it when it has no more). Two workers freeing slots at once therefore serve two owners.
 FAIR_POP_LUA = """
 local running = {}
@@ -117,8 +118,8 @@ def fair_push(owner: str, run_id: str, queue: str | None = None) -> None:
 
 
 def fair_pop(running: Callable[[list[str]], dict[str, int]] = lambda owners: {}, queue: str | None = None) -> str | None:
-    """The next run queued on `queue`, or None when none waits. `running(owners)` counts each owner's runs now
-    running."""
+    """The next run queued on `queue`, or None when none waits. `running(addresses)` counts each address's runs
+    now running."""
     r = sync_redis()
     owners_key = fair_owners_key(queue)
     for _ in range(8):  # an owner whose list emptied between the two calls: look again

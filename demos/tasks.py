@@ -256,14 +256,15 @@ class CancelCheck:
         return self.reason is not None
 
 
-def _running_by_owner(owners: list[str]) -> dict[str, int]:
-    rows = Run.objects.filter(status=Run.Status.RUNNING, owner__in=owners).values_list("owner", flat=True)
+def _running_by_address(addresses: list[str]) -> dict[str, int]:
+    rows = Run.objects.filter(status=Run.Status.RUNNING, client__in=addresses).values_list("client", flat=True)
     return dict(Counter(rows))
 
 
 @shared_task(bind=True, name="demos.tasks.run_demo", acks_late=True, ignore_result=True)  # DEMO_TASK_QUEUE
 def run_demo(self, ticket: str) -> str:
-    """Run the next queued run in owner round-robin order (runstate.fair_push) to completion.
+    """Run the next queued run in fair order (runstate.fair_push: the client address with the fewest running runs
+    first) to completion.
 
     The task's argument is the run that sent this ticket; it runs itself only when the fair lists are
     empty (they were lost, e.g. a Redis without persistence restarted). Returns the final status."""
@@ -272,7 +273,7 @@ def run_demo(self, ticket: str) -> str:
     queue = (self.request.delivery_info or {}).get("routing_key") or None
     try:
         for _ in range(100):  # skip runs cancelled while they waited: the next fair run gets this slot
-            run_id = fair_pop(_running_by_owner, queue)
+            run_id = fair_pop(_running_by_address, queue)
             if run_id is None:
                 return async_to_sync(_run_demo)(str(ticket))  # "skipped" when it is not queued any more
             log.info("ticket %s takes run %s (fair order)", ticket, run_id)

@@ -1,57 +1,70 @@
-"""Login with a failure throttle: guessing passwords costs a wait, per account and per client address.
+"""Sign-in and sign-up throttles that a visitor cannot turn against other users.
 
-After `LOGIN_MAX_FAILURES` failed sign-ins for one username, or from one address, within
-`LOGIN_FAILURE_WINDOW` seconds, further attempts are refused with 429 (the form says how long to wait)
-without checking the password. A successful sign-in clears the username's count. Counts live in
-Django's cache: one Daphne process by default; with several, point CACHES at Redis.
+Sign-in (django-axes, configured in settings.py): failures are counted per (account, client address) pair.
+`LOGIN_MAX_FAILURES` of them lock that pair for `LOGIN_FAILURE_WINDOW` seconds, and each failure while it is
+locked starts the wait again (a guesser who keeps going never gets another try). Only the pair is locked: the
+same account from another address, and other accounts from the same address (a classroom behind one NAT),
+sign in as usual. The address is inferencelab.client_address's, so a forged X-Forwarded-For changes nothing.
+
+Sign-up: at most `SIGNUP_MAX_PER_ADDRESS` accounts per client address in `SIGNUP_WINDOW` seconds, counted in
+Django's cache (one Daphne process by default; with several, point CACHES at Redis).
 """
 from __future__ import annotations
 
 import hashlib
+import math
 import time
+from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
+from django.shortcuts import render
+
+from .client_address import for_request
 
 
-def _keys(request) -> list[str]:
-    username = request.POST.get("username", "").strip().lower()
-    address = request.META.get("REMOTE_ADDR", "")
-    return [f"login-fail:{kind}:{hashlib.sha256(value.encode()).hexdigest()[:32]}"
-            for kind, value in (("user", username), ("addr", address)) if value]
+def failure_limit(request, credentials) -> int:  # AXES_FAILURE_LIMIT
+    return int(settings.LOGIN_MAX_FAILURES)
 
 
-def _blocked_for(keys: list[str]) -> int:
-    """Seconds until the oldest counted failure expires, or 0 when an attempt is allowed."""
+def cool_off(request) -> timedelta:  # AXES_COOLOFF_TIME
+    return timedelta(seconds=int(settings.LOGIN_FAILURE_WINDOW))
+
+
+def wait_message(seconds: int) -> str:
+    minutes = max(1, round(seconds / 60))
+    return f"about {minutes} minute{'s' if minutes != 1 else ''}"
+
+
+def lockout_response(request, *_):  # AXES_LOCKOUT_CALLABLE (axes passes different extras sync and async)
+    """The sign-in page again, with 429, a Retry-After and what to do; the password was not checked."""
+    wait = int(settings.LOGIN_FAILURE_WINDOW)
+    message = (f"Too many failed sign-ins for this account from your network address. Try again in "
+               f"{wait_message(wait)}, or sign in from another network.")
+    response = render(request, "registration/login.html",
+                      {"form": AuthenticationForm(request), "throttle_message": message,
+                       "next": request.POST.get("next", "")}, status=429)
+    response["Retry-After"] = str(wait)
+    return response
+
+
+def _signup_key(request) -> str:
+    return "signup:" + hashlib.sha256(for_request(request).encode()).hexdigest()[:32]
+
+
+def signup_wait(request) -> int:
+    """Seconds until this address may create another account; 0 when it may now."""
+    count, expires = cache.get(_signup_key(request), (0, 0.0))
     now = time.time()
-    waits = [int(entry[1] - now) + 1 for entry in cache.get_many(keys).values()
-             if entry[0] >= settings.LOGIN_MAX_FAILURES and entry[1] > now]
-    return max(waits, default=0)
+    if count >= int(settings.SIGNUP_MAX_PER_ADDRESS) and expires > now:
+        return max(1, math.ceil(expires - now))
+    return 0
 
 
-def _record_failure(keys: list[str]) -> None:
-    now, window = time.time(), settings.LOGIN_FAILURE_WINDOW
-    for key in keys:
-        count, expires = cache.get(key, (0, now + window))
-        cache.set(key, (count + 1, expires), timeout=max(1, int(expires - now)))
-
-
-class ThrottledLoginView(auth_views.LoginView):
-    def post(self, request, *args, **kwargs):
-        keys = _keys(request)
-        wait = _blocked_for(keys)
-        if wait:
-            minutes = max(1, round(wait / 60))
-            message = f"Too many failed sign-ins. Try again in about {minutes} minute{'s' if minutes != 1 else ''}."
-            form = self.get_form_class()(request)  # unbound: the password is not even checked
-            context = self.get_context_data(form=form, throttle_message=message)
-            response = self.render_to_response(context, status=429)
-            response["Retry-After"] = str(wait)
-            return response
-        response = super().post(request, *args, **kwargs)
-        if response.status_code == 302:  # signed in: this account's failures are forgiven
-            cache.delete_many([key for key in keys if key.startswith("login-fail:user:")])
-        else:
-            _record_failure(keys)
-        return response
+def record_signup(request) -> None:
+    key, now, window = _signup_key(request), time.time(), int(settings.SIGNUP_WINDOW)
+    count, expires = cache.get(key, (0, 0.0))
+    if expires <= now:
+        count, expires = 0, now + window
+    cache.set(key, (count + 1, expires), timeout=max(1, math.ceil(expires - now)))

@@ -16,7 +16,8 @@ request class that enforces, at the socket:
   connection for its first request) and a body deadline (`REQUEST_BODY_TIMEOUT`, 60 s): a half-sent
   request gets `408` and is dropped instead of being held forever (slowloris).
 
-Every figure is a Django setting read from the environment (inferencelab/settings.py). The launcher also
+Every figure is a Django setting read from the environment (inferencelab/settings.py). Daphne's
+`--proxy-headers` is refused: the client address comes from inferencelab/client_address.py. The launcher also
 starts the demos app's reaper thread (demos/reaper.py), so runs whose worker died are failed server-side.
 """
 from __future__ import annotations
@@ -205,7 +206,18 @@ def _settle() -> None:
     gc.freeze()
 
 
+def refuse_proxy_headers(argv: list[str]) -> None:
+    """Daphne's --proxy-headers makes the *left-most* X-Forwarded-For entry (written by the client) the peer,
+    which would let any visitor choose its address; TRUSTED_PROXIES (inferencelab/client_address.py) reads the
+    header instead, from the right."""
+    if any(arg == "--proxy-headers" or arg.startswith("--proxy-headers-") for arg in argv):
+        sys.exit("inferencelab.server: do not pass --proxy-headers (it trusts the client-written, left-most "
+                 "X-Forwarded-For entry); set TRUSTED_PROXIES to the number of proxies in front instead")
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    refuse_proxy_headers(argv)
     http_protocol.WebRequest = LimitedWebRequest  # what HTTPFactory.buildProtocol instantiates
     daphne_server.HTTPFactory = LimitedHTTPFactory
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inferencelab.settings")
@@ -218,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     _settle()
     from daphne.cli import CommandLineInterface
 
-    CommandLineInterface().run(sys.argv[1:] if argv is None else argv)
+    CommandLineInterface().run(argv)
 
 
 if __name__ == "__main__":

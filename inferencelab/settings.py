@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "simple_history",
+    "axes",  # the login throttle (inferencelab/login_throttle.py)
     "courseapp",
     "demos",
     "serverprofile",
@@ -58,7 +59,10 @@ MIDDLEWARE = [
     "simple_history.middleware.HistoryRequestMiddleware",  # a revision's author is the request's user
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "inferencelab.security.ContentSecurityPolicyMiddleware",
+    "axes.middleware.AxesMiddleware",  # turns a locked-out sign-in into the 429 page
 ]
+# django-axes first: it refuses a locked (account, address) pair before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 
 ROOT_URLCONF = "inferencelab.urls"
 # Module revisions are restored from the authoring page, which re-renders the lesson and checks it like a save;
@@ -158,9 +162,24 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES  # non-file form data Djang
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploaded files stream to a temporary file
 NARRATION_MAX_AUDIO_BYTES = env_int("NARRATION_MAX_AUDIO_BYTES", 200 * 1024 * 1024)
 COURSE_IMPORT_MAX_BYTES = env_int("COURSE_IMPORT_MAX_BYTES", 5 * 1024 * 1024)  # a course zip (author/import/)
-# Login: this many failures per username or per client address within the window, then a wait.
+# Reverse proxies in front of Daphne that append the client's address to X-Forwarded-For (inferencelab/
+# client_address.py): 0 = Daphne faces the clients and the header is ignored.
+TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0)
+# Login (django-axes, inferencelab/login_throttle.py): this many failures for one account from one client
+# address lock that pair (only that pair) for LOGIN_FAILURE_WINDOW seconds; each failure while locked restarts it.
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
 LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 900)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_FAILURE_LIMIT = "inferencelab.login_throttle.failure_limit"
+AXES_COOLOFF_TIME = "inferencelab.login_throttle.cool_off"
+AXES_CLIENT_IP_CALLABLE = "inferencelab.client_address.for_request"
+AXES_LOCKOUT_CALLABLE = "inferencelab.login_throttle.lockout_response"
+AXES_RESET_ON_SUCCESS = True  # a correct password forgives its own pair's failures
+AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not logged with their address
+AXES_VERBOSE = False
+# Sign-up: at most this many new accounts per client address per SIGNUP_WINDOW seconds, then 429.
+SIGNUP_MAX_PER_ADDRESS = env_int("SIGNUP_MAX_PER_ADDRESS", 5)
+SIGNUP_WINDOW = env_int("SIGNUP_WINDOW", 3600)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
@@ -221,4 +240,5 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"axes": {"level": "WARNING"}},  # a line per sign-in otherwise; failures and lockouts still show
 }

@@ -2,7 +2,8 @@
 
 Stats (worker snapshots from Redis, queue lengths, run counts from the database) are computed once per
 DEMO_STATS_INTERVAL by a single task and sent to every open dashboard socket of the process, so a
-thousand sockets cost what one does. Sockets are capped per client address. Worker host names and process
+thousand sockets cost what one does. Sockets are capped per client address (inferencelab/client_address.py:
+behind TRUSTED_PROXIES the real one; loopback and `unknown` are capped like any other). Worker host names and process
 ids are shown to staff only; everyone else sees "worker 1", "worker 2", …
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.db.models import Count
 from django.utils import timezone
+
+from inferencelab import client_address
 
 from .. import conf
 from ..models import Run
@@ -75,13 +78,12 @@ class DashboardConsumer(AsyncWebsocketConsumer):
     """Streams engine stats: per-worker batch (concurrent sequences), tokens/s, runs, queue length."""
 
     async def connect(self):
-        client = self.scope.get("client") or ("", 0)
-        self.client_addr = str(client[0] or "")
+        self.client_addr = client_address.for_scope(self.scope)
         user = self.scope.get("user")
         self.is_staff = bool(getattr(user, "is_staff", False))
         await self.accept()
         cap = int(conf.get("DEMO_DASHBOARD_SOCKETS_PER_ADDRESS"))
-        if conf.address_limited(self.client_addr) and BROADCASTER.per_address()[self.client_addr] >= cap:
+        if BROADCASTER.per_address()[self.client_addr] >= cap:
             await self.send(text_data=json.dumps({"type": "error", "code": "too_many_sockets", "message":
                             f"At most {cap} dashboard connections per address: close another tab first."}))
             await self.close(code=4429)

@@ -18,6 +18,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from inferencelab import client_address
+
 from .. import conf
 from ..identity import owners_for_scope
 from ..models import Run
@@ -51,10 +53,9 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
     groups: list[str] = []
 
     async def connect(self):
-        self.owners = await database_sync_to_async(owners_for_scope)(self.scope)
+        self.client_addr = client_address.for_scope(self.scope)  # behind TRUSTED_PROXIES: the real one
+        self.owners = await database_sync_to_async(owners_for_scope)(self.scope, self.client_addr)
         self.owner = self.owners[0]  # what new runs are stored under; resume and limits accept all of them
-        client = self.scope.get("client") or ("", 0)
-        self.client_addr = str(client[0] or "")
         self.watches: dict[str, Watch] = {}
         self.rate = float(conf.get("DEMO_MESSAGE_RATE"))
         self.tokens = self.burst = float(conf.get("DEMO_MESSAGE_BURST"))

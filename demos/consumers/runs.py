@@ -26,27 +26,40 @@ log = logging.getLogger(__name__)
 START_LOCK = "demos:start-lock"  # one start at a time across every Daphne: the limit check and the insert are atomic
 
 
-def limit_hit(owners: tuple[str, ...], address: str, now=None) -> tuple[str, str, int] | None:
+def address_share(address: str, slots: int, real_active) -> int:
+    """How many runs `address` may have queued or running: its fair share of the worker slots,
+    max(1, slots // addresses with active runs, this one counted), and never more than DEMO_MAX_RUNS_PER_ADDRESS."""
+    addresses = set(real_active.order_by().values_list("client", flat=True).distinct()) | {address[:64]}
+    return min(int(conf.get("DEMO_MAX_RUNS_PER_ADDRESS")), max(1, slots // len(addresses)))
+
+
+def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tuple[str, str, int] | None:
     """(code, message, retry_after) when a new run would break a limit, else None. Call under START_LOCK.
 
-    Per owner (user or session): DEMO_MAX_CONCURRENT_RUNS active, DEMO_RUNS_PER_MINUTE started per minute.
-    Per client address (dropping the cookie mints a new session, not a new address): DEMO_MAX_RUNS_PER_ADDRESS
-    active and DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute, except for DEMO_ADDRESS_LIMIT_EXEMPT addresses
-    (loopback: a proxy or `make run`; run Daphne with --proxy-headers behind a proxy so addresses are real).
-    All visitors: DEMO_MAX_QUEUED waiting.
+    Per owner (user, session, or for a cookie-less socket its address): DEMO_MAX_CONCURRENT_RUNS active,
+    DEMO_RUNS_PER_MINUTE started per minute. Per client address (inferencelab/client_address.py; every address,
+    loopback and `unknown` included): its fair share of the `slots` worker slots active (address_share) and
+    DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute. All visitors: DEMO_MAX_QUEUED waiting.
+
+    Invariant: a run is admitted only while its address holds fewer than its share at that moment, so one
+    address never holds more than max(1, slots // active addresses) runs it started after the others arrived
+    (runs it already held are not pre-empted: a newcomer lowers the share, and the address gets no more until
+    it is under it); with fair admission (runstate.fair_pop), a newcomer's run is the next one started when a
+    slot frees, however many runs another address sent, and the global queue fills only with many addresses.
     """
     now = now or timezone.now()
     real = Run.objects.filter(replay_of__isnull=True)
     recent_active = real.filter(status__in=ACTIVE, created_at__gte=now - timedelta(minutes=15))
     minute_ago = now - timedelta(seconds=60)
+    share = address_share(address, slots, recent_active)
     scopes = [(Q(owner__in=owners), int(conf.get("DEMO_MAX_CONCURRENT_RUNS")), int(conf.get("DEMO_RUNS_PER_MINUTE")),
-               "")]
-    if conf.address_limited(address):
-        scopes.append((Q(client=address), int(conf.get("DEMO_MAX_RUNS_PER_ADDRESS")),
-                       int(conf.get("DEMO_RUNS_PER_MINUTE_PER_ADDRESS")), " from your network address"))
+               ""),
+              (Q(client=address[:64]), share, int(conf.get("DEMO_RUNS_PER_MINUTE_PER_ADDRESS")),
+               " from your network address")]
     for who, max_active, per_minute, where in scopes:
         if recent_active.filter(who).count() >= max_active:
-            return ("too_many_runs", f"At most {max_active} runs at a time{where}: wait for one to finish.", 2)
+            runs = "run" if max_active == 1 else "runs"
+            return ("too_many_runs", f"At most {max_active} {runs} at a time{where}: wait for one to finish.", 2)
         recent = list(Run.objects.filter(who, created_at__gte=minute_ago).order_by("created_at")
                       .values_list("created_at", flat=True)[:per_minute])
         if len(recent) >= per_minute:
@@ -83,9 +96,10 @@ class RunsMixin:
             if reason:
                 source = await database_sync_to_async(replay_source)(demo, cleaned, key, self.owners)
         user = self.scope.get("user")
+        slots = await known_worker_slots()
 
         def create() -> Run:
-            hit = limit_hit(self.owners, self.client_addr)
+            hit = limit_hit(self.owners, self.client_addr, slots)
             if hit:
                 raise ProtocolError(hit[0], hit[1], retry_after=hit[2])
             return Run.objects.create(
@@ -128,7 +142,7 @@ class RunsMixin:
         await redis_retry(attach, run_id, self.channel_name)
         await self._send(accepted)
         try:
-            await sync_to_async(enqueue, thread_sensitive=False)(run_id, self.owner)
+            await sync_to_async(enqueue, thread_sensitive=False)(run_id, run.client)
         except Exception as exc:  # noqa: BLE001
             log.exception("could not queue run %s", run_id)
             await set_status(run_id, Run.Status.ERROR, error_code="queue_unavailable", error_message=str(exc))
@@ -231,6 +245,15 @@ def _busy_runs() -> int:
     return Run.objects.filter(replay_of__isnull=True, status__in=ACTIVE, created_at__gte=recent).count()
 
 
+async def known_worker_slots() -> int:
+    """worker_slots(), or 0 when Redis cannot say (then each address's share is one run)."""
+    try:
+        return await worker_slots()
+    except Exception:  # noqa: BLE001
+        log.warning("worker slots unknown; each address gets one run")
+        return 0
+
+
 async def has_free_slot() -> bool:
     """Whether a new run would get a worker slot at once (nothing queued ahead of it, a slot idle). When Redis
     cannot say, assume it would: a run is live unless the server is known to be full."""
@@ -242,11 +265,11 @@ async def has_free_slot() -> bool:
     return await database_sync_to_async(_busy_runs)() < capacity
 
 
-def enqueue(run_id: str, owner: str) -> None:
-    """Queue the run fairly (its owner's list, runstate.fair_push) and send one ticket to a worker on the queue
-    CELERY_TASK_ROUTES names for `demos.tasks.run_demo` (DEMO_TASK_QUEUE, `gpu` by default; no queue is forced
-    here, and the fair lists are that queue's)."""
+def enqueue(run_id: str, address: str) -> None:
+    """Queue the run fairly (its client address's list, runstate.fair_push) and send one ticket to a worker on the
+    queue CELERY_TASK_ROUTES names for `demos.tasks.run_demo` (DEMO_TASK_QUEUE, `gpu` by default; no queue is
+    forced here, and the fair lists are that queue's)."""
     from inferencelab.celery import app  # the configured app, not whatever app is "current"
 
-    fair_push(owner, run_id)
+    fair_push(address, run_id)
     app.send_task("demos.tasks.run_demo", args=[run_id], task_id=run_id)

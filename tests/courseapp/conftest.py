@@ -34,7 +34,7 @@ def fast_password_hashing(settings):
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    """The login throttle counts failures in the cache: no test inherits another's."""
+    """The sign-up throttle counts in the cache: no test inherits another's."""
     from django.core.cache import cache
 
     cache.clear()

@@ -10,8 +10,10 @@ import wave
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
 from courseapp import media
@@ -151,24 +153,77 @@ def test_audio_is_recognised_by_its_bytes():
         assert sniff_audio(impostor) is None
 
 
+SCHOOL, HOME, ATTACKER = "198.51.100.20", "203.0.113.7", "192.0.2.66"
+
+
+def sign_in(client, username, password, address, **headers):
+    return client.post(reverse("login"), {"username": username, "password": password}, REMOTE_ADDR=address,
+                       **headers)
+
+
 @pytest.mark.django_db
-def test_login_guessing_is_throttled(client, student, settings):
+def test_login_guessing_locks_only_the_account_and_address_pair(client, student, settings):
     settings.LOGIN_MAX_FAILURES = 3
-    url = reverse("login")
-    for _ in range(3):
-        assert client.post(url, {"username": "student", "password": "wrong"}).status_code == 200
-    blocked = client.post(url, {"username": "student", "password": "student-pass-123"})
+    assert [sign_in(client, "student", "wrong", ATTACKER).status_code for _ in range(3)] == [200, 200, 429]
+    blocked = sign_in(client, "student", "student-pass-123", ATTACKER)
     assert blocked.status_code == 429 and int(blocked["Retry-After"]) > 0
-    assert "Too many failed sign-ins" in blocked.content.decode()
+    assert "Too many failed sign-ins for this account from your network address" in blocked.content.decode()
     assert "_auth_user_id" not in client.session  # the right password does not get through meanwhile
-    other = client.post(url, {"username": "someone-else", "password": "x"})  # same address
-    assert other.status_code == 429
+    # The account's owner, from anywhere else, signs in at once: nobody can lock a user out.
+    assert sign_in(Client(), "student", "student-pass-123", HOME).status_code == 302
+    # Other accounts behind the guesser's address (a school's NAT) are not locked either.
+    other = User.objects.create_user("classmate", password="classmate-pass-1")
+    assert sign_in(Client(), other.username, "classmate-pass-1", ATTACKER).status_code == 302
+
+
+@pytest.mark.django_db
+def test_many_failures_from_a_shared_address_lock_out_no_one_else(client, student, settings):
+    """Five wrong passwords each for many accounts from one address (a classroom, or `make run` on loopback)."""
+    settings.LOGIN_MAX_FAILURES = 5
+    for name in ("a", "b", "c", "d"):
+        for _ in range(5):
+            sign_in(client, name, "wrong", SCHOOL)
+    assert sign_in(Client(), "student", "student-pass-123", SCHOOL).status_code == 302
+
+
+@pytest.mark.django_db
+def test_a_forged_forwarded_address_or_user_agent_does_not_reset_the_count(client, student, settings):
+    settings.LOGIN_MAX_FAILURES = 3
+    for trusted in (0, 1):  # without a proxy the header is ignored; behind one, only its own entry counts
+        settings.TRUSTED_PROXIES = trusted
+        peer, last = ("192.0.2.70", None) if trusted == 0 else ("127.0.0.1", "192.0.2.71")
+        codes = []
+        for i in range(4):
+            forged = f"10.0.0.{i}, 127.0.0.1, unknown" + (f", {last}" if last else "")
+            codes.append(sign_in(client, "student", "wrong", peer, HTTP_X_FORWARDED_FOR=forged,
+                                 HTTP_USER_AGENT=f"guesser/{i}").status_code)  # nor does a new user agent
+        assert codes == [200, 200, 429, 429], (trusted, codes)
 
 
 @pytest.mark.django_db
 def test_a_good_login_is_not_throttled(client, student, settings):
     settings.LOGIN_MAX_FAILURES = 3
-    assert client.post(reverse("login"), {"username": "student", "password": "student-pass-123"}).status_code == 302
+    sign_in(client, "student", "wrong", HOME)
+    assert sign_in(client, "student", "student-pass-123", HOME).status_code == 302
+    # Success forgives the pair's failures: two more mistakes later are not a lockout.
+    assert [sign_in(Client(), "student", "wrong", HOME).status_code for _ in range(2)] == [200, 200]
+
+
+@pytest.mark.django_db
+def test_signup_is_throttled_per_address(settings):
+    settings.SIGNUP_MAX_PER_ADDRESS = 3
+    url = reverse("courseapp:signup")
+
+    def sign_up(name, address):
+        return Client().post(url, {"username": name, "password1": "a-long-pass-123", "password2": "a-long-pass-123"},
+                             REMOTE_ADDR=address)
+
+    assert [sign_up(f"bot{i}", ATTACKER).status_code for i in range(3)] == [302, 302, 302]
+    refused = sign_up("bot3", ATTACKER)
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert "Too many new accounts from your network address" in refused.content.decode()
+    assert not User.objects.filter(username="bot3").exists()
+    assert sign_up("neighbour", HOME).status_code == 302  # another address is not affected
 
 
 def test_secret_key_comes_from_env_or_the_install_file(tmp_path, monkeypatch):

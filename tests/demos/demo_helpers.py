@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 
@@ -12,14 +13,30 @@ HOST = (b"host", b"127.0.0.1")  # the origin check compares the Origin with the 
 FINAL = ("done", "error")
 
 
-def communicator(*headers, path="/ws/demos/") -> WebsocketCommunicator:
+_visitors = itertools.count()
+
+
+def from_address(address: str):
+    """The ASGI app as seen from one client address (the test communicator sets none)."""
     from inferencelab.asgi import application
 
-    return WebsocketCommunicator(application, path, headers=[ORIGIN, HOST, *headers])
+    async def app(scope, receive, send_):
+        return await application({**scope, "client": (address, 40000)}, receive, send_)
+
+    return app
 
 
-async def connect(*headers, path="/ws/demos/") -> WebsocketCommunicator:
-    comm = communicator(*headers, path=path)
+def communicator(*headers, path="/ws/demos/", address: str | None = None) -> WebsocketCommunicator:
+    """A socket from `address`, by default a new one per socket: a cookie-less socket's owner is its address,
+    so each such communicator is its own visitor."""
+    if address is None:
+        n = next(_visitors)
+        address = f"198.18.{n // 250 % 250}.{n % 250 + 1}"  # the benchmarking range: no real visitor's
+    return WebsocketCommunicator(from_address(address), path, headers=[ORIGIN, HOST, *headers])
+
+
+async def connect(*headers, path="/ws/demos/", address: str | None = None) -> WebsocketCommunicator:
+    comm = communicator(*headers, path=path, address=address)
     connected, _ = await comm.connect(timeout=10)
     assert connected
     return comm

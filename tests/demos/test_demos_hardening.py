@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from demo_helpers import HOST, ORIGIN, collect, connect, recv, send, start
+from demo_helpers import HOST, ORIGIN, collect, connect, from_address, recv, send, start
 from django.utils import timezone
 
 from demos import conf
@@ -22,16 +22,6 @@ SHORT = {"prompt": "Hi", "max_new_tokens": 2}
 # Active for a while: without the cache every step recomputes the prefix (the fused cached path would finish
 # 64 tokens in about a second, before a dozen starts have all been answered on a loaded 2-core runner).
 LONG = {"prompt": "Write a long letter to a friend about the sea", "max_new_tokens": 128, "use_cache": False}
-
-
-def from_address(address: str):
-    """The ASGI app as seen from one client address (the test communicator sets none)."""
-    from inferencelab.asgi import application
-
-    async def app(scope, receive, send_):
-        return await application({**scope, "client": (address, 40000)}, receive, send_)
-
-    return app
 
 
 async def open_socket(*headers, address="203.0.113.9", path="/ws/demos/"):
@@ -62,9 +52,37 @@ async def test_simultaneous_starts_on_one_session_respect_the_limit(demo_stack, 
     await cancel_all(comms, frames)
 
 
+def fresh_session_cookie() -> tuple[bytes, bytes]:
+    """A brand-new visitor's session (what dropping the cookie and reloading the page gives)."""
+    from django.conf import settings
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from demos.identity import ensure_token
+
+    s = SessionStore()
+    ensure_token(s)
+    s.save()
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode())
+
+
+async def test_cookie_less_sockets_from_one_address_are_one_owner(demo_stack, monkeypatch):
+    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "2")
+    comms = [(await open_socket(address="198.51.100.3"))[0] for _ in range(4)]  # no cookie
+    frames = [await start_frame(comm, params=LONG) for comm in comms]
+    assert [f["type"] for f in frames].count("accepted") == 2, frames
+    assert all(f["code"] == "too_many_runs" for f in frames if f["type"] == "error")
+    owners = await sync_to_async(lambda: set(Run.objects.filter(client="198.51.100.3").values_list("owner", flat=True)))()
+    assert len(owners) == 1 and next(iter(owners)).startswith("a:")
+    other, _, _ = await open_socket(address="198.51.100.6")  # another address is another owner
+    assert (await start_frame(other, params=LONG))["type"] == "accepted"
+    await cancel_all([*comms, other], [*frames, {"type": "none"}])
+
+
 async def test_dropping_the_cookie_does_not_escape_the_per_address_cap(demo_stack, monkeypatch):
     monkeypatch.setenv("DEMO_MAX_RUNS_PER_ADDRESS", "3")
-    comms = [(await open_socket(address="198.51.100.4"))[0] for _ in range(6)]  # no cookie: a new owner each
+    monkeypatch.setenv("DEMO_WORKER_SLOTS", "16")
+    cookies = [await sync_to_async(fresh_session_cookie)() for _ in range(6)]  # a new session each
+    comms = [(await open_socket(cookie, address="198.51.100.4"))[0] for cookie in cookies]
     frames = []
     for comm in comms:
         await send(comm, {"action": "start", "demo": "kv-cache", "params": LONG})
@@ -75,6 +93,40 @@ async def test_dropping_the_cookie_does_not_escape_the_per_address_cap(demo_stac
     other, _, _ = await open_socket(address="198.51.100.5")  # another address is not affected
     assert (await start_frame(other))["type"] == "accepted"
     await cancel_all([*comms, other], [*frames, {"type": "none"}])
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "unknown", "10.1.2.3"])
+async def test_loopback_private_and_unknown_addresses_are_capped_like_any(demo_stack, monkeypatch, address):
+    """The exemption for addresses that "stand for many visitors" is gone: a spoofed or proxied 127.0.0.1 or
+    `unknown` got unlimited runs. Now each is one address with its share."""
+    monkeypatch.setenv("DEMO_MAX_RUNS_PER_ADDRESS", "2")
+    monkeypatch.setenv("DEMO_WORKER_SLOTS", "16")
+    cookies = [await sync_to_async(fresh_session_cookie)() for _ in range(3)]
+    comms = [(await open_socket(cookie, address=address))[0] for cookie in cookies]
+    frames = [await start_frame(comm, params=LONG) for comm in comms]
+    assert [f["type"] for f in frames] == ["accepted", "accepted", "error"], frames
+    assert "network address" in frames[2]["message"]
+    await cancel_all(comms, frames)
+
+
+async def test_one_address_holds_at_most_its_fair_share_of_the_worker_slots(demo_stack, monkeypatch):
+    """Share = max(1, slots // addresses with active runs): alone, all of them; once another address is active,
+    half; and the other address is admitted even while the first holds more than its new share."""
+    monkeypatch.setenv("DEMO_WORKER_SLOTS", "4")
+    cookies = [await sync_to_async(fresh_session_cookie)() for _ in range(6)]
+    flood = [(await open_socket(cookie, address="192.0.2.40"))[0] for cookie in cookies]
+    frames = [await start_frame(comm, params=LONG) for comm in flood]
+    assert [f["type"] for f in frames].count("accepted") == 4, frames
+    newcomer, _, _ = await open_socket(address="192.0.2.41")
+    mine = await start_frame(newcomer, params=LONG)
+    assert mine["type"] == "accepted", mine
+    # Two addresses now share 4 slots: the flood (holding 4) gets no more until it is under 2.
+    await send(flood[0], {"action": "start", "demo": "kv-cache", "params": {**LONG, "prompt": "One more"}, "ref": "x"})
+    again = await recv(flood[0])
+    while again.get("ref") != "x":  # skip the `queued` reports of the socket's first run
+        again = await recv(flood[0])
+    assert again["type"] == "error" and "at a time from your network address" in again["message"], again
+    await cancel_all([*flood, newcomer], [*frames, mine])
 
 
 async def start_frame(comm, demo="kv-cache", params=SHORT, **extra) -> dict:
@@ -252,10 +304,12 @@ async def test_queued_runs_are_taken_round_robin_across_owners(demo_stack):
 
 
 async def test_a_flood_does_not_delay_another_visitor_behind_all_of_it(demo_stack, monkeypatch):
-    """Six runs of one visitor queued ahead of one run of another, on the stack's two worker slots: the late
+    """Six runs of one address queued ahead of one run of another, on the stack's two worker slots: the late
     visitor's run starts as soon as a slot frees, not after the whole flood."""
     monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "10")
-    flooder, late = await connect(), await connect()  # no cookies: two owners
+    monkeypatch.setenv("DEMO_WORKER_SLOTS", "16")  # the flood's share is 16 (only its runs are active at first)
+    flooder, _, _ = await open_socket(address="192.0.2.50")
+    late, _, _ = await open_socket(address="192.0.2.51")  # no cookies: two addresses, two owners
     try:
         ids = []
         for i in range(6):
@@ -283,10 +337,3 @@ async def test_a_flood_does_not_delay_another_visitor_behind_all_of_it(demo_stac
     # First come, first served would start it seventh; taking turns, it gets one of the first two slots that
     # free up (both may free at once: then the flood takes one and the late visitor the other).
     assert mine in order[:4], (order.index(mine) if mine in order else None, len(order))
-
-
-def test_per_address_limits_skip_addresses_that_stand_for_many_visitors():
-    from demos.conf import address_limited
-
-    assert address_limited("203.0.113.9") and address_limited("2001:db8::5")
-    assert not address_limited("127.0.0.1") and not address_limited("::1") and not address_limited("")

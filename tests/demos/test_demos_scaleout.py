@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), 
 
 # The same session starts several runs at once; the default per-session limits (2 active, 12/min)
 # would refuse them. Only the two Daphne processes of this module get these.
-DAPHNE_ENV = {"DEMO_MAX_CONCURRENT_RUNS": "16", "DEMO_RUNS_PER_MINUTE": "100"}
+# Every socket here comes from 127.0.0.1, one address: its fair share of the slots is all of them, so more runs
+# than the workers' slots (queue positions; runs queued while no worker is up) need a larger stated capacity.
+DAPHNE_ENV = {"DEMO_MAX_CONCURRENT_RUNS": "16", "DEMO_RUNS_PER_MINUTE": "100", "DEMO_WORKER_SLOTS": "8"}
 
 
 class WS:
@@ -33,14 +35,19 @@ class WS:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def connect(cls, port: int, cookie: bytes | None = None, path: str = "/ws/demos/") -> "WS":
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
+    async def connect(cls, port: int, cookie: bytes | None = None, path: str = "/ws/demos/",
+                      source: str | None = None, headers: dict | None = None) -> "WS":
+        """`source`: the local address to connect from (any of 127.0.0.0/8 is this machine: a visitor of its
+        own); `headers`: more request headers (e.g. a forged X-Forwarded-For)."""
+        local = (source, 0) if source else None
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, local_addr=local), 10)
         key = base64.b64encode(os.urandom(16)).decode()
         head = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
                 f"Origin: http://127.0.0.1:{port}\r\n")
         if cookie:
             head += f"Cookie: {cookie.decode()}\r\n"
+        head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         writer.write((head + "\r\n").encode())
         await writer.drain()
         response = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
