@@ -70,8 +70,8 @@ def build() -> Path:
 def model_file(file_type: str) -> Path:
     """The shipped SmolLM2 GGUF as `file_type` (Q4_1 is the shipped file itself)."""
     sys.path.insert(0, str(ROOT))
-    from inference_core.config import DEFAULT_MODEL
-    from inference_core.weights import MODELS, gguf_path
+    from inference_core.model.config import DEFAULT_MODEL
+    from inference_core.model.weights import MODELS, gguf_path
 
     shipped = gguf_path(MODELS[DEFAULT_MODEL])
     if file_type == "Q4_1":

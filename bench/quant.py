@@ -28,13 +28,13 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
-from inference_core.config import DEFAULT_MODEL  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 from inference_core import load_engine  # noqa: E402
-from inference_core.engine import Engine, GenerationParams  # noqa: E402
-from inference_core.quant import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
-from inference_core.runner import runner_for  # noqa: E402
-from inference_core.speed_models import SPEED_ONLY_MODELS  # noqa: E402
-from inference_core.trace import RunFinished  # noqa: E402
+from inference_core.engine.loaded_model import Engine, GenerationParams  # noqa: E402
+from inference_core.quant.linears import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
+from inference_core.engine.model_runner import runner_for  # noqa: E402
+from inference_core.model.speed_models import SPEED_ONLY_MODELS  # noqa: E402
+from inference_core.engine.trace import RunFinished  # noqa: E402
 
 PROMPT = "The old lighthouse keeper looked out at the sea and"
 
@@ -58,7 +58,7 @@ def hf_decode(model, ids: list[int], tokens: int) -> float:
 def load_hf():
     from transformers import AutoModelForCausalLM
 
-    from inference_core.weights import MODELS, gguf_path
+    from inference_core.model.weights import MODELS, gguf_path
 
     path = gguf_path(MODELS[DEFAULT_MODEL])
     return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()

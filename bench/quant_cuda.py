@@ -26,17 +26,17 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import measure_read_bandwidth  # noqa: E402
-from inference_core.config import DEFAULT_MODEL, settings_override  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL, settings_override  # noqa: E402
 
 from inference_core import load_engine  # noqa: E402
-from inference_core.engine import Engine, GenerationParams  # noqa: E402
-from inference_core.quant import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
-from inference_core.speed_models import SPEED_ONLY_MODELS, is_speed_only  # noqa: E402
-from inference_core.trace import RunFinished  # noqa: E402
+from inference_core.engine.loaded_model import Engine, GenerationParams  # noqa: E402
+from inference_core.quant.linears import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
+from inference_core.model.speed_models import SPEED_ONLY_MODELS, is_speed_only  # noqa: E402
+from inference_core.engine.trace import RunFinished  # noqa: E402
 
 PROMPT = "The old lighthouse keeper looked out at the sea and"
 OUR_FORMATS = ["int8", "int4-g128", "nf4", "fp8"]
-BNB_FORMATS = ["bnb-int8", "bnb-nf4"]  # inference_core.quant's bitsandbytes backend
+BNB_FORMATS = ["bnb-int8", "bnb-nf4"]  # inference_core.quant.linears's bitsandbytes backend
 
 
 def bnb_or_reason():

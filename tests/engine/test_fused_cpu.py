@@ -13,15 +13,15 @@ import torch
 from torch import nn
 
 from inference_core import GenerationParams, fused_cpu, quant_kernels
-from inference_core.config import tiny_config
-from inference_core.engine import Engine, build_model
-from inference_core.kv_cache import KVCache
-from inference_core.paged import PagedSequence, gather_context
-from inference_core.quant import PROJECTIONS, QuantizedLinear, quantize_model
-from inference_core.runner import ModelRunner, runner_for
-from inference_core.llm_engine import drive
-from inference_core.sampling import SamplingParams
-from inference_core.scheduler import Request, SchedulerConfig
+from inference_core.model.config import tiny_config
+from inference_core.engine.loaded_model import Engine, build_model
+from inference_core.model.kv_cache import KVCache
+from inference_core.engine.paged import PagedSequence, gather_context
+from inference_core.quant.linears import PROJECTIONS, QuantizedLinear, quantize_model
+from inference_core.engine.model_runner import ModelRunner, runner_for
+from inference_core.engine.llm_engine import drive
+from inference_core.model.sampling import SamplingParams
+from inference_core.engine.scheduler import Request, SchedulerConfig
 
 pytestmark = pytest.mark.skipif(quant_kernels.load() is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
 
@@ -118,7 +118,7 @@ def test_early_exit_runs_only_the_first_layers(tiny_model):
 def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model, n_seqs):
     """Batch kernels (fp32: two weight rows × three rows of x) sum every row in the order one row alone is
     summed: a batched step's logits are bit-identical to each sequence's own step."""
-    from inference_core.paged import PagedKVPool
+    from inference_core.engine.paged import PagedKVPool
 
     step = runner_for(tiny_model).fused
     cfg = tiny_model.config
@@ -223,7 +223,7 @@ def test_formats_without_a_fused_kernel_fall_back_and_say_why(engine):
 
 
 def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
-    from inference_core.config import EngineSettings, settings_override
+    from inference_core.model.config import EngineSettings, settings_override
 
     assert EngineSettings.from_env({"INFERENCE_CPU_FASTPATH": "0"}).cpu_fastpath is False
     model = build_model(tiny_model.config, dict(tiny_model.state_dict()), torch.device("cpu"))  # not yet built
@@ -295,8 +295,8 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
     """A single request is one-request schedule (ModelRunner.run once per token); speculative verify and a
     model draft call ModelRunner.forward_sequence (a sequence on blocks of its own, rolled back after a rejection):
     no private forward anywhere."""
-    from inference_core.drafts import ModelDraft
-    from inference_core.speculative import SpecParams, speculative_events
+    from inference_core.speculative.drafts import ModelDraft
+    from inference_core.speculative.decode import SpecParams, speculative_events
 
     calls: list[int] = []
     runs: list[int] = []
@@ -304,7 +304,7 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
     monkeypatch.setattr(ModelRunner, "forward_sequence",
                         lambda self, tokens, *a, **kw: calls.append(len(tokens)) or original(self, tokens, *a, **kw))
     monkeypatch.setattr(ModelRunner, "run", lambda self, batch, pool: runs.append(len(batch.tokens)) or original_run(self, batch, pool))
-    from inference_core.weights import load_tokenizer
+    from inference_core.model.weights import load_tokenizer
 
     engine = Engine("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
     prompt = [5, 17, 23, 42, 8, 17, 23]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from inference_core.llm_engine import LLMEngine
-from inference_core.model import Transformer
-from inference_core.runner import ModelRunner
-from inference_core.speculative import SpeculativeRun
+from inference_core.engine.llm_engine import LLMEngine
+from inference_core.model.transformer import Transformer
+from inference_core.engine.model_runner import ModelRunner
+from inference_core.speculative.decode import SpeculativeRun
 
 # Single forward passes that measure something and generate nothing (callers' files).
 ONE_PASS_MEASUREMENTS = {
@@ -93,7 +93,7 @@ def assert_no_second_loop(calls: Calls) -> None:
 
 @pytest.mark.model
 def test_the_cli_generates_through_step(calls, capsys, tmp_path):
-    from inference_core.cli import main
+    from inference_core.cli.main import main
 
     assert main(["generate", "--prompt", "The capital of France is", "--max-new-tokens", "5"]) == 0
     assert calls.steps >= 5
@@ -108,7 +108,7 @@ def test_the_cli_generates_through_step(calls, capsys, tmp_path):
 @pytest.mark.model
 def test_the_service_and_the_engine_api_generate_through_step(calls, engine):
     from inference_core import GenerationParams
-    from inference_core.serving import EngineService
+    from inference_core.engine.serving import EngineService
 
     ids = engine.encode_prompt("One, two, three,", False)
     for use_cache in (True, False):

@@ -4,14 +4,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inference_core.config import tiny_config
-from inference_core.engine import Engine, GenerationParams, build_model
-from inference_core.kv_cache import KVCache
-from inference_core.paged import BlockAllocator
-from inference_core.prefix_cache import PrefixCache, chain_hashes
-from inference_core.llm_engine import LLMEngine, drive
-from inference_core.sampling import SamplingParams
-from inference_core.scheduler import Request, SchedulerConfig
+from inference_core.model.config import tiny_config
+from inference_core.engine.loaded_model import Engine, GenerationParams, build_model
+from inference_core.model.kv_cache import KVCache
+from inference_core.engine.paged import BlockAllocator
+from inference_core.engine.prefix_cache import PrefixCache, chain_hashes
+from inference_core.engine.llm_engine import LLMEngine, drive
+from inference_core.model.sampling import SamplingParams
+from inference_core.engine.scheduler import Request, SchedulerConfig
 
 
 def single_request(model, prompt: list[int], n: int) -> list[int]:

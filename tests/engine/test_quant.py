@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from inference_core import quant as Q
-from inference_core import quant_kernels
+from inference_core.kernels import quant_kernels
 
 SHAPES = [(96, 576), (40, 1536), (33, 64)]  # K = 576 leaves a short last group for g128
 
@@ -203,7 +203,7 @@ def test_parse_format_names():
 
 
 def test_quantize_model_copy_leaves_original(tiny_model):
-    from inference_core.kv_cache import NoCache
+    from inference_core.model.kv_cache import NoCache
 
     tokens = torch.tensor([[1, 5, 9, 3]])
     pos = torch.arange(4)
@@ -219,7 +219,7 @@ def test_quantize_model_copy_leaves_original(tiny_model):
 
 
 def test_int8_kv_cache_roundtrip_and_bytes():
-    from inference_core.kv_quant import Int8KVCache, quantize_rows
+    from inference_core.quant.kv_quant import Int8KVCache, quantize_rows
 
     x = torch.randn(1, 3, 5, 64)
     q, s = quantize_rows(x)
@@ -227,7 +227,7 @@ def test_int8_kv_cache_roundtrip_and_bytes():
     cache = Int8KVCache.allocate(2, 1, 3, 16, 64)
     qh = torch.randn(1, 9, 5, 64)
     out = cache.attend(0, qh, x, x)
-    from inference_core.kv_cache import sdpa
+    from inference_core.model.kv_cache import sdpa
 
     ref = sdpa(qh, x, x)
     assert (out - ref).abs().max() < 0.05
@@ -236,9 +236,9 @@ def test_int8_kv_cache_roundtrip_and_bytes():
 
 
 def test_int8_kv_cache_generates_like_fp32_on_tiny_model(tiny_model):
-    from inference_core.engine import Engine, GenerationParams
-    from inference_core.kv_quant import int8_kv_engine
-    from inference_core.weights import load_tokenizer
+    from inference_core.engine.loaded_model import Engine, GenerationParams
+    from inference_core.quant.kv_quant import int8_kv_engine
+    from inference_core.model.weights import load_tokenizer
 
     eng = Engine("tiny", tiny_model, load_tokenizer("smollm2-135m"), torch.device("cpu"))
     params = GenerationParams(max_new_tokens=8, stop_at_eos=False)
@@ -257,8 +257,8 @@ def test_int8_kv_cache_generates_like_fp32_on_tiny_model(tiny_model):
 
 @pytest.fixture(scope="module")
 def real_quality(engine):
-    from inference_core.kv_quant import Int8KVCache
-    from inference_core.perplexity import compare, heldout_ids
+    from inference_core.quant.kv_quant import Int8KVCache
+    from inference_core.quant.perplexity import compare, heldout_ids
 
     cfg = engine.config
     models = {"fp32": engine.model, "kv-int8": engine.model}
@@ -292,7 +292,7 @@ REAL_MODEL_BOUNDS = {"nf4": 0.50, "int4-g128": 1.20}
 def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
     import json
 
-    from inference_core.cli import main
+    from inference_core.cli.main import main
 
     assert main(["generate", "--prompt", "The capital of France is", "--max-new-tokens", "3", "--quant", "int8",
                  "--json"]) == 0
@@ -304,7 +304,7 @@ def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
 @pytest.mark.model
 def test_quantization_demo_events_validate(engine):
     from demos.catalog.quantization import run
-    from inference_core.trace import validate_event
+    from inference_core.engine.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is", "format": "nf4", "layer": 2,
                        "projection": "wqkv", "max_new_tokens": 3}))
@@ -337,7 +337,7 @@ def test_source_projections_lie_on_a_q4_1_grid(engine):
 
 @pytest.mark.parametrize("fmt", ["bnb-int8", "bnb-nf4"])
 def test_bitsandbytes_formats_are_cuda_only_with_a_clear_error(fmt):
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     with pytest.raises(ValueError, match="CUDA"):
         quantize_linear(torch.randn(64, 64), fmt)
@@ -348,7 +348,7 @@ def test_a_bias_is_kept_exact_and_added_after_the_product(fmt):
     """Qwen2's Q/K/V projections have biases: quantizing keeps them in fp32, counts their bytes, adds them."""
     from torch import nn
 
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     torch.manual_seed(0)
     linear = nn.Linear(128, 96, bias=True)
@@ -363,10 +363,10 @@ def test_a_bias_is_kept_exact_and_added_after_the_product(fmt):
 
 
 def test_quantized_qwen_style_model_with_biases_runs_close_to_fp32():
-    from inference_core.config import tiny_config
-    from inference_core.engine import build_model
-    from inference_core.kv_cache import NoCache
-    from inference_core.quant import quantize_model
+    from inference_core.model.config import tiny_config
+    from inference_core.engine.loaded_model import build_model
+    from inference_core.model.kv_cache import NoCache
+    from inference_core.quant.linears import quantize_model
 
     model = build_model(tiny_config(qkv_bias=True), None, torch.device("cpu"))
     with torch.no_grad():
@@ -385,7 +385,7 @@ def test_report_resident_bytes_count_fbgemm_prepacked_copy(tiny_model):
     """w8a8 holds its int8 weights twice: `qweight` (prefill, emulation) and FBGEMM's prepacked copy (decode)."""
     if not Q.fbgemm_available():
         pytest.skip("no FBGEMM on this machine: w8a8 emulates, and holds one copy")
-    from inference_core.quant_report import resident_total
+    from inference_core.quant.report import resident_total
 
     w8a8, int8 = Q.quantize_model(tiny_model, "w8a8"), Q.quantize_model(tiny_model, "int8")
     prepacked = sum(m.qweight.nbytes + 12 * m.out_features for m in Q.quantized_linears(w8a8).values())
@@ -418,7 +418,7 @@ def test_recorded_report_names_command_date_device_and_counts_the_prepacked_copy
 def test_bf16_activations_stay_bf16(fmt, rows):
     """bf16 is the default on CUDA: a quantized linear takes bf16 activations and returns bf16 (the K/V it
     feeds go into a bf16 pool), the same product as in fp32 up to bf16 rounding."""
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     q = quantize_linear(_w(96, 576, seed=2), fmt)
     x = torch.randn(rows, 576, generator=torch.Generator().manual_seed(3))

@@ -8,13 +8,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inference_core.config import tiny_config
-from inference_core.engine import Engine, GenerationParams, build_model
-from inference_core.kv_cache import KVCache
-from inference_core.sampling import SamplingParams, sample
-from inference_core.llm_engine import LLMEngine, drive
-from inference_core.scheduler import Request, SchedulerConfig, request_metrics
-from inference_core.trace import validate_event
+from inference_core.model.config import tiny_config
+from inference_core.engine.loaded_model import Engine, GenerationParams, build_model
+from inference_core.model.kv_cache import KVCache
+from inference_core.model.sampling import SamplingParams, sample
+from inference_core.engine.llm_engine import LLMEngine, drive
+from inference_core.engine.scheduler import Request, SchedulerConfig, request_metrics
+from inference_core.engine.trace import validate_event
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -271,7 +271,7 @@ def test_real_model_batched_equals_generate_ids(engine):
 def test_batch_cli_json(engine, tmp_path, capsys):
     import json
 
-    from inference_core.cli import main
+    from inference_core.cli.main import main
 
     prompts = tmp_path / "prompts.jsonl"  # JSON lines because of the extension (or --jsonl)
     prompts.write_text('{"prompt": "The capital of France is"}\n'

@@ -6,9 +6,9 @@ import threading
 import pytest
 
 from inference_core import GenerationParams
-from inference_core.scheduler import SchedulerConfig
-from inference_core.serving import EngineService
-from inference_core.trace import RunFinished, TokenStep, validate_event
+from inference_core.engine.scheduler import SchedulerConfig
+from inference_core.engine.serving import EngineService
+from inference_core.engine.trace import RunFinished, TokenStep, validate_event
 
 PROMPTS = ["The capital of France is", "def add(a, b):\n    return", "Once upon a time, a robot",
            "The three primary colors are"]
@@ -96,7 +96,7 @@ def test_should_stop_cancels_with_a_final_event(service):
 
 
 def test_no_cache_requests_are_refused(tiny_model):
-    from inference_core.engine import Engine
+    from inference_core.engine.loaded_model import Engine
 
     class _Tok:
         def token_text(self, t):

@@ -21,9 +21,9 @@ from torch import nn  # noqa: E402
 
 from inference_core import quant  # noqa: E402
 from inference_core import triton_kernels as tk  # noqa: E402
-from inference_core.paged import PagedBackend, PagedKVPool, SeqSlice  # noqa: E402
-from inference_core.triton_kernels import quant_matmul as qm  # noqa: E402
-from inference_core.triton_kernels.paged_decode import paged_decode, paged_decode_reference  # noqa: E402
+from inference_core.engine.paged import PagedBackend, PagedKVPool, SeqSlice  # noqa: E402
+from inference_core.kernels.triton_kernels import quant_matmul as qm  # noqa: E402
+from inference_core.kernels.triton_kernels.paged_decode import paged_decode, paged_decode_reference  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -183,7 +183,7 @@ def test_split_k_partials_merge_to_the_same_attention(splits):
 
 
 def test_splits_fill_the_machine_and_never_cut_below_a_tile():
-    from inference_core.triton_kernels.paged_decode import BLOCK_N, MAX_SPLITS, num_splits
+    from inference_core.kernels.triton_kernels.paged_decode import BLOCK_N, MAX_SPLITS, num_splits
 
     cpu = torch.device("cpu")  # counted as 4 SMs: 8 programs wanted
     assert num_splits(1, 2, 8192, cpu) == 4
@@ -242,7 +242,7 @@ def test_paged_decode_replays_in_a_cuda_graph():
 
 def test_available_here_and_triton_not_imported_by_the_engine():
     assert tk.available() and tk.why_unavailable() == ""
-    code = ("import sys, inference_core, inference_core.triton_kernels as t; "
+    code = ("import sys, inference_core, inference_core.kernels.triton_kernels as t; "
             "assert 'triton' not in sys.modules, 'imported triton'; print(t.KERNEL_PAGED_DECODE)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
