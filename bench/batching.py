@@ -138,9 +138,10 @@ def long_workload_waste(n: int = 64, seed: int = 0) -> dict:
     allocator are driven by a tiny random-weight model: identical block tables, seconds instead of hours.
     """
     from inference_core.model.config import tiny_config
-    from inference_core.engine.loaded_model import Engine, build_model
+    from inference_core.engine.loaded_model import LoadedModel
+    from inference_core.model.loader import build_model
 
-    tiny = Engine("tiny", build_model(tiny_config(n_layers=1, max_seq_len=2048), None, torch.device("cpu")), None,
+    tiny = LoadedModel("tiny", build_model(tiny_config(n_layers=1, max_seq_len=2048), None, torch.device("cpu")), None,
                   torch.device("cpu"))
     rng = random.Random(seed)
     reqs = [Request(f"r{i}", [rng.randrange(3, 97) for _ in range(rng.randint(100, 1000))], SamplingParams(max_new_tokens=rng.randint(50, 500), stop_at_eos=False)) for i in range(n)]

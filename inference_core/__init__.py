@@ -21,7 +21,7 @@ _EXPORTS = {
     "ModelConfig": "inference_core.model.config",
     "load_tokenizer": "inference_core.model.weights",
     "SamplingParams": "inference_core.model.sampling",
-    "Engine": "inference_core.engine.loaded_model",
+    "LoadedModel": "inference_core.engine.loaded_model",
     "GenerationParams": "inference_core.engine.loaded_model",
     "load_engine": "inference_core.engine.loaded_model",
     "LLMEngine": "inference_core.engine.llm_engine",

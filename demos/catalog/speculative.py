@@ -16,7 +16,9 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     baseline. Yields run_started, spec_baseline (unless baseline is false), spec_started, spec_round…,
     spec_finished, run_finished."""
     from inference_core.engine.loaded_model import load_engine  # the worker only: the web process loads no torch
-    from inference_core.speculative.decode import SpecBaseline, SpecParams, make_draft, plain_timed, speculate
+    from inference_core.speculative.decode import SpecParams
+    from inference_core.speculative.events import SpecBaseline
+    from inference_core.speculative.speculate import make_draft, plain_timed, speculate
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

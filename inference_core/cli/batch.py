@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 
-from ..engine.loaded_model import load_engine
 from ..engine.llm_engine import drive
-from ..model.sampling import SamplingParams
+from ..engine.loaded_model import load_engine
 from ..engine.scheduler import Request, SchedulerConfig, request_metrics
+from ..model.sampling import SamplingParams
+from .args import add_model_arg
 
 
 def read_prompts(path: str, jsonl: bool = False) -> list[dict]:
@@ -32,8 +33,6 @@ def read_prompts(path: str, jsonl: bool = False) -> list[dict]:
 
 
 def add_batch(sub) -> None:
-    from .main import add_model_arg
-
     p = sub.add_parser("batch", help="serve a file of prompts with the batching scheduler")
     add_model_arg(p)
     p.add_argument("--prompts-file", required=True,

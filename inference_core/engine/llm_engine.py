@@ -1,6 +1,6 @@
 """LLMEngine: the one generation loop. step() = Scheduler.schedule() → ModelRunner.run() → postprocess.
 
-Everything that generates drives `step()`: a single request (`Engine.generate_events` is a one-request
+Everything that generates drives `step()`: a single request (`LoadedModel.generate_events` is a one-request
 schedule), a batch (`run_batch`), the worker's batching service (a thread around `step()`) and the course's
 demos. The scheduler decides and keeps the books, the runner owns the weights, the KV pool's layout and the
 fast paths; neither knows about the other.
@@ -15,8 +15,8 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 from .cost import step_cost
-from .paged_trace import BatchRunFinished, BatchRunStarted, BatchStep, RequestFinished
 from .model_runner import runner_for
+from .paged_trace import BatchRunFinished, BatchRunStarted, BatchStep, RequestFinished
 from .scheduler import Request, Scheduler, SchedulerConfig
 from .trace import RunFinished, TokenStep, TraceEvent
 

@@ -9,38 +9,35 @@ from functools import lru_cache
 
 import torch
 
-from ..model.config import DEFAULT_MODEL, ModelConfig, engine_settings
-from .cost import step_cost
 from ..kernels.cuda_graphs import GraphDecoder, capacity_bucket, compile_enabled, graphs_enabled
+from ..model.config import DEFAULT_MODEL, engine_settings
 from ..model.kv_cache import KVCache
-from .llm_engine import generate_one
-from ..model.transformer import Transformer, load_state_into, rope_table, store_wide_weights_column_major
-from ..quant.linears import QuantFormat, parse_format, quantize_model
+from ..model.loader import build_model, pick_device
 from ..model.sampling import SamplingParams, sample
-from .scheduler import Request
-from ..model.speed_models import is_speed_only, speed_only_engine
+from ..model.speed_models import SPEED_ONLY_LABEL, is_speed_only, speed_only_parts
 from ..model.tokenizer import Tokenizer
+from ..model.transformer import Transformer
 from ..model.weights import load_config, load_state, load_tokenizer
+from ..quant.formats import QuantFormat, parse_format
+from ..quant.quantize import quantize_model
+from .cost import step_cost
+from .llm_engine import generate_one
+from .scheduler import Request
 from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
 
 
 @dataclass(frozen=True)
 class GenerationParams(SamplingParams):
-    """A request to `Engine.generate`: the sampling fields plus the lesson's switches."""
+    """A request to `LoadedModel.generate`: the sampling fields plus the lesson's switches."""
 
     use_cache: bool = True  # False: every step re-feeds the whole sequence (what the KV cache saves)
     chat: bool = False  # wrap the prompt in the model's chat template
 
 
-def pick_device() -> torch.device:
-    wanted = engine_settings().device
-    if wanted:
-        return torch.device(wanted)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-class Engine:
-    """One model on one device. Not thread-safe: a worker serialises access with `lock`."""
+class LoadedModel:
+    """One model on one device with its tokenizer: what `load_engine` returns and a run generates with. Not the
+    engine: `LLMEngine` (llm_engine.py) is the loop that schedules and steps requests over it. Not thread-safe: a
+    worker serialises access with `lock`."""
 
     def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, device: torch.device) -> None:
         self.name = name
@@ -51,6 +48,8 @@ class Engine:
         self.dtype = next(model.parameters()).dtype
         self.lock = threading.Lock()
         self._graph_decoders: dict[int, GraphDecoder] = {}  # by capacity bucket (CUDA only)
+        # models derived from this one (a speculative draft's int8 copy), made once and freed with the engine
+        self.derived_models: dict[str, Transformer] = {}
 
     def graph_decoder(self, n_tokens: int) -> GraphDecoder | None:
         """A CUDA-graph decoder with room for `n_tokens`, reused across requests; None where graphs are off."""
@@ -166,32 +165,8 @@ class Engine:
         )
 
 
-def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device: torch.device,
-                dtype: torch.dtype = torch.float32) -> Transformer:
-    with torch.device("meta"):
-        model = Transformer(cfg)
-    model = model.to_empty(device=device)
-    cos, sin = rope_table(cfg, device)
-    model.rope_cos, model.rope_sin = cos, sin
-    if state is None:
-        torch.manual_seed(0)
-        for p in model.parameters():
-            torch.nn.init.normal_(p, std=0.02)
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                torch.nn.init.ones_(p)
-    else:
-        load_state_into(model, state)
-    if cfg.tie_embeddings:
-        model.output.weight = model.tok_embeddings.weight
-    model = model.to(dtype).eval()
-    if device.type == "cpu":
-        store_wide_weights_column_major(model)
-    return model
-
-
 @lru_cache(maxsize=2)
-def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
+def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedModel:
     """Load once per process (cached): weights from the safetensors cache, fp32 on the CPU and bf16 on CUDA
     (INFERENCE_DTYPE overrides; the dtype is in every run header). A speed-only name
     (speed_models.py) gives its shape with seeded random weights, labelled as such."""
@@ -201,11 +176,19 @@ def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> Engine:
         return speed_only_engine(name, dev, dtype)
     cfg = load_config(name)
     model = build_model(cfg, load_state(name), dev, dtype)
-    return Engine(name, model, load_tokenizer(name), dev)
+    return LoadedModel(name, model, load_tokenizer(name), dev)
 
 
-def quantized_engine(engine: Engine, fmt: QuantFormat | str) -> Engine:
-    """A new Engine around a quantized copy of `engine.model` (the cached engine is left as it was)."""
+def quantized_engine(engine: LoadedModel, fmt: QuantFormat | str) -> LoadedModel:
+    """A new LoadedModel around a quantized copy of `engine.model` (the cached engine is left as it was)."""
     fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
     qmodel = quantize_model(engine.model, fmt, inplace=False)
-    return Engine(f"{engine.name}:{fmt.name}", qmodel, engine.tokenizer, engine.device)
+    return LoadedModel(f"{engine.name}:{fmt.name}", qmodel, engine.tokenizer, engine.device)
+
+
+def speed_only_engine(name: str, device: torch.device, dtype: torch.dtype = torch.float32,
+                      n_layers: int | None = None) -> LoadedModel:
+    """A LoadedModel around speed-only model `name` (seeded random weights; `n_layers` trims it, for tests),
+    named with `SPEED_ONLY_LABEL` so every run header says so."""
+    cfg, tokenizer = speed_only_parts(name, n_layers)
+    return LoadedModel(f"{name} ({SPEED_ONLY_LABEL})", build_model(cfg, None, device, dtype), tokenizer, device)

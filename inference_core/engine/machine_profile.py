@@ -7,12 +7,13 @@ roofline calculator read. The machine may be shared, so a profile is what it ach
 """
 from __future__ import annotations
 
-import platform
 import statistics
 import time
 from datetime import datetime, timezone
 
 import torch
+
+from ..model.loader import device_name
 
 DECODE_PROMPT = "The capital of France is"
 
@@ -75,21 +76,6 @@ def warm_up(engine, prompt: str = DECODE_PROMPT) -> float:
     for _ in engine.generate(prompt, GenerationParams(max_new_tokens=2, stop_at_eos=False)):
         pass
     return time.perf_counter() - t0
-
-
-def device_name(device: torch.device | str = "cpu") -> str:
-    """The processor's name as the OS reports it, e.g. 'AMD EPYC' or 'NVIDIA H100 80GB HBM3'."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def measure(engine=None, *, device: torch.device | str | None = None, quick: bool = False) -> dict:

@@ -18,7 +18,7 @@ Two entry points over the same `forward_batch`, both here so a fast path added o
   the sequence back after a rejection, which frees the blocks past its new end.
 On CUDA a step of up to 64 new tokens (a batch of decodes, a speculative verify, a draft's guess, a short prefill
 chunk) replays a CUDA graph captured per token-count bucket over the paged pool (paged_graphs.py); a single
-cached request still decodes through the Engine's GraphDecoder.
+cached request still decodes through the LoadedModel's GraphDecoder.
 """
 from __future__ import annotations
 
@@ -28,17 +28,18 @@ from contextlib import nullcontext
 
 import torch
 
-from ..model.config import engine_settings
-from ..kernels.cuda_graphs import graphable
 from ..kernels import fused_cpu
-from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, FusedStep
-from ..model.transformer import Transformer
 from ..kernels import onednn_linears
-from .paged import PagedBackend, PagedKVPool, PagedSequence
+from ..kernels.cuda_graphs import graphable
+from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, FusedStep
 from ..kernels.paged_graphs import StepGraphs
-from ..quant.linears import QuantizedLinear, quantized_linears
-from .request import ScheduledBatch, StepRows
+from ..model.config import engine_settings
 from ..model.sampling import sample
+from ..model.transformer import Transformer
+from ..quant.linears import QuantizedLinear
+from ..quant.linears import quantized_linears
+from .paged import PagedBackend, PagedKVPool, PagedSequence
+from .request import ScheduledBatch, StepRows
 
 MIN_POOL_BLOCKS = 16  # the smallest size class of lent pools (256 positions at block size 16)
 MAX_SPARE_POOLS = 2  # per size class (concurrent speculative runs each hold one while they run)

@@ -6,8 +6,8 @@ from typing import Literal
 
 import torch
 
-from .paged import BlockTable, SeqSlice
 from ..model.sampling import SamplingParams
+from .paged import BlockTable, SeqSlice
 
 
 @dataclass

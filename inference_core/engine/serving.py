@@ -4,7 +4,7 @@ Celery runs demo tasks in threads; if each thread ran its own forward passes, co
 take turns and a 2-core CPU would thrash. Instead every thread submits to one `EngineService`, whose
 thread owns a continuous-batching `LLMEngine` (paged KV cache) and calls its `step()`: ONE forward per step
 for all running requests. Callers get the same `run_started` / `token` / `run_finished` events as
-`Engine.generate_events`, with `batch_size` telling how many requests shared each step.
+`LoadedModel.generate_events`, with `batch_size` telling how many requests shared each step.
 
 Invariant: only the service thread touches the scheduler and the model; other threads talk to it
 through queues.
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from ..model.config import DEFAULT_MODEL
-from .loaded_model import Engine, GenerationParams
 from .llm_engine import LLMEngine, RequestStream
+from .loaded_model import GenerationParams, LoadedModel
 from .paged_trace import BatchStep, RequestFinished
 from .scheduler import Request, SchedulerConfig
 from .trace import RunFinished, TraceEvent
@@ -48,7 +48,7 @@ class ServiceStats:
 
 
 class EngineService:
-    def __init__(self, engine: Engine, config: SchedulerConfig | None = None) -> None:
+    def __init__(self, engine: LoadedModel, config: SchedulerConfig | None = None) -> None:
         self.engine = engine
         self.config = config or SchedulerConfig(num_blocks=384, max_num_seqs=16, prefix_caching=True)
         self.stats = ServiceStats(blocks_total=self.config.num_blocks)
@@ -67,7 +67,7 @@ class EngineService:
     def generate_events(self, prompt_ids: list[int], params: GenerationParams,
                         should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
         if not params.use_cache:
-            raise ValueError("the batching service always uses the KV cache; call Engine.generate_events")
+            raise ValueError("the batching service always uses the KV cache; call LoadedModel.generate_events")
         request_id = f"r{next(self._ids)}"
         request = Request(request_id, list(prompt_ids), params)
         stream: queue.Queue = queue.Queue()

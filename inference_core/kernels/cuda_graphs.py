@@ -8,9 +8,7 @@ whole fixed capacity with a mask (gpt-fast's static cache, without torch.compile
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -18,33 +16,9 @@ import torch.nn.functional as F
 from ..model.config import engine_settings
 from ..model.kv_cache import KVCache
 from ..quant.linears import quantized_linears
+from .graph_capture import capture
 
 CAPACITY_STEP = 256  # graphs are kept per capacity rounded up to this, so most requests reuse one
-
-T = TypeVar("T")
-# One capture at a time in the process: the worker's threads (the batching service, speculative runs, GraphDecoder
-# requests) may each capture, and a capture records whatever its stream launches.
-_capture_lock = threading.Lock()
-
-
-def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
-    """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite.
-
-    Warmed up twice on a side stream first (lazily initialised kernels, cuBLAS workspaces). `thread_local` mode:
-    other threads keep running kernels and synchronising their own streams during a capture; only this thread's
-    unsafe calls would invalidate it."""
-    with _capture_lock:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                step()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            out = step()
-    return graph, out
-
 
 @dataclass
 class StaticKVCache(KVCache):

@@ -17,10 +17,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import quant_kernels
 from ..model.config import engine_settings
 from ..model.transformer import Transformer
 from ..quant.linears import QuantizedLinear
+from . import quant_kernels
 
 # The longest fp32 step the runner sends to the fused step in one call (longer ones take the reference, see
 # runner.py; a quantized model's run as chunks of this size). Measured on the 2-core box, 2 threads, wall time, a

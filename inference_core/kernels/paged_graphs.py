@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import triton_kernels
-from .cuda_graphs import capture
-from ..model.transformer import Transformer
 from ..engine.paged import PagedKVPool, SeqSlice
 from ..engine.request import StepRows
+from ..model.transformer import Transformer
+from . import triton_kernels
+from .graph_capture import capture
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
 

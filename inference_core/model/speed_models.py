@@ -9,7 +9,7 @@ so. Invariant: nothing loads these for text (the demos and the course never name
 """
 from __future__ import annotations
 
-import torch
+from dataclasses import replace
 
 from .config import ModelConfig
 
@@ -51,15 +51,10 @@ def is_speed_only(name: str) -> bool:
     return name in SPEED_ONLY_MODELS
 
 
-def speed_only_engine(name: str, device: torch.device, dtype: torch.dtype = torch.float32,
-                      n_layers: int | None = None):
-    """An Engine around `name`'s shape with seeded random weights (`n_layers` trims it, for tests)."""
-    from dataclasses import replace
-
-    from ..engine.loaded_model import Engine, build_model
-
+def speed_only_parts(name: str, n_layers: int | None = None) -> tuple[ModelConfig, IdsTokenizer]:
+    """`name`'s shape (`n_layers` trims it, for tests) and its ids-only tokenizer; the weights are
+    `loader.build_model(cfg, None, …)`'s seeded draw, and the engine layer wraps them with the label."""
     cfg = SPEED_ONLY_MODELS[name]
     if n_layers is not None:
         cfg = replace(cfg, n_layers=n_layers)
-    model = build_model(cfg, None, device, dtype)
-    return Engine(f"{name} ({SPEED_ONLY_LABEL})", model, IdsTokenizer(cfg), device)
+    return cfg, IdsTokenizer(cfg)

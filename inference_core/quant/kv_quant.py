@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..engine.loaded_model import Engine
+from ..engine.loaded_model import LoadedModel
 from ..model.kv_cache import sdpa
 
 
@@ -79,8 +79,8 @@ class Int8KVCache:
         return sum(t.nbytes for t in (self.k, self.v, self.k_scale, self.v_scale))
 
 
-class Int8KVEngine(Engine):
-    """The same Engine (and model) with its decode cache swapped for `Int8KVCache`."""
+class Int8KVEngine(LoadedModel):
+    """The same LoadedModel (and model) with its decode cache swapped for `Int8KVCache`."""
 
     def new_cache(self, capacity: int, batch: int = 1) -> Int8KVCache:
         cfg = self.config
@@ -88,5 +88,5 @@ class Int8KVEngine(Engine):
                                     self.dtype)
 
 
-def int8_kv_engine(engine: Engine) -> Int8KVEngine:
+def int8_kv_engine(engine: LoadedModel) -> Int8KVEngine:
     return Int8KVEngine(f"{engine.name}:kv-int8", engine.model, engine.tokenizer, engine.device)

@@ -12,18 +12,20 @@ import time
 
 import torch
 
-from ..model.config import DEFAULT_MODEL
-from ..engine.loaded_model import Engine, GenerationParams, load_engine
-from .perplexity import compare, heldout_ids
-from .linears import (DEFAULT_FORMATS, matmul_weight_bytes, parse_format, quantize_model, quantized_linears,
-                    resident_bytes)
+from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
 from ..engine.model_runner import kernels_used
 from ..engine.trace import RunFinished
+from ..model.config import DEFAULT_MODEL
+from .formats import DEFAULT_FORMATS, parse_format
+from .linears import quantized_linears
+from .perplexity import compare, heldout_ids
+from .quantize import matmul_weight_bytes, quantize_model, resident_bytes
 
 SAMPLE_PROMPT = "The old lighthouse keeper looked out at the sea and"
 
 
-def decode_speed(engine: Engine, prompt: str = SAMPLE_PROMPT, new_tokens: int = 32, repeats: int = 3) -> tuple[float, str]:
+def decode_speed(engine: LoadedModel, prompt: str = SAMPLE_PROMPT, new_tokens: int = 32,
+                 repeats: int = 3) -> tuple[float, str]:
     """(median decode tokens/s over `repeats` greedy runs, the generated text)."""
     speeds, text = [], ""
     params = GenerationParams(max_new_tokens=new_tokens, stop_at_eos=False)
@@ -67,7 +69,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
     rows = []
     for f in fmts:
         model = models[f.name]
-        speed, text = decode_speed(Engine(f"{model_name}:{f.name}", model, base.tokenizer, base.device),
+        speed, text = decode_speed(LoadedModel(f"{model_name}:{f.name}", model, base.tokenizer, base.device),
                                    new_tokens=new_tokens, repeats=repeats)
         rows.append({
             "format": f.name, "label": f.label, "kernels": kernels_used(model),
@@ -117,8 +119,8 @@ def cmd_quantize_report(args) -> int:
         # What a recorded copy (inference_core/data/quant_measured.json) must say: the command, date and device.
         from datetime import datetime, timezone
 
-        from ..engine.loaded_model import pick_device
-        from ..engine.machine_profile import device_name
+        from ..model.loader import pick_device
+        from ..model.loader import device_name
 
         dev = pick_device()
         where = f"{device_name(dev)} CPU, {torch.get_num_threads()} threads" if dev.type == "cpu" else device_name(dev)

@@ -24,10 +24,12 @@ from typing import Protocol
 
 import torch
 
-from ..model.transformer import Transformer
-from ..engine.paged import PagedSequence
 from ..engine.model_runner import runner_for
+from ..engine.paged import PagedSequence
 from ..model.sampling import SamplingParams, probabilities
+from ..model.transformer import Transformer
+
+DRAFT_KINDS = ("ngram", "self-early-exit", "self-int8")  # by name; or another model sharing the tokenizer
 
 
 @dataclass

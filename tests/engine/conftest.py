@@ -1,4 +1,4 @@
-"""Engine fixtures: the real SmolLM2 engine, the transformers reference on the same GGUF, a tiny model."""
+"""LoadedModel fixtures: the real SmolLM2 engine, the transformers reference on the same GGUF, a tiny model."""
 from __future__ import annotations
 
 import pytest
@@ -31,7 +31,7 @@ def hf_tokenizer():
 @pytest.fixture
 def tiny_model():
     from inference_core.model.config import tiny_config
-    from inference_core.engine.loaded_model import build_model
+    from inference_core.model.loader import build_model
 
     return build_model(tiny_config(), None, torch.device("cpu"))
 

@@ -117,7 +117,8 @@ def test_missing_model_pack_is_one_line_without_traceback():
 def test_every_option_of_every_command_has_help(capsys):
     import argparse
 
-    from inference_core.cli.main import SUBCOMMANDS, OneLineParser, _fill_help
+    from inference_core.cli.args import OneLineParser
+    from inference_core.cli.main import SUBCOMMANDS, _fill_help
 
     parser = OneLineParser(prog="x")
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)

@@ -12,7 +12,7 @@ import torch
 from inference_core import GenerationParams
 from inference_core.model.config import tiny_config
 from inference_core.kernels.cuda_graphs import StaticKVCache, capacity_bucket
-from inference_core.engine.loaded_model import build_model
+from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import KVCache
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -96,12 +96,12 @@ def test_capacity_buckets():
 @pytest.fixture(scope="module")
 def cuda_engine():
     """fp32 on the GPU (the engine's default there is bf16): the comparisons below are with fp32 transformers."""
-    from inference_core.engine.loaded_model import Engine
+    from inference_core.engine.loaded_model import LoadedModel
     from inference_core.model.weights import load_config, load_state, load_tokenizer
 
     device = torch.device("cuda")
     model = build_model(load_config("smollm2-135m"), load_state("smollm2-135m"), device, torch.float32)
-    return Engine("smollm2-135m", model, load_tokenizer("smollm2-135m"), device)
+    return LoadedModel("smollm2-135m", model, load_tokenizer("smollm2-135m"), device)
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +207,8 @@ def test_cuda_scheduler_matches_single_requests(cuda_engine, monkeypatch):
 @pytest.mark.model
 @pytest.mark.parametrize("draft", ["ngram", "self-early-exit:8", "self-int8"])
 def test_cuda_speculative_greedy_equals_plain(cuda_engine, monkeypatch, draft):
-    from inference_core.speculative.decode import SpecParams, run_speculative
+    from inference_core.speculative.decode import SpecParams
+    from inference_core.speculative.speculate import run_speculative
 
     ids = cuda_engine.tokenizer.encode("Repeat after me: the quick brown fox jumps over the lazy dog. "
                                        "The quick brown fox")

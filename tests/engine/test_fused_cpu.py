@@ -1,6 +1,6 @@
 """The fused CPU step (quant_kernels/step.cpp via fused_cpu.py) against the reference forward of model.py.
 
-fp32: logits within fp32 summation-order noise and greedy tokens identical (and, through the Engine, identical to
+fp32: logits within fp32 summation-order noise and greedy tokens identical (and, through the LoadedModel, identical to
 transformers: test_model.py's greedy test now runs this path, asserted below). Quantized formats: against a
 reference model holding the *dequantized* weights in plain nn.Linear layers, so no compiled code is shared.
 """
@@ -12,12 +12,15 @@ import pytest
 import torch
 from torch import nn
 
-from inference_core import GenerationParams, fused_cpu, quant_kernels
+from inference_core import GenerationParams
+from inference_core.kernels import fused_cpu, quant_kernels
 from inference_core.model.config import tiny_config
-from inference_core.engine.loaded_model import Engine, build_model
+from inference_core.engine.loaded_model import LoadedModel
+from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import KVCache
 from inference_core.engine.paged import PagedSequence, gather_context
-from inference_core.quant.linears import PROJECTIONS, QuantizedLinear, quantize_model
+from inference_core.quant.linears import QuantizedLinear
+from inference_core.quant.quantize import PROJECTIONS, quantize_model
 from inference_core.engine.model_runner import ModelRunner, runner_for
 from inference_core.engine.llm_engine import drive
 from inference_core.model.sampling import SamplingParams
@@ -239,7 +242,7 @@ def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
 ], ids=["preempt", "prefix"])
 def test_batched_steps_run_fused_over_the_paged_pool_and_match_single_requests(config):
     model = build_model(tiny_config(), None, torch.device("cpu"))
-    engine = Engine("tiny", model, None, torch.device("cpu"))
+    engine = LoadedModel("tiny", model, None, torch.device("cpu"))
     fused = runner_for(model).fused
     calls = []
     native_rows = fused.forward_rows
@@ -281,7 +284,7 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     torch.testing.assert_close(chunked, whole, atol=2e-3, rtol=1e-3)
     assert chunked.argmax(-1).tolist() == whole.argmax(-1).tolist()
     # The same prompt as a scheduled step over the paged pool: chunks that hold no sampled row only write K/V.
-    qengine = Engine("q", qmodel, engine.tokenizer, engine.device)
+    qengine = LoadedModel("q", qmodel, engine.tokenizer, engine.device)
     rows = []
     native_rows = runner.fused.forward_rows
     runner.fused.forward_rows = lambda *a, **kw: rows.append(len(a[6])) or native_rows(*a, **kw)
@@ -306,7 +309,7 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
     monkeypatch.setattr(ModelRunner, "run", lambda self, batch, pool: runs.append(len(batch.tokens)) or original_run(self, batch, pool))
     from inference_core.model.weights import load_tokenizer
 
-    engine = Engine("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
+    engine = LoadedModel("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
     prompt = [5, 17, 23, 42, 8, 17, 23]
     out = [e for e in engine.generate_events(prompt, GenerationParams(max_new_tokens=6, stop_at_eos=False))
            if e.type == "token"]

@@ -41,7 +41,7 @@ class Calls:
         for frame in reversed(traceback.extract_stack()[:-2]):
             path = Path(frame.filename)
             if (ROOT in path.parents and "site-packages" not in path.parts
-                    and path.name not in ("model.py", "test_one_loop.py")):
+                    and path.name not in ("transformer.py", "test_one_loop.py")):
                 return str(path.relative_to(ROOT))
         return "?"
 
@@ -73,7 +73,7 @@ def calls(monkeypatch):
 
     def watched_runner_forward(self, *a, **kw):
         # Speculative prefill/verify and a model draft's guesses use the runner's own-blocks sequence entry point.
-        if not getattr(in_round, "active", False) and "speculative.py" not in seen.caller():
+        if not getattr(in_round, "active", False) and "speculative/decode.py" not in seen.caller():
             with seen.lock:
                 seen.direct[seen.caller()] += 1
         return runner_forward(self, *a, **kw)

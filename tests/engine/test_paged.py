@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inference_core.model.config import tiny_config
-from inference_core.engine.loaded_model import build_model
+from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import KVCache, NoCache
 from inference_core.engine.paged import BlockAllocator, BlockTable, NoFreeBlocks, PagedBackend, PagedKVPool, SeqSlice
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from inference_core.model.config import tiny_config
-from inference_core.engine.loaded_model import build_model
+from inference_core.model.loader import build_model
 from inference_core.engine.paged import SeqSlice
 from inference_core.kernels.paged_graphs import BUCKETS, StepGraphs, bucket_for
 from inference_core.engine.request import StepRows
@@ -153,13 +153,13 @@ def test_steps_a_graph_does_not_take(model):
 def test_captured_buckets_replay_the_scheduled_steps_of_a_batch():
     """On a GPU the engine's short steps replay captured graphs; batched outputs equal single requests."""
     from inference_core import SamplingParams
-    from inference_core.engine.loaded_model import Engine
+    from inference_core.engine.loaded_model import LoadedModel
     from inference_core.engine.llm_engine import drive
     from inference_core.engine.model_runner import runner_for
     from inference_core.engine.scheduler import Request, SchedulerConfig
 
     cuda_model = build_model(tiny_config(max_seq_len=64), None, torch.device("cuda"))
-    engine = Engine("tiny", cuda_model, None, torch.device("cuda"))
+    engine = LoadedModel("tiny", cuda_model, None, torch.device("cuda"))
     runner = runner_for(cuda_model)
     assert runner.use_step_graphs
     prompts = [[5, 17, 3], [9, 2, 44, 8, 1, 7], [60], [11, 12, 13, 14, 15]]
@@ -195,12 +195,12 @@ def test_batch_runs_borrow_a_pool_with_every_bucket_built(model, monkeypatch):
     """The runner lends an LLMEngine its pool (a power-of-two size class) with the step buckets built when the
     pool was made; the next run of the class borrows the same pool and buckets, builds nothing, and its
     outputs are unchanged. The bucket path is forced on the CPU (it runs eagerly there)."""
-    from inference_core.engine.loaded_model import Engine
+    from inference_core.engine.loaded_model import LoadedModel
     from inference_core.engine.llm_engine import drive
     from inference_core.model.sampling import SamplingParams
     from inference_core.engine.scheduler import Request, SchedulerConfig
 
-    engine = Engine("tiny", model, None, torch.device("cpu"))
+    engine = LoadedModel("tiny", model, None, torch.device("cpu"))
     config = SchedulerConfig(block_size=BS, num_blocks=20)
 
     def outputs() -> list[list[int]]:

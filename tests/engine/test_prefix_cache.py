@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from inference_core.model.config import tiny_config
-from inference_core.engine.loaded_model import Engine, GenerationParams, build_model
+from inference_core.engine.loaded_model import GenerationParams, LoadedModel
+from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import KVCache
 from inference_core.engine.paged import BlockAllocator
 from inference_core.engine.prefix_cache import PrefixCache, chain_hashes
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def tiny_engine():
     model = build_model(tiny_config(), None, torch.device("cpu"))
-    return Engine("tiny", model, None, torch.device("cpu"))
+    return LoadedModel("tiny", model, None, torch.device("cpu"))
 
 
 def test_chained_hash_names_the_whole_prefix():

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from inference_core.model.config import tiny_config
-from inference_core.engine.loaded_model import GenerationParams, build_model
+from inference_core.engine.loaded_model import GenerationParams
+from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import KVCache, NoCache
 
 DRAFT = "qwen2.5-coder-0.5b-instruct"

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inference_core.model.config import tiny_config
-from inference_core.engine.loaded_model import Engine, GenerationParams, build_model
+from inference_core.engine.loaded_model import GenerationParams, LoadedModel
+from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import KVCache
 from inference_core.model.sampling import SamplingParams, sample
 from inference_core.engine.llm_engine import LLMEngine, drive
@@ -34,12 +35,12 @@ class Ticks:
 @pytest.fixture(scope="module")
 def tiny_engine():
     model = build_model(tiny_config(), None, torch.device("cpu"))
-    return Engine("tiny", model, None, torch.device("cpu"))  # no tokenizer: texts come back empty
+    return LoadedModel("tiny", model, None, torch.device("cpu"))  # no tokenizer: texts come back empty
 
 
 def single_request(model, prompt: list[int], n: int, params: SamplingParams = SamplingParams(),
                    seed: int | None = None, eos: int | None = None) -> list[int]:
-    """Reference decoding, one request alone with a contiguous cache (what Engine.generate_ids does)."""
+    """Reference decoding, one request alone with a contiguous cache (what LoadedModel.generate_ids does)."""
     cfg = model.config
     cache = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, len(prompt) + n, cfg.head_dim, torch.float32, "cpu")
     gen = torch.Generator().manual_seed(seed) if seed is not None else None

@@ -9,11 +9,13 @@ import torch
 
 from inference_core.model.config import tiny_config
 from inference_core.speculative.drafts import ModelDraft, NgramDraft, Proposal, ngram_lookup
-from inference_core.engine.loaded_model import GenerationParams, build_model
+from inference_core.engine.loaded_model import GenerationParams
+from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import NoCache
 from inference_core.model.sampling import SamplingParams, probabilities
-from inference_core.speculative.decode import (SpecParams, SpeculativeRun, accept, make_draft, run_speculative,
-                                        speculative_events)
+from inference_core.speculative.acceptance import accept
+from inference_core.speculative.decode import SpecParams, SpeculativeRun, speculative_events
+from inference_core.speculative.speculate import make_draft, run_speculative
 from inference_core.engine.trace import validate_event
 
 VOCAB = 5
@@ -137,6 +139,7 @@ def test_sampling_matches_target_distribution(peaky, name, factory, k):
 def test_the_distribution_check_has_power(peaky, monkeypatch):
     """The same check fails for the classic bug: after a rejection, sampling from q instead of the residual
     norm(max(0, q − p)) over-produces the rejected guesses."""
+    import inference_core.speculative.acceptance as acceptance
     import inference_core.speculative.decode as spec
 
     exact = target_pair_distribution(peaky, PROMPT, SamplingParams(temperature=1.0))
@@ -145,7 +148,7 @@ def test_the_distribution_check_has_power(peaky, monkeypatch):
     def buggy(drafted, p, q, greedy, generator=None):
         verdict = right(drafted, p, q, greedy, generator)
         if verdict.next_kind == "residual":
-            verdict.next_token = spec._draw(q[verdict.n_accepted], generator)
+            verdict.next_token = acceptance._draw(q[verdict.n_accepted], generator)
         return verdict
 
     monkeypatch.setattr(spec, "accept", buggy)

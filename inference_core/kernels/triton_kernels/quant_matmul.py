@@ -31,7 +31,6 @@ import torch
 import triton
 import triton.language as tl
 
-from ...quant.linears import FP8Linear, Int4Linear, Int8Linear, NF4Linear, QuantizedLinear
 from . import KERNEL_FP8, KERNEL_INT4, KERNEL_INT8, KERNEL_NF4, interpreted
 
 BLOCK_N = 32  # columns per program: N = 576 gives 18 programs, N = 4096 gives 128 (an H100 has 132 SMs)
@@ -212,41 +211,40 @@ def nf4_matmul(x: torch.Tensor, packed: torch.Tensor, absmax: torch.Tensor, code
 # --------------------------------------------------------------------------- the hook for the runner
 
 
-def kernel_name(layer: QuantizedLinear) -> str | None:
-    """The Triton kernel `linear` runs for this layer (for reports), or None when it has none."""
-    if isinstance(layer, Int8Linear):
-        return KERNEL_INT8
-    if isinstance(layer, FP8Linear):
-        return KERNEL_FP8
-    if isinstance(layer, Int4Linear):
+def kernel_name(layer) -> str | None:
+    """The Triton kernel `linear` runs for this quantized layer (for reports), or None when it has none.
+
+    A layer is read by its format's kind and its buffers (`quant/linears.py` lays them out), not by its class:
+    the kernels sit below the quantized layers that call them, so they import none of them."""
+    kind = layer.fmt.kind
+    if kind == "int4":
         return KERNEL_INT4.format(group=layer.fmt.group)
-    if isinstance(layer, NF4Linear):
-        return KERNEL_NF4
-    return None
+    return {"int8": KERNEL_INT8, "fp8": KERNEL_FP8, "nf4": KERNEL_NF4}.get(kind)
 
 
-def product(x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+def product(x: torch.Tensor, layer) -> torch.Tensor:
     """x @ dequant(W).T through the fused kernel (what `QuantizedLinear.product` runs on a GPU)."""
-    if isinstance(layer, Int8Linear):
+    kind = layer.fmt.kind
+    if kind == "int8":
         y = int8_matmul(x, layer.qweight, layer.scale)
-    elif isinstance(layer, FP8Linear):
+    elif kind == "fp8":
         y = fp8_matmul(x, layer.qweight, layer.scale)
-    elif isinstance(layer, Int4Linear):
+    elif kind == "int4":
         y = int4_matmul(x, layer.packed, layer.scale, layer.fmt.group)
-    elif isinstance(layer, NF4Linear):
+    elif kind == "nf4":
         y = nf4_matmul(x, layer.packed, layer.absmax, layer.codebook, layer.fmt.group)
     else:
         raise TypeError(f"no Triton kernel for {type(layer).__name__} ({layer.fmt.name})")
     return y
 
 
-def linear(x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+def linear(x: torch.Tensor, layer) -> torch.Tensor:
     """`layer(x)` through the fused kernel: the product, plus the layer's fp32 bias when it has one."""
     y = product(x, layer)
     return y if layer.bias is None else y + layer.bias.to(y.dtype)
 
 
-def reference(x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+def reference(x: torch.Tensor, layer) -> torch.Tensor:
     """The torch answer: dequantize, multiply in fp32, add the bias, cast to x's dtype."""
     y = x.float() @ layer.dequantize().float().T
     if layer.bias is not None:
