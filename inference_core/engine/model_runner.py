@@ -1,7 +1,7 @@
 """ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward.
 
-The reference is `Transformer.hidden_states` + `compute_logits` (model.py), the code the lessons read. On the
-CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step
+The reference is `Transformer.hidden_states` + `compute_logits` (model/transformer.py), the code the lessons read.
+On the CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step
 (fused_cpu.py), which computes the same logits up to fp32 summation order (tested token-identical); a longer
 input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
 for the call. A longer fp32 step stays on the reference: measured end to end on the batching workload (32

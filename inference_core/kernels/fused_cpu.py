@@ -2,15 +2,15 @@
 
 `Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one or
 more sequences over the paged pool (`forward_rows`; the runner's only way in),
-for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant.py, reading each weight once per
+for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant/linears.py, reading each weight once per
 step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch). Tested
 token-identical (greedy) against the reference and transformers.
 
 `build(model)` returns a `FusedStep`, or None with the reason (compiled kernels unavailable,
 `INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8, llm-int8,
 bitsandbytes); the model's runner builds it once and keeps it. Building one re-lays fp32 projections stored
-column-major (model.py's batch-1 layout for the Python path) back to row-major, which is what the fused kernels
-read.
+column-major (model/transformer.py's batch-1 layout for the Python path) back to row-major, which is what the
+fused kernels read.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from ..quant.linears import QuantizedLinear
 from . import quant_kernels
 
 # The longest fp32 step the runner sends to the fused step in one call (longer ones take the reference, see
-# runner.py; a quantized model's run as chunks of this size). Measured on the 2-core box, 2 threads, wall time, a
-# prefill in one fused call vs the reference's MKL GEMMs + SDPA: 74 vs 138 ms at 45 tokens, 100 vs 179 at 64,
+# engine/model_runner.py; a quantized model's run as chunks of this size). Measured on the 2-core box, 2 threads,
+# wall time, a prefill in one fused call vs the reference's MKL GEMMs + SDPA: 74 vs 138 ms at 45 tokens, 100 vs 179 at 64,
 # 230 vs 348 at 128 (the chat template alone is ~30 tokens, so most prompts were on the slower path at 32).
 MAX_FUSED_POSITIONS = 128
 

@@ -13,8 +13,8 @@ import torch
 class SamplingParams:
     """What one request asks for: how many tokens, when to stop, and how each is picked.
 
-    The one declaration of these fields: `GenerationParams` (engine.py) and `SpecParams` (speculative.py)
-    extend it, and every `Request` carries one.
+    The one declaration of these fields: `GenerationParams` (engine/loaded_model.py) and `SpecParams`
+    (speculative/decode.py) extend it, and every `Request` carries one.
     """
 
     temperature: float = 0.0  # 0 → greedy (argmax)

@@ -1,7 +1,7 @@
 """Draft proposers for speculative decoding, behind one small protocol.
 
 A draft guesses the next k tokens cheaply; the target model then checks them all in one forward
-(`speculative.py`). Notation follows the issue and Chen et al. 2023: **p is the draft's distribution,
+(`decode.py`). Notation follows the issue and Chen et al. 2023: **p is the draft's distribution,
 q the target's** (Leviathan et al. 2023 use the opposite letters: their M_p is the target).
 
 Kinds:

@@ -1,4 +1,4 @@
-"""The fused CPU step (quant_kernels/step.cpp via fused_cpu.py) against the reference forward of model.py.
+"""The fused CPU step (quant_kernels/step.cpp via fused_cpu.py) against the reference forward of model/transformer.py.
 
 fp32: logits within fp32 summation-order noise and greedy tokens identical (and, through the LoadedModel, identical to
 transformers: test_model.py's greedy test now runs this path, asserted below). Quantized formats: against a
