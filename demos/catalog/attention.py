@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from inference_core.model.config import DEFAULT_MODEL
+from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec
 from .events import AttentionWeights
@@ -38,7 +38,7 @@ def head_weights(q: torch.Tensor, k: torch.Tensor, head: int) -> torch.Tensor:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core.engine.loaded_model import load_engine  # the worker only: the web process loads no torch
+    from inference_core import load_engine  # the worker only: the web process loads no torch
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from inference_core.model.config import DEFAULT_MODEL
+from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .events import AttentionCompare, AttentionMemoryCurve
@@ -72,7 +72,7 @@ def _timed(fn, repeats: int = 3):
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     import torch  # the worker only: the web process loads no torch
 
-    from inference_core.engine.loaded_model import load_engine
+    from inference_core import load_engine
     from inference_core.kernels.flash_attention import hbm_traffic, naive_attention, tiled_attention
     from inference_core.model.kv_cache import sdpa
 

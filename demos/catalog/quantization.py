@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import inference_core
-from inference_core.model.config import DEFAULT_MODEL
-from inference_core.engine.trace import RunFinished, TokenStep
+from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 
 from ..spec import DemoSpec, ParamSpec
 from .events import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
 
 if TYPE_CHECKING:  # the engine (and torch) load in the worker only, inside the functions below
-    from inference_core.engine.loaded_model import LoadedModel
+    from inference_core import LoadedModel
     from inference_core.quant.linears import QuantizedLinear
 
 PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "feed_forward.w_gate_up",
@@ -34,7 +33,7 @@ HEAT = 48  # heatmap tile: the first HEAT rows × HEAT input columns
 @lru_cache(maxsize=2)
 def quantized_engine_for(model_name: str, fmt_name: str) -> LoadedModel:
     """Quantizing all 30 blocks takes seconds; keep the last two formats per worker process."""
-    from inference_core.engine.loaded_model import LoadedModel, load_engine
+    from inference_core import LoadedModel, load_engine
     from inference_core.quant.formats import parse_format
     from inference_core.quant.quantize import quantize_model
 
@@ -139,7 +138,7 @@ def recorded_formats() -> QuantFormats:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core.engine.loaded_model import GenerationParams, load_engine  # the worker only: the web loads no torch
+    from inference_core import GenerationParams, load_engine  # the worker only: the web loads no torch
     from inference_core.quant.formats import parse_format
     from inference_core.quant.quantize import matmul_weight_bytes
     from inference_core.engine.model_runner import kernels_used

@@ -10,14 +10,13 @@ import pytest
 
 from demos.catalog.attention import DEFAULT_PROMPT, MAX_PROMPT_TOKENS, SPEC, head_weights, run
 from demos.registry import DemoParamError, validate
-from inference_core.engine.trace import validate_event
+from inference_core import validate_event
 
 
 @pytest.fixture(scope="module")
 def engine():
     """The engine the runner uses (load_engine caches it per name: the same object)."""
-    from inference_core.model.config import DEFAULT_MODEL
-    from inference_core.engine.loaded_model import load_engine
+    from inference_core import DEFAULT_MODEL, load_engine
 
     return load_engine(DEFAULT_MODEL)
 
