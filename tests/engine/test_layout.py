@@ -187,7 +187,7 @@ def test_the_graph_sees_function_local_imports_and_cycles():
 def test_importing_the_package_sets_no_environment_variable():
     """Process-wide settings (OMP_WAIT_POLICY…) belong to whoever starts the process, not to an import."""
     probe = (
-        "import json, os, sys; before = dict(os.environ)\n"
+        "import json, os; before = dict(os.environ)\n"
         f"import {PACKAGE}\n"
         f"for name in {sorted(m for m in modules() if not m.endswith('__main__'))!r}:\n"
         "    try: __import__(name)\n"
