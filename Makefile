@@ -20,7 +20,7 @@ run: migrate
 test: setup chromium
 	mkdir -p var/staticfiles
 	$(PY) -m inferencelab.secret_key
-	$(PY) -m inference_core.quant_kernels
+	$(PY) -m inference_core.kernels.quant_kernels
 	$(PY) -m pytest -ra --timeout=300 $(PYTEST_ARGS)
 
 setup: $(STAMP)
@@ -73,7 +73,7 @@ bench-peers: setup
 # into ~/.cache/inference-lab/qwen). On demand only: `make test` never runs it; tests/engine/test_qwen.py
 # skips its real-model tests without it.
 models-qwen: setup
-	$(PY) -m inference_core.qwen install --which both
+	$(PY) -m inference_core.model.qwen install --which both
 
 clean-venv:
 	rm -rf $(VENV)

@@ -35,12 +35,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inference_core.config import DEFAULT_MODEL  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 
 from inference_core import load_engine  # noqa: E402
-from inference_core.llm_engine import drive  # noqa: E402
-from inference_core.sampling import SamplingParams  # noqa: E402
-from inference_core.scheduler import Request, SchedulerConfig  # noqa: E402
+from inference_core.engine.llm_engine import drive  # noqa: E402
+from inference_core.model.sampling import SamplingParams  # noqa: E402
+from inference_core.engine.scheduler import Request, SchedulerConfig  # noqa: E402
 
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")  # BENCH_DEVICE=cuda: both sides on the GPU, wall clock
@@ -81,7 +81,7 @@ def ours(engine, jobs, concurrency: int, **cfg) -> tuple[dict, list[list[int]], 
 def load_hf(dtype: torch.dtype):
     from transformers import AutoModelForCausalLM
 
-    from inference_core.weights import MODELS, gguf_path
+    from inference_core.model.weights import MODELS, gguf_path
 
     path = gguf_path(MODELS[DEFAULT_MODEL])
     return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
@@ -137,10 +137,11 @@ def long_workload_waste(n: int = 64, seed: int = 0) -> dict:
     Block allocation depends only on sequence lengths (stop_at_eos is off), so the same scheduler and
     allocator are driven by a tiny random-weight model: identical block tables, seconds instead of hours.
     """
-    from inference_core.config import tiny_config
-    from inference_core.engine import Engine, build_model
+    from inference_core.model.config import tiny_config
+    from inference_core.engine.loaded_model import LoadedModel
+    from inference_core.model.loader import build_model
 
-    tiny = Engine("tiny", build_model(tiny_config(n_layers=1, max_seq_len=2048), None, torch.device("cpu")), None,
+    tiny = LoadedModel("tiny", build_model(tiny_config(n_layers=1, max_seq_len=2048), None, torch.device("cpu")), None,
                   torch.device("cpu"))
     rng = random.Random(seed)
     reqs = [Request(f"r{i}", [rng.randrange(3, 97) for _ in range(rng.randint(100, 1000))], SamplingParams(max_new_tokens=rng.randint(50, 500), stop_at_eos=False)) for i in range(n)]

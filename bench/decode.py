@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
 from bench.common import measure_read_bandwidth  # noqa: E402
-from inference_core.config import DEFAULT_MODEL, settings_override  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL, settings_override  # noqa: E402
 from inference_core import GenerationParams, load_engine  # noqa: E402
-from inference_core.runner import runner_for  # noqa: E402
-from inference_core.trace import TokenStep  # noqa: E402
+from inference_core.engine.model_runner import runner_for  # noqa: E402
+from inference_core.engine.trace import TokenStep  # noqa: E402
 
 PROMPT = "Write a short story about a robot who learns to paint. Once upon a time"
 
@@ -71,7 +71,7 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
-    from inference_core.weights import MODELS, gguf_path
+    from inference_core.model.weights import MODELS, gguf_path
 
     engine = load_engine(DEFAULT_MODEL, device=args.device)
     path = gguf_path(MODELS[DEFAULT_MODEL])

@@ -33,8 +33,8 @@ django.setup()
 from bench.decode import PROMPT, ours_decode_tps  # noqa: E402
 from demos.catalog import kv_cache  # noqa: E402
 from inference_core import load_engine  # noqa: E402
-from inference_core.config import DEFAULT_MODEL  # noqa: E402
-from inference_core.runner import runner_for  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
+from inference_core.engine.model_runner import runner_for  # noqa: E402
 
 
 def bench_step_ms(engine, ids: list[int], n: int) -> float:

@@ -35,7 +35,7 @@ prepare() {  # here: split the GGUF, copy the gguf package
     local py=.venv/bin/python
     local gguf model
     gguf=$($py -c "import gguf, os; print(os.path.dirname(gguf.__file__))") || exit 1
-    model=$($py -c "from inference_core.weights import MODELS, gguf_path; print(gguf_path(MODELS['smollm2-135m']))") || exit 1
+    model=$($py -c "from inference_core.model.weights import MODELS, gguf_path; print(gguf_path(MODELS['smollm2-135m']))") || exit 1
     # the dist-info too: transformers reads gguf's version from it and fails on 'N/A' without
     cp -r "$gguf" "$(dirname "$gguf")"/gguf-*.dist-info .gpu/site/ && find .gpu/site -name __pycache__ -prune -exec rm -rf {} +
     local half=$(( ($(stat -c %s "$model") + 1) / 2 ))

@@ -70,8 +70,8 @@ def build() -> Path:
 def model_file(file_type: str) -> Path:
     """The shipped SmolLM2 GGUF as `file_type` (Q4_1 is the shipped file itself)."""
     sys.path.insert(0, str(ROOT))
-    from inference_core.config import DEFAULT_MODEL
-    from inference_core.weights import MODELS, gguf_path
+    from inference_core.model.config import DEFAULT_MODEL
+    from inference_core.model.weights import MODELS, gguf_path
 
     shipped = gguf_path(MODELS[DEFAULT_MODEL])
     if file_type == "Q4_1":
@@ -86,9 +86,9 @@ def model_file(file_type: str) -> Path:
 def decode_tps(file_type: str, threads: int = 2, n_gen: int = 64, repetitions: int = 3) -> float:
     """llama-bench's mean tg (text generation, batch 1) tokens/s for one model file.
 
-    llama.cpp runs in its own default environment: importing inference_core sets OMP_WAIT_POLICY=PASSIVE
-    (our worker's setting), under which llama.cpp's OpenMP threads sleep between its many small parallel
-    regions and it decodes ~3× slower (Q8_0: 50 vs 160 tok/s on the 2-core box). Peers are measured at their best.
+    llama.cpp runs in its own default environment: the Makefile and our worker set OMP_WAIT_POLICY=PASSIVE,
+    under which llama.cpp's OpenMP threads sleep between its many small parallel regions and it decodes ~3× slower
+    (Q8_0: 50 vs 160 tok/s on the 2-core box). Peers are measured at their best.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
     out = subprocess.run([str(BIN / "llama-bench"), "-m", str(model_file(file_type)), "-p", "0", "-n", str(n_gen),

@@ -28,18 +28,19 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
-from inference_core.config import DEFAULT_MODEL  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 from inference_core import load_engine  # noqa: E402
-from inference_core.engine import Engine, GenerationParams  # noqa: E402
-from inference_core.quant import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
-from inference_core.runner import runner_for  # noqa: E402
-from inference_core.speed_models import SPEED_ONLY_MODELS  # noqa: E402
-from inference_core.trace import RunFinished  # noqa: E402
+from inference_core.engine.loaded_model import GenerationParams, LoadedModel  # noqa: E402
+from inference_core.quant.linears import quantize_linear  # noqa: E402
+from inference_core.quant.quantize import matmul_weight_bytes, quantize_model
+from inference_core.engine.model_runner import runner_for  # noqa: E402
+from inference_core.model.speed_models import SPEED_ONLY_MODELS  # noqa: E402
+from inference_core.engine.trace import RunFinished  # noqa: E402
 
 PROMPT = "The old lighthouse keeper looked out at the sea and"
 
 
-def ours(engine: Engine, tokens: int) -> float:
+def ours(engine: LoadedModel, tokens: int) -> float:
     params = GenerationParams(max_new_tokens=tokens, stop_at_eos=False)
     return [e for e in engine.generate(PROMPT, params) if isinstance(e, RunFinished)][0].tokens_per_s
 
@@ -58,7 +59,7 @@ def hf_decode(model, ids: list[int], tokens: int) -> float:
 def load_hf():
     from transformers import AutoModelForCausalLM
 
-    from inference_core.weights import MODELS, gguf_path
+    from inference_core.model.weights import MODELS, gguf_path
 
     path = gguf_path(MODELS[DEFAULT_MODEL])
     return AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
@@ -112,7 +113,8 @@ def main() -> None:
     if speed_only:  # no transformers/llama.cpp file of random weights, and the layer table times SmolLM2's shapes
         args.no_hf = args.no_layers = True
     base = load_engine(args.model, device="cpu")
-    engines = {f: base if f == "fp32" else Engine(f"q:{f}", quantize_model(base.model, f), base.tokenizer, base.device)
+    engines = {f: base if f == "fp32"
+               else LoadedModel(f"q:{f}", quantize_model(base.model, f), base.tokenizer, base.device)
                for f in formats}
     hf = None if args.no_hf else load_hf()
     ids = base.tokenizer.encode(PROMPT)

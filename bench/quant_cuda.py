@@ -26,17 +26,18 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import measure_read_bandwidth  # noqa: E402
-from inference_core.config import DEFAULT_MODEL, settings_override  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL, settings_override  # noqa: E402
 
 from inference_core import load_engine  # noqa: E402
-from inference_core.engine import Engine, GenerationParams  # noqa: E402
-from inference_core.quant import matmul_weight_bytes, quantize_linear, quantize_model  # noqa: E402
-from inference_core.speed_models import SPEED_ONLY_MODELS, is_speed_only  # noqa: E402
-from inference_core.trace import RunFinished  # noqa: E402
+from inference_core.engine.loaded_model import GenerationParams, LoadedModel  # noqa: E402
+from inference_core.quant.linears import quantize_linear  # noqa: E402
+from inference_core.quant.quantize import matmul_weight_bytes, quantize_model
+from inference_core.model.speed_models import SPEED_ONLY_MODELS, is_speed_only  # noqa: E402
+from inference_core.engine.trace import RunFinished  # noqa: E402
 
 PROMPT = "The old lighthouse keeper looked out at the sea and"
 OUR_FORMATS = ["int8", "int4-g128", "nf4", "fp8"]
-BNB_FORMATS = ["bnb-int8", "bnb-nf4"]  # inference_core.quant's bitsandbytes backend
+BNB_FORMATS = ["bnb-int8", "bnb-nf4"]  # inference_core.quant.linears's bitsandbytes backend
 
 
 def bnb_or_reason():
@@ -85,7 +86,7 @@ def layer_table(bnb, rounds: int) -> None:
         print(f"{name:<10}" + "".join(f"{c:>17}" for c in cells), flush=True)
 
 
-def decode_tps(engine: Engine, tokens: int) -> float:
+def decode_tps(engine: LoadedModel, tokens: int) -> float:
     params = GenerationParams(max_new_tokens=tokens, stop_at_eos=False)
     return [e for e in engine.generate(PROMPT, params) if isinstance(e, RunFinished)][0].tokens_per_s
 
@@ -110,10 +111,10 @@ def main() -> None:
     base = load_engine(args.model, device="cuda")
     dt = base.dtype_name
     graph, eager = f"{dt} (graph)", f"{dt} (eager)"
-    engines: dict[str, Engine] = {graph: base, eager: base}
+    engines: dict[str, LoadedModel] = {graph: base, eager: base}
     for f in (f for f in args.formats.split(",") if f and (bnb or f not in BNB_FORMATS)):
         name = f if f in BNB_FORMATS else f"ours {f}"
-        engines[name] = Engine(f"q:{f}", quantize_model(base.model, f), base.tokenizer, base.device)
+        engines[name] = LoadedModel(f"q:{f}", quantize_model(base.model, f), base.tokenizer, base.device)
     ids = base.tokenizer.encode(PROMPT)
     first16 = GenerationParams(max_new_tokens=16, stop_at_eos=False)
     ref = base.generate_ids(ids, first16)

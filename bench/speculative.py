@@ -24,11 +24,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inference_core.config import DEFAULT_MODEL  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 
 from inference_core import load_engine  # noqa: E402
-from inference_core.runner import runner_for  # noqa: E402
-from inference_core.speculative import SpecParams, make_draft, plain_timed, run_speculative  # noqa: E402
+from inference_core.engine.model_runner import runner_for  # noqa: E402
+from inference_core.speculative.decode import SpecParams  # noqa: E402
+from inference_core.speculative.speculate import make_draft, plain_timed, run_speculative
 
 CODE = '''def moving_average(values, window):
     """Average of each run of `window` consecutive values."""

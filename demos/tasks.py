@@ -44,8 +44,8 @@ _engine = None
 
 def _kernel(engine) -> str:
     """The path a decode step of the worker's engine takes: the fused CPU step, a CUDA graph, or the reference."""
-    from inference_core.cuda_graphs import graphs_enabled
-    from inference_core.runner import runner_for
+    from inference_core.kernels.cuda_graphs import graphs_enabled
+    from inference_core.engine.model_runner import runner_for
 
     if graphs_enabled(engine.model, engine.device):
         return "cuda graph"
@@ -97,8 +97,8 @@ class Stats:
             recent = len(self.token_times)
             window = min(10.0, max(1.0, now - self.token_times[0])) if recent else 10.0
             engine = _engine
-            from inference_core.runner import runner_for
-            from inference_core.serving import existing_service
+            from inference_core.engine.model_runner import runner_for
+            from inference_core.engine.serving import existing_service
 
             service = existing_service(settings.ENGINE_MODEL)
             batch = service.stats if service is not None else None

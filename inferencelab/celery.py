@@ -4,6 +4,8 @@ import os
 from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inferencelab.settings")
+# A worker process starts here: passive OpenMP waiting, set before torch loads (see inference_core/__main__.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 app = Celery("inferencelab")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from inference_core.config import DEFAULT_MODEL
+from inference_core import DEFAULT_MODEL
 
 from .secret_key import secret_key
 

@@ -2,7 +2,7 @@
 
 Runs in the worker, never on a request: after the engine is loaded (the same `get_engine` the runs use) and
 before the worker takes its first run, so the measurement neither waits for nor disturbs a demo. It costs
-about a second (`inference_core.machine_profile.SIZES`). Settings, each a Django setting or else an environment
+about a second (`inference_core.engine.machine_profile.SIZES`). Settings, each a Django setting or else an environment
 variable: `MACHINE_PROFILE` (default on; "0" skips it) and `MACHINE_PROFILE_QUICK` (smaller, fewer
 measurements: the tests' setting).
 """
@@ -33,7 +33,7 @@ def flag(name: str, default: bool) -> bool:
 def measure_and_store(engine, *, quick: bool = False, worker: str = ""):
     """Measure the machine (and `engine`'s decode step) now and store it as the newest `MachineProfile`."""
     from demos.consumers import engine_version
-    from inference_core.machine_profile import measure
+    from inference_core.engine.machine_profile import measure
 
     from .models import MachineProfile
 

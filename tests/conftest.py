@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 
-# Before anything loads torch (see inference_core/__init__.py): passive OpenMP waiting keeps the test
+# Before anything loads torch (see inference_core/__main__.py): passive OpenMP waiting keeps the test
 # process, the Celery worker it starts and Chromium from starving each other on two cores.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -1,6 +1,6 @@
 """The attention demo (the primer): the real model's attention weights for the student's own prompt.
 
-The model runs its reference forward (`inference_core.model.Transformer`, whole prompt, no cache) up to the chosen
+The model runs its reference forward (`inference_core.model.transformer.Transformer`, whole prompt, no cache) up to the chosen
 layer, through an attention backend that keeps that layer's queries and keys after RoPE (the same capture the
 FlashAttention demo uses). The weights of one head are then the softmax of its query against every key, scaled by
 1/√head_dim, with the causal mask: row i is how much token i attends to tokens 0…i, and it sums to 1. Emits one
@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from inference_core.config import DEFAULT_MODEL
+from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec
 from .events import AttentionWeights
@@ -38,7 +38,7 @@ def head_weights(q: torch.Tensor, k: torch.Tensor, head: int) -> torch.Tensor:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core.engine import load_engine  # the worker only: the web process loads no torch
+    from inference_core import load_engine  # the worker only: the web process loads no torch
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

@@ -1,6 +1,6 @@
-"""Trace events of the course's own demos, beyond the engine's (`inference_core.trace`, `inference_core.paged_trace`).
+"""Trace events of the course's own demos, beyond the engine's (`inference_core.engine.trace`, `inference_core.engine.paged_trace`).
 
-Registered in the engine's shared registry with `inference_core.trace.event`, so `validate_event` knows them in any
+Registered in the engine's shared registry with `inference_core.engine.trace.event`, so `validate_event` knows them in any
 process that imported the catalog (the worker, the tests). Documented in docs/trace-schema/course-demos.md
 (prefill vs decode, FlashAttention, serving load) and docs/trace-schema/quant.md (quantization). All times are
 seconds, sizes bytes, rates per second. Importing this module loads no torch (the web process imports it).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typing
 
-from inference_core.trace import TraceEvent, event
+from inference_core.engine.trace import TraceEvent, event
 
 # --- prefill-decode, flash-attention, serving-load --------------------------------------------------------
 

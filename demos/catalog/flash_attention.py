@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from inference_core.config import DEFAULT_MODEL
+from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .events import AttentionCompare, AttentionMemoryCurve
@@ -38,7 +38,7 @@ class CaptureBackend:
         self.q = self.k = self.v = None
 
     def attend(self, layer, q, k, v):
-        from inference_core.kv_cache import sdpa
+        from inference_core.model.kv_cache import sdpa
 
         if layer == self.layer:
             self.q, self.k, self.v = q.clone(), k.clone(), v.clone()
@@ -72,9 +72,9 @@ def _timed(fn, repeats: int = 3):
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     import torch  # the worker only: the web process loads no torch
 
-    from inference_core.engine import load_engine
-    from inference_core.flash_attention import hbm_traffic, naive_attention, tiled_attention
-    from inference_core.kv_cache import sdpa
+    from inference_core import load_engine
+    from inference_core.kernels.flash_attention import hbm_traffic, naive_attention, tiled_attention
+    from inference_core.model.kv_cache import sdpa
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from inference_core.config import DEFAULT_MODEL
-from inference_core.trace import TraceEvent
+from inference_core import DEFAULT_MODEL, TraceEvent
 
 from ..spec import DemoSpec, ParamSpec, max_new_tokens_limit, max_prompt_tokens_limit
 
@@ -34,8 +33,8 @@ class EventDicts:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> EventDicts:
-    from inference_core.engine import GenerationParams, load_engine  # the worker only: the web loads no torch
-    from inference_core.serving import get_service
+    from inference_core import GenerationParams, load_engine  # the worker only: the web loads no torch
+    from inference_core.engine.serving import get_service
 
     params = SPEC.with_defaults(params)
     model = params.get("model", DEFAULT_MODEL)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterator
 
-from inference_core.config import DEFAULT_MODEL
-from inference_core.trace import RunFinished, TokenStep
+from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .events import PrefillDecodeSummary
@@ -46,7 +45,7 @@ def summarize(steps: list[TokenStep], weight_bytes: int) -> PrefillDecodeSummary
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core.engine import GenerationParams, load_engine  # the worker only: the web loads no torch
+    from inference_core import GenerationParams, load_engine  # the worker only: the web loads no torch
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

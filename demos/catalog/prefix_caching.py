@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from inference_core.config import DEFAULT_MODEL
+from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec
 from .paged_attention import prompt_lines
@@ -24,10 +24,8 @@ DEFAULT_QUESTIONS = "When are you open on Saturday?\nHow long can I keep a film?
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core.engine import load_engine  # here, not at the top: the web process loads no torch
-    from inference_core.llm_engine import run_batch
-    from inference_core.sampling import SamplingParams
-    from inference_core.scheduler import Request, SchedulerConfig
+    # here, not at the top: the web process loads no torch
+    from inference_core import Request, SamplingParams, SchedulerConfig, load_engine, run_batch
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

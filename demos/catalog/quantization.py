@@ -13,15 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import inference_core
-from inference_core.config import DEFAULT_MODEL
-from inference_core.trace import RunFinished, TokenStep
+from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 
 from ..spec import DemoSpec, ParamSpec
 from .events import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
 
 if TYPE_CHECKING:  # the engine (and torch) load in the worker only, inside the functions below
-    from inference_core.engine import Engine
-    from inference_core.quant import QuantizedLinear
+    from inference_core import LoadedModel
+    from inference_core.quant.linears import QuantizedLinear
 
 PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "feed_forward.w_gate_up",
                "w_down": "feed_forward.w_down"}
@@ -32,21 +31,22 @@ HEAT = 48  # heatmap tile: the first HEAT rows × HEAT input columns
 
 
 @lru_cache(maxsize=2)
-def quantized_engine_for(model_name: str, fmt_name: str) -> Engine:
+def quantized_engine_for(model_name: str, fmt_name: str) -> LoadedModel:
     """Quantizing all 30 blocks takes seconds; keep the last two formats per worker process."""
-    from inference_core.engine import Engine, load_engine
-    from inference_core.quant import parse_format, quantize_model
+    from inference_core import LoadedModel, load_engine
+    from inference_core.quant.formats import parse_format
+    from inference_core.quant.quantize import quantize_model
 
     base = load_engine(model_name)
     fmt = parse_format(fmt_name)
-    return Engine(f"{model_name}:{fmt.name}", quantize_model(base.model, fmt), base.tokenizer, base.device)
+    return LoadedModel(f"{model_name}:{fmt.name}", quantize_model(base.model, fmt), base.tokenizer, base.device)
 
 
 def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
     """Representable weights of a typical group: the format's levels × the median scale of the matrix."""
     import torch
 
-    from inference_core.quant import NF4_CODEBOOK
+    from inference_core.quant.formats import NF4_CODEBOOK
 
     kind = layer.fmt.kind
     if kind == "nf4":
@@ -68,7 +68,7 @@ def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
 def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer:
     import torch
 
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     block = model.layers[layer]
     parent, attr = PROJECTIONS[projection].split(".")
@@ -87,12 +87,12 @@ def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer
     )
 
 
-def outliers_event(engine: Engine, prompt_ids: list[int], layer: int, projection: str,
+def outliers_event(engine: LoadedModel, prompt_ids: list[int], layer: int, projection: str,
                    threshold: float = 6.0) -> QuantOutliers:
     """Run the fp32 model once on the prompt with hooks recording max |x| per input channel of each projection."""
     import torch
 
-    from inference_core.kv_cache import NoCache
+    from inference_core.model.kv_cache import NoCache
 
     model = engine.model
     absmax: dict[tuple[int, str], torch.Tensor] = {}
@@ -138,9 +138,10 @@ def recorded_formats() -> QuantFormats:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core.engine import GenerationParams, load_engine  # the worker only: the web loads no torch
-    from inference_core.quant import matmul_weight_bytes, parse_format
-    from inference_core.runner import kernels_used
+    from inference_core import GenerationParams, load_engine  # the worker only: the web loads no torch
+    from inference_core.quant.formats import parse_format
+    from inference_core.quant.quantize import matmul_weight_bytes
+    from inference_core.engine.model_runner import kernels_used
 
     params = SPEC.with_defaults(params)
     model_name = params.get("model", DEFAULT_MODEL)

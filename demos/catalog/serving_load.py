@@ -1,7 +1,7 @@
 """The serving-load demo: a small burst of requests against our own engine, measured like a load test.
 
 Requests arrive `spacing_s` apart (wall clock). In "batched" mode the paged scheduler
-(`inference_core.scheduler`, continuous batching) runs them together, one forward per step; in "sequential"
+(`inference_core.engine.scheduler`, continuous batching) runs them together, one forward per step; in "sequential"
 mode `engine.generate` serves one request at a time in arrival order, so later arrivals queue. Per request
 it reports TTFT (from arrival, queueing included), TPOT and inter-token latencies; at the end throughput,
 goodput (requests meeting both SLOs per second) and percentiles.
@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from inference_core.config import DEFAULT_MODEL
-from inference_core.trace import TokenStep
+from inference_core import DEFAULT_MODEL, TokenStep
 
 from ..spec import DemoSpec, ParamSpec
 from .events import LoadRequest, LoadStep, LoadSummary
@@ -73,7 +72,7 @@ def _wait_until(t0: float, t_s: float, should_stop) -> None:
 
 
 def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
-    from inference_core.engine import GenerationParams
+    from inference_core import GenerationParams
 
     gen = GenerationParams(max_new_tokens=max_new, temperature=0.0, stop_at_eos=False)
     total = 0
@@ -94,9 +93,7 @@ def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_sto
 
 
 def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
-    from inference_core.llm_engine import LLMEngine
-    from inference_core.sampling import SamplingParams
-    from inference_core.scheduler import Request, SchedulerConfig
+    from inference_core import LLMEngine, Request, SamplingParams, SchedulerConfig
 
     blocks = len(reqs) * (-(-(max(len(r.prompt_ids) for r in reqs) + max_new) // 16)) + 8
     llm = LLMEngine(engine, SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks), trace=False)
@@ -138,7 +135,7 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core.engine import load_engine  # the worker only: the web process loads no torch
+    from inference_core import load_engine  # the worker only: the web process loads no torch
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

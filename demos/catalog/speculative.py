@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from inference_core.config import DEFAULT_MODEL
+from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 
@@ -15,8 +15,10 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     """Params: prompt, chat, draft (one of DRAFT_CHOICES), exit_layers, k, temperature, max_new_tokens, seed,
     baseline. Yields run_started, spec_baseline (unless baseline is false), spec_started, spec_round…,
     spec_finished, run_finished."""
-    from inference_core.engine import load_engine  # the worker only: the web process loads no torch
-    from inference_core.speculative import SpecBaseline, SpecParams, make_draft, plain_timed, speculate
+    from inference_core import load_engine  # the worker only: the web process loads no torch
+    from inference_core.speculative.decode import SpecParams
+    from inference_core.speculative.events import SpecBaseline
+    from inference_core.speculative.speculate import make_draft, plain_timed, speculate
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))

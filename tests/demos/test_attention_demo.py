@@ -10,14 +10,13 @@ import pytest
 
 from demos.catalog.attention import DEFAULT_PROMPT, MAX_PROMPT_TOKENS, SPEC, head_weights, run
 from demos.registry import DemoParamError, validate
-from inference_core.trace import validate_event
+from inference_core import validate_event
 
 
 @pytest.fixture(scope="module")
 def engine():
     """The engine the runner uses (load_engine caches it per name: the same object)."""
-    from inference_core.config import DEFAULT_MODEL
-    from inference_core.engine import load_engine
+    from inference_core import DEFAULT_MODEL, load_engine
 
     return load_engine(DEFAULT_MODEL)
 
@@ -52,8 +51,8 @@ def _recompute(engine, ids: list[int], layer: int, head: int):
     the output projection, from a second hook)."""
     import torch
 
-    from inference_core.kv_cache import NoCache
-    from inference_core.model import apply_rope
+    from inference_core.model.kv_cache import NoCache
+    from inference_core.model.transformer import apply_rope
 
     attn = engine.model.layers[layer].attention
     seen = {}
@@ -142,7 +141,7 @@ def test_a_stopped_run_emits_nothing(monkeypatch):
 
     import torch
 
-    monkeypatch.setattr("inference_core.engine.load_engine", lambda name: Engine())
+    monkeypatch.setattr("inference_core.engine.loaded_model.load_engine", lambda name: Engine())
     monkeypatch.setattr("demos.catalog.attention.capture_qkv",
                         lambda engine, ids, layer: (calls.append(layer), torch.zeros(1, 9, 3, 64),
                                                     torch.zeros(1, 3, 3, 64), None)[1:])

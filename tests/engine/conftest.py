@@ -1,4 +1,4 @@
-"""Engine fixtures: the real SmolLM2 engine, the transformers reference on the same GGUF, a tiny model."""
+"""LoadedModel fixtures: the real SmolLM2 engine, the transformers reference on the same GGUF, a tiny model."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +22,7 @@ def hf_model():
 def hf_tokenizer():
     from transformers import AutoTokenizer
 
-    from inference_core.weights import MODELS, gguf_path
+    from inference_core.model.weights import MODELS, gguf_path
 
     path = gguf_path(MODELS["smollm2-135m"])
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
@@ -30,8 +30,8 @@ def hf_tokenizer():
 
 @pytest.fixture
 def tiny_model():
-    from inference_core.config import tiny_config
-    from inference_core.engine import build_model
+    from inference_core.model.config import tiny_config
+    from inference_core.model.loader import build_model
 
     return build_model(tiny_config(), None, torch.device("cpu"))
 

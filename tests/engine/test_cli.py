@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from inference_core.cli import main
-from inference_core.engine import GenerationParams
+from inference_core.cli.main import main
+from inference_core.engine.loaded_model import GenerationParams
 
 PROMPT = "The capital of France is"
 N_NEW = 4
@@ -85,7 +85,7 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize("argv,message", BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
 def test_bad_argument_is_one_line_and_exit_code_2(argv, message, capsys, monkeypatch):
-    import inference_core.engine as engine_module
+    import inference_core.engine.loaded_model as engine_module
 
     monkeypatch.setattr(engine_module, "load_engine", lambda *a, **k: pytest.fail("loaded a model for a bad argument"))
     with pytest.raises(SystemExit) as exit_info:
@@ -102,7 +102,7 @@ def test_missing_model_pack_is_one_line_without_traceback():
     import subprocess
     import sys
 
-    from inference_core.weights import MODELS, is_installed
+    from inference_core.model.weights import MODELS, is_installed
 
     missing = [name for name in MODELS if not is_installed(name)]
     if not missing:
@@ -117,7 +117,8 @@ def test_missing_model_pack_is_one_line_without_traceback():
 def test_every_option_of_every_command_has_help(capsys):
     import argparse
 
-    from inference_core.cli import SUBCOMMANDS, OneLineParser, _fill_help
+    from inference_core.cli.args import OneLineParser
+    from inference_core.cli.main import SUBCOMMANDS, _fill_help
 
     parser = OneLineParser(prog="x")
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
@@ -135,7 +136,7 @@ def test_every_option_of_every_command_has_help(capsys):
 
 
 def test_batch_reads_json_lines_only_when_told(tmp_path):
-    from inference_core.batch_cli import read_prompts
+    from inference_core.cli.batch import read_prompts
 
     text = tmp_path / "prompts.txt"
     text.write_text('{"prompt": "x"} is a prompt about JSON\nplain\n')

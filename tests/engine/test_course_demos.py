@@ -6,7 +6,7 @@ import pytest
 from demos.catalog.prefill_decode import summarize
 from demos.catalog.serving_load import percentile
 from inference_core import GenerationParams
-from inference_core.trace import TokenStep, validate_event
+from inference_core.engine.trace import TokenStep, validate_event
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -72,7 +72,7 @@ def test_overview_model_table_matches_the_real_config():
     """The course overview states SmolLM2-135M's shape; it must be what the engine actually loads."""
     from pathlib import Path
 
-    from inference_core.weights import load_config
+    from inference_core.model.weights import load_config
 
     cfg = load_config("smollm2-135m")
     text = (Path(__file__).resolve().parents[2] / "content" / "overview.md").read_text()
@@ -92,7 +92,7 @@ def test_calculator_model_table_matches_the_real_config():
     import re
     from pathlib import Path
 
-    from inference_core.weights import load_config
+    from inference_core.model.weights import load_config
 
     cfg = load_config("smollm2-135m")
     source = (Path(__file__).resolve().parents[2] / "static" / "js" / "calculators" / "formulas.js").read_text()

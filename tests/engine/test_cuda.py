@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from inference_core import GenerationParams
-from inference_core.config import tiny_config
-from inference_core.cuda_graphs import StaticKVCache, capacity_bucket
-from inference_core.engine import build_model
-from inference_core.kv_cache import KVCache
+from inference_core.model.config import tiny_config
+from inference_core.kernels.cuda_graphs import StaticKVCache, capacity_bucket
+from inference_core.model.loader import build_model
+from inference_core.model.kv_cache import KVCache
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -48,7 +48,7 @@ def test_static_cache_decode_equals_contiguous_cache():
 def test_graph_decoder_prefill_starts_a_new_sequence_whatever_the_last_one_left():
     """A reused decoder's cache still holds the last request's length and decode position: a new prompt
     (one token long too, which takes the single-token attention path) must be read from slot 0."""
-    from inference_core.cuda_graphs import GraphDecoder
+    from inference_core.kernels.cuda_graphs import GraphDecoder
 
     model = build_model(tiny_config(), None, torch.device("cpu"))
     cfg = model.config
@@ -65,7 +65,7 @@ def test_graph_decoder_prefill_starts_a_new_sequence_whatever_the_last_one_left(
 
 
 def test_the_default_dtype_is_bf16_on_a_gpu_and_fp32_on_the_cpu():
-    from inference_core.config import EngineSettings
+    from inference_core.model.config import EngineSettings
 
     assert EngineSettings().dtype_for("cuda") == "bfloat16"
     assert EngineSettings().dtype_for("cpu") == "float32"
@@ -75,7 +75,7 @@ def test_the_default_dtype_is_bf16_on_a_gpu_and_fp32_on_the_cpu():
 @needs_cuda
 @pytest.mark.model
 def test_a_default_cuda_engine_runs_bf16_and_says_so():
-    from inference_core.engine import load_engine
+    from inference_core.engine.loaded_model import load_engine
 
     engine = load_engine("smollm2-135m", device="cuda")
     assert engine.dtype == torch.bfloat16
@@ -96,12 +96,12 @@ def test_capacity_buckets():
 @pytest.fixture(scope="module")
 def cuda_engine():
     """fp32 on the GPU (the engine's default there is bf16): the comparisons below are with fp32 transformers."""
-    from inference_core.engine import Engine
-    from inference_core.weights import load_config, load_state, load_tokenizer
+    from inference_core.engine.loaded_model import LoadedModel
+    from inference_core.model.weights import load_config, load_state, load_tokenizer
 
     device = torch.device("cuda")
     model = build_model(load_config("smollm2-135m"), load_state("smollm2-135m"), device, torch.float32)
-    return Engine("smollm2-135m", model, load_tokenizer("smollm2-135m"), device)
+    return LoadedModel("smollm2-135m", model, load_tokenizer("smollm2-135m"), device)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,7 @@ def hf_cuda():
 
 
 def eager(monkeypatch, engine, ids, params):
-    from inference_core.config import settings_override
+    from inference_core.model.config import settings_override
 
     with settings_override(cuda_graphs=False):
         return engine.generate_ids(ids, params)
@@ -122,7 +122,7 @@ def eager(monkeypatch, engine, ids, params):
 @pytest.mark.model
 @pytest.mark.parametrize("text", PROMPTS)
 def test_cuda_logits_match_transformers(cuda_engine, hf_cuda, text):
-    from inference_core.kv_cache import NoCache
+    from inference_core.model.kv_cache import NoCache
 
     ids = cuda_engine.tokenizer.encode(text)
     tokens = torch.tensor([ids], device="cuda")
@@ -184,9 +184,9 @@ def test_cuda_seeded_sampling_is_reproducible(cuda_engine):
 @pytest.mark.model
 def test_cuda_scheduler_matches_single_requests(cuda_engine, monkeypatch):
     """Continuous batching with prefix caching and a pool small enough to force preemption, on the GPU."""
-    from inference_core.llm_engine import drive
-    from inference_core.sampling import SamplingParams
-    from inference_core.scheduler import Request, SchedulerConfig
+    from inference_core.engine.llm_engine import drive
+    from inference_core.model.sampling import SamplingParams
+    from inference_core.engine.scheduler import Request, SchedulerConfig
 
     shared = cuda_engine.tokenizer.encode("You are a helpful assistant who answers briefly. ")
     prompts = [shared + cuda_engine.tokenizer.encode(q) for q in
@@ -207,7 +207,8 @@ def test_cuda_scheduler_matches_single_requests(cuda_engine, monkeypatch):
 @pytest.mark.model
 @pytest.mark.parametrize("draft", ["ngram", "self-early-exit:8", "self-int8"])
 def test_cuda_speculative_greedy_equals_plain(cuda_engine, monkeypatch, draft):
-    from inference_core.speculative import SpecParams, run_speculative
+    from inference_core.speculative.decode import SpecParams
+    from inference_core.speculative.speculate import run_speculative
 
     ids = cuda_engine.tokenizer.encode("Repeat after me: the quick brown fox jumps over the lazy dog. "
                                        "The quick brown fox")
@@ -223,7 +224,7 @@ def test_cuda_quantized_linear_equals_cpu_and_dequantize_then_matmul(fmt):
     so a scale may differ in the last bit and a rare value on a rounding tie lands one step over); the product
     equals x @ dequantize()ᵀ for weight-only formats and the CPU layer's (activation rounding included) for
     w8a8 and LLM.int8."""
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     torch.manual_seed(0)
     w = torch.randn(1536, 576) * 0.05
@@ -242,8 +243,8 @@ def test_cuda_quantized_linear_equals_cpu_and_dequantize_then_matmul(fmt):
 @needs_cuda
 @pytest.mark.model
 def test_cuda_quantized_engine_generates(cuda_engine):
-    from inference_core.engine import quantized_engine
-    from inference_core.quant import quantized_linears
+    from inference_core.engine.loaded_model import quantized_engine
+    from inference_core.quant.linears import quantized_linears
 
     ids = cuda_engine.tokenizer.encode(PROMPTS[0])
     fp = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=8))
@@ -263,12 +264,12 @@ def test_cuda_quantized_step_graphs_capture_every_bucket(cuda_engine, fmt):
     """A quantized model's pool is lent with every bucket captured (none may dequantize inside a capture: NF4's
     dequantize copied its codebook from the host, which CUDA refuses), and a 40-token step replayed from the
     64 bucket gives the eager step's logits."""
-    from inference_core.config import settings_override
-    from inference_core.engine import quantized_engine
-    from inference_core.paged import SeqSlice
-    from inference_core.paged_graphs import BUCKETS
-    from inference_core.request import StepRows
-    from inference_core.runner import runner_for
+    from inference_core.model.config import settings_override
+    from inference_core.engine.loaded_model import quantized_engine
+    from inference_core.engine.paged import SeqSlice
+    from inference_core.kernels.paged_graphs import BUCKETS
+    from inference_core.engine.request import StepRows
+    from inference_core.engine.model_runner import runner_for
 
     runner = runner_for(quantized_engine(cuda_engine, fmt).model)
     assert runner.use_step_graphs
@@ -292,7 +293,7 @@ def test_cuda_bitsandbytes_backend_matches_its_own_dequantization(fmt):
     """bitsandbytes as a backend beside ours: its product ≈ x @ its dequantized weightᵀ, the weight really
     packed (≤ 1 byte per value), and NF4 close to our own NF4 of the same weight."""
     pytest.importorskip("bitsandbytes")
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     torch.manual_seed(0)
     w = torch.randn(1536, 576, device="cuda") * 0.05
@@ -311,8 +312,8 @@ def test_cuda_bitsandbytes_backend_matches_its_own_dequantization(fmt):
 @pytest.mark.model
 def test_cuda_bitsandbytes_engine_generates(cuda_engine):
     pytest.importorskip("bitsandbytes")
-    from inference_core.engine import quantized_engine
-    from inference_core.runner import kernels_used
+    from inference_core.engine.loaded_model import quantized_engine
+    from inference_core.engine.model_runner import kernels_used
 
     ids = cuda_engine.tokenizer.encode(PROMPTS[0])
     fp = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=8))

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inference_core.flash_attention import hbm_traffic, naive_attention, tiled_attention
+from inference_core.kernels.flash_attention import hbm_traffic, naive_attention, tiled_attention
 
 
 def _qkv(b, hq, hkv, tq, tk, d, seed=0):
@@ -72,7 +72,7 @@ def test_traffic_model():
 def test_real_layer_qkv_agree(engine):
     """On the real model's q/k/v (GQA 9:3) the tiled pass matches naive attention and the engine's SDPA."""
     from demos.catalog.flash_attention import run
-    from inference_core.trace import validate_event
+    from inference_core.engine.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is Paris, and the capital of Italy is", "layer": 3,
                        "block_size": 4}))

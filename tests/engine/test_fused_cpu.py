@@ -1,6 +1,6 @@
-"""The fused CPU step (quant_kernels/step.cpp via fused_cpu.py) against the reference forward of model.py.
+"""The fused CPU step (quant_kernels/step.cpp via fused_cpu.py) against the reference forward of model/transformer.py.
 
-fp32: logits within fp32 summation-order noise and greedy tokens identical (and, through the Engine, identical to
+fp32: logits within fp32 summation-order noise and greedy tokens identical (and, through the LoadedModel, identical to
 transformers: test_model.py's greedy test now runs this path, asserted below). Quantized formats: against a
 reference model holding the *dequantized* weights in plain nn.Linear layers, so no compiled code is shared.
 """
@@ -12,16 +12,19 @@ import pytest
 import torch
 from torch import nn
 
-from inference_core import GenerationParams, fused_cpu, quant_kernels
-from inference_core.config import tiny_config
-from inference_core.engine import Engine, build_model
-from inference_core.kv_cache import KVCache
-from inference_core.paged import PagedSequence, gather_context
-from inference_core.quant import PROJECTIONS, QuantizedLinear, quantize_model
-from inference_core.runner import ModelRunner, runner_for
-from inference_core.llm_engine import drive
-from inference_core.sampling import SamplingParams
-from inference_core.scheduler import Request, SchedulerConfig
+from inference_core import GenerationParams
+from inference_core.kernels import fused_cpu, quant_kernels
+from inference_core.model.config import tiny_config
+from inference_core.engine.loaded_model import LoadedModel
+from inference_core.model.loader import build_model
+from inference_core.model.kv_cache import KVCache
+from inference_core.engine.paged import PagedSequence, gather_context
+from inference_core.quant.linears import QuantizedLinear
+from inference_core.quant.quantize import PROJECTIONS, quantize_model
+from inference_core.engine.model_runner import ModelRunner, runner_for
+from inference_core.engine.llm_engine import drive
+from inference_core.model.sampling import SamplingParams
+from inference_core.engine.scheduler import Request, SchedulerConfig
 
 pytestmark = pytest.mark.skipif(quant_kernels.load() is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
 
@@ -118,7 +121,7 @@ def test_early_exit_runs_only_the_first_layers(tiny_model):
 def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model, n_seqs):
     """Batch kernels (fp32: two weight rows × three rows of x) sum every row in the order one row alone is
     summed: a batched step's logits are bit-identical to each sequence's own step."""
-    from inference_core.paged import PagedKVPool
+    from inference_core.engine.paged import PagedKVPool
 
     step = runner_for(tiny_model).fused
     cfg = tiny_model.config
@@ -223,7 +226,7 @@ def test_formats_without_a_fused_kernel_fall_back_and_say_why(engine):
 
 
 def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
-    from inference_core.config import EngineSettings, settings_override
+    from inference_core.model.config import EngineSettings, settings_override
 
     assert EngineSettings.from_env({"INFERENCE_CPU_FASTPATH": "0"}).cpu_fastpath is False
     model = build_model(tiny_model.config, dict(tiny_model.state_dict()), torch.device("cpu"))  # not yet built
@@ -239,7 +242,7 @@ def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
 ], ids=["preempt", "prefix"])
 def test_batched_steps_run_fused_over_the_paged_pool_and_match_single_requests(config):
     model = build_model(tiny_config(), None, torch.device("cpu"))
-    engine = Engine("tiny", model, None, torch.device("cpu"))
+    engine = LoadedModel("tiny", model, None, torch.device("cpu"))
     fused = runner_for(model).fused
     calls = []
     native_rows = fused.forward_rows
@@ -281,7 +284,7 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     torch.testing.assert_close(chunked, whole, atol=2e-3, rtol=1e-3)
     assert chunked.argmax(-1).tolist() == whole.argmax(-1).tolist()
     # The same prompt as a scheduled step over the paged pool: chunks that hold no sampled row only write K/V.
-    qengine = Engine("q", qmodel, engine.tokenizer, engine.device)
+    qengine = LoadedModel("q", qmodel, engine.tokenizer, engine.device)
     rows = []
     native_rows = runner.fused.forward_rows
     runner.fused.forward_rows = lambda *a, **kw: rows.append(len(a[6])) or native_rows(*a, **kw)
@@ -295,8 +298,8 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
     """A single request is one-request schedule (ModelRunner.run once per token); speculative verify and a
     model draft call ModelRunner.forward_sequence (a sequence on blocks of its own, rolled back after a rejection):
     no private forward anywhere."""
-    from inference_core.drafts import ModelDraft
-    from inference_core.speculative import SpecParams, speculative_events
+    from inference_core.speculative.drafts import ModelDraft
+    from inference_core.speculative.decode import SpecParams, speculative_events
 
     calls: list[int] = []
     runs: list[int] = []
@@ -304,9 +307,9 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
     monkeypatch.setattr(ModelRunner, "forward_sequence",
                         lambda self, tokens, *a, **kw: calls.append(len(tokens)) or original(self, tokens, *a, **kw))
     monkeypatch.setattr(ModelRunner, "run", lambda self, batch, pool: runs.append(len(batch.tokens)) or original_run(self, batch, pool))
-    from inference_core.weights import load_tokenizer
+    from inference_core.model.weights import load_tokenizer
 
-    engine = Engine("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
+    engine = LoadedModel("tiny", tiny_model, load_tokenizer(), torch.device("cpu"))
     prompt = [5, 17, 23, 42, 8, 17, 23]
     out = [e for e in engine.generate_events(prompt, GenerationParams(max_new_tokens=6, stop_at_eos=False))
            if e.type == "token"]

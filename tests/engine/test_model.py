@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from inference_core import GenerationParams
-from inference_core.kv_cache import KVCache, NoCache
-from inference_core.trace import validate_event
+from inference_core.model.kv_cache import KVCache, NoCache
+from inference_core.engine.trace import validate_event
 
 PROMPTS = [
     "The capital of France is",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from inference_core.llm_engine import LLMEngine
-from inference_core.model import Transformer
-from inference_core.runner import ModelRunner
-from inference_core.speculative import SpeculativeRun
+from inference_core.engine.llm_engine import LLMEngine
+from inference_core.model.transformer import Transformer
+from inference_core.engine.model_runner import ModelRunner
+from inference_core.speculative.decode import SpeculativeRun
 
 # Single forward passes that measure something and generate nothing (callers' files).
 ONE_PASS_MEASUREMENTS = {
@@ -41,7 +41,7 @@ class Calls:
         for frame in reversed(traceback.extract_stack()[:-2]):
             path = Path(frame.filename)
             if (ROOT in path.parents and "site-packages" not in path.parts
-                    and path.name not in ("model.py", "test_one_loop.py")):
+                    and path.name not in ("transformer.py", "test_one_loop.py")):
                 return str(path.relative_to(ROOT))
         return "?"
 
@@ -73,7 +73,7 @@ def calls(monkeypatch):
 
     def watched_runner_forward(self, *a, **kw):
         # Speculative prefill/verify and a model draft's guesses use the runner's own-blocks sequence entry point.
-        if not getattr(in_round, "active", False) and "speculative.py" not in seen.caller():
+        if not getattr(in_round, "active", False) and "speculative/decode.py" not in seen.caller():
             with seen.lock:
                 seen.direct[seen.caller()] += 1
         return runner_forward(self, *a, **kw)
@@ -93,7 +93,7 @@ def assert_no_second_loop(calls: Calls) -> None:
 
 @pytest.mark.model
 def test_the_cli_generates_through_step(calls, capsys, tmp_path):
-    from inference_core.cli import main
+    from inference_core.cli.main import main
 
     assert main(["generate", "--prompt", "The capital of France is", "--max-new-tokens", "5"]) == 0
     assert calls.steps >= 5
@@ -108,7 +108,7 @@ def test_the_cli_generates_through_step(calls, capsys, tmp_path):
 @pytest.mark.model
 def test_the_service_and_the_engine_api_generate_through_step(calls, engine):
     from inference_core import GenerationParams
-    from inference_core.serving import EngineService
+    from inference_core.engine.serving import EngineService
 
     ids = engine.encode_prompt("One, two, three,", False)
     for use_cache in (True, False):

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from inference_core import GenerationParams
-from inference_core.onednn_linears import KERNEL, MIN_ROWS, OneDnnLinears, available
-from inference_core.runner import runner_for
+from inference_core.kernels.onednn_linears import KERNEL, MIN_ROWS, OneDnnLinears, available
+from inference_core.engine.model_runner import runner_for
 
 pytestmark = pytest.mark.skipif(not available(), reason="this torch build has no oneDNN")
 

@@ -8,10 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inference_core.config import tiny_config
-from inference_core.engine import build_model
-from inference_core.kv_cache import KVCache, NoCache
-from inference_core.paged import BlockAllocator, BlockTable, NoFreeBlocks, PagedBackend, PagedKVPool, SeqSlice
+from inference_core.model.config import tiny_config
+from inference_core.model.loader import build_model
+from inference_core.model.kv_cache import KVCache, NoCache
+from inference_core.engine.paged import BlockAllocator, BlockTable, NoFreeBlocks, PagedBackend, PagedKVPool, SeqSlice
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,12 +12,12 @@ import os
 import pytest
 import torch
 
-from inference_core.config import tiny_config
-from inference_core.engine import build_model
-from inference_core.paged import SeqSlice
-from inference_core.paged_graphs import BUCKETS, StepGraphs, bucket_for
-from inference_core.request import StepRows
-from inference_core.runner import ModelRunner
+from inference_core.model.config import tiny_config
+from inference_core.model.loader import build_model
+from inference_core.engine.paged import SeqSlice
+from inference_core.kernels.paged_graphs import BUCKETS, StepGraphs, bucket_for
+from inference_core.engine.request import StepRows
+from inference_core.engine.model_runner import ModelRunner
 
 if not torch.cuda.is_available():  # Triton decides at import whether kernels run in its CPU interpreter
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -68,7 +68,7 @@ def test_buckets():
     assert BUCKETS[-1] == 64
     # every bucket's quantized linears run the fused kernels: a captured step never dequantizes per call (NF4's
     # dequantize would even copy its codebook from the host, which a capture forbids)
-    from inference_core.quant import TRITON_MAX_ROWS
+    from inference_core.quant.linears import TRITON_MAX_ROWS
 
     assert BUCKETS[-1] <= TRITON_MAX_ROWS
 
@@ -153,13 +153,13 @@ def test_steps_a_graph_does_not_take(model):
 def test_captured_buckets_replay_the_scheduled_steps_of_a_batch():
     """On a GPU the engine's short steps replay captured graphs; batched outputs equal single requests."""
     from inference_core import SamplingParams
-    from inference_core.engine import Engine
-    from inference_core.llm_engine import drive
-    from inference_core.runner import runner_for
-    from inference_core.scheduler import Request, SchedulerConfig
+    from inference_core.engine.loaded_model import LoadedModel
+    from inference_core.engine.llm_engine import drive
+    from inference_core.engine.model_runner import runner_for
+    from inference_core.engine.scheduler import Request, SchedulerConfig
 
     cuda_model = build_model(tiny_config(max_seq_len=64), None, torch.device("cuda"))
-    engine = Engine("tiny", cuda_model, None, torch.device("cuda"))
+    engine = LoadedModel("tiny", cuda_model, None, torch.device("cuda"))
     runner = runner_for(cuda_model)
     assert runner.use_step_graphs
     prompts = [[5, 17, 3], [9, 2, 44, 8, 1, 7], [60], [11, 12, 13, 14, 15]]
@@ -195,12 +195,12 @@ def test_batch_runs_borrow_a_pool_with_every_bucket_built(model, monkeypatch):
     """The runner lends an LLMEngine its pool (a power-of-two size class) with the step buckets built when the
     pool was made; the next run of the class borrows the same pool and buckets, builds nothing, and its
     outputs are unchanged. The bucket path is forced on the CPU (it runs eagerly there)."""
-    from inference_core.engine import Engine
-    from inference_core.llm_engine import drive
-    from inference_core.sampling import SamplingParams
-    from inference_core.scheduler import Request, SchedulerConfig
+    from inference_core.engine.loaded_model import LoadedModel
+    from inference_core.engine.llm_engine import drive
+    from inference_core.model.sampling import SamplingParams
+    from inference_core.engine.scheduler import Request, SchedulerConfig
 
-    engine = Engine("tiny", model, None, torch.device("cpu"))
+    engine = LoadedModel("tiny", model, None, torch.device("cpu"))
     config = SchedulerConfig(block_size=BS, num_blocks=20)
 
     def outputs() -> list[list[int]]:
@@ -236,7 +236,7 @@ def test_a_model_its_runner_and_their_pools_go_together():
     import gc
     import weakref
 
-    from inference_core.runner import runner_for
+    from inference_core.engine.model_runner import runner_for
 
     torch.manual_seed(0)
     m = build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"))
@@ -263,8 +263,8 @@ def test_a_model_its_runner_and_their_pools_go_together():
 def test_graphs_setting_is_read_per_call_not_fixed_with_the_runner():
     """A runner built while INFERENCE_CUDA_GRAPHS=0 was in force must use graphs once it is lifted: what the runner
     fixes at build (`graphable`) depends only on the device and the quantized kernels."""
-    from inference_core.config import settings_override
-    from inference_core.cuda_graphs import graphable, graphs_enabled
+    from inference_core.model.config import settings_override
+    from inference_core.kernels.cuda_graphs import graphable, graphs_enabled
 
     torch.manual_seed(0)
     m = build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"))
@@ -277,7 +277,7 @@ def test_graphs_setting_is_read_per_call_not_fixed_with_the_runner():
 def test_spare_pools_are_capped_per_class_and_in_bytes(model):
     """Given-back pools wait for the next holder of their size class: at most MAX_SPARE_POOLS a class, and no more
     bytes in all than the device's share (RAM here)."""
-    from inference_core.runner import MAX_SPARE_POOLS, SPARE_POOL_BYTES, pool_size_class
+    from inference_core.engine.model_runner import MAX_SPARE_POOLS, SPARE_POOL_BYTES, pool_size_class
 
     runner = ModelRunner(model)
     assert runner._spare_bytes == SPARE_POOL_BYTES
@@ -349,7 +349,7 @@ def test_bf16_bucket_steps_follow_the_reference(use_triton):
 def test_a_cpu_pool_on_a_gpu_machine_takes_the_torch_attention(model, monkeypatch):
     """Where compiled Triton runs (a CUDA machine, no interpreter), a CPU engine's step graphs still attend with
     torch: compiled kernels cannot read CPU memory (the H100 run of session 26 failed here)."""
-    from inference_core import triton_kernels
+    from inference_core.kernels import triton_kernels
 
     runner, pool, tables = prefilled(model, [5, 9])
     monkeypatch.setenv("TRITON_INTERPRET", "0")

@@ -4,14 +4,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inference_core.config import tiny_config
-from inference_core.engine import Engine, GenerationParams, build_model
-from inference_core.kv_cache import KVCache
-from inference_core.paged import BlockAllocator
-from inference_core.prefix_cache import PrefixCache, chain_hashes
-from inference_core.llm_engine import LLMEngine, drive
-from inference_core.sampling import SamplingParams
-from inference_core.scheduler import Request, SchedulerConfig
+from inference_core.model.config import tiny_config
+from inference_core.engine.loaded_model import GenerationParams, LoadedModel
+from inference_core.model.loader import build_model
+from inference_core.model.kv_cache import KVCache
+from inference_core.engine.paged import BlockAllocator
+from inference_core.engine.prefix_cache import PrefixCache, chain_hashes
+from inference_core.engine.llm_engine import LLMEngine, drive
+from inference_core.model.sampling import SamplingParams
+from inference_core.engine.scheduler import Request, SchedulerConfig
 
 
 def single_request(model, prompt: list[int], n: int) -> list[int]:
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def tiny_engine():
     model = build_model(tiny_config(), None, torch.device("cpu"))
-    return Engine("tiny", model, None, torch.device("cpu"))
+    return LoadedModel("tiny", model, None, torch.device("cpu"))
 
 
 def test_chained_hash_names_the_whole_prefix():

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inference_core import quant as Q
-from inference_core import quant_kernels
+from inference_core.quant import formats, linears, quantize
+from inference_core.kernels import quant_kernels
 
 SHAPES = [(96, 576), (40, 1536), (33, 64)]  # K = 576 leaves a short last group for g128
 
@@ -24,9 +24,9 @@ def _w(n, k, seed=0):
 
 def test_nibble_pack_roundtrip_and_layout():
     codes = torch.randint(0, 16, (3, 64), dtype=torch.uint8)
-    packed = Q.pack_nibbles(codes)
+    packed = formats.pack_nibbles(codes)
     assert packed.shape == (3, 32) and packed.dtype == torch.uint8
-    assert torch.equal(Q.unpack_nibbles(packed), codes)
+    assert torch.equal(formats.unpack_nibbles(packed), codes)
     # byte j of a 32-chunk: value j low, value j + 16 high
     assert packed[1, 3] == codes[1, 3] | (codes[1, 19] << 4)
     assert packed[2, 16 + 5] == codes[2, 32 + 5] | (codes[2, 32 + 21] << 4)
@@ -35,9 +35,9 @@ def test_nibble_pack_roundtrip_and_layout():
 @pytest.mark.parametrize("n,k", SHAPES)
 def test_int8_roundtrip_within_half_step(n, k):
     w = _w(n, k)
-    q, s = Q.quantize_int8(w)
+    q, s = formats.quantize_int8(w)
     assert q.dtype == torch.int8 and q.abs().max() <= 127
-    err = (Q.dequantize_int8(q, s) - w).abs()
+    err = (formats.dequantize_int8(q, s) - w).abs()
     assert (err <= s[:, None] / 2 + 1e-7).all()
 
 
@@ -45,24 +45,24 @@ def test_int8_roundtrip_within_half_step(n, k):
 @pytest.mark.parametrize("group", [32, 64, 128])
 def test_int4_roundtrip_within_half_step(n, k, group):
     w = _w(n, k)
-    p, s = Q.quantize_int4(w, group)
+    p, s = formats.quantize_int4(w, group)
     assert p.shape == (n, k // 2) and s.shape == (n, -(-k // group))
-    codes = Q.unpack_nibbles(p)
+    codes = formats.unpack_nibbles(p)
     assert codes.min() >= 1 and codes.max() <= 15  # symmetric: q + 8 ∈ [1, 15]
     step = s.repeat_interleave(group, dim=1)[:, :k]
-    err = (Q.dequantize_int4(p, s, group) - w).abs()
+    err = (formats.dequantize_int4(p, s, group) - w).abs()
     assert (err <= step / 2 + 1e-7).all()
 
 
 @pytest.mark.parametrize("n,k", SHAPES)
 def test_nf4_roundtrip_nearest_level(n, k):
-    cb = Q.NF4_CODEBOOK
+    cb = formats.NF4_CODEBOOK
     # the codebook QLoRA/bitsandbytes ship, to 4 decimals
     assert torch.allclose(cb[[0, 1, 7, 8, 14, 15]], torch.tensor([-1.0, -0.6962, 0.0, 0.0796, 0.7230, 1.0]), atol=5e-4)
     w = _w(n, k)
-    p, a = Q.quantize_nf4(w)
-    deq = Q.dequantize_nf4(p, a)
-    absmax = a.repeat_interleave(Q.NF4_BLOCK, dim=1)[:, :k]
+    p, a = formats.quantize_nf4(w)
+    deq = formats.dequantize_nf4(p, a)
+    absmax = a.repeat_interleave(formats.NF4_BLOCK, dim=1)[:, :k]
     half_gap = (cb[1:] - cb[:-1]).max() / 2
     assert ((deq - w).abs() <= absmax * half_gap + 1e-7).all()
     # nearest level: no other level is closer
@@ -74,9 +74,9 @@ def test_nf4_roundtrip_nearest_level(n, k):
 @pytest.mark.parametrize("n,k", SHAPES)
 def test_fp8_roundtrip_relative_error(n, k):
     w = _w(n, k)
-    q, s = Q.quantize_fp8(w)
+    q, s = formats.quantize_fp8(w)
     assert q.dtype == torch.float8_e4m3fn and q.element_size() == 1
-    err = (Q.dequantize_fp8(q, s) - w).abs()
+    err = (formats.dequantize_fp8(q, s) - w).abs()
     # 3 mantissa bits: half an ulp is 2^-4 relative for normals; subnormals (below 2^-6) step by 2^-9
     bound = torch.maximum(w.abs() * 2.0**-4, s[:, None] * 2.0**-10)
     assert (err <= bound * (1 + 1e-6)).all()
@@ -84,7 +84,7 @@ def test_fp8_roundtrip_relative_error(n, k):
 
 def test_packed_bytes_are_real():
     w = _w(960, 576)
-    sizes = {f: Q.quantize_linear(w, f).weight_bytes() for f in ["int8", "int4-g128", "int4-g32", "nf4", "fp8"]}
+    sizes = {f: linears.quantize_linear(w, f).weight_bytes() for f in ["int8", "int4-g128", "int4-g32", "nf4", "fp8"]}
     n = w.numel()
     assert sizes["int8"] == n + 960 * 4
     assert sizes["fp8"] == n + 960 * 4
@@ -100,7 +100,7 @@ FORMATS = ["int8", "int4-g32", "int4-g64", "int4-g128", "nf4", "fp8"]
 @pytest.mark.parametrize("rows", [1, 3, 20])  # 1 and 3: GEMV kernels; 20: dequantize + GEMM
 @pytest.mark.parametrize("n,k", SHAPES)
 def test_quantized_linear_equals_dequantize_then_matmul(fmt, rows, n, k):
-    layer = Q.quantize_linear(_w(n, k), fmt)
+    layer = linears.quantize_linear(_w(n, k), fmt)
     x = torch.randn(rows, k)
     ref = x @ layer.dequantize().T
     y = layer(x)
@@ -113,8 +113,8 @@ def test_quantized_linear_equals_dequantize_then_matmul(fmt, rows, n, k):
 def test_kernels_compiled_on_this_machine():
     """The machine has g++ and AVX2: the extension must build (otherwise the fast paths silently vanish)."""
     assert quant_kernels.load() is not None, quant_kernels.why_unavailable()
-    assert Q.quantize_linear(_w(8, 64), "nf4").kernel == "avx2-nf4-lut-gemv"
-    assert Q.quantize_linear(_w(8, 64), "int4-g32").kernel == "avx2-int4-lut-gemv"
+    assert linears.quantize_linear(_w(8, 64), "nf4").kernel == "avx2-nf4-lut-gemv"
+    assert linears.quantize_linear(_w(8, 64), "int4-g32").kernel == "avx2-int4-lut-gemv"
 
 
 def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_load():
@@ -122,7 +122,7 @@ def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_load():
     assert quant_kernels.load() is not None, quant_kernels.why_unavailable()
     module_file = Path(quant_kernels.load().__file__)
     (module_file.parent / "lock").write_text("")  # what a SIGKILLed build leaves behind
-    probe = "from inference_core import quant_kernels as q; print(q.load() is not None, q.why_unavailable())"
+    probe = "from inference_core.kernels import quant_kernels as q; print(q.load() is not None, q.why_unavailable())"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.split()[0] == "True", out.stdout + out.stderr
     assert not (module_file.parent / "lock").exists()
@@ -130,10 +130,10 @@ def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_load():
 
 def test_torch_fallback_matches_kernel(monkeypatch):
     w, x = _w(64, 576), torch.randn(1, 576)
-    fast = {f: Q.quantize_linear(w, f)(x) for f in FORMATS}
-    monkeypatch.setattr(Q, "_kernels", lambda: None)
+    fast = {f: linears.quantize_linear(w, f)(x) for f in FORMATS}
+    monkeypatch.setattr(linears, "_kernels", lambda: None)
     for f in FORMATS:
-        layer = Q.quantize_linear(w, f)
+        layer = linears.quantize_linear(w, f)
         assert layer.kernel == "torch-dequant"
         torch.testing.assert_close(layer(x), fast[f], rtol=1e-5, atol=1e-5)
 
@@ -148,9 +148,9 @@ def test_llm_int8_kernel_matches_torch_fallback(monkeypatch, rows, outliers):
     if outliers:
         x[:, 7] = 40.0
         x[0, 300] = -9.0  # an outlier in one row only still makes the whole column fp32
-    layer = Q.quantize_linear(w, "llm-int8")
+    layer = linears.quantize_linear(w, "llm-int8")
     assert layer.kernel == "avx2-int8-gemv+fp32-outliers"
-    assert rows <= Q.GEMV_MAX_ROWS
+    assert rows <= linears.GEMV_MAX_ROWS
     calls = {"n": 0}
     real = layer._gemv
 
@@ -162,8 +162,8 @@ def test_llm_int8_kernel_matches_torch_fallback(monkeypatch, rows, outliers):
     fast = layer(x)
     assert calls["n"] == 1  # the kernel path really ran
     assert layer.outlier_counts[-1] == (2 if outliers else 0)
-    monkeypatch.setattr(Q, "_kernels", lambda: None)
-    fallback_layer = Q.quantize_linear(w, "llm-int8")
+    monkeypatch.setattr(linears, "_kernels", lambda: None)
+    fallback_layer = linears.quantize_linear(w, "llm-int8")
     assert fallback_layer.kernel == "torch-llm-int8"
     slow = fallback_layer(x)
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
@@ -172,9 +172,9 @@ def test_llm_int8_kernel_matches_torch_fallback(monkeypatch, rows, outliers):
 
 def test_w8a8_matches_its_emulation_and_bounds():
     w, x = _w(192, 576), torch.randn(1, 576)
-    layer = Q.quantize_linear(w, "w8a8")
+    layer = linears.quantize_linear(w, "w8a8")
     exact = F.linear(x, w)
-    emulated = F.linear(Q.fake_quant_activations(x), layer.dequantize())
+    emulated = F.linear(linears.fake_quant_activations(x), layer.dequantize())
     y = layer(x)
     # FBGEMM rounds the same way up to ties; activations carry a 7-bit step, so compare to that scale
     assert (y - emulated).abs().max() < 1e-2 * exact.abs().max()
@@ -185,7 +185,7 @@ def test_llm_int8_keeps_outlier_columns_exact():
     w = _w(64, 576)
     x = torch.randn(4, 576)
     x[:, 7] = 40.0  # an outlier feature, as LLMs develop
-    layer = Q.quantize_linear(w, "llm-int8")
+    layer = linears.quantize_linear(w, "llm-int8")
     y = layer(x)
     assert list(layer.outlier_counts) == [1]
     # with the outlier in fp32 the error is that of int8 on the rest; without decomposition it is far larger
@@ -196,30 +196,30 @@ def test_llm_int8_keeps_outlier_columns_exact():
 
 
 def test_parse_format_names():
-    assert Q.parse_format("int4") == Q.parse_format("int4-g128")
-    assert Q.parse_format("NF4").group == 64
+    assert formats.parse_format("int4") == formats.parse_format("int4-g128")
+    assert formats.parse_format("NF4").group == 64
     with pytest.raises(ValueError, match="unknown quantization format"):
-        Q.parse_format("int3")
+        formats.parse_format("int3")
 
 
 def test_quantize_model_copy_leaves_original(tiny_model):
-    from inference_core.kv_cache import NoCache
+    from inference_core.model.kv_cache import NoCache
 
     tokens = torch.tensor([[1, 5, 9, 3]])
     pos = torch.arange(4)
     ref = tiny_model(tokens, pos, NoCache())
-    q = Q.quantize_model(tiny_model, "int8")
-    assert isinstance(q.output, Q.QuantizedLinear) and isinstance(q.layers[0].attention.wqkv, Q.Int8Linear)
+    q = quantize.quantize_model(tiny_model, "int8")
+    assert isinstance(q.output, linears.QuantizedLinear) and isinstance(q.layers[0].attention.wqkv, linears.Int8Linear)
     assert type(tiny_model.output) is torch.nn.Linear and tiny_model.output.weight is tiny_model.tok_embeddings.weight
     assert q.tok_embeddings.weight is tiny_model.tok_embeddings.weight  # shared, not copied
     torch.testing.assert_close(tiny_model(tokens, pos, NoCache()), ref)
     out = q(tokens, pos, NoCache())
     assert (out - ref).abs().max() < 0.05 * ref.abs().max()
-    assert Q.matmul_weight_bytes(q) < Q.matmul_weight_bytes(tiny_model) / 3
+    assert quantize.matmul_weight_bytes(q) < quantize.matmul_weight_bytes(tiny_model) / 3
 
 
 def test_int8_kv_cache_roundtrip_and_bytes():
-    from inference_core.kv_quant import Int8KVCache, quantize_rows
+    from inference_core.quant.kv_quant import Int8KVCache, quantize_rows
 
     x = torch.randn(1, 3, 5, 64)
     q, s = quantize_rows(x)
@@ -227,7 +227,7 @@ def test_int8_kv_cache_roundtrip_and_bytes():
     cache = Int8KVCache.allocate(2, 1, 3, 16, 64)
     qh = torch.randn(1, 9, 5, 64)
     out = cache.attend(0, qh, x, x)
-    from inference_core.kv_cache import sdpa
+    from inference_core.model.kv_cache import sdpa
 
     ref = sdpa(qh, x, x)
     assert (out - ref).abs().max() < 0.05
@@ -236,11 +236,11 @@ def test_int8_kv_cache_roundtrip_and_bytes():
 
 
 def test_int8_kv_cache_generates_like_fp32_on_tiny_model(tiny_model):
-    from inference_core.engine import Engine, GenerationParams
-    from inference_core.kv_quant import int8_kv_engine
-    from inference_core.weights import load_tokenizer
+    from inference_core.engine.loaded_model import GenerationParams, LoadedModel
+    from inference_core.quant.kv_quant import int8_kv_engine
+    from inference_core.model.weights import load_tokenizer
 
-    eng = Engine("tiny", tiny_model, load_tokenizer("smollm2-135m"), torch.device("cpu"))
+    eng = LoadedModel("tiny", tiny_model, load_tokenizer("smollm2-135m"), torch.device("cpu"))
     params = GenerationParams(max_new_tokens=8, stop_at_eos=False)
     ids = [3, 17, 42, 5]
     ref = [t % 97 for t in eng.generate_ids(ids, params)]
@@ -257,12 +257,12 @@ def test_int8_kv_cache_generates_like_fp32_on_tiny_model(tiny_model):
 
 @pytest.fixture(scope="module")
 def real_quality(engine):
-    from inference_core.kv_quant import Int8KVCache
-    from inference_core.perplexity import compare, heldout_ids
+    from inference_core.quant.kv_quant import Int8KVCache
+    from inference_core.quant.perplexity import compare, heldout_ids
 
     cfg = engine.config
     models = {"fp32": engine.model, "kv-int8": engine.model}
-    models.update({f: Q.quantize_model(engine.model, f) for f in ["int8", "int4-g128", "nf4"]})
+    models.update({f: quantize.quantize_model(engine.model, f) for f in ["int8", "int4-g128", "nf4"]})
     kv = {"kv-int8": lambda n: Int8KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, n, cfg.head_dim)}
     stats = compare(models, engine.model, heldout_ids(engine.tokenizer, 256), window=256, backends=kv)
     return {k: v.to_dict() for k, v in stats.items()}
@@ -292,7 +292,7 @@ REAL_MODEL_BOUNDS = {"nf4": 0.50, "int4-g128": 1.20}
 def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
     import json
 
-    from inference_core.cli import main
+    from inference_core.cli.main import main
 
     assert main(["generate", "--prompt", "The capital of France is", "--max-new-tokens", "3", "--quant", "int8",
                  "--json"]) == 0
@@ -304,7 +304,7 @@ def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
 @pytest.mark.model
 def test_quantization_demo_events_validate(engine):
     from demos.catalog.quantization import run
-    from inference_core.trace import validate_event
+    from inference_core.engine.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is", "format": "nf4", "layer": 2,
                        "projection": "wqkv", "max_new_tokens": 3}))
@@ -331,13 +331,13 @@ def test_source_projections_lie_on_a_q4_1_grid(engine):
     step = (hi - lo) / 15
     asym = torch.round((g - lo) / step).clamp(0, 15) * step + lo
     assert (asym - g).abs().max() < 1e-6
-    sym = Q.dequantize_int4(*Q.quantize_int4(w, 32), 32)
+    sym = formats.dequantize_int4(*formats.quantize_int4(w, 32), 32)
     assert (sym - w).pow(2).mean().sqrt() > 0.05 * w.pow(2).mean().sqrt()
 
 
 @pytest.mark.parametrize("fmt", ["bnb-int8", "bnb-nf4"])
 def test_bitsandbytes_formats_are_cuda_only_with_a_clear_error(fmt):
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     with pytest.raises(ValueError, match="CUDA"):
         quantize_linear(torch.randn(64, 64), fmt)
@@ -348,7 +348,7 @@ def test_a_bias_is_kept_exact_and_added_after_the_product(fmt):
     """Qwen2's Q/K/V projections have biases: quantizing keeps them in fp32, counts their bytes, adds them."""
     from torch import nn
 
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     torch.manual_seed(0)
     linear = nn.Linear(128, 96, bias=True)
@@ -363,10 +363,10 @@ def test_a_bias_is_kept_exact_and_added_after_the_product(fmt):
 
 
 def test_quantized_qwen_style_model_with_biases_runs_close_to_fp32():
-    from inference_core.config import tiny_config
-    from inference_core.engine import build_model
-    from inference_core.kv_cache import NoCache
-    from inference_core.quant import quantize_model
+    from inference_core.model.config import tiny_config
+    from inference_core.model.loader import build_model
+    from inference_core.model.kv_cache import NoCache
+    from inference_core.quant.quantize import quantize_model
 
     model = build_model(tiny_config(qkv_bias=True), None, torch.device("cpu"))
     with torch.no_grad():
@@ -383,16 +383,18 @@ def test_quantized_qwen_style_model_with_biases_runs_close_to_fp32():
 
 def test_report_resident_bytes_count_fbgemm_prepacked_copy(tiny_model):
     """w8a8 holds its int8 weights twice: `qweight` (prefill, emulation) and FBGEMM's prepacked copy (decode)."""
-    if not Q.fbgemm_available():
+    if not linears.fbgemm_available():
         pytest.skip("no FBGEMM on this machine: w8a8 emulates, and holds one copy")
-    from inference_core.quant_report import resident_total
+    from inference_core.quant.report import resident_total
 
-    w8a8, int8 = Q.quantize_model(tiny_model, "w8a8"), Q.quantize_model(tiny_model, "int8")
-    prepacked = sum(m.qweight.nbytes + 12 * m.out_features for m in Q.quantized_linears(w8a8).values())
-    assert prepacked > 0 and all(m.prepacked_bytes() > 0 for m in Q.quantized_linears(w8a8).values())
-    assert resident_total(w8a8) == Q.resident_bytes(w8a8) + prepacked == resident_total(int8) + prepacked
-    assert resident_total(int8) == Q.resident_bytes(int8)  # weight-only formats hold nothing beside their buffers
-    assert Q.matmul_weight_bytes(w8a8) == Q.matmul_weight_bytes(int8)  # a decode step still reads one copy
+    w8a8, int8 = quantize.quantize_model(tiny_model, "w8a8"), quantize.quantize_model(tiny_model, "int8")
+    prepacked = sum(m.qweight.nbytes + 12 * m.out_features for m in linears.quantized_linears(w8a8).values())
+    assert prepacked > 0 and all(m.prepacked_bytes() > 0 for m in linears.quantized_linears(w8a8).values())
+    assert resident_total(w8a8) == quantize.resident_bytes(w8a8) + prepacked == resident_total(int8) + prepacked
+    # weight-only formats hold nothing beside their buffers
+    assert resident_total(int8) == quantize.resident_bytes(int8)
+    # a decode step still reads one copy
+    assert quantize.matmul_weight_bytes(w8a8) == quantize.matmul_weight_bytes(int8)
 
 
 def test_recorded_report_names_command_date_device_and_counts_the_prepacked_copy():
@@ -418,7 +420,7 @@ def test_recorded_report_names_command_date_device_and_counts_the_prepacked_copy
 def test_bf16_activations_stay_bf16(fmt, rows):
     """bf16 is the default on CUDA: a quantized linear takes bf16 activations and returns bf16 (the K/V it
     feeds go into a bf16 pool), the same product as in fp32 up to bf16 rounding."""
-    from inference_core.quant import quantize_linear
+    from inference_core.quant.linears import quantize_linear
 
     q = quantize_linear(_w(96, 576, seed=2), fmt)
     x = torch.randn(rows, 576, generator=torch.Generator().manual_seed(3))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inference_core.config import tiny_config
-from inference_core.engine import GenerationParams, build_model
-from inference_core.kv_cache import KVCache, NoCache
+from inference_core.model.config import tiny_config
+from inference_core.engine.loaded_model import GenerationParams
+from inference_core.model.loader import build_model
+from inference_core.model.kv_cache import KVCache, NoCache
 
 DRAFT = "qwen2.5-coder-0.5b-instruct"
-INSTALL = "make models-qwen (or: python -m inference_core.qwen install --which draft)"
+INSTALL = "make models-qwen (or: python -m inference_core.model.qwen install --which draft)"
 
 
 # ------------------------------------------------------------------ tiny random Qwen2, no download
@@ -89,7 +90,7 @@ def test_qwen2_pre_tokenizer_splits_like_qwen():
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import pre_tokenizers
 
-    from inference_core.tokenizer import build_tokenizer_json
+    from inference_core.model.tokenizer import build_tokenizer_json
 
     byte_chars = sorted(pre_tokenizers.ByteLevel.alphabet())  # one token per byte, no merges
     tok = {"tokens": byte_chars + ["<|im_end|>", "<tool_call>"], "merges": [],
@@ -103,9 +104,9 @@ def test_qwen2_pre_tokenizer_splits_like_qwen():
 
 
 def test_missing_pack_names_the_install_command(tmp_path, monkeypatch):
-    from inference_core.weights import MODELS, WeightsError, gguf_path, is_installed
+    from inference_core.model.weights import MODELS, WeightsError, gguf_path, is_installed
 
-    monkeypatch.setattr("inference_core.config._settings", None)
+    monkeypatch.setattr("inference_core.model.config._settings", None)
     monkeypatch.setenv("INFERENCE_LAB_CACHE", str(tmp_path))  # read from the environment like a fresh process
     for name in (DRAFT, "qwen2.5-coder-1.5b-instruct"):
         assert MODELS[name].package is None and not is_installed(name)
@@ -118,7 +119,7 @@ def test_missing_pack_names_the_install_command(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def qwen_draft():
-    from inference_core.weights import MODELS, gguf_path, is_installed
+    from inference_core.model.weights import MODELS, gguf_path, is_installed
 
     if not is_installed(DRAFT):
         pytest.skip(f"Qwen2.5-Coder pack not installed: run {INSTALL}")

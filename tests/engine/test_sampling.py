@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from inference_core.sampling import SamplingParams, probabilities, sample
+from inference_core.model.sampling import SamplingParams, probabilities, sample
 
 
 def test_greedy_is_argmax_and_one_hot():

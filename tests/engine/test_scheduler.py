@@ -8,13 +8,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inference_core.config import tiny_config
-from inference_core.engine import Engine, GenerationParams, build_model
-from inference_core.kv_cache import KVCache
-from inference_core.sampling import SamplingParams, sample
-from inference_core.llm_engine import LLMEngine, drive
-from inference_core.scheduler import Request, SchedulerConfig, request_metrics
-from inference_core.trace import validate_event
+from inference_core.model.config import tiny_config
+from inference_core.engine.loaded_model import GenerationParams, LoadedModel
+from inference_core.model.loader import build_model
+from inference_core.model.kv_cache import KVCache
+from inference_core.model.sampling import SamplingParams, sample
+from inference_core.engine.llm_engine import LLMEngine, drive
+from inference_core.engine.scheduler import Request, SchedulerConfig, request_metrics
+from inference_core.engine.trace import validate_event
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,12 +35,12 @@ class Ticks:
 @pytest.fixture(scope="module")
 def tiny_engine():
     model = build_model(tiny_config(), None, torch.device("cpu"))
-    return Engine("tiny", model, None, torch.device("cpu"))  # no tokenizer: texts come back empty
+    return LoadedModel("tiny", model, None, torch.device("cpu"))  # no tokenizer: texts come back empty
 
 
 def single_request(model, prompt: list[int], n: int, params: SamplingParams = SamplingParams(),
                    seed: int | None = None, eos: int | None = None) -> list[int]:
-    """Reference decoding, one request alone with a contiguous cache (what Engine.generate_ids does)."""
+    """Reference decoding, one request alone with a contiguous cache (what LoadedModel.generate_ids does)."""
     cfg = model.config
     cache = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, len(prompt) + n, cfg.head_dim, torch.float32, "cpu")
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -271,7 +272,7 @@ def test_real_model_batched_equals_generate_ids(engine):
 def test_batch_cli_json(engine, tmp_path, capsys):
     import json
 
-    from inference_core.cli import main
+    from inference_core.cli.main import main
 
     prompts = tmp_path / "prompts.jsonl"  # JSON lines because of the extension (or --jsonl)
     prompts.write_text('{"prompt": "The capital of France is"}\n'

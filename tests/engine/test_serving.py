@@ -6,9 +6,9 @@ import threading
 import pytest
 
 from inference_core import GenerationParams
-from inference_core.scheduler import SchedulerConfig
-from inference_core.serving import EngineService
-from inference_core.trace import RunFinished, TokenStep, validate_event
+from inference_core.engine.scheduler import SchedulerConfig
+from inference_core.engine.serving import EngineService
+from inference_core.engine.trace import RunFinished, TokenStep, validate_event
 
 PROMPTS = ["The capital of France is", "def add(a, b):\n    return", "Once upon a time, a robot",
            "The three primary colors are"]
@@ -96,13 +96,13 @@ def test_should_stop_cancels_with_a_final_event(service):
 
 
 def test_no_cache_requests_are_refused(tiny_model):
-    from inference_core.engine import Engine
+    from inference_core.engine.loaded_model import LoadedModel
 
     class _Tok:
         def token_text(self, t):
             return str(t)
 
-    eng = Engine("tiny", tiny_model, _Tok(), tiny_model.tok_embeddings.weight.device)
+    eng = LoadedModel("tiny", tiny_model, _Tok(), tiny_model.tok_embeddings.weight.device)
     svc = EngineService(eng, SchedulerConfig(num_blocks=8))
     with pytest.raises(ValueError, match="always uses the KV cache"):
         list(svc.generate_events([1, 2], GenerationParams(use_cache=False)))

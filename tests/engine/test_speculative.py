@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from inference_core.config import tiny_config
-from inference_core.drafts import ModelDraft, NgramDraft, Proposal, ngram_lookup
-from inference_core.engine import GenerationParams, build_model
-from inference_core.kv_cache import NoCache
-from inference_core.sampling import SamplingParams, probabilities
-from inference_core.speculative import (SpecParams, SpeculativeRun, accept, make_draft, run_speculative,
-                                        speculative_events)
-from inference_core.trace import validate_event
+from inference_core.model.config import tiny_config
+from inference_core.speculative.drafts import ModelDraft, NgramDraft, Proposal, ngram_lookup
+from inference_core.engine.loaded_model import GenerationParams
+from inference_core.model.loader import build_model
+from inference_core.model.kv_cache import NoCache
+from inference_core.model.sampling import SamplingParams, probabilities
+from inference_core.speculative.acceptance import accept
+from inference_core.speculative.decode import SpecParams, SpeculativeRun, speculative_events
+from inference_core.speculative.speculate import make_draft, run_speculative
+from inference_core.engine.trace import validate_event
 
 VOCAB = 5
 PROMPT = [1, 3, 0, 2]
@@ -137,7 +139,8 @@ def test_sampling_matches_target_distribution(peaky, name, factory, k):
 def test_the_distribution_check_has_power(peaky, monkeypatch):
     """The same check fails for the classic bug: after a rejection, sampling from q instead of the residual
     norm(max(0, q − p)) over-produces the rejected guesses."""
-    import inference_core.speculative as spec
+    import inference_core.speculative.acceptance as acceptance
+    import inference_core.speculative.decode as spec
 
     exact = target_pair_distribution(peaky, PROMPT, SamplingParams(temperature=1.0))
     right = spec.accept
@@ -145,7 +148,7 @@ def test_the_distribution_check_has_power(peaky, monkeypatch):
     def buggy(drafted, p, q, greedy, generator=None):
         verdict = right(drafted, p, q, greedy, generator)
         if verdict.next_kind == "residual":
-            verdict.next_token = spec._draw(q[verdict.n_accepted], generator)
+            verdict.next_token = acceptance._draw(q[verdict.n_accepted], generator)
         return verdict
 
     monkeypatch.setattr(spec, "accept", buggy)
@@ -156,7 +159,7 @@ def test_the_distribution_check_has_power(peaky, monkeypatch):
 def test_a_finished_run_lends_its_pools_to_the_next_and_the_reuse_changes_nothing(peaky):
     """The target's and the draft's pools go back to their runner at the end (or on a stop) and the next run of
     the same size class borrows them, with whatever the last run left in them: outputs are unchanged."""
-    from inference_core.runner import runner_for
+    from inference_core.engine.model_runner import runner_for
 
     runner = runner_for(peaky)
     params = SpecParams(k=3, max_new_tokens=12, stop_at_eos=False)
@@ -317,7 +320,7 @@ def test_demo_runner_streams_valid_events(engine):
 def test_speculate_cli_json(engine, capsys):
     import json
 
-    from inference_core.cli import main
+    from inference_core.cli.main import main
 
     assert main(["speculate", "--draft", "ngram", "--k", "3", "--prompt", "a b c a b c a b", "--max-new-tokens", "5",
                  "--json"]) == 0
@@ -342,7 +345,7 @@ def _part_wheel(path, name: str, payload: bytes, record_digest: str | None = Non
 def test_qwen_pack_parts_join_in_order_with_checks(tmp_path):
     import hashlib
 
-    from inference_core.qwen import _part_number, assemble
+    from inference_core.model.qwen import _part_number, assemble
 
     parts = [bytes([i]) * (100 + i) for i in range(1, 12)]
     wheels = []

@@ -4,8 +4,9 @@ from __future__ import annotations
 import torch
 
 from inference_core import GenerationParams
-from inference_core.cli import _known_model, check_arguments
-from inference_core.speed_models import SPEED_ONLY_LABEL, SPEED_ONLY_MODELS, speed_only_engine
+from inference_core.cli.args import _known_model, check_arguments
+from inference_core.engine.loaded_model import speed_only_engine
+from inference_core.model.speed_models import SPEED_ONLY_LABEL, SPEED_ONLY_MODELS
 
 
 def test_the_shapes_are_the_real_models():

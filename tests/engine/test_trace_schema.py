@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import inference_core
-from inference_core.trace import EVENT_TYPES, SCHEMA_VERSION, TokenStep, TraceEventError, validate_event
+from inference_core.engine.trace import EVENT_TYPES, SCHEMA_VERSION, TokenStep, TraceEventError, validate_event
 
 ROOT = Path(__file__).resolve().parents[2]
 

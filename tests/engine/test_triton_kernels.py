@@ -19,11 +19,11 @@ pytest.importorskip("triton")
 
 from torch import nn  # noqa: E402
 
-from inference_core import quant  # noqa: E402
-from inference_core import triton_kernels as tk  # noqa: E402
-from inference_core.paged import PagedBackend, PagedKVPool, SeqSlice  # noqa: E402
-from inference_core.triton_kernels import quant_matmul as qm  # noqa: E402
-from inference_core.triton_kernels.paged_decode import paged_decode, paged_decode_reference  # noqa: E402
+from inference_core.quant import formats, linears  # noqa: E402
+from inference_core.kernels import triton_kernels as tk  # noqa: E402
+from inference_core.engine.paged import PagedBackend, PagedKVPool, SeqSlice  # noqa: E402
+from inference_core.kernels.triton_kernels import quant_matmul as qm  # noqa: E402
+from inference_core.kernels.triton_kernels.paged_decode import paged_decode, paged_decode_reference  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -44,19 +44,19 @@ def product_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------------ quantized matmul
 
 def quantized(fmt: str, w: torch.Tensor, group: int = 128):
-    """(kernel call, dequantized weight) for one format, packed exactly as quant.py packs it."""
+    """(kernel call, dequantized weight) for one format, packed exactly as quant/formats.py packs it."""
     if fmt == "int8":
-        q, s = quant.quantize_int8(w)
-        return (lambda x: qm.int8_matmul(x, q, s)), quant.dequantize_int8(q, s)
+        q, s = formats.quantize_int8(w)
+        return (lambda x: qm.int8_matmul(x, q, s)), formats.dequantize_int8(q, s)
     if fmt == "fp8":
-        q, s = quant.quantize_fp8(w)
-        return (lambda x: qm.fp8_matmul(x, q, s)), quant.dequantize_fp8(q, s)
+        q, s = formats.quantize_fp8(w)
+        return (lambda x: qm.fp8_matmul(x, q, s)), formats.dequantize_fp8(q, s)
     if fmt == "int4":
-        p, s = quant.quantize_int4(w, group)
-        return (lambda x: qm.int4_matmul(x, p, s, group)), quant.dequantize_int4(p, s, group)
-    p, a = quant.quantize_nf4(w, group)
-    book = quant.NF4_CODEBOOK.to(w.device)
-    return (lambda x: qm.nf4_matmul(x, p, a, book, group)), quant.dequantize_nf4(p, a, group)
+        p, s = formats.quantize_int4(w, group)
+        return (lambda x: qm.int4_matmul(x, p, s, group)), formats.dequantize_int4(p, s, group)
+    p, a = formats.quantize_nf4(w, group)
+    book = formats.NF4_CODEBOOK.to(w.device)
+    return (lambda x: qm.nf4_matmul(x, p, a, book, group)), formats.dequantize_nf4(p, a, group)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -88,7 +88,7 @@ def test_nibble_order_is_quant_py_order():
     k = 64
     codes = torch.full((k, k), 8, dtype=torch.uint8)  # int4 code 8 = value 0
     codes[torch.arange(k), torch.arange(k)] = 9  # row n has value +1 at column n only
-    packed = quant.pack_nibbles(codes).to(DEVICE)
+    packed = formats.pack_nibbles(codes).to(DEVICE)
     scale = torch.ones(k, 1, device=DEVICE)
     x = torch.arange(1, k + 1, dtype=torch.float32, device=DEVICE)[None, :]
     y = qm.int4_matmul(x, packed, scale, group=64)
@@ -118,7 +118,7 @@ def test_linear_dispatches_on_the_layer_and_adds_its_bias():
     x = torch.randn(2, 3, 256, generator=gen).to(DEVICE)
     names = {}
     for fmt in ("int8", "fp8", "int4-g128", "int4-g32", "nf4"):
-        layer = quant.quantize_linear(lin, fmt)
+        layer = linears.quantize_linear(lin, fmt)
         y = qm.linear(x, layer)
         assert y.shape == (2, 3, N)
         close(y, qm.reference(x, layer), torch.float32)
@@ -126,7 +126,7 @@ def test_linear_dispatches_on_the_layer_and_adds_its_bias():
         names[fmt] = qm.kernel_name(layer)
     assert names == {"int8": "triton-int8", "fp8": "triton-fp8", "int4-g128": "triton-int4-g128",
                      "int4-g32": "triton-int4-g32", "nf4": "triton-nf4"}
-    w8a8 = quant.quantize_linear(lin, "w8a8")
+    w8a8 = linears.quantize_linear(lin, "w8a8")
     assert qm.kernel_name(w8a8) is None
     with pytest.raises(TypeError):
         qm.linear(x, w8a8)
@@ -183,7 +183,7 @@ def test_split_k_partials_merge_to_the_same_attention(splits):
 
 
 def test_splits_fill_the_machine_and_never_cut_below_a_tile():
-    from inference_core.triton_kernels.paged_decode import BLOCK_N, MAX_SPLITS, num_splits
+    from inference_core.kernels.triton_kernels.paged_decode import BLOCK_N, MAX_SPLITS, num_splits
 
     cpu = torch.device("cpu")  # counted as 4 SMs: 8 programs wanted
     assert num_splits(1, 2, 8192, cpu) == 4
@@ -242,7 +242,7 @@ def test_paged_decode_replays_in_a_cuda_graph():
 
 def test_available_here_and_triton_not_imported_by_the_engine():
     assert tk.available() and tk.why_unavailable() == ""
-    code = ("import sys, inference_core, inference_core.triton_kernels as t; "
+    code = ("import sys, inference_core, inference_core.kernels.triton_kernels as t; "
             "assert 'triton' not in sys.modules, 'imported triton'; print(t.KERNEL_PAGED_DECODE)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

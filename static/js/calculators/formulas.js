@@ -24,7 +24,7 @@ export const BYTES_PER_VALUE = Object.freeze({
 /**
  * Model shapes the calculators offer. Each entry: layers, query heads, KV heads, head_dim, parameters.
  * Llama 3 figures are from Meta's model cards/configs; SmolLM2-135M's are copied from the GGUF the course engine
- * runs (inference_core.weights.load_config), its parameter count from ModelConfig.n_params(), and
+ * runs (inference_core.model.weights.load_config), its parameter count from ModelConfig.n_params(), and
  * tests/engine/test_course_demos.py checks them against that config.
  */
 export const MODELS = Object.freeze({

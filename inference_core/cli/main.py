@@ -1,0 +1,49 @@
+"""`python -m inference_core <command> …`: the engine from a shell, JSON out for scripts and tests.
+
+Every bad argument ends in one line on stderr (`… error: …; see --help`) and exit code 2, checked before
+any model loads; every option has --help text.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from .args import OPTION_HELP, OneLineParser, check_arguments
+
+
+def _fill_help(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if action.help is None and action.dest in OPTION_HELP:
+            action.help = OPTION_HELP[action.dest]
+
+
+# Each feature module contributes one sub-command: (module, function that adds its parser).
+SUBCOMMANDS: list[tuple[str, str]] = [
+    ("inference_core.cli.generate", "add_generate"),
+    ("inference_core.quant.report", "add_quantize_report"),
+    ("inference_core.cli.speculate", "add_speculate"),
+    ("inference_core.cli.batch", "add_batch"),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m inference_core", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for module, func in SUBCOMMANDS:
+        getattr(importlib.import_module(module), func)(sub)
+    for subparser in sub.choices.values():
+        _fill_help(subparser)
+    args = parser.parse_args(argv)
+    prog = f"{parser.prog} {args.command}"
+    try:
+        check_arguments(args)
+        return args.func(args)
+    except (ValueError, OSError) as exc:  # bad arguments, and what they name (a file, a format, a pack)
+        parser.exit(2, f"{prog}: error: {' '.join(str(exc).split())}\n")
+    except RuntimeError as exc:
+        from ..model.weights import WeightsError
+
+        if not isinstance(exc, WeightsError):
+            raise
+        parser.exit(2, f"{prog}: error: {' '.join(str(exc).split())}\n")

@@ -1,0 +1,181 @@
+"""LLMEngine: the one generation loop. step() = Scheduler.schedule() → ModelRunner.run() → postprocess.
+
+Everything that generates drives `step()`: a single request (`LoadedModel.generate_events` is a one-request
+schedule), a batch (`run_batch`), the worker's batching service (a thread around `step()`) and the course's
+demos. The scheduler decides and keeps the books, the runner owns the weights, the KV pool's layout and the
+fast paths; neither knows about the other.
+
+`RequestStream` turns the batch's events back into one caller's `token` / `run_finished` events (the same
+ones for a single request as for a request that shared its steps with others).
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+
+from .cost import step_cost
+from .model_runner import runner_for
+from .paged_trace import BatchRunFinished, BatchRunStarted, BatchStep, RequestFinished
+from .scheduler import Request, Scheduler, SchedulerConfig
+from .trace import RunFinished, TokenStep, TraceEvent
+
+
+class LLMEngine:
+    """One scheduler and one runner over one KV pool, lent by the runner (with the CUDA graphs captured over it)
+    until `close()` or until the engine is collected. Not thread-safe: one thread calls add/step/abort."""
+
+    def __init__(self, engine, config: SchedulerConfig = SchedulerConfig(), trace: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.engine = engine
+        self.config = config
+        self.runner = runner_for(engine.model)
+        self.pool = self.runner.lend_pool(config.num_blocks, config.block_size)
+        self.close = weakref.finalize(self, self.runner.give_back, self.pool)  # idempotent; runs at collection too
+        self.scheduler = Scheduler(engine.config, config, engine.tokenizer, trace=trace, clock=clock)
+        self.clock = clock
+        mc = engine.config
+        self.scheduler.emit(BatchRunStarted(
+            model=engine.name, mode=config.mode, block_size=config.block_size, num_blocks=config.num_blocks,
+            max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
+            prefix_caching=config.prefix_caching, n_layers=mc.n_layers,
+            kv_bytes_per_token=mc.kv_bytes_per_token(engine.bytes_per_value),
+            kv_bytes_per_block=self.pool.bytes_per_block()))
+
+    def add_request(self, req: Request) -> None:
+        self.scheduler.add_request(req)
+
+    def abort(self, request_id: str) -> list[TraceEvent]:
+        return self.scheduler.abort(request_id)
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work()
+
+    def step(self) -> list[TraceEvent]:
+        """Schedule, run one forward for the whole batch, postprocess. This step's trace events."""
+        batch = self.scheduler.schedule()
+        if batch is None:
+            return self.scheduler.drain()
+        t_start = self.clock()
+        tokens = self.runner.run(batch, self.pool)
+        return self.scheduler.postprocess(batch, tokens, t_start)
+
+    def drain(self) -> list[TraceEvent]:
+        return self.scheduler.drain()
+
+    def run_metrics(self) -> dict:
+        return self.scheduler.run_metrics()
+
+
+class RequestStream:
+    """One request's view of the batch's events: `token` per step it took part in, then `run_finished`.
+
+    Figures per token: the step's wall time (shared by the whole batch), its cost estimate for this request's
+    new tokens, the request's K/V bytes after the step (0 without a cache) and how many requests shared it.
+    """
+
+    def __init__(self, engine, scheduler: Scheduler, kv_cache: bool = True) -> None:
+        self.cfg = engine.config
+        self.bpv = engine.bytes_per_value
+        self.per_token = self.cfg.kv_bytes_per_token(self.bpv)
+        self.scheduler = scheduler
+        self.kv_cache = kv_cache
+
+    def token(self, ev: BatchStep, entry: dict) -> TokenStep:
+        cfg = self.cfg
+        req = self.scheduler.requests[entry["request_id"]]
+        context = entry["context_len"]
+        flops, moved = step_cost(cfg, entry["n_tokens"], context, 1, self.bpv, self.kv_cache)
+        per_layer = context * self.per_token // cfg.n_layers if self.kv_cache else 0
+        return TokenStep(
+            phase=entry["phase"], step=len(req.output_ids) - 1, token_id=entry["token_id"], text=entry["text"],
+            position=context, n_input_tokens=entry["n_tokens"], step_time_s=ev.duration_s,
+            kv_bytes_total=per_layer * cfg.n_layers, kv_bytes_per_layer=[per_layer] * cfg.n_layers,
+            flops=flops, bytes_moved=moved, batch_size=len(ev.entries))
+
+    def finished(self, ev: RequestFinished) -> RunFinished:
+        req = self.scheduler.requests[ev.request_id]
+        gaps = ev.itl_s or []
+        reason = {"aborted": "cancelled"}.get(ev.finish_reason, ev.finish_reason)
+        kept = self.kv_cache and reason != "cancelled"
+        return RunFinished(
+            token_ids=list(ev.token_ids), text=ev.text, finish_reason=reason, n_prompt_tokens=ev.n_prompt_tokens,
+            n_generated=ev.n_generated, ttft_s=ev.ttft_s or 0.0, tpot_s=ev.tpot_s or 0.0,
+            tokens_per_s=len(gaps) / sum(gaps) if gaps and sum(gaps) > 0 else 0.0,
+            kv_bytes=(len(req.all_ids) - 1) * self.per_token if kept else 0)
+
+    def route(self, events: list[TraceEvent]) -> Iterator[tuple[str, TraceEvent]]:
+        """(request id, event) for each request's token and run_finished in `events`, tokens first: the
+        scheduler emits `request_finished` before the `batch_step` carrying that request's last token."""
+        for ev in sorted(events, key=lambda e: not isinstance(e, BatchStep)):
+            if isinstance(ev, BatchStep):
+                for entry in ev.entries:
+                    yield entry["request_id"], self.token(ev, entry)
+            elif isinstance(ev, RequestFinished):
+                yield ev.request_id, self.finished(ev)
+
+
+def generate_one(engine, request: Request, kv_cache: bool = True,
+                 should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
+    """A single request as a one-request schedule: its `token` events, then `run_finished`."""
+    bs = 16
+    total = len(request.prompt_ids) + request.params.max_new_tokens
+    config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
+                             max_num_batched_tokens=max(total, 1), kv_cache=kv_cache)
+    llm = LLMEngine(engine, config)
+    try:
+        llm.drain()
+        llm.add_request(request)
+        stream = RequestStream(engine, llm.scheduler, kv_cache)
+        events = llm.drain()
+        while True:
+            if should_stop is not None and should_stop():
+                events += llm.abort(request.request_id)
+            elif llm.has_work():
+                events += llm.step()
+            for _, ev in stream.route(events):
+                yield ev
+                if isinstance(ev, RunFinished):
+                    return
+            events = []
+    finally:
+        llm.close()
+
+
+def run_batch(engine, requests: Iterable[Request], config: SchedulerConfig,
+              arrival_steps: dict[str, int] | None = None, should_stop: Callable[[], bool] | None = None,
+              trace: bool = True, clock: Callable[[], float] = time.perf_counter) -> Iterator[TraceEvent]:
+    """Drive an LLMEngine over `requests` (each added when the step counter reaches its arrival step, default
+    0) until all finish; yields every event, ending with `batch_run_finished`. Returns the scheduler (its
+    requests and metrics) via StopIteration.value (use `sched = yield from run_batch(...)` or `drive`)."""
+    llm = LLMEngine(engine, config, trace=trace, clock=clock)
+    sched = llm.scheduler
+    pending = sorted(requests, key=lambda r: (arrival_steps or {}).get(r.request_id, 0))
+    try:
+        yield from llm.drain()
+        while pending or llm.has_work():
+            if should_stop is not None and should_stop():
+                for r in list(sched.waiting) + list(sched.running):
+                    yield from llm.abort(r.request_id)
+                break
+            while pending and (arrival_steps or {}).get(pending[0].request_id, 0) <= sched.step_count:
+                llm.add_request(pending.pop(0))
+            if not llm.has_work():  # idle until the next arrival: time still passes in steps
+                sched.step_count += 1
+                continue
+            yield from llm.step()
+    finally:
+        llm.close()
+    yield BatchRunFinished(metrics=llm.run_metrics())
+    return sched
+
+
+def drive(engine, requests: Iterable[Request], config: SchedulerConfig, **kw) -> tuple[Scheduler, list[TraceEvent]]:
+    """`run_batch` to completion: (scheduler, all events)."""
+    events: list[TraceEvent] = []
+    gen = run_batch(engine, requests, config, **kw)
+    while True:
+        try:
+            events.append(next(gen))
+        except StopIteration as stop:
+            return stop.value, events

@@ -1,0 +1,215 @@
+"""ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward.
+
+The reference is `Transformer.hidden_states` + `compute_logits` (model/transformer.py), the code the lessons read.
+On the CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step
+(fused_cpu.py), which computes the same logits up to fp32 summation order (tested token-identical); a longer
+input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
+for the call. A longer fp32 step stays on the reference: measured end to end on the batching workload (32
+concurrent requests, 1 thread), running its 1,714-token first step as fused chunks made the run 7% slower (8.53 vs
+7.97 s), and a 1,319-token prefill 1.9× slower (the fused step attends row by row; SDPA does long contexts
+better). Its linears run on oneDNN rather than MKL (onednn_linears.py), which made that first step 9% faster
+(4.63 vs 5.10 s CPU time).
+
+Two entry points over the same `forward_batch`, both here so a fast path added once reaches every caller:
+- `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request.
+  `LLMEngine.step()` calls it: single requests, batches, the demos and the worker.
+- `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
+  → logits. Speculative rounds (prefill, verify over k+1 positions, a model draft's guesses) call it: they roll
+  the sequence back after a rejection, which frees the blocks past its new end.
+On CUDA a step of up to 64 new tokens (a batch of decodes, a speculative verify, a draft's guess, a short prefill
+chunk) replays a CUDA graph captured per token-count bucket over the paged pool (paged_graphs.py); a single
+cached request still decodes through the LoadedModel's GraphDecoder.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from contextlib import nullcontext
+
+import torch
+
+from ..kernels import fused_cpu
+from ..kernels import onednn_linears
+from ..kernels.cuda_graphs import graphable
+from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, FusedStep
+from ..kernels.paged_graphs import StepGraphs
+from ..model.config import engine_settings
+from ..model.sampling import sample
+from ..model.transformer import Transformer
+from ..quant.linears import QuantizedLinear
+from ..quant.linears import quantized_linears
+from .paged import PagedBackend, PagedKVPool, PagedSequence
+from .request import ScheduledBatch, StepRows
+
+MIN_POOL_BLOCKS = 16  # the smallest size class of lent pools (256 positions at block size 16)
+MAX_SPARE_POOLS = 2  # per size class (concurrent speculative runs each hold one while they run)
+SPARE_POOL_BYTES = 1 << 29  # pools kept between runs on the CPU: at most 512 MiB of a worker's RAM
+
+
+def spare_pool_bytes(device: torch.device) -> int:
+    """How many bytes of pools a runner keeps between runs: SPARE_POOL_BYTES of RAM, an eighth of a GPU's memory
+    (an 8B-shaped model's serving pool is 1 GiB; dropping it would capture its step graphs again every run)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory // 8
+    return SPARE_POOL_BYTES
+
+
+def pool_size_class(num_blocks: int) -> int:
+    """Blocks a lent pool has for a request of `num_blocks`: the next power of two, at least MIN_POOL_BLOCKS."""
+    return max(MIN_POOL_BLOCKS, 1 << (max(num_blocks, 1) - 1).bit_length())
+
+
+class ModelRunner:
+    def __init__(self, model: Transformer) -> None:
+        self.model = model
+        self.device = model.tok_embeddings.weight.device
+        self.fused: FusedStep | None = None
+        self.fallback_reason = ""  # why a CPU model has no fused step
+        if self.device.type == "cpu":
+            self.fused, self.fallback_reason = fused_cpu.build(model)
+        self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
+        # Steps of ≤ 64 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
+        # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks. Whether the model
+        # allows graphs (device, quantized kernels) is fixed here; INFERENCE_CUDA_GRAPHS is read per step.
+        self._graphable = graphable(model, self.device)
+        # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
+        self._onednn = self.device.type == "cpu" and onednn_linears.available()
+        self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
+        self._spare_bytes = spare_pool_bytes(self.device)
+        self._lock = threading.Lock()
+        self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
+
+    def __deepcopy__(self, memo: dict) -> None:
+        # A copied model (quantize_model's copy) gets a runner of its own at first use: this one's fused weight
+        # views, pools and graphs belong to the original's tensors.
+        return None
+
+    @property
+    def kernel(self) -> str:
+        """The path a decode step takes, for run headers and reports."""
+        return self.fused.kernel if self.fused is not None else "torch reference"
+
+    @property
+    def use_step_graphs(self) -> bool:
+        return self._graphable and engine_settings().cuda_graphs
+
+    def new_kv_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None) -> PagedKVPool:
+        """The paged K/V storage this model's steps read and write (its dtype and device); `n_layers` < depth for
+        an early-exit draft, which never runs the layers above."""
+        cfg, weight = self.model.config, self.model.tok_embeddings.weight
+        return PagedKVPool(n_layers or cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim,
+                           weight.dtype, weight.device)
+
+    def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None) -> PagedKVPool:
+        """A pool of at least `num_blocks` blocks, lent until `give_back`: a batch run's (LLMEngine), a speculative
+        target's or a model draft's. Sizes round up to a power of two blocks, so runs of similar size share a
+        class and borrow each other's pools with the CUDA graphs captured over them (a GPU step would otherwise
+        capture them again for every run, inside its timings). A new pool's graphs are captured here, for every
+        bucket, before anyone holds a block of it: the warm-up steps write K/V to block 0, which no sequence owns
+        yet, and no later step waits for a capture. A pool is lent to one holder at a time; a holder never reads
+        a position it has not written, so what the last one left in the pool is never seen."""
+        depth = n_layers or self.model.config.n_layers
+        key = (pool_size_class(num_blocks), block_size, depth)
+        with self._lock:
+            spare = self._spare_pools.get(key)
+            pool = spare.pop() if spare else None
+        if pool is None:
+            pool = self.new_kv_pool(*key)
+            if self.use_step_graphs:
+                self.step_graphs(pool).prepare_all()
+        return pool
+
+    def give_back(self, pool: PagedKVPool) -> None:
+        """Keep a lent pool for the next holder of its size class (at most MAX_SPARE_POOLS per class and
+        `spare_pool_bytes` in all; past that it is dropped, and its graphs with it)."""
+        key = (pool.num_blocks, pool.block_size, pool.k.shape[0])
+        with self._lock:
+            spare = self._spare_pools.setdefault(key, [])
+            kept = sum(p.nbytes() for pools in self._spare_pools.values() for p in pools)
+            if len(spare) < MAX_SPARE_POOLS and kept + pool.nbytes() <= self._spare_bytes:
+                spare.append(pool)
+
+    def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
+        """A sequence of at least `capacity` positions on a lent pool of its own (speculative target, model
+        draft); `PagedSequence.close()` gives the pool back."""
+        pool = self.lend_pool(-(-capacity // block_size), block_size, n_layers)
+        return PagedSequence(pool, on_close=self.give_back)
+
+    @torch.inference_mode()
+    def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list[int]:
+        """One forward over every scheduled request's new tokens, then one token per request."""
+        logits = self.forward_batch(batch, pool)
+        reqs = batch.requests
+        if all(r.params.greedy for r in reqs):
+            return logits.argmax(-1).tolist()
+        return [sample(logits[i], r.params, r.generator) for i, r in enumerate(reqs)]
+
+    def step_graphs(self, pool: PagedKVPool) -> StepGraphs:
+        """The bucketed step graphs over `pool`, kept on it (built at first use)."""
+        if pool.step_graphs is None:
+            # captured on a GPU; elsewhere (a test forcing the path on the CPU) the same buffers run eagerly
+            pool.step_graphs = StepGraphs(self.model, pool, capture=pool.k.is_cuda)
+        return pool.step_graphs
+
+    @torch.inference_mode()
+    def forward_sequence(self, tokens: list[int], seq: PagedSequence, all_rows: bool = False,
+                         n_layers: int | None = None) -> torch.Tensor:
+        """Logits of the new `tokens` at positions seq.length…: [len(tokens), vocab], or [1, vocab] for the last
+        one unless `all_rows`. Their K/V go to the sequence's blocks; it advances by len(tokens)."""
+        n = len(tokens)
+        start = seq.length
+        step = StepRows(list(tokens), list(range(start, start + n)), [0] * n,
+                        list(range(n)) if all_rows else [n - 1], [seq.reserve(n)])
+        logits = self.forward_batch(step, seq.pool, n_layers)
+        seq.length += n
+        return logits
+
+    def forward_batch(self, step: StepRows, pool: PagedKVPool, n_layers: int | None = None) -> torch.Tensor:
+        """Logits [len(step.rows), vocab] at the step's rows; K/V of every new token written to `pool`.
+        `n_layers` < depth runs only the first layers (an early-exit draft) before the head."""
+        n = len(step.tokens)
+        if self.fused is not None and pool.k.dtype == torch.float32 and (n <= MAX_FUSED_POSITIONS or self.quantized):
+            tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
+            tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
+            self.path_counts[self.fused.kernel] += 1
+            if n <= MAX_FUSED_POSITIONS:
+                return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows, n_layers)
+            # Consecutive chunks of the flattened row: a chunk's tokens see the K/V earlier chunks wrote.
+            out = []
+            for a in range(0, n, MAX_FUSED_POSITIONS):
+                b = min(n, a + MAX_FUSED_POSITIONS)
+                local = rows[(rows >= a) & (rows < b)] - a  # may be empty: the chunk only writes K/V
+                out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
+                                                   local, n_layers))
+            return torch.cat(out)
+        if self.use_step_graphs and (n_layers or self.model.config.n_layers) == pool.k.shape[0]:
+            graphs = self.step_graphs(pool)  # an early-exit draft's steps too, over its shallower pool
+            if graphs.applies(step):
+                self.path_counts[graphs.kernel] += 1
+                return graphs.run(step)
+        onednn = self._onednn and n >= onednn_linears.MIN_ROWS
+        self.path_counts[onednn_linears.KERNEL if onednn else "torch reference"] += 1
+        backend = PagedBackend(pool)
+        backend.begin_step(step.slices)
+        with onednn_linears.OneDnnLinears() if onednn else nullcontext():
+            x = self.model.hidden_states(torch.tensor([step.tokens], device=self.device),
+                                         torch.tensor(step.positions, device=self.device), backend, n_layers)
+        return self.model.compute_logits(x[0, torch.tensor(step.rows, device=self.device)])
+
+
+def runner_for(model: Transformer) -> ModelRunner:
+    """One runner per model (built at first use: the fused step's weight views are made once), kept on the model:
+    the runner refers to its model, so the two (with the runner's pools and graphs) go together when the model's
+    last holder drops it."""
+    runner = model.__dict__.get("_runner")
+    if runner is None:
+        runner = model.__dict__["_runner"] = ModelRunner(model)
+    return runner
+
+
+def kernels_used(model: Transformer) -> list[str]:
+    """What a decode step of `model` runs: the fused CPU step where it applies, else each layer's kernel."""
+    runner = runner_for(model)
+    if runner.fused is not None:
+        return [runner.kernel]
+    return sorted({m.kernel for m in quantized_linears(model).values()}) or ["fp32-mkl-sgemm"]

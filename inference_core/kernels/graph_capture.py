@@ -1,0 +1,32 @@
+"""Recording one step as a CUDA graph: the capture that the contiguous decoder (cuda_graphs.py) and the paged
+step graphs (paged_graphs.py) share."""
+from __future__ import annotations
+
+import threading
+from typing import Callable, TypeVar
+
+import torch
+
+T = TypeVar("T")
+# One capture at a time in the process: the worker's threads (the batching service, speculative runs, GraphDecoder
+# requests) may each capture, and a capture records whatever its stream launches.
+_capture_lock = threading.Lock()
+
+
+def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
+    """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite.
+
+    Warmed up twice on a side stream first (lazily initialised kernels, cuBLAS workspaces). `thread_local` mode:
+    other threads keep running kernels and synchronising their own streams during a capture; only this thread's
+    unsafe calls would invalidate it."""
+    with _capture_lock:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            out = step()
+    return graph, out

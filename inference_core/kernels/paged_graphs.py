@@ -1,0 +1,198 @@
+"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, …, 64).
+
+A forward of the 135M model is ~500 small kernels; on a GPU their launches, not the weights' bandwidth, set the
+pace, and the scheduler's batched step, the speculative verify and a draft's guesses all ran eagerly. Here any
+step of at most 64 new tokens is padded to the next bucket and replayed from the graph captured for it.
+
+Every token is one row with its own query: row i is token `tokens[i]` at position p of its sequence, attending
+to that sequence's positions [0, p] through its block table. Each layer first writes every row's K/V to its slot,
+then attends, so one shape covers a batch of decodes (one row per sequence), a speculative verify (k+1 rows of
+one sequence with growing context lengths: causal), a short prefill chunk, or a mix. Replays need fixed shapes
+and addresses, so every input lives in a static buffer per bucket: tokens, positions, slots, block tables padded
+to the pool's width, context lengths. Attention is one paged-decode kernel per layer (Triton,
+triton_kernels/paged_decode.py) or, where Triton is absent, a gather of the table's blocks and a masked SDPA
+over the fixed width; both read only the pool, so a replay sees this step's tables.
+
+Invariant: a padded row repeats the step's last real row, so it computes the same K/V and writes them to the same
+slot (an idempotent duplicate write, never another slot); its logits are dropped. On the CPU the same buffers
+run eagerly (`capture=False`): the tests compare that against the reference step.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..engine.paged import PagedKVPool, SeqSlice
+from ..engine.request import StepRows
+from ..model.transformer import Transformer
+from . import triton_kernels
+from .graph_capture import capture
+
+BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
+
+
+def bucket_for(n: int) -> int:
+    return next(b for b in BUCKETS if b >= n)
+
+
+def paged_decode_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor,
+                       lens: torch.Tensor) -> torch.Tensor:
+    """q [B, Hq, D] over one layer's pool [NB, Hkv, BS, D] through tables [B, W] → [B, Hq, D] (fixed shapes:
+    the whole table width is gathered and masked past each context length)."""
+    b, w = tables.shape
+    hkv, bs, d = k.shape[1:]
+    kg = k[tables].transpose(1, 2).reshape(b, hkv, w * bs, d)
+    vg = v[tables].transpose(1, 2).reshape(b, hkv, w * bs, d)
+    mask = (torch.arange(w * bs, device=q.device) < lens.unsqueeze(1))[:, None, None, :]
+    return F.scaled_dot_product_attention(q.unsqueeze(2), kg, vg, attn_mask=mask, enable_gqa=True).squeeze(2)
+
+
+@dataclass
+class _Bucket:
+    """Static inputs and output of one bucket's step (the addresses a captured graph reads and writes)."""
+
+    tokens: torch.Tensor  # [1, B] long
+    positions: torch.Tensor  # [B] long
+    slot_block: torch.Tensor  # [B] long
+    slot_offset: torch.Tensor  # [B] long
+    tables: torch.Tensor  # [B, W] int32 (the Triton kernel's dtype; torch indexes with int32 too)
+    lens: torch.Tensor  # [B] int32
+    logits: torch.Tensor | None = None
+    graph: "torch.cuda.CUDAGraph | None" = None
+
+    @classmethod
+    def allocate(cls, size: int, width: int, device: torch.device) -> "_Bucket":
+        def z(*shape, dtype=torch.long):
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        return cls(z(1, size), z(size), z(size), z(size), z(size, width, dtype=torch.int32), z(size, dtype=torch.int32))
+
+
+class _BucketBackend:
+    """AttentionBackend of one bucket's step: every row's K/V into its slot, then each row's query over its
+    sequence's positions [0, position] (paged decode attention, one query per row)."""
+
+    def __init__(self, pool: PagedKVPool, bucket: _Bucket, use_triton: bool) -> None:
+        self.pool, self.bucket, self.use_triton = pool, bucket, use_triton
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        # q: [1, Hq, B, D]; k, v: [1, Hkv, B, D]
+        b = self.bucket
+        kc, vc = self.pool.k[layer], self.pool.v[layer]
+        kc[b.slot_block, :, b.slot_offset] = k[0].transpose(0, 1)
+        vc[b.slot_block, :, b.slot_offset] = v[0].transpose(0, 1)
+        qd = q[0].transpose(0, 1)  # [B, Hq, D]
+        if self.use_triton:
+            from .triton_kernels.paged_decode import paged_decode
+
+            out = paged_decode(qd, kc, vc, b.tables, b.lens)
+        else:
+            out = paged_decode_torch(qd, kc, vc, b.tables, b.lens)
+        return out.transpose(0, 1).unsqueeze(0)
+
+    def advance(self, n_tokens: int) -> None:
+        pass  # a replayed step runs no Python; the scheduler keeps every length
+
+
+class StepGraphs:
+    """Steps of at most 64 new tokens over one pool, one graph (or eager buffer set) per token-count bucket.
+
+    Built lazily per bucket; capturing warms the step up twice on a side stream first (CUDA's rule for lazily
+    initialised kernels). The warm-up runs write the same K/V to the same slots the replay then writes.
+    """
+
+    def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None) -> None:
+        self.model, self.capture = model, capture
+        # A pool shallower than the model is an early-exit draft's: its steps run that many layers, then the head.
+        self.n_layers = pool.k.shape[0] if pool.k.shape[0] < model.config.n_layers else None
+        # The pool holds its graphs (`PagedKVPool.step_graphs`); a weak reference back lets both go, with the
+        # graphs' GPU memory, as soon as the pool's last holder drops it.
+        self._pool = weakref.ref(pool)
+        self.width = min(-(-model.config.max_seq_len // pool.block_size), pool.num_blocks)  # a table never holds more
+        if use_triton is None:  # compiled Triton reads CUDA memory only: a CPU pool on a GPU machine takes torch's path
+            use_triton = triton_kernels.available() and (pool.k.is_cuda or triton_kernels.interpreted())
+        self.use_triton = use_triton
+        self.buckets: dict[int, _Bucket] = {}
+        self.replays: dict[int, int] = {}  # bucket → steps run, for the dashboard's "graph hits"
+
+    @property
+    def pool(self) -> PagedKVPool:
+        pool = self._pool()
+        assert pool is not None, "step graphs outlived their pool"
+        return pool
+
+    @property
+    def kernel(self) -> str:
+        attention = "triton-paged-decode" if self.use_triton else "torch gather+sdpa"
+        return f"{'cuda graph' if self.capture else 'eager'} paged step ({attention})"
+
+    def applies(self, step: StepRows) -> bool:
+        return 0 < len(step.tokens) <= BUCKETS[-1] and max(len(s.blocks) for s in step.slices) <= self.width
+
+    @torch.inference_mode()
+    def run(self, step: StepRows) -> torch.Tensor:
+        """Logits [len(step.rows), vocab] at the step's rows; every new token's K/V written to the pool."""
+        size = bucket_for(len(step.tokens))
+        bucket = self._bucket(size)
+        self._fill(bucket, step, size)
+        if not self.capture:
+            bucket.logits = self._forward(bucket)
+        elif bucket.graph is None:
+            self._capture(bucket)
+        else:
+            bucket.graph.replay()
+        self.replays[size] = self.replays.get(size, 0) + 1
+        return bucket.logits[torch.tensor(step.rows, device=bucket.logits.device)]
+
+    @torch.inference_mode()
+    def prepare_all(self) -> None:
+        """Build (capture, where capturing) every bucket now, so no scheduled step waits for a capture.
+
+        Only over a pool no sequence holds a block of: each warm-up step is token 0 at position 0 of block 0,
+        whose K/V it writes (a later holder writes a position before it reads it)."""
+        for size in BUCKETS:
+            bucket = self._bucket(size)
+            self._fill(bucket, StepRows([0] * size, [0] * size, [0] * size, [0], [SeqSlice(0, size, 1, [0])]), size)
+            if not self.capture:
+                bucket.logits = self._forward(bucket)
+            elif bucket.graph is None:
+                self._capture(bucket)
+
+    def _bucket(self, size: int) -> _Bucket:
+        bucket = self.buckets.get(size)
+        if bucket is None:
+            bucket = self.buckets[size] = _Bucket.allocate(size, self.width, self.pool.k.device)
+        return bucket
+
+    def _fill(self, b: _Bucket, step: StepRows, size: int) -> None:
+        """Copy the step into the bucket's buffers. Host work is per sequence plus a few tensor ops (it runs
+        before every replay, beside a ~2 ms step of 32 rows on a GPU): each sequence's table is built once and
+        indexed per row, and only the table columns the widest sequence uses are written. Columns past them keep
+        an earlier step's block ids, which are ids of this pool (the buffers start at 0): the Triton kernel never
+        reads past a row's length, and the torch path gathers them and masks them out."""
+        bs = self.pool.block_size
+        pad = size - len(step.tokens)
+        widest = max(len(s.blocks) for s in step.slices)
+        seq_tables = torch.tensor([s.blocks + [s.blocks[0]] * (widest - len(s.blocks)) for s in step.slices],
+                                  dtype=torch.int32)
+        pos = torch.tensor(step.positions + [step.positions[-1]] * pad)
+        tables = seq_tables[torch.tensor(step.seq + [step.seq[-1]] * pad)]  # [size, widest]
+        # host → device copies on the current stream: ordered before the replay that reads them
+        b.tokens.copy_(torch.tensor([step.tokens + [step.tokens[-1]] * pad]), non_blocking=True)
+        b.positions.copy_(pos, non_blocking=True)
+        b.slot_block.copy_(tables.gather(1, (pos // bs).unsqueeze(1)).squeeze(1), non_blocking=True)
+        b.slot_offset.copy_(pos % bs, non_blocking=True)
+        b.tables[:, :widest].copy_(tables, non_blocking=True)
+        b.lens.copy_(pos + 1, non_blocking=True)
+
+    def _forward(self, b: _Bucket) -> torch.Tensor:
+        backend = _BucketBackend(self.pool, b, self.use_triton)
+        x = self.model.hidden_states(b.tokens, b.positions, backend, self.n_layers)
+        return self.model.compute_logits(x[0])
+
+    def _capture(self, b: _Bucket) -> None:
+        b.graph, b.logits = capture(lambda: self._forward(b))
+        b.graph.replay()  # the capture recorded the step without running it

@@ -1,0 +1,189 @@
+"""Paged-decode attention: one new query token per sequence over the paged KV pool, split-K (flash-decoding).
+
+Inputs, as `inference_core.engine.paged` lays them out:
+  * q [B, n_heads, head_dim]: each sequence's new query (GQA: n_heads = group · kv_heads, head h reads kv
+    head h // group, the `enable_gqa` / repeat_interleave order the torch path uses);
+  * k, v: one layer of the pool, [num_blocks, kv_heads, block_size, head_dim] (`pool.k[layer]`);
+  * block_tables int32 [B, max_blocks]: logical block i of sequence b is physical block block_tables[b, i]
+    (entries past a sequence's last block are padding and never read);
+  * context_lens int32 [B]: positions to attend, the new token included (its K/V already written).
+Output [B, n_heads, head_dim] in q's dtype.
+
+Invariants: softmax over exactly the first context_len positions, computed online in fp32 tile by tile
+(running max, running sum, rescaled accumulator); a row with context_len 0 (a padding row of a graph
+bucket) reads no block and writes zeros. Shapes depend only on B, n_heads and max_blocks, and the launch does
+no host sync, so a CUDA graph can capture it and replay it after the lengths and tables change in place.
+
+Tiling: one program per (query head, sequence, split), heads fastest, so the `group` programs that share a kv
+head run side by side and their K/V reads after the first hit L2. Each sequence's context is cut into
+`num_splits` equal partitions (flash-decoding; the count is fixed by the shapes, the cut by each length, read on
+the device): a context shorter than that many tiles leaves the last partitions' programs with nothing to do
+(they exit at once), a long one is walked by many programs in parallel, which one program per
+head and sequence could not do (9 heads × 1 sequence would keep 9 of an H100's 132 SMs busy through a 4K
+context). Each program walks its partition in tiles of BLOCK_N positions that may span several pages (a page's
+physical block is looked up per position), scores them by broadcast-multiply + tl.sum (a single query row:
+tl.dot would need 16), and writes its partial max, sum and unnormalised accumulator; a second kernel merges the
+partials of each (sequence, head). With one split the first kernel writes the output itself.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import KERNEL_PAGED_DECODE
+
+KERNEL_NAME = KERNEL_PAGED_DECODE
+BLOCK_N = 64  # positions per tile: several 16-slot pages per load, so each program has more reads in flight
+MAX_SPLITS = 32
+
+
+def num_splits(batch: int, n_heads: int, max_positions: int, device: torch.device) -> int:
+    """Partitions per sequence: enough programs for two per SM across the batch, never a partition shorter than
+    one tile. Fixed by the shapes alone, so a captured graph's choice holds for every replay."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    want = -(-2 * sms // (batch * n_heads))
+    return max(1, min(want, MAX_SPLITS, -(-max_positions // BLOCK_N)))
+
+
+@triton.jit
+def _paged_decode_partial(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr, scale,
+                          stride_qb, stride_qh, stride_kb, stride_kh, stride_kt, stride_tb, stride_ob, stride_oh,
+                          n_heads, max_blocks, block_size, head_dim,
+                          GROUP: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    head = tl.program_id(0)
+    seq = tl.program_id(1)
+    split = tl.program_id(2)
+    kv_head = head // GROUP
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d < head_dim
+
+    q = tl.load(q_ptr + seq * stride_qb + head * stride_qh + offs_d, mask=d_ok, other=0.0).to(tl.float32)
+    q = q * scale  # fold the softmax scale into q once instead of into every score
+    ctx = tl.minimum(tl.load(lens_ptr + seq), max_blocks * block_size)  # never index past the padded table
+    # this sequence's context cut into equal partitions a whole number of tiles long (only the last tile of a
+    # partition is ragged): a 700-token context keeps every partition busy, not the first few of the table's width
+    part_len = tl.cdiv(tl.cdiv(ctx, tl.num_programs(2)), BLOCK_N) * BLOCK_N
+    start = split * part_len
+    end = tl.minimum(start + part_len, ctx)
+    kv_base = kv_head.to(tl.int64) * stride_kh
+
+    m_i = tl.full([1], float("-inf"), tl.float32)  # running max of the scores
+    l_i = tl.zeros([1], tl.float32)  # running Σ exp(score - m_i)
+    acc = tl.zeros([BLOCK_D], tl.float32)  # running Σ exp(score - m_i) · v
+    for t in range(start, end, BLOCK_N):  # empty when this partition starts at or past the context's end
+        pos = t + offs_n
+        pos_ok = pos < end
+        page = tl.load(tables_ptr + seq * stride_tb + pos // block_size, mask=pos_ok, other=0).to(tl.int64)
+        rows = page * stride_kb + kv_base + (pos % block_size) * stride_kt
+        mask = pos_ok[:, None] & d_ok[None, :]
+        # masked slots load 0, never stale or uninitialised memory: 0 · NaN would poison the sum
+        k = tl.load(k_ptr + rows[:, None] + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + rows[:, None] + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+        s = tl.sum(k * q[None, :], axis=1)  # [BLOCK_N]
+        s = tl.where(pos_ok, s, float("-inf"))
+        # every visited tile holds ≥ 1 valid position, so m_new is finite and exp never sees inf - inf
+        m_new = tl.maximum(m_i, tl.max(s, axis=0))
+        alpha = tl.exp(m_i - m_new)  # 0 on the first tile (m_i = -inf)
+        p = tl.exp(s - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=0)
+        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        m_i = m_new
+
+    if SPLIT:
+        part = (seq * n_heads + head) * tl.num_programs(2) + split
+        tl.store(m_ptr + part + tl.arange(0, 1), m_i)
+        tl.store(l_ptr + part + tl.arange(0, 1), l_i)
+        tl.store(acc_ptr + part * BLOCK_D + offs_d, acc)
+    else:
+        out = acc / tl.maximum(l_i, 1e-30)  # context_len 0: acc = 0, l = 0 → zeros
+        tl.store(out_ptr + seq * stride_ob + head * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty), mask=d_ok)
+
+
+@triton.jit
+def _paged_decode_merge(m_ptr, l_ptr, acc_ptr, out_ptr, stride_ob, stride_oh, n_heads, head_dim,
+                        SPLITS: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s over one (sequence, head)'s partitions, M = max_s m_s;
+    partitions past the context (m_s = -inf) weigh 0, and a row with none at all gets zeros."""
+    head = tl.program_id(0)
+    seq = tl.program_id(1)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    s_ok = offs_s < SPLITS
+    base = (seq * n_heads + head) * SPLITS
+    m = tl.load(m_ptr + base + offs_s, mask=s_ok, other=float("-inf"))
+    l = tl.load(l_ptr + base + offs_s, mask=s_ok, other=0.0)
+    acc = tl.load(acc_ptr + (base + offs_s)[:, None] * BLOCK_D + offs_d[None, :], mask=s_ok[:, None], other=0.0)
+    m_max = tl.max(m, axis=0)
+    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)
+    w = tl.where(m == float("-inf"), 0.0, tl.exp(m - m_max))
+    out = tl.sum(w[:, None] * acc, axis=0) / tl.maximum(tl.sum(w * l, axis=0), 1e-30)
+    tl.store(out_ptr + seq * stride_ob + head * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty),
+             mask=offs_d < head_dim)
+
+
+def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables: torch.Tensor,
+                 context_lens: torch.Tensor, scale: float | None = None,
+                 out: torch.Tensor | None = None, splits: int | None = None) -> torch.Tensor:
+    """Attention of each sequence's one new query over its paged context; see the module docstring.
+
+    `out` (optional, [B, n_heads, head_dim]) is written in place, for a CUDA graph's static output buffer.
+    `splits` overrides `num_splits` (tests).
+    """
+    b, n_heads, head_dim = q.shape
+    _, kv_heads, block_size, kd = k.shape
+    if v.shape != k.shape or kd != head_dim:
+        raise ValueError(f"k {tuple(k.shape)}, v {tuple(v.shape)} do not fit q {tuple(q.shape)}")
+    if n_heads % kv_heads:
+        raise ValueError(f"{n_heads} query heads are not a multiple of {kv_heads} kv heads")
+    if block_tables.dtype != torch.int32 or context_lens.dtype != torch.int32:
+        raise TypeError("block_tables and context_lens must be int32")
+    if block_tables.shape[0] != b or context_lens.shape != (b,):
+        raise ValueError(f"block_tables {tuple(block_tables.shape)} / context_lens {tuple(context_lens.shape)} "
+                         f"do not match batch {b}")
+    if k.stride(-1) != 1 or k.stride() != v.stride():
+        raise ValueError("k and v must share strides with a contiguous head_dim")
+    q = q if q.stride(-1) == 1 else q.contiguous()
+    tables = block_tables.contiguous()
+    if out is None:
+        out = torch.empty_like(q)
+    scale = head_dim ** -0.5 if scale is None else float(scale)
+    max_blocks = tables.shape[1]
+    n_splits = splits or num_splits(b, n_heads, max_blocks * block_size, q.device)
+    block_d = triton.next_power_of_2(head_dim)
+    if n_splits > 1:
+        m = torch.empty((b, n_heads, n_splits), dtype=torch.float32, device=q.device)
+        l = torch.empty_like(m)
+        acc = torch.empty((b, n_heads, n_splits, block_d), dtype=torch.float32, device=q.device)
+    else:
+        m = l = acc = out  # unused: the one partition writes the output itself
+    _paged_decode_partial[(n_heads, b, n_splits)](
+        q, k, v, tables, context_lens.contiguous(), out, m, l, acc, scale,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), tables.stride(0), out.stride(0), out.stride(1),
+        n_heads, max_blocks, block_size, head_dim,
+        GROUP=n_heads // kv_heads, SPLIT=n_splits > 1, BLOCK_N=BLOCK_N, BLOCK_D=block_d)
+    if n_splits > 1:
+        _paged_decode_merge[(n_heads, b)](m, l, acc, out, out.stride(0), out.stride(1), n_heads, head_dim,
+                                          SPLITS=n_splits, BLOCK_S=triton.next_power_of_2(n_splits), BLOCK_D=block_d)
+    return out
+
+
+def paged_decode_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables: torch.Tensor,
+                           context_lens: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """The torch answer, one sequence at a time: gather its blocks (`paged.gather_context`), SDPA with GQA in
+    fp32, zeros for a context_len 0 row. Slow (host loop, .tolist()); for tests only."""
+    from ...engine.paged import gather_context
+
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    bs = k.shape[2]
+    for row, ctx in enumerate(context_lens.tolist()):
+        if ctx == 0:
+            continue
+        ids = block_tables[row, : -(-ctx // bs)].long()
+        ks = gather_context(k, ids, ctx).float()  # [1, Hkv, ctx, D]
+        vs = gather_context(v, ids, ctx).float()
+        qs = q[row].float()[None, :, None, :]  # [1, Hq, 1, D]
+        o = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, scale=scale, enable_gqa=True)
+        out[row] = o[0, :, 0]
+    return out.to(q.dtype)

@@ -1,0 +1,252 @@
+"""Fused dequantize-and-multiply for weight-only quantized linears: y = x @ dequant(W).T in one kernel.
+
+Formats exactly as `inference_core.quant.linears` packs them:
+  * int8  — qweight int8 [N, K], scale fp32 [N] (per output channel);
+  * fp8   — qweight float8_e4m3fn [N, K] (read as its uint8 bits), scale fp32 [N];
+  * int4  — packed uint8 [N, K/2] of codes q + 8, scale fp32 [N, ⌈K/G⌉] per group of G ∈ {32, 64, 128};
+  * nf4   — packed uint8 [N, K/2] of codebook indices, absmax fp32 [N, ⌈K/64⌉], the 16-level codebook.
+Nibble order (`pack_nibbles`): in every 32-value chunk, byte j holds value j (low nibble) and j+16 (high).
+
+Invariant: every weight byte is read once per call and decoded in registers; products accumulate in fp32;
+the output has x's dtype. `reference(x, layer)` is the torch answer the tests compare with.
+
+Tiling (GEMV-friendly, M = 1..64 decode rows): programs split N into BLOCK_N columns (grid axis 0) and M
+into BLOCK_M rows (axis 1, one program for M ≤ 64); each loops over K, reading each weight tile once.
+  * M = 1 (BLOCK_M = 1): broadcast-multiply + tl.sum over a [BLOCK_K, BLOCK_N] tile, one fp32 FMA per weight.
+  * M > 1: `tl.dot` on [BLOCK_M, BLOCK_K] × [BLOCK_K, BLOCK_N] with BLOCK_M padded to 16, 32 or 64 (masked rows
+    load zeros). On a GPU tl.dot needs every tile dim ≥ 16; a broadcast-multiply would hold a
+    [BLOCK_M, BLOCK_K, BLOCK_N] product in registers (32·128·32 fp32 per program: spills at M = 32).
+    The padded MMA rows are free with bf16/fp16 activations (tensor cores; decode is bound by weight bytes).
+Scales multiply the fp32 partial products, not the weights, so the dot's operands are the raw codes: int8,
+int4 and e4m3 values are exact in bf16/fp16, so a bf16 dot's products are exact too (NF4's fp16-exact
+codebook loses ≤ 2⁻⁹ relative in bf16). fp32 activations use an fp32 dot with input_precision="ieee" (TF32
+would round x to 10 mantissa bits); that runs on FMA units, so with padded rows it may be compute-bound.
+Triton 3.8's CPU interpreter returns garbage from tl.dot on bf16 tiles (fp16 and fp32 are right), so under
+TRITON_INTERPRET the dot runs in fp32 (DOT_F32); loads, stores and the bf16 output are still exercised.
+Block sizes are fixed, not autotuned: autotuning benchmarks on first call, which a CUDA-graph capture forbids.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import KERNEL_FP8, KERNEL_INT4, KERNEL_INT8, KERNEL_NF4, interpreted
+
+BLOCK_N = 32  # columns per program: N = 576 gives 18 programs, N = 4096 gives 128 (an H100 has 132 SMs)
+BLOCK_K = 128  # K per iteration for per-channel formats: 4 KiB of int8 weight per tile at BLOCK_N = 32
+
+
+def _block_m(m: int) -> int:
+    """Rows per program: 1 (the GEMV path), else 16, 32 or 64 (tl.dot's minimum is 16): one program row, so one
+    read of the weights, up to the step graphs' largest bucket; larger M takes more programs."""
+    return 1 if m == 1 else 16 if m <= 16 else 32 if m <= 32 else 64
+
+
+def _dot_f32(x: torch.Tensor) -> bool:
+    return x.dtype == torch.float32 or interpreted()
+
+
+# ------------------------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _e4m3_to_f32(b):
+    """float8_e4m3fn bits (uint8) → fp32, by building the fp32 bit pattern (exact; no fp8 hardware needed).
+
+    0x7F/0xFF (NaN in e4m3fn) decode as ±480: `quantize_fp8` clamps to ±448 and never stores them.
+    """
+    b = b.to(tl.uint32)
+    sign = (b & 0x80) << 24
+    exp = (b >> 3) & 0xF
+    man = b & 0x7
+    normal = (sign | ((exp + 120) << 23) | (man << 20)).to(tl.float32, bitcast=True)  # bias 7 → 127
+    sub = man.to(tl.float32) * 0.001953125  # exp == 0: man · 2⁻⁹
+    sub = tl.where(sign != 0, -sub, sub)
+    return tl.where(exp == 0, sub, normal)
+
+
+@triton.jit
+def _product(x, w, BLOCK_M: tl.constexpr, DOT_F32: tl.constexpr):
+    """x [BLOCK_M, BK] × decoded w [BK, BLOCK_N] (fp32 codes) → fp32 [BLOCK_M, BLOCK_N]."""
+    if BLOCK_M == 1:  # GEMV: exactly one FMA per weight, no padded rows
+        out = tl.sum(x.to(tl.float32)[:, :, None] * w[None, :, :], axis=1)
+    elif DOT_F32:
+        out = tl.dot(x.to(tl.float32), w, input_precision="ieee")
+    else:  # bf16/fp16 tensor-core MMA; the codes are exact in x's dtype
+        out = tl.dot(x, w.to(x.dtype))
+    return out
+
+
+@triton.jit
+def _per_channel_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K,
+                        FP8: tl.constexpr, DOT_F32: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """y[m, n] = scale[n] · Σ_k x[m, k] · q[n, k] for int8 (or e4m3 bits when FP8) q of shape [N, K]."""
+    offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_ok, n_ok = offs_m < M, offs_n < N
+    w_rows = w_ptr + offs_n.to(tl.int64)[None, :] * K  # int64: N·K of a vocab head can pass 2³¹
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k_ok = offs_k < K
+        x = tl.load(x_ptr + offs_m[:, None] * K + offs_k[None, :], mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        q = tl.load(w_rows + offs_k[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0)  # [BLOCK_K, BLOCK_N]
+        if FP8:
+            w = _e4m3_to_f32(q)
+        else:
+            w = q.to(tl.float32)
+        acc += _product(x, w, BLOCK_M, DOT_F32)
+    scale = tl.load(s_ptr + offs_n, mask=n_ok, other=0.0)
+    acc = acc * scale[None, :]
+    tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def _nibble_kernel(x_ptr, p_ptr, s_ptr, lut_ptr, y_ptr, M, N, K, n_groups,
+                   GROUP: tl.constexpr, USE_LUT: tl.constexpr, DOT_F32: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """y[m, n] = Σ_g scale[n, g] · Σ_{k ∈ g} x[m, k] · value(code[n, k]), codes packed two per byte.
+
+    One K iteration is one group (GROUP values, GROUP/2 bytes), so its scale multiplies the partial product
+    once. value(c) = c - 8 (int4) or codebook[c] (NF4, USE_LUT: a 16-entry table, cached after first touch).
+    The bytes are loaded contiguously as stored; x is loaded twice in the matching permuted order instead
+    (value j of each 32-chunk for the low nibbles, value j+16 for the high ones), which costs nothing: x is
+    tiny and cached.
+    """
+    HALF: tl.constexpr = GROUP // 2
+    offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_ok, n_ok = offs_m < M, offs_n < N
+    offs_b = tl.arange(0, HALF)  # byte within the group
+    k_lo_in_group = (offs_b // 16) * 32 + offs_b % 16  # value held by the low nibble; the high one is +16
+    p_rows = p_ptr + offs_n.to(tl.int64)[None, :] * (K // 2)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for g in range(0, n_groups):
+        k_lo = g * GROUP + k_lo_in_group
+        k_ok = k_lo < K  # K % 32 == 0, so a byte's two values are both in range or both past a short last group
+        x_mask = m_ok[:, None] & k_ok[None, :]
+        x_lo = tl.load(x_ptr + offs_m[:, None] * K + k_lo[None, :], mask=x_mask, other=0.0)
+        x_hi = tl.load(x_ptr + offs_m[:, None] * K + (k_lo + 16)[None, :], mask=x_mask, other=0.0)
+        byte = tl.load(p_rows + (g * HALF + offs_b)[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0)
+        lo, hi = byte & 0xF, byte >> 4  # [HALF, BLOCK_N] codes
+        if USE_LUT:
+            w_lo = tl.load(lut_ptr + lo.to(tl.int32))
+            w_hi = tl.load(lut_ptr + hi.to(tl.int32))
+        else:
+            w_lo = lo.to(tl.float32) - 8.0
+            w_hi = hi.to(tl.float32) - 8.0
+        part = _product(x_lo, w_lo, BLOCK_M, DOT_F32) + _product(x_hi, w_hi, BLOCK_M, DOT_F32)
+        scale = tl.load(s_ptr + offs_n * n_groups + g, mask=n_ok, other=0.0)
+        acc += part * scale[None, :]
+    tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=m_ok[:, None] & n_ok[None, :])
+
+
+# ------------------------------------------------------------------------------------------ launchers
+
+
+def _rows(x: torch.Tensor, k: int) -> torch.Tensor:
+    if x.shape[-1] != k:
+        raise ValueError(f"x has {x.shape[-1]} features, the weight {k}")
+    if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"activations must be fp32, bf16 or fp16, not {x.dtype}")
+    return x.reshape(-1, k).contiguous()
+
+
+def _per_channel(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, fp8: bool) -> torch.Tensor:
+    n, k = q.shape
+    x2 = _rows(x, k)
+    m = x2.shape[0]
+    y = torch.empty(m, n, dtype=x2.dtype, device=x2.device)
+    bm = _block_m(m)
+    grid = (triton.cdiv(n, BLOCK_N), triton.cdiv(m, bm))
+    _per_channel_kernel[grid](x2, q.contiguous(), scale.float().contiguous(), y, m, n, k,
+                              FP8=fp8, DOT_F32=_dot_f32(x2), BLOCK_M=bm, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+    return y.reshape(*x.shape[:-1], n)
+
+
+def int8_matmul(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ (qweight int8 [N, K] · scale[:, None]).T → [..., N] in x's dtype."""
+    return _per_channel(x, qweight, scale, fp8=False)
+
+
+def fp8_matmul(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ (qweight float8_e4m3fn [N, K] · scale[:, None]).T → [..., N] in x's dtype."""
+    return _per_channel(x, qweight.view(torch.uint8), scale, fp8=True)
+
+
+def _nibbles(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int,
+             lut: torch.Tensor | None) -> torch.Tensor:
+    n, k = packed.shape[0], packed.shape[1] * 2
+    if k % 32 or group not in (32, 64, 128):
+        raise ValueError(f"K={k} must be a multiple of 32 and group={group} one of 32, 64, 128")
+    n_groups = -(-k // group)
+    if scale.shape != (n, n_groups):
+        raise ValueError(f"scale shape {tuple(scale.shape)} != ({n}, {n_groups}) for group {group}")
+    x2 = _rows(x, k)
+    m = x2.shape[0]
+    y = torch.empty(m, n, dtype=x2.dtype, device=x2.device)
+    bm = _block_m(m)
+    grid = (triton.cdiv(n, BLOCK_N), triton.cdiv(m, bm))
+    table = scale if lut is None else lut.float().contiguous()  # any valid pointer when there is no table
+    _nibble_kernel[grid](x2, packed.contiguous(), scale.float().contiguous(), table, y, m, n, k, n_groups,
+                         GROUP=group, USE_LUT=lut is not None, DOT_F32=_dot_f32(x2), BLOCK_M=bm, BLOCK_N=BLOCK_N)
+    return y.reshape(*x.shape[:-1], n)
+
+
+def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int = 128) -> torch.Tensor:
+    """x [..., K] @ dequantize_int4(packed [N, K/2], scale [N, ⌈K/group⌉], group).T → [..., N]."""
+    return _nibbles(x, packed, scale, group, None)
+
+
+def nf4_matmul(x: torch.Tensor, packed: torch.Tensor, absmax: torch.Tensor, codebook: torch.Tensor,
+               block: int = 64) -> torch.Tensor:
+    """x [..., K] @ dequantize_nf4(packed [N, K/2], absmax [N, ⌈K/block⌉], block).T → [..., N]."""
+    return _nibbles(x, packed, absmax, block, codebook)
+
+
+# --------------------------------------------------------------------------- the hook for the runner
+
+
+def kernel_name(layer) -> str | None:
+    """The Triton kernel `linear` runs for this quantized layer (for reports), or None when it has none.
+
+    A layer is read by its format's kind and its buffers (`quant/linears.py` lays them out), not by its class:
+    the kernels sit below the quantized layers that call them, so they import none of them."""
+    kind = layer.fmt.kind
+    if kind == "int4":
+        return KERNEL_INT4.format(group=layer.fmt.group)
+    return {"int8": KERNEL_INT8, "fp8": KERNEL_FP8, "nf4": KERNEL_NF4}.get(kind)
+
+
+def product(x: torch.Tensor, layer) -> torch.Tensor:
+    """x @ dequant(W).T through the fused kernel (what `QuantizedLinear.product` runs on a GPU)."""
+    kind = layer.fmt.kind
+    if kind == "int8":
+        y = int8_matmul(x, layer.qweight, layer.scale)
+    elif kind == "fp8":
+        y = fp8_matmul(x, layer.qweight, layer.scale)
+    elif kind == "int4":
+        y = int4_matmul(x, layer.packed, layer.scale, layer.fmt.group)
+    elif kind == "nf4":
+        y = nf4_matmul(x, layer.packed, layer.absmax, layer.codebook, layer.fmt.group)
+    else:
+        raise TypeError(f"no Triton kernel for {type(layer).__name__} ({layer.fmt.name})")
+    return y
+
+
+def linear(x: torch.Tensor, layer) -> torch.Tensor:
+    """`layer(x)` through the fused kernel: the product, plus the layer's fp32 bias when it has one."""
+    y = product(x, layer)
+    return y if layer.bias is None else y + layer.bias.to(y.dtype)
+
+
+def reference(x: torch.Tensor, layer) -> torch.Tensor:
+    """The torch answer: dequantize, multiply in fp32, add the bias, cast to x's dtype."""
+    y = x.float() @ layer.dequantize().float().T
+    if layer.bias is not None:
+        y = y + layer.bias
+    return y.to(x.dtype)

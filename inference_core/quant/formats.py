@@ -1,0 +1,190 @@
+"""Weight formats and their packed storage: the format names, and each format's quantize / dequantize of a
+weight tensor (the layers that compute with them are in linears.py).
+
+Formats (`parse_format` names):
+  * `int8`      — per-output-channel absmax int8 weights, fp32 activations (weight-only, W8A32).
+  * `w8a8`      — the same int8 weights × activations quantized to int8 per call (FBGEMM's dynamic linear).
+  * `int4-gG`   — symmetric int4 in groups of G ∈ {32, 64, 128} along the input dim (`int4` = `int4-g128`).
+  * `nf4`       — 4-bit NormalFloat codebook (QLoRA), absmax per block of 64.
+  * `fp8`       — float8 e4m3fn storage with a per-output-channel scale (weight-only).
+  * `llm-int8`  — LLM.int8() mixed decomposition: activation columns above a threshold stay fp32.
+  * `bnb-int8`, `bnb-nf4` — bitsandbytes' CUDA layers (`Linear8bitLt` with threshold 6, `Linear4bit` NF4)
+    as a backend beside ours; CUDA only, and only where bitsandbytes is installed.
+Every quantized layer holds only packed tensors (int8/uint8/float8 + fp32 scales); `weight_bytes` counts
+their real `nbytes`. Invariant tested for every fast path: `layer(x) ≈ x @ layer.dequantize().T`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+# ----------------------------------------------------------------------------------------------- formats
+
+
+@dataclass(frozen=True)
+class QuantFormat:
+    name: str
+    kind: str  # "fp32" | "int8" | "w8a8" | "int4" | "nf4" | "fp8" | "llm-int8" | "bnb-int8" | "bnb-nf4"
+    group: int = 0  # values sharing one scale along the input dim (0: one scale per output channel)
+    bits: int = 32
+
+    @property
+    def label(self) -> str:
+        return FORMAT_LABELS.get(self.kind, self.name)
+
+
+FORMAT_LABELS = {
+    "fp32": "fp32 (reference)",
+    "int8": "int8 per-channel, weight-only",
+    "w8a8": "int8 weights × int8 dynamic activations (FBGEMM)",
+    "int4": "int4 symmetric, group-wise",
+    "nf4": "NF4 codebook, block absmax",
+    "fp8": "FP8 e4m3, per-channel scale",
+    "llm-int8": "LLM.int8() int8 + fp32 outlier columns",
+    "bnb-int8": "bitsandbytes LLM.int8() (CUDA)",
+    "bnb-nf4": "bitsandbytes NF4 (CUDA)",
+}
+DEFAULT_FORMATS = ("fp32", "int8", "w8a8", "int4-g128", "nf4", "fp8")
+NF4_BLOCK = 64
+
+
+def parse_format(name: str) -> QuantFormat:
+    """'int4' → int4-g128; 'int4-g32' → group 32; unknown names raise ValueError listing the choices."""
+    key = name.strip().lower()
+    simple = {"fp32": ("fp32", 0, 32), "int8": ("int8", 0, 8), "w8a8": ("w8a8", 0, 8), "fp8": ("fp8", 0, 8),
+              "nf4": ("nf4", NF4_BLOCK, 4), "llm-int8": ("llm-int8", 0, 8), "bnb-int8": ("bnb-int8", 0, 8),
+              "bnb-nf4": ("bnb-nf4", NF4_BLOCK, 4)}
+    if key in simple:
+        kind, group, bits = simple[key]
+        return QuantFormat(key, kind, group, bits)
+    if key == "int4":
+        key = "int4-g128"
+    if key.startswith("int4-g") and key[6:].isdigit() and int(key[6:]) in (32, 64, 128):
+        return QuantFormat(key, "int4", int(key[6:]), 4)
+    raise ValueError(f"unknown quantization format {name!r}; choose from "
+                     "fp32, int8, w8a8, int4-g32, int4-g64, int4-g128, nf4, fp8, llm-int8, bnb-int8, bnb-nf4")
+
+
+# ------------------------------------------------------------------------------------------ int8 / fp8
+
+
+def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row absmax: q = round(w / s) ∈ [-127, 127], s = max|w_row| / 127. Error ≤ s/2 per element."""
+    w = w.float()
+    scale = w.abs().amax(dim=1).clamp_min(1e-12) / 127.0
+    q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+    return q.contiguous(), scale.contiguous()
+
+
+def dequantize_int8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return q.float() * scale[:, None]
+
+
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+def quantize_fp8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row scale so the row's absmax maps to 448, then round to e4m3 (3 mantissa bits, nearest-even)."""
+    w = w.float()
+    scale = w.abs().amax(dim=1).clamp_min(1e-12) / FP8_MAX
+    q = (w / scale[:, None]).clamp_(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q.contiguous(), scale.contiguous()
+
+
+def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return q.float() * scale[:, None]
+
+
+# ----------------------------------------------------------------------------------- 4-bit: int4 / nf4
+
+
+def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """uint8 codes in [0, 16) of shape [N, K] (K % 32 == 0) → [N, K/2] bytes.
+
+    Within each 32-value chunk, byte j holds value j (low nibble) and value j+16 (high nibble), the order
+    the AVX2 kernel unpacks with one mask and one shift.
+    """
+    n, k = codes.shape
+    if k % 32:
+        raise ValueError(f"K={k} must be a multiple of 32 to pack nibbles")
+    c = codes.to(torch.uint8).reshape(n, k // 32, 2, 16)
+    return (c[:, :, 0] | (c[:, :, 1] << 4)).reshape(n, k // 2).contiguous()
+
+
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    n, half = packed.shape
+    p = packed.reshape(n, half // 16, 16)
+    return torch.stack([p & 0x0F, p >> 4], dim=2).reshape(n, half * 2)
+
+
+def _grouped(w: torch.Tensor, group: int) -> torch.Tensor:
+    """[N, K] → [N, ⌈K/group⌉, group], zero-padding a short last group (576 = 4·128 + 64)."""
+    n, k = w.shape
+    if k % 32 or group % 32:
+        raise ValueError(f"K={k} and group={group} must be multiples of 32")
+    pad = -k % group
+    return F.pad(w.float(), (0, pad)).reshape(n, (k + pad) // group, group)
+
+
+def _ungrouped(g: torch.Tensor, k: int) -> torch.Tensor:
+    return g.reshape(g.shape[0], -1)[:, :k]
+
+
+def quantize_int4(w: torch.Tensor, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric group-wise int4: q = round(w / s) ∈ [-7, 7], s = max|w_group| / 7, stored as q + 8.
+
+    Returns (packed uint8 [N, K/2], scales fp32 [N, ⌈K/group⌉]). Error ≤ s/2 per element.
+    """
+    g = _grouped(w, group)
+    scale = g.abs().amax(dim=2).clamp_min(1e-12) / 7.0
+    q = torch.round(g / scale[..., None]).clamp_(-7, 7) + 8
+    return pack_nibbles(_ungrouped(q, w.shape[1]).to(torch.uint8)), scale.contiguous()
+
+
+def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, group: int) -> torch.Tensor:
+    q = unpack_nibbles(packed).float() - 8
+    return _ungrouped(_grouped(q, group) * scale[..., None], q.shape[1])
+
+
+def nf4_codebook() -> torch.Tensor:
+    """The 16 NF4 levels, computed as in QLoRA (Dettmers et al. 2023, appendix E).
+
+    Quantiles of N(0, 1): 8 positive from p = 0.9677…0.5 and 7 negative, plus an exact zero, normalized to
+    [-1, 1]. Equal-probability bins for normally distributed weights; asymmetric so that 0 is representable.
+    """
+    offset = 0.9677083
+    pos = torch.special.ndtri(torch.linspace(offset, 0.5, 9, dtype=torch.float64)[:-1])
+    neg = -torch.special.ndtri(torch.linspace(offset, 0.5, 8, dtype=torch.float64)[:-1])
+    v = torch.cat([pos, torch.zeros(1, dtype=torch.float64), neg]).sort().values
+    # rounded to fp16 (changes the levels by < 2.5e-4) so the AVX2 kernel's fp16 lookup table is exact
+    return (v / v.abs().max()).half().float()
+
+
+NF4_CODEBOOK = nf4_codebook()
+INT4_LUT = (torch.arange(16, dtype=torch.float32) - 8).half()  # stored code → int4 value, for the kernel
+
+
+def quantize_nf4(w: torch.Tensor, block: int = NF4_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
+    """Blocks of `block` values scaled by their absmax into [-1, 1], each rounded to the nearest NF4 level.
+
+    Returns (packed uint8 [N, K/2] of codebook indices, absmax fp32 [N, ⌈K/block⌉]).
+    """
+    g = _grouped(w, block)
+    absmax = g.abs().amax(dim=2).clamp_min(1e-12)
+    normed = g / absmax[..., None]
+    book = NF4_CODEBOOK.to(w.device)
+    mids = (book[1:] + book[:-1]) / 2
+    codes = torch.bucketize(normed.contiguous(), mids)
+    return pack_nibbles(_ungrouped(codes, w.shape[1]).to(torch.uint8)), absmax.contiguous()
+
+
+def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_BLOCK,
+                   codebook: torch.Tensor | None = None) -> torch.Tensor:
+    """`codebook`: the layer's copy on the weights' device (else NF4_CODEBOOK is copied there: a host → device
+    copy, which a CUDA graph capture forbids)."""
+    book = codebook if codebook is not None else NF4_CODEBOOK.to(packed.device)
+    vals = book[unpack_nibbles(packed).long()]
+    return _ungrouped(_grouped(vals, block) * absmax[..., None], vals.shape[1])

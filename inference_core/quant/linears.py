@@ -1,0 +1,328 @@
+"""Quantized linear layers: packed weights as buffers, and y = x Wᵀ computed by the fastest kernel available
+(AVX2 GEMV on the CPU, fused Triton on CUDA, else dequantize + matmul). Formats: formats.py.
+
+Every quantized layer holds only packed tensors (int8/uint8/float8 + fp32 scales); `weight_bytes` counts
+their real `nbytes`. Invariant tested for every fast path: `layer(x) ≈ x @ layer.dequantize().T`.
+"""
+from __future__ import annotations
+
+import collections
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..kernels import quant_kernels, triton_kernels
+from .formats import (INT4_LUT, NF4_CODEBOOK, QuantFormat, dequantize_fp8, dequantize_int4, dequantize_int8,
+                      dequantize_nf4, parse_format, quantize_fp8, quantize_int4, quantize_int8, quantize_nf4)
+
+# ---------------------------------------------------------------------------------- quantized linears
+
+# Above this many rows (prefill, perplexity windows) the weight is dequantized once per call and handed to
+# the fp32 GEMM: compute-bound work amortizes the decode, and the GEMV kernels re-read weights per row.
+GEMV_MAX_ROWS = 8
+# On a GPU the fused Triton kernels take decode-sized inputs (a batch step, a verify); a prefill's many rows are
+# compute-bound, where dequantize + cuBLAS wins. At least the step graphs' largest bucket (paged_graphs.BUCKETS):
+# a captured step must never dequantize per call.
+TRITON_MAX_ROWS = 64
+
+
+class QuantizedLinear(nn.Module):
+    """Base: packed tensors as buffers, y = x Wᵀ computed by `kernel` (named for reports)."""
+
+    fmt: QuantFormat
+    kernel: str
+
+    def __init__(self, in_features: int, out_features: int, fmt: QuantFormat) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.fmt = in_features, out_features, fmt
+        self.register_buffer("bias", None)  # fp32 when set, kept exact (Qwen2's Q/K/V projections have one)
+
+    def dequantize(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _gemv(self, x2: torch.Tensor) -> torch.Tensor | None:
+        """The fast path for few rows, or None when no compiled kernel is available."""
+        return None
+
+    def weight_bytes(self) -> int:
+        return sum(b.nbytes for b in self.buffers())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.product(x)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """x Wᵀ with the quantized W (subclasses with their own arithmetic override this, not forward)."""
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        y = None
+        if x2.shape[0] <= GEMV_MAX_ROWS and x2.dtype == torch.float32 and x2.device.type == "cpu":
+            y = self._gemv(x2.contiguous())
+        elif x2.device.type == "cuda" and x2.shape[0] <= TRITON_MAX_ROWS and self.kernel.startswith("triton-"):
+            from ..kernels.triton_kernels import quant_matmul
+
+            y = quant_matmul.product(x2, self)
+        if y is None:
+            y = F.linear(x2, self.dequantize().to(x2.dtype))
+        return y.reshape(*shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_features}→{self.out_features}, {self.fmt.name}, kernel={self.kernel}"
+
+
+def _kernels():
+    return quant_kernels.load()
+
+
+def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = "torch-dequant") -> str:
+    """The AVX2 kernels run on CPU tensors, the fused Triton kernels (triton_kernels/quant_matmul.py) on CUDA
+    ones; without them the weight is dequantized per call."""
+    if weight.device.type == "cpu":
+        return compiled if _kernels() else fallback
+    if weight.device.type == "cuda" and triton_kernels.available():
+        return gpu
+    return fallback
+
+
+class Int8Linear(QuantizedLinear):
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        q, s = quantize_int8(weight)
+        self.register_buffer("qweight", q)
+        self.register_buffer("scale", s)
+        self.kernel = _kernel_name(weight, "avx2-int8-gemv", triton_kernels.KERNEL_INT8)
+
+    def dequantize(self):
+        return dequantize_int8(self.qweight, self.scale)
+
+    def _gemv(self, x2):
+        k = _kernels()
+        return k.int8_gemv(x2, self.qweight, self.scale) if k else None
+
+
+class FP8Linear(QuantizedLinear):
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        q, s = quantize_fp8(weight)
+        self.register_buffer("qweight", q)
+        self.register_buffer("scale", s)
+        self.kernel = _kernel_name(weight, "avx2-fp8-gemv", triton_kernels.KERNEL_FP8)
+
+    def dequantize(self):
+        return dequantize_fp8(self.qweight, self.scale)
+
+    def _gemv(self, x2):
+        k = _kernels()
+        return k.fp8_gemv(x2, self.qweight.view(torch.uint8), self.scale) if k else None
+
+
+class Int4Linear(QuantizedLinear):
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        p, s = quantize_int4(weight, fmt.group)
+        self.register_buffer("packed", p)
+        self.register_buffer("scale", s)
+        self.kernel = _kernel_name(weight, "avx2-int4-lut-gemv", triton_kernels.KERNEL_INT4.format(group=fmt.group))
+
+    def dequantize(self):
+        return dequantize_int4(self.packed, self.scale, self.fmt.group)
+
+    def _gemv(self, x2):
+        k = _kernels()
+        return k.lut4_gemv(x2, self.packed, self.scale, self.fmt.group, INT4_LUT) if k else None
+
+
+class NF4Linear(QuantizedLinear):
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        p, a = quantize_nf4(weight, fmt.group)
+        self.register_buffer("packed", p)
+        self.register_buffer("absmax", a)
+        self.register_buffer("codebook", NF4_CODEBOOK.to(weight.device, copy=True))
+        self.kernel = _kernel_name(weight, "avx2-nf4-lut-gemv", triton_kernels.KERNEL_NF4)
+
+    def dequantize(self):
+        return dequantize_nf4(self.packed, self.absmax, self.fmt.group, self.codebook)
+
+    def _gemv(self, x2):
+        k = _kernels()
+        return k.lut4_gemv(x2, self.packed, self.absmax, self.fmt.group, self.codebook.half()) if k else None
+
+
+def fbgemm_available() -> bool:
+    return "fbgemm" in torch.backends.quantized.supported_engines or "x86" in torch.backends.quantized.supported_engines
+
+
+class W8A8DynamicLinear(QuantizedLinear):
+    """int8 per-channel weights prepacked for FBGEMM; each call quantizes x to uint8 (7-bit range,
+    asymmetric, one scale per call) and runs an int8 GEMM with int32 accumulation.
+
+    With one row (decode) the activation scale is per token. For many rows FBGEMM would share one scale
+    across all of them, so we emulate the per-token version in fp32 instead: prefill and perplexity then
+    see the same arithmetic as decode.
+    """
+
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        q, s = quantize_int8(weight)
+        self.register_buffer("qweight", q)
+        self.register_buffer("scale", s)
+        self._packed = None
+        if fbgemm_available() and weight.device.type == "cpu":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                qt = torch._make_per_channel_quantized_tensor(q, s.double(), torch.zeros_like(s, dtype=torch.long), 0)
+                self._packed = torch.ops.quantized.linear_prepack(qt, None)
+        self.kernel = "fbgemm-linear-dynamic" if self._packed is not None else "torch-emulated-w8a8"
+
+    def dequantize(self):
+        return dequantize_int8(self.qweight, self.scale)
+
+    def weight_bytes(self) -> int:
+        # What a decode step reads: one int8 copy (FBGEMM's prepacked one) + scales. Memory holds two copies:
+        # `prepacked_bytes` is the second.
+        return self.qweight.nbytes + self.scale.nbytes + (self.bias.nbytes if self.bias is not None else 0)
+
+    def prepacked_bytes(self) -> int:
+        """FBGEMM's prepacked copy, held beside `qweight` (which prefill and the emulation multiply by): the same
+        int8 values rearranged for its kernel, plus an int32 column offset, an fp32 scale and an int32 zero point
+        per output channel. Not a parameter or buffer, so `resident_bytes` cannot see it; the report adds it."""
+        return self.qweight.nbytes + 12 * self.out_features if self._packed is not None else 0
+
+    def product(self, x):
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        if self._packed is not None and x2.shape[0] == 1 and x2.dtype == torch.float32:
+            y = torch.ops.quantized.linear_dynamic(x2, self._packed, True)
+        else:
+            y = F.linear(fake_quant_activations(x2.float()), self.dequantize()).to(x.dtype)
+        return y.reshape(*shape[:-1], self.out_features)
+
+
+def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
+    """Per-row FBGEMM-style dynamic activation quantization, returned dequantized: range [min(x,0),
+    max(x,0)] mapped onto 0..127 (reduce_range: 7 bits so AVX2's 16-bit pair sums cannot saturate)."""
+    lo = x2.amin(dim=1, keepdim=True).clamp(max=0)
+    hi = x2.amax(dim=1, keepdim=True).clamp(min=0)
+    scale = ((hi - lo) / 127.0).clamp_min(1e-12)
+    zp = torch.round(-lo / scale).clamp(0, 127)
+    q = torch.round(x2 / scale + zp).clamp(0, 127)
+    return (q - zp) * scale
+
+
+class LLMInt8Linear(QuantizedLinear):
+    """LLM.int8() mixed decomposition (Dettmers et al. 2022).
+
+    Input columns where any |x| > threshold are "outlier dimensions": their product uses fp32 activations
+    (× the dequantized weight columns). All other columns are rounded to int8 per row (absmax) and multiplied
+    by the int8 weights; the integer products are summed in fp32 (by the AVX2 int8 kernel at decode, by one
+    GEMM for many rows), which matches int32 accumulation up to fp32 rounding.
+    `outlier_counts` records the outlier-column count of the last 1024 calls (bounded: a worker process
+    may keep one of these models for days), for the report and the demo.
+    """
+
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat, threshold: float = 6.0) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        q, s = quantize_int8(weight)
+        self.register_buffer("qweight", q)
+        self.register_buffer("scale", s)
+        self.threshold = threshold
+        self.outlier_counts: collections.deque[int] = collections.deque(maxlen=1024)
+        self.kernel = _kernel_name(weight, "avx2-int8-gemv+fp32-outliers", "torch-llm-int8", "torch-llm-int8")
+
+    def dequantize(self):
+        return dequantize_int8(self.qweight, self.scale)
+
+    def _gemv(self, x2):
+        k = _kernels()
+        return k.int8_gemv(x2, self.qweight, self.scale) if k else None
+
+    def product(self, x):
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1]).float()
+        outlier = (x2.abs() > self.threshold).any(dim=0)
+        n_out = int(outlier.sum())
+        self.outlier_counts.append(n_out)
+        regular = x2.masked_fill(outlier, 0.0)
+        sx = regular.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127.0
+        qx = (torch.round(regular / sx) * sx).contiguous()  # int8 activation values, kept as fp32 × scale
+        y = self._gemv(qx) if x2.shape[0] <= GEMV_MAX_ROWS and qx.device.type == "cpu" else None
+        if y is None:
+            y = F.linear(qx, self.dequantize())
+        if n_out:
+            cols = outlier.nonzero()[:, 0]
+            y = y + x2[:, cols] @ (self.qweight[:, cols].float() * self.scale[:, None]).T
+        return y.to(x.dtype).reshape(*shape[:-1], self.out_features)  # computed in fp32; a bf16 model gets bf16
+
+
+class BitsAndBytesLinear(QuantizedLinear):
+    """bitsandbytes' own CUDA layer holding the weight: `Linear8bitLt` (int8 with fp16 outlier columns above
+    6.0, computing in fp16) or `Linear4bit` (NF4, blocks of 64, computing in fp32). The fp32 model around
+    it is unchanged: inputs and outputs are cast. Quantization happens on bitsandbytes' move to the GPU."""
+
+    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
+        super().__init__(weight.shape[1], weight.shape[0], fmt)
+        if weight.device.type != "cuda":
+            raise ValueError(f"{fmt.name} is bitsandbytes' CUDA backend: quantize a model on a CUDA device")
+        try:
+            import bitsandbytes as bnb
+        except Exception as exc:  # noqa: BLE001 - missing, or built for another CUDA
+            raise ValueError(f"{fmt.name} needs bitsandbytes ({type(exc).__name__}: {exc})") from exc
+        cpu = weight.detach().cpu()
+        if fmt.kind == "bnb-int8":
+            self.inner = bnb.nn.Linear8bitLt(self.in_features, self.out_features, bias=False,
+                                             has_fp16_weights=False, threshold=6.0)
+            self.inner.weight = bnb.nn.Int8Params(cpu.half(), requires_grad=False, has_fp16_weights=False)
+            self.kernel = "bitsandbytes-int8-matmul"
+        else:
+            self.inner = bnb.nn.Linear4bit(self.in_features, self.out_features, bias=False,
+                                           compute_dtype=torch.float32, quant_type="nf4")
+            self.inner.weight = bnb.nn.Params4bit(cpu.float(), requires_grad=False, quant_type="nf4",
+                                                  blocksize=fmt.group)
+            self.kernel = "bitsandbytes-nf4-gemv"
+        self.inner = self.inner.to(weight.device)
+
+    def weight_bytes(self) -> int:
+        w = self.inner.weight
+        extra = [getattr(w, "SCB", None)]
+        state = getattr(w, "quant_state", None)
+        if state is not None:
+            extra.append(state.absmax)
+        return w.data.nbytes + sum(t.nbytes for t in extra if isinstance(t, torch.Tensor))
+
+    def dequantize(self) -> torch.Tensor:
+        w = self.inner.weight
+        if self.fmt.kind == "bnb-int8":
+            return w.data.float() * (w.SCB.float()[:, None] / 127.0)
+        import bitsandbytes.functional as bf
+
+        return bf.dequantize_4bit(w.data, w.quant_state).float()
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fmt.kind == "bnb-int8":
+            return self.inner(x.half()).to(x.dtype)
+        return self.inner(x).to(x.dtype)
+
+
+LINEAR_CLASSES: dict[str, type[QuantizedLinear]] = {
+    "int8": Int8Linear, "w8a8": W8A8DynamicLinear, "int4": Int4Linear, "nf4": NF4Linear, "fp8": FP8Linear,
+    "llm-int8": LLMInt8Linear, "bnb-int8": BitsAndBytesLinear, "bnb-nf4": BitsAndBytesLinear,
+}
+
+
+def quantize_linear(linear: nn.Linear | torch.Tensor, fmt: QuantFormat | str) -> QuantizedLinear:
+    """A quantized copy of `linear` (or of a bare weight). A bias stays fp32 and is added after the product."""
+    fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
+    weight = linear.weight if isinstance(linear, nn.Linear) else linear
+    layer = LINEAR_CLASSES[fmt.kind](weight.detach().float(), fmt)
+    if isinstance(linear, nn.Linear) and linear.bias is not None:
+        if fmt.kind.startswith("bnb"):
+            raise ValueError(f"{fmt.name}: the bitsandbytes backend here takes bias-free projections")
+        layer.bias = linear.bias.detach().float().clone()
+    return layer
+
+
+def quantized_linears(model: nn.Module) -> dict[str, QuantizedLinear]:
+    return {name: m for name, m in model.named_modules() if isinstance(m, QuantizedLinear)}

@@ -1,0 +1,98 @@
+"""Quality of a (quantized) model on the shipped held-out text: perplexity, and KL divergence against fp32.
+
+The text is split into non-overlapping windows of `window` tokens; inside each window every token after
+the first is predicted from the ones before it. Perplexity = exp(mean negative log-likelihood).
+KL(p_ref ‖ p_model) is averaged over the same positions, with p_ref the fp32 model's next-token
+distribution: it measures how far the quantized model's predictions move, whether or not the text agrees.
+All models see identical windows, so the figures are comparable; they are not comparable to perplexities
+measured with other windows or texts.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model.kv_cache import AttentionBackend, NoCache
+
+HELDOUT_PATH = Path(__file__).parents[1] / "data" / "heldout.txt"
+
+
+def heldout_text() -> str:
+    return HELDOUT_PATH.read_text(encoding="utf-8")
+
+
+def heldout_ids(tokenizer, max_tokens: int | None = None) -> list[int]:
+    ids = tokenizer.encode(heldout_text())
+    return ids[:max_tokens] if max_tokens else ids
+
+
+def windows(ids: list[int], window: int) -> list[list[int]]:
+    """Non-overlapping windows; a final remainder shorter than 2 tokens predicts nothing and is dropped."""
+    return [ids[i:i + window] for i in range(0, len(ids), window) if len(ids[i:i + window]) >= 2]
+
+
+@dataclass
+class QualityStats:
+    """Running sums over predicted positions (invariant: n counts every position added)."""
+
+    nll_sum: float = 0.0
+    kl_sum: float = 0.0
+    top1_agree: int = 0
+    n: int = 0
+    kl_per_window: list[float] = field(default_factory=list)
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.nll_sum / self.n) if self.n else float("nan")
+
+    @property
+    def mean_kl(self) -> float:
+        return self.kl_sum / self.n if self.n else float("nan")
+
+    @property
+    def top1_agreement(self) -> float:
+        return self.top1_agree / self.n if self.n else float("nan")
+
+    def to_dict(self) -> dict:
+        return {"perplexity": self.perplexity, "kl_vs_fp32": self.mean_kl, "top1_agreement": self.top1_agreement,
+                "n_predicted": self.n}
+
+
+@torch.inference_mode()
+def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], window: int = 512,
+            should_stop=None, backends: dict[str, Callable[[int], AttentionBackend]] | None = None,
+            ) -> dict[str, QualityStats]:
+    """Score every model on the same windows; the reference's log-probs are computed once per window.
+
+    `reference` is also reported under its own name if it appears in `models` (KL 0 by construction).
+    `backends[name](n_tokens)` gives that entry a different attention backend (e.g. an int8 KV cache, so
+    every query attends over quantized keys and values); the default recomputes with `NoCache`.
+    """
+    backends = backends or {}
+    stats = {name: QualityStats() for name in models}
+    for chunk in windows(ids, window):
+        if should_stop is not None and should_stop():
+            break
+        tokens = torch.tensor([chunk])
+        positions = torch.arange(len(chunk))
+        targets = tokens[0, 1:]
+        ref_logp = F.log_softmax(reference(tokens, positions, NoCache())[0, :-1].float(), dim=-1)
+        for name, model in models.items():
+            backend = backends[name](len(chunk)) if name in backends else NoCache()
+            logp = ref_logp if (model is reference and name not in backends) else F.log_softmax(
+                model(tokens, positions, backend)[0, :-1].float(), dim=-1)
+            s = stats[name]
+            s.nll_sum += float(-logp.gather(1, targets[:, None]).sum())
+            # KL(ref ‖ model) = Σ p_ref (log p_ref − log p_model), per position
+            kl = (ref_logp.exp() * (ref_logp - logp)).sum(dim=1)
+            s.kl_sum += float(kl.sum())
+            s.kl_per_window.append(float(kl.mean()))
+            s.top1_agree += int((logp.argmax(1) == ref_logp.argmax(1)).sum())
+            s.n += len(chunk) - 1
+    return stats

@@ -1,0 +1,139 @@
+"""`python -m inference_core quantize-report`: bytes, perplexity, KL vs fp32, decode speed, sample text per format.
+
+Every figure is measured on this machine in this process: bytes are the `nbytes` of the packed tensors,
+quality comes from `perplexity.compare` on the shipped held-out text, speed from greedy decoding.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
+from ..engine.model_runner import kernels_used
+from ..engine.trace import RunFinished
+from ..model.config import DEFAULT_MODEL
+from .formats import DEFAULT_FORMATS, parse_format
+from .linears import quantized_linears
+from .perplexity import compare, heldout_ids
+from .quantize import matmul_weight_bytes, quantize_model, resident_bytes
+
+SAMPLE_PROMPT = "The old lighthouse keeper looked out at the sea and"
+
+
+def decode_speed(engine: LoadedModel, prompt: str = SAMPLE_PROMPT, new_tokens: int = 32,
+                 repeats: int = 3) -> tuple[float, str]:
+    """(median decode tokens/s over `repeats` greedy runs, the generated text)."""
+    speeds, text = [], ""
+    params = GenerationParams(max_new_tokens=new_tokens, stop_at_eos=False)
+    for _ in range(repeats):
+        final = [e for e in engine.generate(prompt, params) if isinstance(e, RunFinished)][0]
+        speeds.append(final.tokens_per_s)
+        text = final.text
+    return statistics.median(speeds), text
+
+
+KV_INT8 = "fp32+kv-int8"
+
+
+def resident_total(model) -> int:
+    """Bytes the model holds in memory: `resident_bytes` (parameters and buffers) plus what quantized layers keep
+    outside them (w8a8: FBGEMM's prepacked copy of the int8 weights)."""
+    return resident_bytes(model) + sum(m.prepacked_bytes() for m in quantized_linears(model).values()
+                                       if hasattr(m, "prepacked_bytes"))
+
+
+def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
+           max_tokens: int | None = None, window: int = 512, new_tokens: int = 32, repeats: int = 3,
+           log=None, kv_int8: bool = False) -> list[dict]:
+    """One row per format; with `kv_int8`, one more row: fp32 weights with the int8 KV cache."""
+    from .kv_quant import Int8KVCache, int8_kv_engine
+
+    base = load_engine(model_name)
+    cfg = base.config
+    fmts = [parse_format(f) for f in formats]
+    models = {f.name: base.model if f.kind == "fp32" else quantize_model(base.model, f) for f in fmts}
+    backends = {}
+    if kv_int8:
+        models[KV_INT8] = base.model
+        backends[KV_INT8] = lambda n: Int8KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, n, cfg.head_dim,
+                                                           base.device, base.dtype)
+    ids = heldout_ids(base.tokenizer, max_tokens)
+    t0 = time.perf_counter()
+    quality = compare(models, base.model, ids, window, backends=backends)
+    if log:
+        log(f"quality of {len(models)} formats on {len(ids)} tokens: {time.perf_counter() - t0:.0f} s")
+    rows = []
+    for f in fmts:
+        model = models[f.name]
+        speed, text = decode_speed(LoadedModel(f"{model_name}:{f.name}", model, base.tokenizer, base.device),
+                                   new_tokens=new_tokens, repeats=repeats)
+        rows.append({
+            "format": f.name, "label": f.label, "kernels": kernels_used(model),
+            "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),
+            "kv_bytes_per_token": cfg.kv_bytes_per_token(base.bytes_per_value),
+            **quality[f.name].to_dict(), "decode_tokens_per_s": speed, "sample": text,
+        })
+        if f.kind == "llm-int8":  # the most outlier columns any call saw, per quantized projection
+            rows[-1]["outlier_dims"] = {name: max(m.outlier_counts, default=0)
+                                        for name, m in quantized_linears(model).items()}
+        if log:
+            log(f"{f.name}: {speed:.1f} tok/s")
+    if kv_int8:
+        eng = int8_kv_engine(base)
+        speed, text = decode_speed(eng, new_tokens=new_tokens, repeats=repeats)
+        rows.append({
+            "format": KV_INT8,
+            "label": f"{base.dtype_name} weights, int8 KV cache (per token/head scale)",
+            "kernels": kernels_used(base.model), "matmul_weight_bytes": matmul_weight_bytes(base.model),
+            "resident_bytes": resident_total(base.model),
+            "kv_bytes_per_token": eng.new_cache(1).bytes_per_token_layer() * cfg.n_layers,
+            **quality[KV_INT8].to_dict(), "decode_tokens_per_s": speed, "sample": text,
+        })
+    return rows
+
+
+def add_quantize_report(sub) -> None:
+    p = sub.add_parser("quantize-report", help="bytes, perplexity, KL vs fp32 and decode speed per format")
+    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--formats", default=",".join(DEFAULT_FORMATS),
+                   help="comma-separated: fp32,int8,w8a8,int4-g32,int4-g64,int4-g128,nf4,fp8,llm-int8")
+    p.add_argument("--max-tokens", type=int, default=None, help="score only the first N held-out tokens")
+    p.add_argument("--window", type=int, default=512, help="tokens per perplexity window")
+    p.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per speed run")
+    p.add_argument("--kv-int8", action="store_true", help="add a row: fp32 weights with the int8 KV cache")
+    p.add_argument("--json", action="store_true", help="print one JSON list")
+    p.set_defaults(func=cmd_quantize_report)
+
+
+def cmd_quantize_report(args) -> int:
+    formats = [f for f in args.formats.split(",") if f.strip()]
+    for f in formats:
+        parse_format(f)  # fail fast on a typo, before minutes of measurement
+    rows = report(args.model, formats, args.max_tokens, args.window, args.new_tokens,
+                  log=lambda s: print(s, file=sys.stderr, flush=True), kv_int8=args.kv_int8)
+    if args.json:
+        # What a recorded copy (inference_core/data/quant_measured.json) must say: the command, date and device.
+        from datetime import datetime, timezone
+
+        from ..model.loader import pick_device
+        from ..model.loader import device_name
+
+        dev = pick_device()
+        where = f"{device_name(dev)} CPU, {torch.get_num_threads()} threads" if dev.type == "cpu" else device_name(dev)
+        print(json.dumps({"model": args.model, "threads": torch.get_num_threads(),
+                          "command": "python -m inference_core " + " ".join(sys.argv[1:]),
+                          "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+                          "device": f"{where}, torch {torch.__version__}", "rows": rows}, indent=1))
+        return 0
+    print(f"{'format':<13} {'MiB':>7} {'ppl':>8} {'KL':>8} {'top1':>6} {'tok/s':>7}  kernel")
+    for r in rows:
+        print(f"{r['format']:<13} {r['matmul_weight_bytes'] / 2**20:7.1f} {r['perplexity']:8.3f} "
+              f"{r['kl_vs_fp32']:8.4f} {r['top1_agreement']:6.3f} {r['decode_tokens_per_s']:7.1f}  "
+              f"{','.join(r['kernels'])}")
+    for r in rows:
+        print(f"\n[{r['format']}] {SAMPLE_PROMPT}{r['sample']}")
+    return 0

@@ -1,0 +1,105 @@
+"""Speculative decoding for a loaded engine: drafts by name, the run as one event stream, the plain baseline."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, fields
+
+from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
+from ..engine.trace import RunFinished, RunStarted, TraceEvent
+from ..model.sampling import SamplingParams
+from ..model.transformer import Transformer
+from ..quant.quantize import quantize_model
+from .decode import SpecParams, speculative_events
+from .drafts import Draft, ModelDraft, NgramDraft
+from .events import SpecFinished, SpecRound
+
+
+DEFAULT_EXIT_LAYERS = 12
+
+
+def make_draft(engine: LoadedModel, kind: str) -> Draft:
+    """'ngram[:N]' | 'self-early-exit[:L]' | 'self-int8' | another model name sharing the tokenizer.
+
+    'ngram:N' only proposes after a match of at least N tokens (default 1): fewer, better guesses.
+    """
+    if kind == "ngram" or kind.startswith("ngram:"):
+        _, _, n_min = kind.partition(":")
+        n = int(n_min) if n_min else 1
+        if not 1 <= n <= 3:
+            raise ValueError("ngram:N needs N in 1..3")
+        return NgramDraft(n_max=3, n_min=n, name=kind)
+    if kind.startswith("self-early-exit"):
+        _, _, layers = kind.partition(":")
+        n = int(layers) if layers else DEFAULT_EXIT_LAYERS
+        if not 1 <= n < engine.config.n_layers:
+            raise ValueError(f"early-exit layers must be in 1..{engine.config.n_layers - 1}")
+        return ModelDraft(engine.model, n_layers=n, name=f"self-early-exit:{n}")
+    if kind == "self-int8":
+        return ModelDraft(int8_copy(engine), name="self-int8")
+    other = load_engine(kind, device=str(engine.device))
+    if other.config.vocab_size != engine.config.vocab_size:
+        raise ValueError(f"draft {kind} has vocabulary {other.config.vocab_size}, target {engine.config.vocab_size}")
+    return ModelDraft(other.model, name=kind)
+
+
+def int8_copy(engine: LoadedModel) -> Transformer:
+    """A weight-only int8 copy of the target, kept with the engine that owns the target (made once per engine):
+    same tokenizer by construction; embedding, norms and RoPE tables shared with the target."""
+    if "int8" not in engine.derived_models:
+        engine.derived_models["int8"] = quantize_model(engine.model, "int8", inplace=False)
+    return engine.derived_models["int8"]
+
+
+def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams,
+              should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
+    """The loaded model's stream: run_started, spec_started, spec_round…, spec_finished, run_finished."""
+    if isinstance(draft, str):
+        draft = make_draft(engine, draft)
+    cfg = engine.config
+    yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name,
+                     prompt_token_ids=list(prompt_ids), prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids],
+                     params={**asdict(params), "draft": draft.name}, n_layers=cfg.n_layers,
+                     kv_bytes_per_token=cfg.kv_bytes_per_token(engine.bytes_per_value))
+    final: SpecFinished | None = None
+    first_round_s = 0.0
+    for ev in speculative_events(engine.model, draft, prompt_ids, params, engine.tokenizer.token_text, should_stop,
+                                 model_name=engine.name):
+        if isinstance(ev, SpecRound) and ev.round == 0:
+            first_round_s = ev.elapsed_s
+        if isinstance(ev, SpecFinished):
+            ev = SpecFinished(token_ids=ev.token_ids, text=engine.tokenizer.decode(ev.token_ids, skip_special=True),
+                              finish_reason=ev.finish_reason, metrics=ev.metrics)
+            final = ev
+        yield ev
+    assert final is not None
+    m = final.metrics
+    n = m["n_generated"]
+    rest = m["total_time_s"] - first_round_s
+    yield RunFinished(token_ids=final.token_ids, text=final.text, finish_reason=final.finish_reason,
+                      n_prompt_tokens=len(prompt_ids), n_generated=n, ttft_s=first_round_s,
+                      tpot_s=rest / (n - 1) if n > 1 else 0.0, tokens_per_s=m["tokens_per_s"], kv_bytes=0)
+
+
+def plain_timed(engine: LoadedModel, prompt_ids: list[int], params: SpecParams) -> tuple[list[int], float, float]:
+    """Plain decoding of the same request: (token ids, total seconds, prefill seconds)."""
+    gen = GenerationParams(**{f.name: getattr(params, f.name) for f in fields(SamplingParams)})
+    t0 = time.perf_counter()
+    ids: list[int] = []
+    prefill = 0.0
+    for ev in engine.generate_events(prompt_ids, gen):
+        if ev.type == "token":
+            ids.append(ev.token_id)
+            if ev.phase == "prefill":
+                prefill = ev.step_time_s
+    return ids, time.perf_counter() - t0, prefill
+
+
+def run_speculative(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams) -> tuple[list[int], dict]:
+    """Convenience: (generated ids, metrics)."""
+    final = None
+    for ev in speculate(engine, prompt_ids, draft, params):
+        if isinstance(ev, SpecFinished):
+            final = ev
+    assert final is not None
+    return final.token_ids, final.metrics
