@@ -346,8 +346,8 @@ def _claim(run_id: str) -> Run | None:
     time: its owner left, or its server died) is dropped, cancelled with `client_gone`, instead of computed."""
     if _owner_gone(run_id):
         summary = {"finish_reason": "cancelled", "cancel_reason": "client_gone", "n_generated": 0}
-        if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-                status=Run.Status.CANCELLED, summary=summary, finished_at=timezone.now()):
+        if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(  # `worker`: who dropped it
+                status=Run.Status.CANCELLED, summary=summary, worker=WORKER_NAME, finished_at=timezone.now()):
             log.info("run %s: nobody watches it any more; dropped from the queue, not computed", run_id)
             _clear_flags(run_id)
         return None
