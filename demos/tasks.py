@@ -233,7 +233,7 @@ class Heartbeat:
 
 class CancelCheck:
     """`should_stop` for the engine: a user cancel, a socket gone longer than the grace period, or the run ended
-    elsewhere (failed by a server while this worker was stopped or cut off: `_RunState.step` sets the reason)."""
+    elsewhere (failed by a server while this worker was stopped or cut off: `_RunState.still_running` says so)."""
 
     WATCH_CHECK_INTERVAL = 1.0  # the cancel flag is read before every step; who watches, at most this often
 
@@ -376,6 +376,8 @@ def _owner_gone(run_id: str) -> bool:
 class _RunState:
     """The sync side of one run: advance the engine, persist, account. Always used from one thread."""
 
+    STATUS_CHECK_INTERVAL = 1.0  # how often a step reads the run's state from the database
+
     def __init__(self, run: Run):
         self.run = run
         self.seq = 0
@@ -396,8 +398,6 @@ class _RunState:
         runner = get_spec(self.run.demo).load_runner()
         self.gen = runner({**self.run.params, "model": settings.ENGINE_MODEL}, self.check)
         self.t0 = time.monotonic()
-
-    STATUS_CHECK_INTERVAL = 1.0
 
     def still_running(self) -> bool:
         """Whether the database still says running (at most once per STATUS_CHECK_INTERVAL). A worker that was

@@ -160,8 +160,9 @@ class Supervisor:
         import redis
 
         client = None
+        wait = PUBLISH_INTERVAL
         while not self.stopped:
-            self.changed.wait(PUBLISH_INTERVAL)
+            self.changed.wait(wait)
             self.changed.clear()
             if self.stopped or not self.redis_url:
                 continue
@@ -169,8 +170,9 @@ class Supervisor:
             try:
                 client = client or redis.Redis.from_url(self.redis_url, socket_timeout=1, socket_connect_timeout=1)
                 client.set(SUPERVISOR_KEY, json.dumps(record), ex=int(PUBLISH_INTERVAL * 5))
+                wait = PUBLISH_INTERVAL
             except redis.exceptions.RedisError:
-                pass  # Redis down or restarting: the next pass publishes it
+                wait = 0.25  # Redis down or restarting (or loading its old copy of this record): again soon
 
     def stop(self) -> None:
         if self.stopped:

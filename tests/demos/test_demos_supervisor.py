@@ -216,8 +216,9 @@ async def test_make_run_keeps_the_course_up_through_a_redis_pause_a_dead_worker_
 
         # 4. The dashboard shows the restarts (to anyone, without pids).
         dash = await WS.connect(stack.port, path="/ws/demos/dashboard/")
-        try:
-            stats = await dash.recv(15)
+        try:  # one frame a second; the supervisor republishes its record soon after Redis is back
+            stats = (await collect(dash, 15, until=(), receive=dash.recv, stop=lambda frame: any(
+                p["name"] == "redis" and p["restarts"] for p in frame.get("processes", []))))[-1]
         finally:
             await dash.close()
         processes = {p["name"]: p for p in stats["processes"]}
