@@ -272,8 +272,10 @@ def main() -> int:
         # Two workers, so minutes-long `cpu` jobs (narration audio) never starve the demos' `gpu`
         # queue; only the `gpu` worker loads the engine.
         # Without gossip and mingle (nothing here uses them): a restarted worker takes runs a second sooner.
-        celery = [str(VENV_BIN / "celery"), "-A", "inferencelab", "worker", "-P", "threads", "--loglevel", "INFO",
-                  "--without-gossip", "--without-mingle"]
+        # `python -m celery` rather than the `celery` script: the same interpreter as Daphne's whatever the script's
+        # shebang says (the engine's compiled kernels are cached per interpreter path).
+        celery = [str(VENV_BIN / "python"), "-m", "celery", "-A", "inferencelab", "worker", "-P", "threads",
+                  "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
         sup.add("gpu", celery + ["-Q", "gpu", "-c", env.get("CELERY_CONCURRENCY", "16"), "-n", "gpu@%h"], env)
         sup.add("cpu", celery + ["-Q", "cpu", "-c", env.get("CELERY_CPU_CONCURRENCY", "2"), "-n", "cpu@%h"], env)
         # Narration missing or out of date is synthesized in the background by the worker's `cpu` queue
