@@ -18,7 +18,10 @@ _DEFAULTS = {
     "DEMO_REAPER_INTERVAL": 5.0,  # how often the server looks for runs whose worker died
     "DEMO_STALL_SECONDS": 3.0,  # quiet this long → the consumer checks the run's real state
     "DEMO_HEARTBEAT_INTERVAL": 1.0,  # the worker refreshes a run's heartbeat key this often
-    "DEMO_HEARTBEAT_TTL": 5.0,  # a heartbeat key older than this means the worker is gone
+    "DEMO_HEARTBEAT_TTL": 4.0,  # a heartbeat key expires this long after the worker's last refresh…
+    # …and a run is failed (`worker_lost`) once it has been missing this long while Redis answered promptly:
+    # a Redis pause or restart (no heartbeat can be written then) never fails a healthy run.
+    "DEMO_HEARTBEAT_GRACE": 2.0,
     "DEMO_QUEUE_TIMEOUT": 300.0,  # queued this long without a worker picking it up → error
     "DEMO_ORPHAN_GRACE": 15.0,  # a run whose socket closed is cancelled unless resumed within this
     "DEMO_REPLAY_CACHE": True,  # a stored identical run may be replayed: when asked for, or when no worker slot is free

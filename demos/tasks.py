@@ -30,7 +30,7 @@ from . import conf
 from .models import Run, RunEvent
 from .registry import get_spec
 from .runstate import (CPU_QUEUE, cancel_key, detach_key, fair_pop, heartbeat_key, run_group, sync_redis,
-                       watchers_key, worker_key)
+                       unwatched_for, watchers_key, worker_key)
 
 log = logging.getLogger(__name__)
 
@@ -232,27 +232,35 @@ class Heartbeat:
 
 
 class CancelCheck:
-    """`should_stop` for the engine: a user cancel, or a socket gone longer than the grace period."""
+    """`should_stop` for the engine: a user cancel, a socket gone longer than the grace period, or the run ended
+    elsewhere (failed by a server while this worker was stopped or cut off: `_RunState.still_running` says so)."""
+
+    WATCH_CHECK_INTERVAL = 1.0  # the cancel flag is read before every step; who watches, at most this often
 
     def __init__(self, run_id: str):
-        self.keys = [cancel_key(run_id), detach_key(run_id)]
+        self.run_id = run_id
+        self.key = cancel_key(run_id)
         self.grace = float(conf.get("DEMO_ORPHAN_GRACE"))
         self.reason: str | None = None
+        self.watch_checked = 0.0
 
     def __call__(self) -> bool:
         if self.reason:
             return True
         try:
-            cancel, detached = sync_redis().mget(self.keys)
+            cancel = sync_redis().get(self.key)
+            if cancel:
+                self.reason = cancel.decode() or "user"
+            elif time.monotonic() - self.watch_checked >= self.WATCH_CHECK_INTERVAL:
+                self.watch_checked = time.monotonic()
+                gone = unwatched_for(self.run_id)
+                if gone is not None and gone > self.grace:
+                    self.reason = "client_gone"
         except redis.exceptions.RedisError as exc:
             # Redis down or restarting: no flag can be read, so nobody asked to stop. Keep going (events
             # go to the database; a resumed client reads them); a cancel is seen once Redis is back.
-            log.warning("run %s: cancel check skipped, Redis unavailable: %s", self.keys[0], exc)
+            log.warning("run %s: cancel check skipped, Redis unavailable: %s", self.run_id, exc)
             return False
-        if cancel:
-            self.reason = cancel.decode() or "user"
-        elif detached and time.time() - float(detached) > self.grace:
-            self.reason = "client_gone"
         return self.reason is not None
 
 
@@ -322,7 +330,10 @@ async def _run_demo(run_id: str) -> str:
             return Run.Status.ERROR
         finally:
             await sync_to_async(state.close)()
-        status, summary = await sync_to_async(state.finish)()
+        ended = await sync_to_async(state.finish)()
+        if ended is None:
+            return "ended_elsewhere"
+        status, summary = ended
         await publish({"type": "run.done", "run_id": run_id, "status": status, "summary": summary,
                        "n_events": state.seq})
         return status
@@ -330,7 +341,17 @@ async def _run_demo(run_id: str) -> str:
 
 def _claim(run_id: str) -> Run | None:
     """Queued → running, exactly once (a redelivered or cancelled task finds it no longer queued). Records the
-    device and dtype the run's numbers are measured on (an engine that fails to load is reported by the run)."""
+    device and dtype the run's numbers are measured on (an engine that fails to load is reported by the run).
+
+    A run whose every socket went away longer than DEMO_ORPHAN_GRACE ago (nobody can be watching or resume it in
+    time: its owner left, or its server died) is dropped, cancelled with `client_gone`, instead of computed."""
+    if _owner_gone(run_id):
+        summary = {"finish_reason": "cancelled", "cancel_reason": "client_gone", "n_generated": 0}
+        if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(  # `worker`: who dropped it
+                status=Run.Status.CANCELLED, summary=summary, worker=WORKER_NAME, finished_at=timezone.now()):
+            log.info("run %s: nobody watches it any more; dropped from the queue, not computed", run_id)
+            _clear_flags(run_id)
+        return None
     try:
         engine = get_engine()
         where = {"device": str(engine.device)[:32], "dtype": engine.dtype_name[:32]}
@@ -345,8 +366,18 @@ def _claim(run_id: str) -> Run | None:
     return Run.objects.get(pk=run_id)
 
 
+def _owner_gone(run_id: str) -> bool:
+    try:
+        gone = unwatched_for(run_id)
+    except redis.exceptions.RedisError:
+        return False  # cannot tell: run it (a cancel is still seen between its steps)
+    return gone is not None and gone > float(conf.get("DEMO_ORPHAN_GRACE"))
+
+
 class _RunState:
     """The sync side of one run: advance the engine, persist, account. Always used from one thread."""
+
+    STATUS_CHECK_INTERVAL = 1.0  # how often a step reads the run's state from the database
 
     def __init__(self, run: Run):
         self.run = run
@@ -357,6 +388,7 @@ class _RunState:
         self.n_tokens = 0
         self.check = CancelCheck(str(run.id))
         self.engine = None
+        self.status_checked = time.monotonic()
         with STATS.lock:
             STATS.active += 1
             STATS.runs_total += 1
@@ -368,7 +400,22 @@ class _RunState:
         self.gen = runner({**self.run.params, "model": settings.ENGINE_MODEL}, self.check)
         self.t0 = time.monotonic()
 
+    def still_running(self) -> bool:
+        """Whether the database still says running (at most once per STATUS_CHECK_INTERVAL). A worker that was
+        stopped or cut off past the heartbeat grace finds its run failed (`worker_lost`) and stops computing it."""
+        now = time.monotonic()
+        if now - self.status_checked < self.STATUS_CHECK_INTERVAL:
+            return True
+        self.status_checked = now
+        if Run.objects.filter(pk=self.run.id, status=Run.Status.RUNNING).exists():
+            return True
+        log.warning("run %s was ended elsewhere (its worker presumed lost); stopping it", self.run.id)
+        self.check.reason = "ended_elsewhere"  # what the engine's should_stop now answers
+        return False
+
     def step(self) -> tuple[int, dict] | None:
+        if not self.still_running():
+            return None
         if self.gen is None:
             self._start()
         # The engine is not thread-safe: steps of concurrent direct runs interleave under its lock. A run
@@ -400,7 +447,9 @@ class _RunState:
                 STATS.active -= 1
             self._accounted = False
 
-    def finish(self) -> tuple[str, dict]:
+    def finish(self) -> tuple[str, dict] | None:
+        """Record the run's end: (status, summary), or None when it had already been ended elsewhere (timed out,
+        or failed as `worker_lost` while this worker was stopped), which keeps the final state its client got."""
         ev = self.finished_event or {}
         summary = {k: v for k, v in ev.items() if k not in ("type", "schema_version", "token_ids")}
         cancelled = ev.get("finish_reason") == "cancelled" or (not ev and self.check.reason is not None)
@@ -410,13 +459,12 @@ class _RunState:
             summary["cancel_reason"] = self.check.reason or "user"
         summary["worker"] = WORKER_NAME
         status = Run.Status.CANCELLED if cancelled else Run.Status.DONE
-        # Only a running run: one the consumer already ended (timeout, worker presumed lost) keeps
-        # the final state its client was told.
-        if not Run.objects.filter(pk=self.run.id, status=Run.Status.RUNNING).update(
-            status=status, summary=summary, n_events=self.seq, finished_at=timezone.now()
-        ):
-            log.warning("run %s was already ended elsewhere; keeping its final state", self.run.id)
+        ended_here = Run.objects.filter(pk=self.run.id, status=Run.Status.RUNNING).update(
+            status=status, summary=summary, n_events=self.seq, finished_at=timezone.now())
         _clear_flags(str(self.run.id))
+        if not ended_here:
+            log.warning("run %s was already ended elsewhere; keeping its final state", self.run.id)
+            return None
         return status, summary
 
     def fail(self, code: str, message: str):

@@ -12,6 +12,7 @@ import dj_database_url
 
 from inference_core import DEFAULT_MODEL
 
+from .redis_auth import local_url as local_redis_url
 from .secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -203,7 +204,8 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / "var" / "media"))
 WHITENOISE_USE_FINDERS = True
 
 # --- Redis, Channels, Celery -------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", f"redis://127.0.0.1:{env_int('REDIS_PORT', 6390)}/0")
+# An explicit REDIS_URL wins; else the Redis `make run` starts, with this install's password (var/redis_password).
+REDIS_URL = os.environ.get("REDIS_URL") or local_redis_url(env_int("REDIS_PORT", 6390))
 
 # The pub/sub layer keeps no idle sockets to time out (django/channels_redis#422).
 CHANNEL_LAYERS = {

@@ -84,3 +84,27 @@ def test_make_run_starts_everything_and_ctrl_c_leaves_no_process_behind(tmp_path
         assert not alive, (attempt, alive, output[-3000:])
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", int(env["PORT"]))) != 0
+
+
+def test_redis_url_defaults_to_this_installs_password_and_an_explicit_url_wins(tmp_path):
+    from inferencelab.redis_auth import local_url
+
+    password_file = tmp_path / "redis_password"
+    assert local_url(6390, password_file) == "redis://127.0.0.1:6390/0"  # none yet: a Redis without one
+    subprocess.run([sys.executable, "-m", "inferencelab.redis_auth", str(password_file)], cwd=ROOT, check=True)
+    password = password_file.read_text().strip()
+    assert len(password) >= 40 and oct(password_file.stat().st_mode & 0o777) == "0o600"
+    assert local_url(6390, password_file) == f"redis://:{password}@127.0.0.1:6390/0"
+
+    def settings_url(**env) -> str:
+        code = "from django.conf import settings; print(settings.REDIS_URL, settings.CELERY_BROKER_URL, " \
+               "settings.CHANNEL_LAYERS['default']['CONFIG']['hosts'][0])"
+        full = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "REDIS_PORT")}
+        full.update(env, DJANGO_SETTINGS_MODULE="inferencelab.settings")
+        out = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=ROOT, env=full,
+                             check=True, capture_output=True, text=True).stdout.split()
+        assert len(set(out)) == 1, out  # the broker and the Channels layer use the same URL
+        return out[0]
+
+    assert settings_url(REDIS_PORT="6391") == local_url(6391)  # this checkout's own var/redis_password, if any
+    assert settings_url(REDIS_URL="redis://elsewhere:6379/2") == "redis://elsewhere:6379/2"

@@ -24,7 +24,7 @@ from inferencelab import client_address
 
 from .. import conf
 from ..models import Run
-from ..runstate import CPU_QUEUE, async_redis, demo_queue
+from ..runstate import CPU_QUEUE, async_redis, demo_queue, supervisor_key
 
 log = logging.getLogger(__name__)
 PRIVATE_WORKER_FIELDS = ("name", "pid", "hostname", "host")
@@ -105,7 +105,8 @@ def public_view(stats: dict) -> dict:
         shown = {k: v for k, v in worker.items() if k not in PRIVATE_WORKER_FIELDS}
         shown["name"] = f"worker {index}"
         workers.append(shown)
-    return {**stats, "workers": workers}
+    processes = [{k: v for k, v in p.items() if k != "pid"} for p in stats.get("processes", [])]
+    return {**stats, "workers": workers, "processes": processes}
 
 
 async def collect_stats() -> dict:
@@ -121,6 +122,14 @@ async def collect_stats() -> dict:
                     pass
     workers.sort(key=lambda w: w.get("name", ""))
     queue = {name: await r.llen(name) for name in (demo_queue(), CPU_QUEUE)}
+    # What `make run` supervises (scripts/run_stack.py): each process's state and restarts. None elsewhere.
+    processes = []
+    raw = await r.get(supervisor_key())
+    if raw:
+        try:
+            processes = json.loads(raw).get("processes") or []
+        except (ValueError, AttributeError):
+            processes = []
 
     def counts():
         since = timezone.now() - timedelta(hours=1)
@@ -133,4 +142,4 @@ async def collect_stats() -> dict:
         return out
 
     return {"type": "stats", "t": time.time(), "workers": workers, "queue": queue, "demo_queue": demo_queue(),
-            "runs_last_hour": await database_sync_to_async(counts)()}
+            "processes": processes, "runs_last_hour": await database_sync_to_async(counts)()}

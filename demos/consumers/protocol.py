@@ -14,6 +14,7 @@ import math
 import time
 import uuid
 
+import redis
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -24,7 +25,7 @@ from .. import conf
 from ..identity import owners_for_scope
 from ..models import Run
 from ..registry import DemoParamError
-from ..runstate import async_redis, cancel_key, detach, heartbeat_key, run_group
+from ..runstate import REDIS_HEALTH, async_redis, cancel_key, detach, heartbeat_key, judge_heartbeat, run_group
 from .common import ACTIVE, ProtocolError, Watch, events_between, get_run, queue_position, redis_retry, set_status
 from .replay import ReplayMixin
 from .runs import RunsMixin
@@ -281,17 +282,22 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
             await self._finish(w, self._final_frame(run))
             return
         if run.status == Run.Status.RUNNING:
-            if await async_redis().exists(heartbeat_key(w.run_id)):
-                w.hb_missing_since = None
+            asked = time.monotonic()
+            try:
+                present = bool(await async_redis().exists(heartbeat_key(w.run_id)))
+            except (redis.exceptions.RedisError, OSError) as exc:
+                REDIS_HEALTH.trouble()  # no worker can refresh a heartbeat now either: judge it after
+                log.warning("heartbeat of run %s unreadable, Redis unavailable: %s", w.run_id, exc)
+                return
+            lost, w.hb_missing_since = judge_heartbeat(present, asked, w.hb_missing_since,
+                                                       float(conf.get("DEMO_HEARTBEAT_GRACE")))
+            if present:
                 # Alive but quiet here: catch up from storage in case live messages went missing.
                 async with w.lock:
                     if not w.finished:
                         await self._send_stored(w)
                 return
-            # Missing on two checks a second apart: not a race with the worker finishing.
-            now = time.monotonic()
-            if w.hb_missing_since is None or now - w.hb_missing_since < 1.0:
-                w.hb_missing_since = w.hb_missing_since or now
+            if not lost:  # missing, but not yet for the grace period on a healthy Redis
                 return
             msg = "the worker running this demo stopped responding"
             if await set_status(w.run_id, Run.Status.ERROR, only_if=ACTIVE,

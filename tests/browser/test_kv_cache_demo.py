@@ -141,6 +141,34 @@ def test_dashboard_shows_the_live_worker(live_stack, browser_page):
     assert paths == "–" or paths.startswith("cpu-fused-step fp32: "), paths
     assert page.locator("#dash-conn").inner_text() == "Live."
     assert not page.errors, page.errors
+    assert page.locator("#dash-processes").is_hidden()  # not under `make run`: no supervisor record
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dashboard_lists_the_processes_make_run_restarted(live_stack, browser_page):
+    """The record scripts/run_stack.py publishes (demos.runstate.supervisor_key) becomes the Processes table."""
+    import json
+    import time
+
+    import redis
+
+    record = {"updated": time.time(), "processes": [
+        {"name": "redis", "state": "running", "pid": 11, "restarts": 0, "last_restart": None, "last_exit": None},
+        {"name": "gpu", "state": "running", "pid": 12, "restarts": 2, "last_restart": time.time(), "last_exit": -9},
+        {"name": "cpu", "state": "given_up", "pid": 13, "restarts": 5, "last_restart": time.time(), "last_exit": 1}]}
+    client = redis.Redis.from_url(live_stack.redis_url)
+    client.set("demos:supervisor", json.dumps(record), ex=60)
+    try:
+        page = browser_page
+        page.goto(f"{live_stack.url}/demos/dashboard/")
+        rows = page.locator("#dash-processes-table tbody tr")
+        rows.first.wait_for(timeout=30_000)
+        text = [rows.nth(i).inner_text() for i in range(rows.count())]
+        assert "2" in text[1].split("\t") and "-9" in text[1] and "given up" in text[2], text
+        assert "12" not in text[1].split("\t")  # no pid for an anonymous visitor
+        assert not page.errors, page.errors
+    finally:
+        client.delete("demos:supervisor")
 
 
 HOSTILE = """async () => {

@@ -218,8 +218,10 @@ async def test_replays_never_reveal_another_visitors_prompt(demo_stack):
     assert shared["replayed_from"] == "shared" and done["replayed_from"] == "shared"  # no run id of Alice's
 
 
-async def test_reaper_fails_runs_whose_worker_died_and_frees_the_slot(demo_stack):
+async def test_reaper_fails_runs_whose_worker_died_and_frees_the_slot(demo_stack, monkeypatch):
     from demos.reaper import reap_once
+
+    monkeypatch.setenv("DEMO_HEARTBEAT_GRACE", "0.5")
 
     def seed():
         old = timezone.now() - timedelta(minutes=1)
@@ -233,7 +235,10 @@ async def test_reaper_fails_runs_whose_worker_died_and_frees_the_slot(demo_stack
 
     dead, stale, fresh = await sync_to_async(seed)()
     reaped = await sync_to_async(reap_once)()
-    assert str(dead.id) in reaped and str(stale.id) in reaped and str(fresh.id) not in reaped
+    assert str(stale.id) in reaped and str(dead.id) not in reaped  # a heartbeat just found missing: not yet…
+    await asyncio.sleep(0.6)
+    reaped = await sync_to_async(reap_once)()
+    assert str(dead.id) in reaped and str(fresh.id) not in reaped  # …missing for the grace period: lost
     rows = {r.id: r for r in await sync_to_async(list)(Run.objects.filter(owner="s:reaper"))}
     assert rows[dead.id].status == "error" and rows[dead.id].error_code == "worker_lost"
     assert rows[stale.id].error_code == "queue_timeout" and rows[fresh.id].status == "running"

@@ -17,7 +17,27 @@ Plotly.newPlot($("dash-queue"), [
 
 function cell(text) { const td = document.createElement("td"); td.textContent = text; return td; }
 
+const STATES = { running: "running", restarting: "restarting…", given_up: "given up (restart make run)",
+  stopped: "stopped", starting: "starting" };
+
+// What `make run` supervises: each process's state and restarts (absent when the stack runs another way).
+function renderProcesses(processes) {
+  $("dash-processes").hidden = !processes.length;
+  const tbody = $("dash-processes-table").querySelector("tbody");
+  tbody.replaceChildren();
+  for (const p of processes) {
+    const tr = document.createElement("tr");
+    const name = document.createElement("th");
+    name.scope = "row";
+    name.textContent = p.name;
+    const last = p.last_restart ? new Date(p.last_restart * 1000).toLocaleTimeString() : "–";
+    tr.append(name, cell(STATES[p.state] || p.state), cell(p.restarts), cell(last), cell(p.last_exit ?? "–"));
+    tbody.append(tr);
+  }
+}
+
 function render(stats) {
+  renderProcesses(stats.processes || []);
   const t = new Date(stats.t * 1000);
   const tbody = $("dash-workers").querySelector("tbody");
   tbody.replaceChildren();
