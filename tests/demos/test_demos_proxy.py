@@ -71,7 +71,7 @@ async def test_a_flood_from_one_address_holds_only_its_share_and_a_newcomer_goes
         cookie = {}
         if i % 2:  # every other socket brings a brand-new session: a new owner, the same address
             page = Browser(port, FLOODER, forged(i))
-            page.request("GET", "/demos/kv-cache/")
+            page.request("POST", "/demos/visitor/")  # what the page's script does before a first run
             cookie = {"Cookie": f"sessionid={page.cookies['sessionid']}"}
         sockets.append(await WS.connect(port, path="/ws/demos/", source=FLOODER, headers={**forged(i), **cookie}))
     student = await WS.connect(port, source=STUDENT, headers=forged(999))
