@@ -7,6 +7,7 @@ import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { prefixNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
+import { comparisonBlock } from "./comparison.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/prefix_caching.py), embedded in the page.
@@ -29,6 +30,7 @@ export function mount(root, config = {}) {
   let Plotly = null;
   let s = null;
 
+  const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
     title: "Prefix caching",
     fields: [questions.label, newTok.label, blockSize.label],
@@ -40,6 +42,7 @@ export function mount(root, config = {}) {
         block_size: Number(blockSize.input.value) };
     },
     onStart(params) {
+      cmp.reset();
       fillForm({ questions: questions.input, max_new_tokens: newTok.input, block_size: blockSize.input }, params);
       s = { runs: [], cur: null };
       answers.querySelector("tbody").replaceChildren();
@@ -48,6 +51,7 @@ export function mount(root, config = {}) {
       draw();
     },
     onEvent(ev) {
+      cmp.onEvent(ev);
       if (ev.type === "batch_run_started") {
         s.cur = { cached: ev.prefix_caching, bs: ev.block_size, order: [], prompt: {}, blocks: {}, fin: {} };
         s.runs.push(s.cur);
@@ -74,6 +78,7 @@ export function mount(root, config = {}) {
     },
   });
   shell.body.append(out.node, why, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
+  shell.body.append(cmp.node);
   shell.plotly.then((P) => { Plotly = P; draw(); });
 
   function summarize() {
