@@ -86,12 +86,14 @@ def from_samples(metric: str, labels: tuple[str, str], samples: list[ComparisonS
 def compare(a: Side, b: Side, metric: str, claim: str | Callable[[dict[str, dict]], str] = "",
             other_sequences: int = 0, repeats: int = REPEATS,
             should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    """Yield each sample's event, then the `comparison` (none if the run was stopped first). `claim` may be a
+    """Yield each sample's event, then the `comparison` (none if the run was stopped). `claim` may be a
     function of the sides' counters (label → counters), where what the lesson says depends on them."""
     samples = []
     for sample in interleave(a, b, repeats, should_stop):
         samples.append(sample)
         yield sample.to_dict()
+    if should_stop is not None and should_stop():
+        return  # a verdict over part of the repeats would not be the comparison the page describes
     if callable(claim):
         claim = claim({s.side: s.counters for s in samples})
     result = from_samples(metric, (a.label, b.label), samples, claim, other_sequences)
