@@ -8,6 +8,7 @@ the run's final length with and without the cache, the tokens computed and the K
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterator
 
 from inference_core.config import DEFAULT_MODEL
@@ -64,8 +65,6 @@ def step_sides(engine, token_ids: list[int]) -> tuple[Side, Side]:
     """Decode steps at the run's final length, with the cache (1 new token, the rest's K/V read from the cache)
     and without (the whole sequence recomputed). Each sample is a short generation on the engine itself: the median
     of its decode steps (its prefill is not part of the comparison)."""
-    import statistics
-
     from inference_core.engine import GenerationParams
 
     def side(label: str, use_cache: bool) -> Side:
