@@ -205,3 +205,30 @@ class AttentionWeights(TraceEvent):
     tokens: list[str]  # the text of each prompt token (the heatmap's labels)
     # weights[i][j]: softmax over keys of query i · key j / √head_dim; 0 for j > i (the causal mask), rows sum to 1
     weights: list[list[float]]
+
+
+# --- comparisons (every demo that compares two settings) ----------------------------------------------------
+
+@event("comparison_sample")
+class ComparisonSample(TraceEvent):
+    """One timed, uninterrupted run of one side of a comparison. Repeats alternate which side goes first."""
+
+    repeat: int  # 0, 1, … (the order of the sides flips from one repeat to the next)
+    side: str  # the side's label, as in `comparison.sides[].label`
+    time_s: float
+    counters: dict  # deterministic counts that explain the time (name → number), the same in every repeat
+
+
+@event("comparison")
+class Comparison(TraceEvent):
+    """Two settings timed in alternating repeats: median and spread per side, the counters beside them."""
+
+    metric: str  # what `times_s` measure, in words
+    repeats: int  # timed runs per side
+    spread: typing.Literal["min–max", "IQR"]  # what each side's low_s–high_s is
+    sides: list[dict]  # two: {label, times_s, median_s, low_s, high_s, counters}
+    claim: str  # the side the lesson says is faster for these settings; "" where it makes no claim
+    faster: str  # the side with the lower median
+    within_noise: bool  # the two sides' spreads overlap: the clock cannot tell them apart
+    other_sequences: int  # most sequences of other runs that shared one forward pass with this run's
+    cpu_load_1m: float  # the machine's 1-minute load average when the comparison ended (−1 where unknown)

@@ -2,11 +2,11 @@
 
 A capturing attention backend runs the real model up to the chosen layer and keeps that layer's post-RoPE
 q, k, v; both implementations then attend over them. Emits `attention_compare` (agreement, timings, the
-bytes of the N×N matrix vs one tile) and `attention_memory_curve` (how those grow with N).
+bytes of the N×N matrix vs one tile), the two timed in alternating repeats (`comparison_sample`…, `comparison`,
+see `comparison.py`), and `attention_memory_curve` (how those grow with N).
 """
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
+from .comparison import Side, compare
 from .events import AttentionCompare, AttentionMemoryCurve
 
 if TYPE_CHECKING:
@@ -60,13 +61,24 @@ def capture_qkv(engine, token_ids: list[int], layer: int) -> tuple[torch.Tensor,
     return backend.q, backend.k, backend.v
 
 
-def _timed(fn, repeats: int = 3):
-    times, result = [], None
-    for _ in range(repeats):
+NAIVE, TILED = "naive", "tiled"
+FLASH_REPEATS = 5  # a few milliseconds each: more repeats cost nothing
+
+
+def _timed(fn) -> Callable[[], tuple[float, object]]:
+    def once():
         t0 = time.perf_counter()
         result = fn()
-        times.append(time.perf_counter() - t0)
-    return result, statistics.median(times)
+        return time.perf_counter() - t0, result
+    return once
+
+
+def lesson_claim(n_tokens: int) -> str:
+    """The lesson: the Python tile loop is slower than the naive version for a short prompt, and wins from a few
+    hundred tokens. In between it makes no claim."""
+    if n_tokens < 128:
+        return NAIVE
+    return TILED if n_tokens >= 512 else ""
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
@@ -85,9 +97,34 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     q, k, v = capture_qkv(engine, ids, layer)
     if should_stop is not None and should_stop():
         return
+    results: dict[str, object] = {}
+
+    def side(label, fn):
+        once = _timed(fn)
+
+        def measure():
+            with torch.inference_mode():
+                seconds, results[label] = once()
+            return seconds, counters[label]
+        return Side(label, measure)
+
+    counters: dict[str, dict] = {}
+    # The bytes and tiles are known before the timing: one untimed pass of each fills them in.
     with torch.inference_mode():
-        (naive, score_bytes), naive_s = _timed(lambda: naive_attention(q, k, v, causal=True))
-        (tiled, stats), tiled_s = _timed(lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block))
+        _, score_bytes = naive_attention(q, k, v, causal=True)
+        _, stats = tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)
+    counters[NAIVE] = {"score bytes held": score_bytes}
+    counters[TILED] = {"score bytes held": stats.tile_bytes, "tiles computed": stats.tiles_computed,
+                       "tiles skipped (masked)": stats.tiles_skipped}
+    samples = list(compare(side(NAIVE, lambda: naive_attention(q, k, v, causal=True)),
+                           side(TILED, lambda: tiled_attention(q, k, v, causal=True, block_q=block, block_k=block)),
+                           metric="time of one attention pass over the layer's q, k, v",
+                           claim=lesson_claim(len(ids)), repeats=FLASH_REPEATS))
+    comparison = samples[-1]
+    medians = {s["label"]: s["median_s"] for s in comparison["sides"]}
+    naive, _ = results[NAIVE]
+    tiled, _ = results[TILED]
+    with torch.inference_mode():
         ref = sdpa(q, k, v)
         # The last query row's weights, recomputed for display (one row: cheap).
         k_rep = k.repeat_interleave(cfg.n_heads // cfg.n_kv_heads, dim=1)
@@ -97,10 +134,11 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim,
         dtype=str(q.dtype).removeprefix("torch."), block_q=block, block_k=block,
         max_abs_diff=float((tiled - naive).abs().max()), max_abs_diff_sdpa=float((tiled - ref).abs().max()),
-        naive_time_s=naive_s, tiled_time_s=tiled_s, naive_score_bytes=score_bytes, tile_bytes=stats.tile_bytes,
-        tiles_computed=stats.tiles_computed, tiles_skipped=stats.tiles_skipped,
+        naive_time_s=medians[NAIVE], tiled_time_s=medians[TILED], naive_score_bytes=score_bytes,
+        tile_bytes=stats.tile_bytes, tiles_computed=stats.tiles_computed, tiles_skipped=stats.tiles_skipped,
         last_row_weights=[float(x) for x in last[0, :, 0].mean(dim=0)],
     ).to_dict()
+    yield from samples
     curve_block = 128  # a typical GPU tile edge for head_dim 64
     traffic = [hbm_traffic(n, cfg.head_dim, CURVE_BYTES_PER_VALUE, curve_block) for n in CURVE_N]
     yield AttentionMemoryCurve(

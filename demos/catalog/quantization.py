@@ -2,7 +2,8 @@
 prompt, and the same prompt generated in fp32 and in the chosen format, token by token.
 
 Events, in order: `quant_layer`, `quant_outliers`, `quant_token`… (fp32 and quantized interleaved, one pair
-per step), `quant_summary`, `quant_formats` (the recorded quantize-report table, for the trade-off chart).
+per step), `quant_summary`, `comparison` (the interleaved decode steps' times, bytes read beside them),
+`quant_formats` (the recorded quantize-report table, for the trade-off chart).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import inference_core
 from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 
 from ..spec import DemoSpec, ParamSpec
+from .comparison import summarize
 from .events import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
 
 if TYPE_CHECKING:  # the engine (and torch) load in the worker only, inside the functions below
@@ -27,6 +29,9 @@ PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "fee
 DEMO_FORMATS = ("int8", "w8a8", "int4-g32", "int4-g128", "nf4", "fp8", "llm-int8")
 # The recorded `python -m inference_core quantize-report … --json` table (see inference_core/data/README.md).
 MEASURED_PATH = Path(inference_core.__file__).resolve().parent / "data" / "quant_measured.json"
+# Formats whose decode step runs in the engine's native kernels: the lesson's table has them all faster than
+# fp32 on this CPU (fewer bytes read per step). w8a8 and llm-int8 run PyTorch layers: it makes no claim there.
+NATIVE_STEP_FORMATS = ("int8", "int4-g32", "int4-g128", "nf4", "fp8")
 HEAT = 48  # heatmap tile: the first HEAT rows × HEAT input columns
 
 
@@ -163,11 +168,14 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     streams = {"fp32": base.generate_events(prompt_ids, gen, should_stop),
                fmt.name: quant.generate_events(prompt_ids, gen, should_stop)}
     tokens: dict[str, list[int]] = {"fp32": [], fmt.name: []}
+    step_times: dict[str, list[float]] = {"fp32": [], fmt.name: []}
     finals: dict[str, RunFinished] = {}
     for pair in zip(*streams.values()):
         for variant, ev in zip(streams, pair):
             if isinstance(ev, TokenStep):
                 tokens[variant].append(ev.token_id)
+                if ev.phase == "decode":
+                    step_times[variant].append(ev.step_time_s)
                 ref = tokens["fp32"][ev.step] if len(tokens["fp32"]) > ev.step else ev.token_id
                 yield QuantToken(variant=variant, step=ev.step, token_id=ev.token_id, text=ev.text,
                                  step_time_s=ev.step_time_s, same_as_fp32=ev.token_id == ref).to_dict()
@@ -176,15 +184,23 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     if len(finals) == 2 and all(f.finish_reason != "cancelled" for f in finals.values()):
         a, b = tokens["fp32"], tokens[fmt.name]
         same = [x == y for x, y in zip(a, b)]
+        fp32_bytes, quant_bytes = matmul_weight_bytes(base.model), matmul_weight_bytes(quant.model)
         yield QuantSummary(
-            format=fmt.name, kernels=kernels_used(quant.model), fp32_matmul_bytes=matmul_weight_bytes(base.model),
-            quant_matmul_bytes=matmul_weight_bytes(quant.model),
+            format=fmt.name, kernels=kernels_used(quant.model), fp32_matmul_bytes=fp32_bytes,
+            quant_matmul_bytes=quant_bytes,
             fp32_decode_tokens_per_s=finals["fp32"].tokens_per_s,
             quant_decode_tokens_per_s=finals[fmt.name].tokens_per_s, n_generated=len(b),
             first_divergence=same.index(False) if False in same else -1,
             agreement=sum(same) / len(same) if same else 1.0,
             fp32_text=finals["fp32"].text, quant_text=finals[fmt.name].text,
         ).to_dict()
+        if all(step_times.values()):
+            # The two generations alternate step by step, and each step is one uninterrupted forward: the decode
+            # steps are the repeats (`comparison.py`).
+            yield summarize("time of one decode step", ("fp32", fmt.name), step_times,
+                            {"fp32": {"weight bytes read per step": fp32_bytes},
+                             fmt.name: {"weight bytes read per step": quant_bytes}},
+                            claim=fmt.name if fmt.name in NATIVE_STEP_FORMATS else "").to_dict()
     yield recorded_formats().to_dict()
 
 

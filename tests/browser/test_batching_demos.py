@@ -40,6 +40,15 @@ def out(page, key: str) -> str:
     return page.locator(f'dd[data-out="{key}"]').inner_text()
 
 
+def comparison(page) -> dict[str, list[str]]:
+    """The comparison's table: its column heads (the sides) and each row's cells, by the row's heading."""
+    table = page.locator("table.ilab-compare-timing")
+    rows = {"head": table.locator("thead th").all_inner_texts()[1:]}
+    for row in table.locator("tbody tr").all():
+        rows[row.locator("th").inner_text()] = row.locator("td").all_inner_texts()
+    return rows
+
+
 @pytest.mark.django_db(transaction=True)
 def test_batching_demos_run_and_chart(live_stack, browser_page):
     page = browser_page
@@ -55,14 +64,23 @@ def test_batching_demos_run_and_chart(live_stack, browser_page):
     assert page.locator("table tbody tr").count() == 3
     assert int(out(page, "preempt")) >= 1  # 6 blocks of 4 tokens cannot hold all three at once
     assert "unused" in out(page, "contig")
+    # The end state is the pool after the frees, as the rows say: not the last step's "1 running requests".
+    end = page.get_by_text("After the run:")
+    assert end.inner_text() == "After the run: 0 of 6 blocks hold K/V; every request finished and its blocks were freed."
+    assert [t.strip() for t in page.locator("table tbody tr td:nth-child(3)").all_inner_texts()] == ["(freed)"] * 3
+    assert out(page, "blocks") == "0 / 6"
     page.screenshot(path=str(SCREENSHOTS / "paged-attention-demo.png"), full_page=True)
 
     page.goto(f"{live_stack.url}/demos/batching/")
     page.get_by_label("Requests: new tokens").fill("5@0, 2@0, 2@1")
     page.get_by_label("Batch size").fill("2")
     run_and_wait(page, live_stack)
-    rows = page.locator("table tbody tr")
+    rows = page.locator("table:not(.ilab-compare-timing) tbody tr")
     assert rows.count() == 2 and rows.nth(0).locator("th").inner_text() == "continuous"
+    timing = comparison(page)  # both modes timed again in alternating repeats, the waiting steps beside the times
+    assert timing["head"] == ["continuous", "static"]
+    waited = timing["steps requests waited before their first pass"]
+    assert int(waited[0]) < int(waited[1])
     assert page.evaluate("document.querySelectorAll('.ilab-calc__chart')[0].data.length") == 2  # one Gantt per mode
     page.screenshot(path=str(SCREENSHOTS / "batching-demo.png"), full_page=True)
 
@@ -71,6 +89,13 @@ def test_batching_demos_run_and_chart(live_stack, browser_page):
     page.get_by_label("New tokens per answer").fill("2")
     run_and_wait(page, live_stack)
     assert out(page, "same").startswith("yes")
-    assert "× lower" in out(page, "ttft")
+    # TTFT comes from the alternating repeats (medians), with the prompt tokens each setting prefilled beside it.
+    assert "→" in out(page, "ttft") and "(medians of 3;" in out(page, "ttft")
+    timing = comparison(page)
+    assert timing["head"] == ["without the cache", "with the prefix cache"]
+    prefilled = [int(x.replace(",", "")) for x in timing["prompt tokens prefilled"]]
+    assert prefilled[1] < prefilled[0] and int(timing["KV blocks shared"][1]) > 0
+    verdict = page.locator("[data-comparison-verdict]").inner_text()
+    assert verdict.startswith(("Within noise", "“with the prefix cache” was faster", "“without the cache” was faster"))
     page.screenshot(path=str(SCREENSHOTS / "prefix-caching-demo.png"), full_page=True)
     assert not page.errors, page.errors

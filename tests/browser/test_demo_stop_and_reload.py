@@ -124,14 +124,14 @@ def test_reload_mid_run_resumes_a_course_demo(live_stack, demo_page):
     page.get_by_label("Requests: new tokens @ arrival step").fill(LONG_WORKLOAD)
     page.get_by_label("Batch size (sequence slots)").fill("8")
     page.get_by_role("button", name="Run", exact=True).click()
-    page.wait_for_function("() => document.querySelectorAll('.ilab-demo table tbody tr').length >= 1", timeout=180_000)
+    page.wait_for_function("() => document.querySelectorAll('.ilab-demo table:not(.ilab-compare-timing) tbody tr').length >= 1", timeout=180_000)
     run_id = page.evaluate("document.querySelector('.ilab-demo').dataset.runId")
     assert page.evaluate(STATE) == "running", (status_text(page), page.locator(".ilab-provenance").inner_text(), page.locator(".ilab-demo table").inner_text())  # mid-run
     page.reload()
     page.wait_for_function(f"() => document.querySelector('.ilab-demo').dataset.runId === '{run_id}'", timeout=30_000)
     page.wait_for_function(FINISHED, timeout=240_000)
     assert page.evaluate(STATE) == "done", status_text(page)
-    rows = page.locator(".ilab-demo table tbody tr th").all_inner_texts()
+    rows = page.locator(".ilab-demo table:not(.ilab-compare-timing) tbody tr th").all_inner_texts()
     assert rows == ["continuous", "static"], rows  # the mode from before the reload came back too
     assert page.get_by_label("Requests: new tokens @ arrival step").input_value() == LONG_WORKLOAD
     assert page.get_by_label("Batch size (sequence slots)").input_value() == "8"
@@ -155,7 +155,7 @@ def test_stop_mid_stream_keeps_what_was_streamed(live_stack, demo_page):
     page.wait_for_function(FINISHED, timeout=60_000)
     assert page.evaluate(STATE) == "cancelled", status_text(page)
     assert "Stopped" in status_text(page)
-    rows = page.locator(".ilab-demo table tbody tr th").all_inner_texts()
+    rows = page.locator(".ilab-demo table:not(.ilab-compare-timing) tbody tr th").all_inner_texts()
     assert rows in (["continuous"], ["continuous", "static (stopped)"]), rows  # what streamed stays, the cut mode says so
     assert not page.locator(".ilab-why").is_visible()  # no explanation built on a half-run mode
     assert page.evaluate("document.querySelectorAll('.ilab-calc__chart')[0].data[1].x.length") >= 3  # static's steps too

@@ -78,7 +78,9 @@ def test_real_layer_qkv_agree(engine):
                        "block_size": 4}))
     for ev in events:
         validate_event(ev)
-    compare, curve = events
+    compare, *timing, curve = events
+    assert [e["type"] for e in timing] == ["comparison_sample"] * 10 + ["comparison"]  # 5 alternating repeats each
+    assert timing[-1]["sides"][0]["median_s"] == compare["naive_time_s"]
     assert compare["n_heads"] == 9 and compare["n_kv_heads"] == 3 and compare["tiles_skipped"] > 0
     assert compare["max_abs_diff"] < 1e-5 and compare["max_abs_diff_sdpa"] < 1e-5
     assert compare["naive_score_bytes"] == 9 * compare["n_tokens"] ** 2 * 4

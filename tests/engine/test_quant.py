@@ -311,12 +311,16 @@ def test_quantization_demo_events_validate(engine):
     for ev in events:
         validate_event(ev)
     types = [e["type"] for e in events]
-    assert types[:2] == ["quant_layer", "quant_outliers"] and types[-2:] == ["quant_summary", "quant_formats"]
+    assert types[:2] == ["quant_layer", "quant_outliers"]
+    assert types[-3:] == ["quant_summary", "comparison", "quant_formats"]
     assert types.count("quant_token") == 6
     layer = events[0]
     assert layer["shape"] == [960, 576] and layer["quant_bytes"] < layer["fp32_bytes"] / 6
     assert len(layer["grid"]) == 16 and sum(layer["hist_counts"]) == 960 * 576
-    summary = events[-2]
+    summary = events[-3]
+    timing = events[-2]  # the interleaved decode steps (2 of 3 tokens) timed side by side, bytes read beside
+    assert [s["label"] for s in timing["sides"]] == ["fp32", "nf4"] and timing["repeats"] == 2
+    assert timing["sides"][1]["counters"]["weight bytes read per step"] == summary["quant_matmul_bytes"]
     assert summary["quant_matmul_bytes"] < summary["fp32_matmul_bytes"] / 6
     assert events[-1]["rows"], "the recorded quantize-report table ships with the engine"
 

@@ -124,5 +124,9 @@ def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine):
         cached.close()
         direct.close()
     for events in (cached_events, direct_events):
-        assert [e["type"] for e in events] == ["run_started", "token", "token", "run_finished"]
-    assert cached_events[-1]["token_ids"] == direct_events[-1]["token_ids"]
+        types = [e["type"] for e in events]
+        # then one decode step with and without the cache, timed in alternating repeats, on the engine itself
+        assert types[:4] == ["run_started", "token", "token", "run_finished"] and types[-1] == "comparison"
+        assert set(types[4:-1]) == {"comparison_sample"}
+    assert cached.needs_engine_lock is True  # the comparison ran the engine directly: the worker took the lock
+    assert cached_events[3]["token_ids"] == direct_events[3]["token_ids"]

@@ -8,6 +8,7 @@ import { demoShell, intIn } from "./course-demo-kit.js";
 import { batchingNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
+import { comparisonBlock } from "./comparison.js";
 
 const STATES = ["", "waiting", "prefill", "decode", "done, slot held"];
 const STATE_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"], [0.4, "#d1d5db"], [0.4, "#f59e0b"], [0.6, "#f59e0b"],
@@ -39,6 +40,7 @@ export function mount(root, config = {}) {
   let Plotly = null;
   let s = null;
 
+  const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
     title: "Continuous vs static batching",
     fields: [wlLabel, batch.label, modes.label],
@@ -55,6 +57,7 @@ export function mount(root, config = {}) {
         modes: modes.input.value };
     },
     onStart(params) {
+      cmp.reset();
       fillForm({ workload, batch_size: batch.input, modes: modes.input }, params); // a resumed run's own settings
       s = { runs: [], cur: null };
       results.querySelector("tbody").replaceChildren();
@@ -63,6 +66,7 @@ export function mount(root, config = {}) {
       draw();
     },
     onEvent(ev) {
+      cmp.onEvent(ev);
       if (ev.type === "batch_run_started") {
         s.cur = { mode: ev.mode, slots: ev.max_num_seqs, queued: {}, order: [], steps: [], done: {} };
         s.runs.push(s.cur);
@@ -103,6 +107,7 @@ export function mount(root, config = {}) {
     },
   });
   shell.body.append(el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note, why);
+  shell.body.append(cmp.node);
   shell.plotly.then((P) => { Plotly = P; draw(); });
 
   function matrix(run) {

@@ -8,6 +8,7 @@ import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { flashNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
+import { comparisonBlock } from "./comparison.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/flash_attention.py), embedded in the page.
@@ -24,6 +25,7 @@ export function mount(root, config = {}) {
   const why = whyNote();
   let Plotly = null;
 
+  const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
     title: "FlashAttention",
     fields: [prompt.label, layer.label, block.label],
@@ -33,16 +35,19 @@ export function mount(root, config = {}) {
         block_size: intIn(block.input, "Tile size", sp.min("block_size"), sp.max("block_size")) };
     },
     onStart(params) {
+      cmp.reset();
       fillForm({ prompt: prompt.input, layer: layer.input, block_size: block.input }, params); // a resumed run's own settings
       for (const k of ["n", "diff", "diffSdpa", "scores", "tile", "ratio", "tiles", "times"]) out.set(k, "–");
       showWhy(why, "");
     },
     onEvent(ev) {
+      cmp.onEvent(ev);
       if (ev.type === "attention_compare") showCompare(ev);
       else if (ev.type === "attention_memory_curve") showCurve(ev);
     },
   });
   shell.body.append(out.node, why, weights.figure, el("div", { class: "ilab-calc__charts" }, grid.figure, curve.figure));
+  shell.body.append(cmp.node);
   shell.plotly.then((P) => { Plotly = P; });
 
   let lastN = null;

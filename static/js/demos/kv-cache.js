@@ -11,6 +11,7 @@ import { errorText } from "./course-demo-kit.js";
 import { compareMetrics } from "./compare-metrics.js";
 import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
 import { specParams } from "./spec-params.js";
+import { comparisonBlock } from "./comparison.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
@@ -117,8 +118,10 @@ export function mount(root, config = {}) {
     "aria-label": "KV-cache bytes after each token, stacked per layer" });
   const timeChart = el("div", { class: "ilab-kv__chart ilab-kv__timechart", role: "img",
     "aria-label": "Time per step in milliseconds" });
+  // One decode step with and without the cache, timed in alternating repeats at the end of every run (comparison.js).
+  const cmp = comparisonBlock();
   const wrap = el("div", { class: "ilab-kv" }, form, status, extras.provenance, extras.share, textBox, metrics,
-    el("div", { class: "ilab-kv__charts" }, kvChart, timeChart), extras.panel);
+    el("div", { class: "ilab-kv__charts" }, kvChart, timeChart), cmp.node, extras.panel);
   root.append(wrap);
 
   const metricCells = {};
@@ -253,6 +256,7 @@ export function mount(root, config = {}) {
     setStatus(runId ? "Picking up the run you started before the page reloaded…" : "Queued…");
     const options = runId ? {} : extras.startOptions();
     extras.onStart();
+    cmp.reset();
     const handlers = {
       onAccepted(frame) {
         c.replayed = Boolean(frame.replayed_from);
@@ -270,6 +274,7 @@ export function mount(root, config = {}) {
       onEvent(ev) {
         if (current !== c) return;
         extras.onEvent(ev);
+        cmp.onEvent(ev);
         if (c.interrupted) { c.interrupted = false; setStatus(c.replayed ? "Replaying" : "Running…", false, c.replayed); }
         if (ev.type === "run_started") onRunStarted(ev);
         else if (ev.type === "token") onToken(ev);
@@ -360,7 +365,9 @@ export function mount(root, config = {}) {
     runCount += 1;
     current = { number: runCount, useCache: p.use_cache !== false, generated: 0, nPrompt: 0, replayed: false, shared: true };
     extras.onStart();
+    cmp.reset();
     for (const ev of data.events || []) {
+      cmp.onEvent(ev);
       if (ev.type === "run_started") onRunStarted(ev);
       else if (ev.type === "token") onToken(ev);
       else if (ev.type === "run_finished") onFinished(ev);

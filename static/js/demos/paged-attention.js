@@ -90,6 +90,7 @@ export function mount(root, config = {}) {
           `reserving prompt + max new tokens contiguously would have left ${fixed(m.contiguous_request_max_waste_pct, 1)}% unused, ` +
           `and reserving the model's full context ${fixed(m.contiguous_model_max_waste_pct, 1)}%.`;
         showWhy(why, pagedNote(m, s.bs));
+        showEndState();
       }
     },
   });
@@ -130,12 +131,26 @@ export function mount(root, config = {}) {
     out.set("blocks", `${ev.blocks_used} / ${ev.blocks_free}`);
     out.set("paged", `${ev.kv_slots_allocated}, ${unusedPaged} unused (${pct(unusedPaged, ev.kv_slots_allocated)})`);
     out.set("contig", `${ev.contiguous_slots_reserved}, ${unusedContig} unused (${pct(unusedContig, ev.contiguous_slots_reserved)})`);
-    grid.summary.textContent = `After step ${ev.step}: ${ev.blocks_used} of ${s.nb} blocks hold K/V for ${ev.running} running requests; ` +
+    // As the batch ran: a request that finished in this step still counts (its blocks are freed just after).
+    grid.summary.textContent = `During step ${ev.step}: ${ev.blocks_used} of ${s.nb} blocks hold K/V for ${count(ev.running, "running request")}; ` +
       `${ev.waiting} waiting. ${ev.kv_slots_filled} of ${ev.kv_slots_allocated} allocated token slots are filled.`;
     waste.summary.textContent = `Step ${ev.step}: ${ev.kv_slots_filled} slots filled; paged allocated ${ev.kv_slots_allocated}; ` +
       `a contiguous reservation would hold ${ev.contiguous_slots_reserved}.`;
     drawGrid();
     drawWaste();
+    drawTables();
+  }
+
+  const count = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
+  /** The pool after the run, from the kv_block events that followed the last step (the frees). */
+  function showEndState() {
+    const used = Object.keys(s.owner).length;
+    const left = s.order.filter((id) => s.reqs[id].state !== "finished").length;
+    out.set("blocks", `${used} / ${s.nb - used}`);
+    grid.summary.textContent = `After the run: ${used} of ${s.nb} blocks hold K/V; ` +
+      (left ? `${count(left, "request")} did not finish.` : "every request finished and its blocks were freed.");
+    drawGrid();
     drawTables();
   }
 

@@ -7,6 +7,7 @@ import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { prefixNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
+import { comparisonBlock } from "./comparison.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/prefix_caching.py), embedded in the page.
@@ -29,6 +30,7 @@ export function mount(root, config = {}) {
   let Plotly = null;
   let s = null;
 
+  const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
     title: "Prefix caching",
     fields: [questions.label, newTok.label, blockSize.label],
@@ -40,6 +42,7 @@ export function mount(root, config = {}) {
         block_size: Number(blockSize.input.value) };
     },
     onStart(params) {
+      cmp.reset();
       fillForm({ questions: questions.input, max_new_tokens: newTok.input, block_size: blockSize.input }, params);
       s = { runs: [], cur: null };
       answers.querySelector("tbody").replaceChildren();
@@ -48,6 +51,7 @@ export function mount(root, config = {}) {
       draw();
     },
     onEvent(ev) {
+      cmp.onEvent(ev);
       if (ev.type === "batch_run_started") {
         s.cur = { cached: ev.prefix_caching, bs: ev.block_size, order: [], prompt: {}, blocks: {}, fin: {} };
         s.runs.push(s.cur);
@@ -70,10 +74,13 @@ export function mount(root, config = {}) {
           s.cur.hits = m.prefix_cache_hits;
         }
         summarize();
+      } else if (ev.type === "comparison") {
+        showTiming(ev);
       }
     },
   });
   shell.body.append(out.node, why, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
+  shell.body.append(cmp.node);
   shell.plotly.then((P) => { Plotly = P; draw(); });
 
   function summarize() {
@@ -86,17 +93,20 @@ export function mount(root, config = {}) {
     }));
     const complete = (run) => run.order.every((id) => run.fin[id] && run.fin[id].finish_reason !== "aborted");
     if (b && complete(a) && complete(b)) { // both runs whole (not cut short by Stop)
-      // The first question has nothing to reuse in either run; the cache can only help the later ones.
-      const later = a.order.length > 1 ? a.order.slice(1) : a.order;
-      const mean = (run) => later.reduce((t, id) => t + run.fin[id].ttft_s, 0) / later.length;
-      out.set("ttft", `${fmtMs(mean(a))} → ${fmtMs(mean(b))} ` +
-        (mean(b) < mean(a) ? `(${(mean(a) / mean(b)).toFixed(1)}× lower)` : "(not lower: see the note)"));
-      const first = a.order[0];
-      showWhy(why, prefixNote({ withoutS: mean(a), withS: mean(b), hits: b.hits, blockSize: b.bs,
-        firstS: [a.fin[first].ttft_s, b.fin[first].ttft_s] }));
       const same = a.order.every((id) => JSON.stringify(a.fin[id].token_ids) === JSON.stringify(b.fin[id].token_ids));
       out.set("same", same ? "yes, token for token" : "no (see the table)");
     }
+  }
+
+  // The streamed runs' times span the worker's other runs: the TTFT figures come from the alternating repeats.
+  function showTiming(ev) {
+    const [without, withCache] = ev.sides;
+    const ratio = without.median_s / withCache.median_s;
+    out.set("ttft", `${fmtMs(without.median_s)} → ${fmtMs(withCache.median_s)} (medians of ${ev.repeats}; ` +
+      (ev.within_noise ? "within noise)" : withCache.median_s < without.median_s ? `${ratio.toFixed(1)}× lower)` : "not lower: see the note)"));
+    const cached = s.runs.find((r) => r.cached);
+    showWhy(why, prefixNote({ withoutS: without.median_s, withS: withCache.median_s, hits: cached && cached.hits,
+      blockSize: cached ? cached.bs : 0 }));
   }
 
   function draw() {

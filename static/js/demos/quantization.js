@@ -7,6 +7,7 @@ import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { fillForm } from "./restore-form.js";
 import { quantNote, showWhy, whyNote } from "./run-notes.js";
 import { specParams } from "./spec-params.js";
+import { comparisonBlock } from "./comparison.js";
 
 // How the page names the spec's choices (the choices themselves, and their order, come from the spec).
 const FORMAT_NAMES = { int8: "int8 per-channel (weight-only)", w8a8: "int8 weights × int8 activations (FBGEMM)",
@@ -40,6 +41,7 @@ export function mount(root, config = {}) {
   let Plotly = null;
   let state = null;
 
+  const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
     title: "Quantization",
     fields: [prompt.label, format.label, layer.label, proj.label, newTokens.label],
@@ -50,6 +52,7 @@ export function mount(root, config = {}) {
         max_new_tokens: intIn(newTokens.input, "New tokens", sp.min("max_new_tokens"), sp.max("max_new_tokens")) };
     },
     onStart(params) {
+      cmp.reset();
       fillForm({ prompt: prompt.input, format: format.input, layer: layer.input, projection: proj.input,
         max_new_tokens: newTokens.input }, params); // a resumed run's own settings
       showWhy(why, "");
@@ -62,6 +65,7 @@ export function mount(root, config = {}) {
       for (const b of [hist, heat, outl, trade]) b.summary.textContent = "";
     },
     onEvent(ev) {
+      cmp.onEvent(ev);
       if (ev.type === "quant_layer") showLayer(ev);
       else if (ev.type === "quant_outliers") showOutliers(ev);
       else if (ev.type === "quant_token") showToken(ev);
@@ -74,6 +78,7 @@ export function mount(root, config = {}) {
     el("h4", { text: "The same prompt, greedy, fp32 vs quantized (underlined: a different token)" }), textFp, textQ, runOut.node, why,
     el("h4", { text: "All formats: bytes, quality and speed (recorded by quantize-report)" }), trade.figure, tradeTable,
   );
+  shell.body.append(cmp.node);
   shell.plotly.then((P) => { Plotly = P; });
 
   function showLayer(ev) {

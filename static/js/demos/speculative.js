@@ -9,6 +9,7 @@ import { demoShell, intIn, numIn, promptField } from "./course-demo-kit.js";
 import { showWhy, speculativeNote, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
+import { comparisonBlock } from "./comparison.js";
 
 const STYLE_ID = "ilab-spec-style";
 const CSS = `
@@ -87,6 +88,7 @@ export function mount(root, config = {}) {
   let Plotly = null;
   let s = null;
 
+  const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
     title: "Speculative decoding",
     fields: [preset.label, draft.label, k.label, temperature.label, newTokens.label, exitLayers.label, chat.label, baseline.label, prompt.label],
@@ -100,6 +102,7 @@ export function mount(root, config = {}) {
         seed: temp > 0 ? 0 : null, baseline: baseline.input.checked };
     },
     onStart(params) {
+      cmp.reset();
       fillForm({ prompt: prompt.input, chat: chat.input, draft: draft.input, exit_layers: exitLayers.input, k: k.input,
         temperature: temperature.input, max_new_tokens: newTokens.input, baseline: baseline.input }, params);
       syncExit();
@@ -115,6 +118,7 @@ export function mount(root, config = {}) {
       drawCharts();
     },
     onEvent(ev) {
+      cmp.onEvent(ev);
       if (ev.type === "run_started") {
         text.append(el("span", { class: "p", text: ev.prompt_tokens.join("") }));
       } else if (ev.type === "spec_baseline") {
@@ -134,6 +138,7 @@ export function mount(root, config = {}) {
   });
   shell.body.append(legend, text, live, out.node, why, roundTable,
     el("div", { class: "ilab-calc__charts" }, posChart.figure, speedChart.figure));
+  shell.body.append(cmp.node);
   shell.plotly.then((P) => { Plotly = P; drawCharts(); });
 
   function onRound(ev) {
