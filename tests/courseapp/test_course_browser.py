@@ -71,7 +71,7 @@ def test_narration_highlights_paragraphs_and_click_seeks(live_course, browser_pa
     assert speaking(page) == "c4"
 
     # Keyboard users: a "listen from here" button after each heading.
-    listen = page.get_by_role("button", name="Listen from “What is cached”")
+    listen = page.get_by_role("button", name="Listen from here: “What is cached”")
     listen.focus()
     page.keyboard.press("Enter")
     assert page.evaluate("document.getElementById('narration-audio').currentTime") < CUE_SECONDS
@@ -356,7 +356,7 @@ def test_narration_being_generated_shows_its_progress_then_the_player_without_a_
     page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'", timeout=15_000)
     player = page.get_by_role("region", name="Audio version of this page")
     assert player.get_by_role("button", name="Play").is_visible()
-    assert page.get_by_role("button", name="Listen from “What is cached”").count() == 1
+    assert page.get_by_role("button", name="Listen from here: “What is cached”").count() == 1
     assert page.url.endswith("/modules/cache/")  # no reload
     assert page.errors == []
 

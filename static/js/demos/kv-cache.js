@@ -103,7 +103,8 @@ export function mount(root, config = {}) {
     el("label", { for: `${id}-prompt`, class: "ilab-kv__prompt" }, "Prompt (Ctrl+Enter runs)", prompt));
 
   const status = el("p", { class: "ilab-kv__status", role: "status", "aria-live": "polite" });
-  const textBox = el("div", { class: "ilab-kv__text", "aria-live": "polite", "aria-atomic": "false",
+  // role "log" (text that grows token by token): a role that may carry a name, which a bare div may not.
+  const textBox = el("div", { class: "ilab-kv__text", role: "log", "aria-live": "polite", "aria-atomic": "false",
     "aria-label": "Generated text", "data-testid": "generated-text" });
   const metrics = el("dl", { class: "ilab-kv__metrics", "aria-label": "Numbers from the trace" });
   const kvChart = el("div", { class: "ilab-kv__chart ilab-kv__kvchart", role: "img",

@@ -20,7 +20,7 @@ export function mount(root, config = {}) {
   const repeat = numberField("Repeat the prompt", sp.value("repeat_prompt"),
     sp.range("repeat_prompt", { step: 1, help: "more prompt tokens, one prefill" }));
   const newTokens = numberField("New tokens", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
-  const text = el("div", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Generated text" });
+  const text = el("div", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "Generated text" });
   const out = outputs([["prompt", "Prompt tokens"], ["ttft", "TTFT (prefill)"], ["tpot", "TPOT (mean decode step)"],
     ["itl", "ITL median / max"], ["prefillRate", "Prefill: tokens/s"], ["decodeRate", "Decode: tokens/s"],
     ["prefillFlops", "Prefill achieved FLOP/s"], ["decodeBw", "Decode achieved bytes/s"], ["intensity", "FLOP per byte: prefill / decode"]],

@@ -32,8 +32,8 @@ export function mount(root, config = {}) {
   const hist = chartBlock("Histogram of the layer's weights with the format's representable values overlaid");
   const heat = chartBlock("Heatmap of absolute quantization error for the top-left 48 by 48 weights");
   const outl = chartBlock("Bar chart: activation channels above the outlier threshold in each layer");
-  const textFp = el("p", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "fp32 generation" });
-  const textQ = el("p", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Quantized generation" });
+  const textFp = el("p", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "fp32 generation" });
+  const textQ = el("p", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "Quantized generation" });
   const qLabel = el("strong", { text: "quantized" });
   const runOut = outputs([["agree", "Same token as fp32"], ["first", "First divergence"], ["speed", "Decode tokens/s: fp32 / quantized (this run)"],
     ["stream", "Bytes streamed per token: fp32 → quantized"]], "Side-by-side generation");
