@@ -76,3 +76,17 @@ export function bytesLogTicks(lo, hi) {
   for (let e = Math.ceil(first / step) * step; e <= last; e += step) vals.push(2 ** e);
   return { tickmode: "array", tickvals: vals, ticktext: vals.map((v) => formatBytes(v)) };
 }
+
+/** Ticks for a linear axis of bytes from 0 to maxBytes, in the binary unit maxBytes reads in, stepping by 1, 2,
+ * 2.5 or 5 × 10^k of that unit: bytesTicks(460000) → "0 KiB", "100 KiB" … "400 KiB". Spread into a Plotly axis. */
+export function bytesTicks(maxBytes) {
+  if (!(maxBytes > 0)) return {};
+  const { scale, name } = bytesUnit(maxBytes);
+  const top = maxBytes / scale;
+  const rough = top / 5;
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * power).find((s) => top / s <= 6);
+  const vals = [];
+  for (let v = 0; v <= top + 1e-9; v += step) vals.push(Number(v.toPrecision(6)));
+  return { tickmode: "array", tickvals: vals.map((v) => v * scale), ticktext: vals.map((v) => `${v.toLocaleString("en-US")} ${name}`) };
+}

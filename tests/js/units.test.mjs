@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { formatBytes as calculatorBytes } from "../../static/js/calculators/formulas.js";
-import { bytesLogTicks, bytesUnit, formatBytes, logTicks } from "../../static/js/units.js";
+import { bytesLogTicks, bytesTicks, bytesUnit, formatBytes, logTicks } from "../../static/js/units.js";
 
 test("sizes read in binary units, the same from the calculators' module and the demos'", () => {
   assert.equal(formatBytes(131_072), "128 KiB");
@@ -38,4 +38,10 @@ test("a log axis over many decades gets decades only, at most seven", () => {
 test("a log axis of bytes ticks at powers of two named in binary units", () => {
   assert.deepEqual(bytesLogTicks(3e3, 5e6).ticktext, ["4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB"]);
   assert.ok(bytesLogTicks(1024, 1e12).tickvals.length <= 7);
+});
+
+test("a linear axis of bytes ticks in the unit its top reads in, at round steps", () => {
+  assert.deepEqual(bytesTicks(460_000).ticktext, ["0 KiB", "100 KiB", "200 KiB", "300 KiB", "400 KiB"]);
+  assert.deepEqual(bytesTicks(3 * 1024 ** 2).ticktext, ["0 MiB", "0.5 MiB", "1 MiB", "1.5 MiB", "2 MiB", "2.5 MiB", "3 MiB"]);
+  assert.deepEqual(bytesTicks(0), {});
 });

@@ -11,7 +11,7 @@ import { errorText } from "./course-demo-kit.js";
 import { compareMetrics } from "./compare-metrics.js";
 import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
 import { specParams } from "./spec-params.js";
-import { bytesUnit, formatBytes } from "../units.js";
+import { bytesTicks, formatBytes } from "../units.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
@@ -177,20 +177,19 @@ export function mount(root, config = {}) {
     setMetric("tokens", `${c.nPrompt} + 0`);
     textBox.replaceChildren(el("span", { class: "p", text: ev.prompt_tokens.join("") }));
     if (!Plotly) return;
-    // One stacked trace per layer; the cache-less run stores nothing (flat zero). Drawn in the binary unit
-    // the run's largest cache reads in (the cards' unit: "1.95 MiB" on a card is 1.95 on this axis).
-    c.unit = bytesUnit(ev.kv_bytes_per_token * (c.nPrompt + (c.maxNew || 0)));
+    // One stacked trace per layer; the cache-less run stores nothing (flat zero). Its axis reads in the binary
+    // unit of the cache so far, as the cards do ("450 KiB" on a card is 450 KiB on the axis), rescaled as it grows.
+    c.ticks = "";
     const traces = [];
     for (let i = 0; i < ev.n_layers; i += 1) {
       const hue = Math.round((i / ev.n_layers) * 260);
       traces.push({ x: [], y: [], name: `layer ${i}`, type: "scatter", mode: "lines", stackgroup: "kv",
         line: { width: 0.5, color: `hsl(${hue},65%,45%)` },
-        hovertemplate: `layer ${i}: %{y:.3g} ${c.unit.name}<extra></extra>` });
+        text: [], hovertemplate: `layer ${i}: %{text}<extra></extra>` });
     }
     const note = c.useCache ? [] : [{ text: "Cache off: nothing kept;<br>K and V recomputed every step",
       xref: "paper", yref: "paper", x: 0.5, y: 0.6, showarrow: false, font: { size: 13, color: "#b00020" } }];
     Plotly.react(kvChart, traces, { ...kvChart.layout, annotations: note,
-      yaxis: { ...kvChart.layout.yaxis, title: { text: `KV cache, ${c.unit.name}` } },
       title: { text: `KV cache size, stacked by layer (${ev.n_layers})` } });
     if (timeTraces >= MAX_TIME_TRACES) { Plotly.deleteTraces(timeChart, 0); timeTraces -= 1; }
     Plotly.addTraces(timeChart, { x: [], y: [], type: "scatter", mode: "lines+markers",
@@ -214,7 +213,13 @@ export function mount(root, config = {}) {
     const layers = ev.kv_bytes_per_layer || [];
     const idx = layers.map((_, i) => i);
     // What each layer's cache holds after this token; stacked, the top is kv_bytes_total.
-    Plotly.extendTraces(kvChart, { x: layers.map(() => [ev.position]), y: layers.map((b) => [b / c.unit.scale]) }, idx);
+    Plotly.extendTraces(kvChart, { x: layers.map(() => [ev.position]), y: layers.map((b) => [b]),
+      text: layers.map((b) => [formatBytes(b)]) }, idx);
+    const ticks = bytesTicks(ev.kv_bytes_total * 1.05);
+    if (ev.kv_bytes_total > 0 && JSON.stringify(ticks.tickvals) !== c.ticks) {
+      c.ticks = JSON.stringify(ticks.tickvals);
+      Plotly.relayout(kvChart, Object.fromEntries(Object.entries(ticks).map(([k, v]) => [`yaxis.${k}`, v])));
+    }
     Plotly.extendTraces(timeChart, { x: [[ev.step]], y: [[ev.step_time_s * 1000]] }, [c.timeTrace]);
   }
 
@@ -243,7 +248,7 @@ export function mount(root, config = {}) {
   /** Start a run, or (runId given) resume one started before the page reloaded. */
   function follow(params, runId) {
     runCount += 1;
-    current = { number: runCount, useCache: params.use_cache, maxNew: params.max_new_tokens, generated: 0, nPrompt: 0, replayed: false };
+    current = { number: runCount, useCache: params.use_cache, generated: 0, nPrompt: 0, replayed: false };
     const c = current;
     for (const k of ["ttft", "tpot", "tps", "kvTotal", "lastStep"]) setMetric(k, "–");
     setRunning(true);
@@ -355,7 +360,7 @@ export function mount(root, config = {}) {
     if (p.max_new_tokens) maxNew.value = String(p.max_new_tokens);
     if (typeof p.use_cache === "boolean") useCache.checked = p.use_cache;
     runCount += 1;
-    current = { number: runCount, useCache: p.use_cache !== false, maxNew: p.max_new_tokens, generated: 0, nPrompt: 0, replayed: false, shared: true };
+    current = { number: runCount, useCache: p.use_cache !== false, generated: 0, nPrompt: 0, replayed: false, shared: true };
     extras.onStart();
     for (const ev of data.events || []) {
       if (ev.type === "run_started") onRunStarted(ev);
