@@ -100,7 +100,9 @@ export function mount(root, config = {}) {
   }
 
   function ratesLayout() {
+    // "overlay": each step has one bar (prefill or decode), centred on its step rather than offset as a group.
     return { ...BASE_LAYOUT, title: { text: "Achieved rates per forward pass" }, showlegend: true, legend: { orientation: "h", y: -0.3 },
+      barmode: "overlay",
       xaxis: { title: { text: "step (0 = prefill)" }, tickformat: "d", dtick: 1 },
       yaxis: { title: { text: "GB/s moved" }, rangemode: "tozero" },
       // Its own round ticks: synced to the left axis's grid they read 3.14, 6.28, 9.43.
