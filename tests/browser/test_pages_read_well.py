@@ -159,6 +159,15 @@ def tick_number(text: str) -> float:
     return sign * float(match.group(2).replace(",", "")) * SCALE.get(match.group(3) or "", 1)
 
 
+def shown_number(text: str) -> float | None:
+    """A tick's number as the reader sees it, in the unit it is written in (SI prefixes applied)."""
+    match = TICK_VALUE.match(text.replace("\u2009", "").strip())
+    if not match:
+        return None
+    value = float(match.group(2).replace(",", "")) * (SCALE[match.group(3)] if match.group(3) in ("k", "M", "G", "T") else 1)
+    return -value if match.group(1) else value
+
+
 def round_step(step: float) -> bool:
     mantissa = step / 10 ** math.floor(math.log10(step))
     return any(abs(mantissa - m) < 1e-6 for m in (1, 2, 2.5, 5, 10))
@@ -177,7 +186,9 @@ def chart_problems(charts: list[dict]) -> list:
                 if numbers != sorted(numbers) or len(set(numbers)) != len(numbers):
                     problems.append((chart["title"], axis["name"], "log ticks out of order", texts))
             elif axis["type"] == "linear" and len(vals) >= 2:
-                step = vals[1] - vals[0]
+                # As read: "100 KiB" steps by 100 (of the unit shown), "1k" by 1000.
+                shown = [shown_number(t) for t in texts[:2]]
+                step = shown[1] - shown[0] if None not in shown else vals[1] - vals[0]
                 if not round_step(abs(step)):
                     problems.append((chart["title"], axis["name"], "ticks not round", texts))
     return problems
