@@ -97,7 +97,7 @@ def test_every_page_type_has_no_serious_accessibility_violation(live_server, chr
     load_course(REPO_CONTENT)
     attach_narration("kv-cache")
     share = stored_run("kv-cache", recorded_runs["kv-cache"], {"prompt": "The capital of France is", "max_new_tokens": 6})
-    teacher = instructor()
+    instructor()
     context, page, _ = stand_in_page(chromium, recorded_runs, **(PHONE if width == "phone" else DESKTOP))
     base = live_server.url
     found: dict[str, list[str]] = {}
@@ -131,7 +131,6 @@ def test_every_page_type_has_no_serious_accessibility_violation(live_server, chr
     for path in ("/demos/dashboard/", "/search/?q=cache", "/accounts/login/", "/accounts/signup/", "/no-such-page/"):
         check(path)
     log_in(page, base)
-    assert teacher.is_authenticated
     for path in ("/author/", "/author/new/", "/author/kv-cache/", "/author/kv-cache/history/", "/author/kv-cache/class/"):
         check(path)
     context.close()
