@@ -221,8 +221,9 @@ export function initPlayer(section) {
       button.type = "button";
       button.className = "listen-here";
       button.dataset.cue = heading.dataset.cue;
-      button.setAttribute("aria-label", `Listen from “${heading.textContent.trim()}”`);
-      button.textContent = "▶ Listen from here";
+      // The name starts with the visible text ("Listen from here"), then says which heading.
+      button.setAttribute("aria-label", `Listen from here: “${heading.textContent.trim()}”`);
+      button.append(Object.assign(document.createElement("span"), { ariaHidden: "true", textContent: "▶ " }), "Listen from here");
       button.addEventListener("click", () => {
         if (!cueStarts.has(button.dataset.cue)) return;
         audio.currentTime = cueStarts.get(button.dataset.cue);

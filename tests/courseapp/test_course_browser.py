@@ -71,7 +71,7 @@ def test_narration_highlights_paragraphs_and_click_seeks(live_course, browser_pa
     assert speaking(page) == "c4"
 
     # Keyboard users: a "listen from here" button after each heading.
-    listen = page.get_by_role("button", name="Listen from “What is cached”")
+    listen = page.get_by_role("button", name="Listen from here: “What is cached”")
     listen.focus()
     page.keyboard.press("Enter")
     assert page.evaluate("document.getElementById('narration-audio').currentTime") < CUE_SECONDS
@@ -356,7 +356,7 @@ def test_narration_being_generated_shows_its_progress_then_the_player_without_a_
     page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'", timeout=15_000)
     player = page.get_by_role("region", name="Audio version of this page")
     assert player.get_by_role("button", name="Play").is_visible()
-    assert page.get_by_role("button", name="Listen from “What is cached”").count() == 1
+    assert page.get_by_role("button", name="Listen from here: “What is cached”").count() == 1
     assert page.url.endswith("/modules/cache/")  # no reload
     assert page.errors == []
 
@@ -439,6 +439,49 @@ def test_the_outline_marks_the_section_being_read_while_scrolling(transactional_
             timeout=5_000)
         assert page.locator('nav.outline a[aria-current="location"]').count() == 1
     assert page.errors == []
+
+
+def test_the_outline_marks_the_section_under_the_player_as_the_learner_scrolls_on(transactional_db, content_dir,
+                                                                                 live_server, browser_page):
+    """Scrolling on a little at a time (a wheel), the mark moves to a section as soon as its heading comes up
+    under the sticky player, not only once the heading has gone under the player (a section or two late)."""
+    long_module(content_dir)
+    attach_test_narration("long")
+    page = browser_page
+    page.goto(f"{live_server.url}/modules/long/")
+    page.wait_for_function("() => document.getElementById('player').dataset.ready === 'true'")
+    page.mouse.move(640, 450)
+    for part in ("part-2", "part-3", "part-4"):
+        for _ in range(80):
+            page.mouse.wheel(0, 60)
+            page.wait_for_timeout(40)
+            player, heading = page.evaluate(f"""[document.getElementById('player').getBoundingClientRect().bottom,
+                                                document.getElementById('{part}').getBoundingClientRect().top]""")
+            if heading < player + 120:
+                break
+        assert player <= heading < player + 120, (part, player, heading)  # in view, just under the player
+        page.wait_for_timeout(200)
+        marked = page.evaluate("document.querySelector('nav.outline a[aria-current=\"location\"]')?.hash")
+        assert marked == f"#{part}", (part, marked, heading)
+    assert page.errors == []
+
+
+def test_a_phone_shows_the_lesson_title_on_its_first_screen_with_the_outline_folded(transactional_db, live_server,
+                                                                                  phone_page):
+    """At 390 × 844 the lesson's title is on the first screen (it was ~580 px down, under the whole outline):
+    the outline is one "On this page" line that opens on a tap."""
+    load_course(REPO_CONTENT)
+    page = phone_page
+    for slug in ("quantization", "kv-cache", "overview"):
+        page.goto(f"{live_server.url}/modules/{slug}/")
+        title = page.evaluate("(() => { const r = document.getElementById('module-title').getBoundingClientRect();"
+                              " return [r.top, r.bottom]; })()")
+        assert 0 < title[0] and title[1] <= 844 * 0.6, (slug, title)
+        links = page.locator("nav.outline a")
+        assert not links.first.is_visible()
+        page.locator("nav.outline summary").click()
+        assert links.first.is_visible() and links.last.is_visible()
+    assert page.errors == [], page.errors
 
 
 def test_the_outline_marks_the_last_section_once_the_page_is_scrolled_to_its_end(transactional_db, live_server,

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { COMPARE_METRICS } from "../../static/js/demos/compare-metrics.js";
-import { fmtWhen, legendNames, provenanceText } from "../../static/js/demos/run-history.js";
+import { changedSettings, fmtWhen, legendNames, provenanceText } from "../../static/js/demos/run-history.js";
 
 const spec = { params: { use_cache: { label: "Use the KV cache" }, format: { label: "Format" }, k: { label: "Guesses per round" } } };
 
@@ -41,8 +41,16 @@ test("provenance names live or replay, the device, dtype, engine version and the
 test("every demo's comparison reads its series from the trace", () => {
   const tokens = [{ type: "run_started" }, { type: "token", step: 0, position: 5, step_time_s: 0.02, kv_bytes_total: 100 },
     { type: "token", step: 1, position: 6, step_time_s: 0.01, kv_bytes_total: 120 }];
-  assert.deepEqual(COMPARE_METRICS["kv-cache"][0].extract(tokens), { x: [0, 1], y: [20, 10] });
-  assert.deepEqual(COMPARE_METRICS["kv-cache"][1].extract(tokens), { x: [5, 6], y: [100, 120] });
+  assert.deepEqual(COMPARE_METRICS["prefill-decode"][0].extract(tokens), { x: [0, 1], y: [20, 10] });
+  // The KV cache's size in MiB (its time per step is the demo's own chart, not repeated here).
+  assert.deepEqual(COMPARE_METRICS["kv-cache"].map((m) => m.key), ["kv_bytes"]);
+  assert.deepEqual(COMPARE_METRICS["kv-cache"][0].extract(tokens.map((e) => ({ ...e, kv_bytes_total: (e.kv_bytes_total || 0) * 1024 ** 2 }))),
+    { x: [5, 6], y: [100, 120] });
+  // Paged attention compares memory: blocks × bytes per block, so runs with other block sizes compare fairly.
+  const paged = (blockSize) => [{ type: "batch_run_started", block_size: blockSize, kv_bytes_per_block: blockSize * 1024 * 1024 },
+    { type: "batch_step", step: 0, blocks_used: 32 / blockSize }];
+  assert.deepEqual(COMPARE_METRICS["paged-attention"][0].extract(paged(8)), COMPARE_METRICS["paged-attention"][0].extract(paged(16)));
+  assert.deepEqual(COMPARE_METRICS["paged-attention"][0].extract(paged(16)), { x: [0], y: [32] });
   const batches = [{ type: "batch_run_started", mode: "continuous" }, { type: "batch_run_finished", metrics: { output_throughput: 9 } },
     { type: "batch_run_started", mode: "static" }, { type: "batch_run_finished", metrics: { output_throughput: 5 } }];
   assert.deepEqual(COMPARE_METRICS.batching[0].extract(batches), { x: ["continuous", "static"], y: [9, 5] });
@@ -51,4 +59,16 @@ test("every demo's comparison reads its series from the trace", () => {
   for (const name of ["prefill-decode", "serving-load", "speculative", "quantization", "paged-attention", "prefix-caching"]) {
     assert.ok(COMPARE_METRICS[name].length >= 1, name);
   }
+});
+
+test("the stored-run picker names every setting that changed, wherever it sits in the spec", () => {
+  // Serving's "Scheduling" and speculative's "k" come after the first three parameters: they were left out.
+  const spec = { params: { n_requests: { label: "Requests", default: 3 }, max_new_tokens: { label: "Tokens per request", default: 6 },
+    spacing_s: { label: "Seconds between arrivals", default: 0 }, mode: { label: "Scheduling", default: "batched" } } };
+  const runs = [{ n_requests: 3, max_new_tokens: 6, spacing_s: 0, mode: "batched" },
+    { n_requests: 3, max_new_tokens: 6, spacing_s: 0, mode: "sequential" }];
+  assert.deepEqual(changedSettings(runs, spec), ["Scheduling: “batched”", "Scheduling: “sequential”"]);
+  // One run: what differs from the defaults; none: say so.
+  assert.deepEqual(changedSettings([{ n_requests: 3, mode: "sequential" }], spec), ["Scheduling: “sequential”"]);
+  assert.deepEqual(changedSettings([{ n_requests: 3, mode: "batched" }], spec), ["default settings"]);
 });

@@ -213,17 +213,8 @@ export function chooseDeployment(answers) {
 
 // --- Formatting ------------------------------------------------------------------------------------
 
-/** Human-readable memory size in binary units: 131072 → "128 KiB", 536870912 → "512 MiB". */
-export function formatBytes(bytes, digits = 3) {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let value = bytes;
-  let i = 0;
-  while (Math.abs(value) >= 1024 && i < units.length - 1) {
-    value /= 1024;
-    i += 1;
-  }
-  return `${Number(value.toPrecision(digits))} ${units[i]}`;
-}
+// Sizes in binary units: the one formatter cards and chart axes share (static/js/units.js).
+export { formatBytes } from "../units.js";
 
 /** Decimal rate or size: 3.35e12 → "3.35 TB", with an optional unit suffix ("/s"). */
 export function formatDecimal(value, unit = "B", digits = 3) {

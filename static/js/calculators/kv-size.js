@@ -1,6 +1,7 @@
 // KV-cache size calculator: 2 × layers × kv_heads × head_dim × bytes × tokens × batch, from real model
 // shapes, with MHA vs GQA vs MQA side by side. Props: {"model", "tokens", "batch", "precision"}.
-import { GiB, MODELS, attentionVariants, formatBytes, kvBytesPerToken, kvCacheBytes, weightBytes } from "./formulas.js";
+import { MODELS, attentionVariants, formatBytes, kvBytesPerToken, kvCacheBytes, weightBytes } from "./formulas.js";
+import { bytesLogTicks, logTicks } from "../units.js";
 import {
   BASE_LAYOUT, PLOT_CONFIG, autoMount, chartBlock, el, ensurePlotly, numberField, outputs, selectField,
 } from "./ui.js";
@@ -77,10 +78,15 @@ export function mount(root, props = {}) {
     chart.summary.textContent = `At ${n.toLocaleString("en-US")} tokens × ${b} sequence(s): MHA ${formatBytes(mha.bytesPerToken * n * b)}, ` +
       `GQA with ${gqa.kvHeads} KV heads ${formatBytes(gqa.bytesPerToken * n * b)}, MQA ${formatBytes(mqa.bytesPerToken * n * b)}.`;
     if (!Plotly) return;
-    const traces = variants.map((v) => ({ x: CONTEXTS, y: CONTEXTS.map((c) => (v.bytesPerToken * c * b) / GiB), name: `${v.name} (${v.kvHeads} KV heads)`,
-      type: "scatter", mode: "lines+markers", hovertemplate: `${v.name}: %{y:.3g} GiB at %{x:,} tokens<extra></extra>` }));
+    const traces = variants.map((v) => {
+      const bytes = CONTEXTS.map((c) => v.bytesPerToken * c * b);
+      return { x: CONTEXTS, y: bytes, name: `${v.name} (${v.kvHeads} KV heads)`, type: "scatter", mode: "lines+markers",
+        text: bytes.map((y) => formatBytes(y)), hovertemplate: `${v.name}: %{text} at %{x:,} tokens<extra></extra>` };
+    });
+    const all = traces.flatMap((t) => t.y);
     Plotly.react(chart.chart, traces, { ...BASE_LAYOUT, title: { text: `KV cache for ${b} sequence(s)` },
-      xaxis: { title: { text: "tokens per sequence" }, type: "log" }, yaxis: { title: { text: "GiB" }, type: "log" },
+      xaxis: { title: { text: "tokens per sequence" }, type: "log", ...logTicks(CONTEXTS[0], CONTEXTS[CONTEXTS.length - 1]) },
+      yaxis: { title: { text: "KV cache size" }, type: "log", ...bytesLogTicks(Math.min(...all), Math.max(...all)) },
       legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
   }
   update();

@@ -6,6 +6,7 @@
 // Listens for `ilab:measured` events (detail: {bandwidth, flops, decodeIntensity, prefillIntensity}) from the
 // prefill-decode demo and plots what the live run achieved.
 import { GB, GPUS, attainableFlops, formatDecimal, matmulIntensity, ridgePoint } from "./formulas.js";
+import { logTicks } from "../units.js";
 import {
   BASE_LAYOUT, PLOT_CONFIG, autoMount, chartBlock, el, ensurePlotly, fmtNum, numberField, outputs, selectField,
 } from "./ui.js";
@@ -89,9 +90,10 @@ export function mount(root, props = {}) {
         y: [measured.decodeIntensity * measured.bandwidth, measured.prefillFlops], mode: "markers", name: "live run (achieved)",
         marker: { color: "#000", size: 11, symbol: "x" } });
     }
+    const ys = traces.flatMap((t) => t.y).filter((y) => y > 0);
     Plotly.react(chart.chart, traces, { ...BASE_LAYOUT, title: { text: "Roofline (log-log)" },
-      xaxis: { title: { text: "arithmetic intensity (FLOPs per byte moved)" }, type: "log", exponentformat: "SI" },
-      yaxis: { title: { text: "attainable FLOP/s" }, type: "log", exponentformat: "SI" }, legend: { orientation: "h", y: -0.35 },
+      xaxis: { title: { text: "arithmetic intensity (FLOPs per byte moved)" }, type: "log", ...logTicks(xs[0], xs[xs.length - 1]) },
+      yaxis: { title: { text: "attainable FLOP/s" }, type: "log", ...logTicks(Math.min(...ys), Math.max(...ys)) }, legend: { orientation: "h", y: -0.35 },
       margin: { ...BASE_LAYOUT.margin, b: 90 } }, PLOT_CONFIG);
   }
   update();

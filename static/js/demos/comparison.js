@@ -3,19 +3,12 @@
 // and beside each time the deterministic counters that explain it (tokens prefilled, bytes read, passes).
 //   const cmp = comparisonBlock(); parent.append(cmp.node); cmp.reset(); cmp.onEvent(ev) for every trace event.
 import { el, fmtMs, fmtNum } from "../calculators/ui.js";
-
-const UNITS = ["B", "KiB", "MiB", "GiB"];
-
-function fmtBytes(n) {
-  let x = n, u = 0;
-  while (x >= 1024 && u < UNITS.length - 1) { x /= 1024; u += 1; }
-  return `${u ? fmtNum(x) : x} ${UNITS[u]}`;
-}
+import { formatBytes } from "../units.js";
 
 /** A counter's value as the page shows it: bytes in binary units, counts as integers. */
 export function fmtCounter(name, value) {
   if (!Number.isFinite(value)) return "–";
-  return /bytes/.test(name) ? fmtBytes(value) : value.toLocaleString("en-US");
+  return /bytes/.test(name) ? formatBytes(value) : value.toLocaleString("en-US");
 }
 
 const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;

@@ -6,14 +6,16 @@ const $ = (id) => document.getElementById(id);
 const Plotly = window.Plotly;
 const series = new Map(); // worker name → trace index in the tokens/s chart
 
+// No mode bar: its buttons would be focusable inside a role="img" chart (nested-interactive).
+const CONFIG = { responsive: true, displaylogo: false, displayModeBar: false };
 const base = { margin: { l: 50, r: 10, t: 40, b: 40 }, font: { size: 12 }, legend: { orientation: "h", y: -0.2 } };
 Plotly.newPlot($("dash-tps"), [], { ...base, title: { text: "Tokens/s per worker" },
-  xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } }, { responsive: true, displaylogo: false });
+  xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } }, CONFIG);
 Plotly.newPlot($("dash-queue"), [
   { x: [], y: [], name: "demo queue length", mode: "lines" },
   { x: [], y: [], name: "batch size (all workers)", mode: "lines" },
 ], { ...base, title: { text: "Queue and batch" }, xaxis: { type: "date" }, yaxis: { rangemode: "tozero" } },
-{ responsive: true, displaylogo: false });
+CONFIG);
 
 function cell(text) { const td = document.createElement("td"); td.textContent = text; return td; }
 

@@ -3,7 +3,7 @@
 // N×N matrix outgrows a tile as the sequence gets longer.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, fixed } from "../calculators/ui.js";
-import { formatBytes } from "../calculators/formulas.js";
+import { bytesLogTicks, formatBytes, logTicks } from "../units.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { flashNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
@@ -97,10 +97,11 @@ export function mount(root, config = {}) {
       { x: ev.n, y: ev.naive_traffic_bytes, name: "naive: memory traffic", mode: "lines", line: { color: "#d62728", dash: "dot" } },
       { x: ev.n, y: ev.tiled_traffic_bytes, name: "tiled: memory traffic", mode: "lines", line: { color: "#1f77b4", dash: "dot", width: 3 } },
     ];
+    const ys = traces.flatMap((t) => t.y).filter((y) => y > 0);
     const shapes = lastN ? [{ type: "line", x0: lastN, x1: lastN, yref: "paper", y0: 0, y1: 1, line: { color: "#555", dash: "dash" } }] : [];
     Plotly.react(curve.chart, traces, { ...BASE_LAYOUT, title: { text: "As the sequence grows<br><sub>one head, one layer</sub>" }, shapes,
-      xaxis: { title: { text: "sequence length N (dashed: your prompt)" }, type: "log", exponentformat: "SI" },
-      yaxis: { title: { text: "bytes" }, type: "log", exponentformat: "SI" },
+      xaxis: { title: { text: "sequence length N (dashed: your prompt)" }, type: "log", ...logTicks(Math.min(...ev.n), Math.max(...ev.n)) },
+      yaxis: { title: { text: "bytes" }, type: "log", ...bytesLogTicks(Math.min(...ys), Math.max(...ys)) },
       legend: { orientation: "h", y: -0.3 } }, PLOT_CONFIG);
   }
   return shell;

@@ -12,6 +12,7 @@ import { compareMetrics } from "./compare-metrics.js";
 import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
 import { specParams } from "./spec-params.js";
 import { comparisonBlock } from "./comparison.js";
+import { bytesTicks, formatBytes } from "../units.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
@@ -61,14 +62,6 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-export function formatBytes(n) {
-  if (!Number.isFinite(n)) return "–";
-  const units = ["B", "KiB", "MiB", "GiB"];
-  let i = 0;
-  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
-  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
-}
-
 const fmtMs = (s) => (Number.isFinite(s) ? `${(s * 1000).toFixed(1)} ms` : "–");
 
 let instance = 0;
@@ -111,7 +104,8 @@ export function mount(root, config = {}) {
     el("label", { for: `${id}-prompt`, class: "ilab-kv__prompt" }, "Prompt (Ctrl+Enter runs)", prompt));
 
   const status = el("p", { class: "ilab-kv__status", role: "status", "aria-live": "polite" });
-  const textBox = el("div", { class: "ilab-kv__text", "aria-live": "polite", "aria-atomic": "false",
+  // role "log" (text that grows token by token): a role that may carry a name, which a bare div may not.
+  const textBox = el("div", { class: "ilab-kv__text", role: "log", "aria-live": "polite", "aria-atomic": "false",
     "aria-label": "Generated text", "data-testid": "generated-text" });
   const metrics = el("dl", { class: "ilab-kv__metrics", "aria-label": "Numbers from the trace" });
   const kvChart = el("div", { class: "ilab-kv__chart ilab-kv__kvchart", role: "img",
@@ -153,7 +147,7 @@ export function mount(root, config = {}) {
     const base = { ...BASE_LAYOUT, margin: { l: 60, r: 10, t: 56, b: 45 } };
     Plotly.newPlot(kvChart, [], {
       ...base, title: { text: "KV cache size, stacked by layer" },
-      xaxis: { title: { text: "token position" } }, yaxis: { title: { text: "bytes" }, rangemode: "tozero" },
+      xaxis: { title: { text: "token position" } }, yaxis: { title: { text: "KV cache" }, rangemode: "tozero" },
       showlegend: false,
     }, PLOT_CONFIG);
     Plotly.newPlot(timeChart, [], {
@@ -186,13 +180,15 @@ export function mount(root, config = {}) {
     setMetric("tokens", `${c.nPrompt} + 0`);
     textBox.replaceChildren(el("span", { class: "p", text: ev.prompt_tokens.join("") }));
     if (!Plotly) return;
-    // One stacked trace per layer; the cache-less run stores nothing (flat zero).
+    // One stacked trace per layer; the cache-less run stores nothing (flat zero). Its axis reads in the binary
+    // unit of the cache so far, as the cards do ("450 KiB" on a card is 450 KiB on the axis), rescaled as it grows.
+    c.ticks = "";
     const traces = [];
     for (let i = 0; i < ev.n_layers; i += 1) {
       const hue = Math.round((i / ev.n_layers) * 260);
       traces.push({ x: [], y: [], name: `layer ${i}`, type: "scatter", mode: "lines", stackgroup: "kv",
         line: { width: 0.5, color: `hsl(${hue},65%,45%)` },
-        hovertemplate: `layer ${i}: %{y:,} B<extra></extra>` });
+        text: [], hovertemplate: `layer ${i}: %{text}<extra></extra>` });
     }
     const note = c.useCache ? [] : [{ text: "Cache off: nothing kept;<br>K and V recomputed every step",
       xref: "paper", yref: "paper", x: 0.5, y: 0.6, showarrow: false, font: { size: 13, color: "#b00020" } }];
@@ -220,7 +216,13 @@ export function mount(root, config = {}) {
     const layers = ev.kv_bytes_per_layer || [];
     const idx = layers.map((_, i) => i);
     // What each layer's cache holds after this token; stacked, the top is kv_bytes_total.
-    Plotly.extendTraces(kvChart, { x: layers.map(() => [ev.position]), y: layers.map((b) => [b]) }, idx);
+    Plotly.extendTraces(kvChart, { x: layers.map(() => [ev.position]), y: layers.map((b) => [b]),
+      text: layers.map((b) => [formatBytes(b)]) }, idx);
+    const ticks = bytesTicks(ev.kv_bytes_total * 1.05);
+    if (ev.kv_bytes_total > 0 && JSON.stringify(ticks.tickvals) !== c.ticks) {
+      c.ticks = JSON.stringify(ticks.tickvals);
+      Plotly.relayout(kvChart, Object.fromEntries(Object.entries(ticks).map(([k, v]) => [`yaxis.${k}`, v])));
+    }
     Plotly.extendTraces(timeChart, { x: [[ev.step]], y: [[ev.step_time_s * 1000]] }, [c.timeTrace]);
   }
 

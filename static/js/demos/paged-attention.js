@@ -216,7 +216,7 @@ export function mount(root, config = {}) {
       const chips = r.blocks.length
         ? r.blocks.map((b, i) => `${i}→${b}`).join("  ")
         : (r.state === "finished" ? "(freed)" : r.state === "preempted" ? "(preempted: freed)" : "(waiting)");
-      return el("tr", {}, el("th", { scope: "row", style: `color:${r.color}`, text: id }),
+      return el("tr", {}, el("th", { scope: "row", style: `border-left:6px solid ${r.color}`, text: id }),
         el("td", { text: `${r.ctx} (prompt ${r.prompt}, max ${r.prompt + r.max})` }),
         el("td", { style: "text-align:left;font-family:monospace", text: chips }),
         el("td", { style: "text-align:left", text: r.text }));

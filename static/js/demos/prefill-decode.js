@@ -8,6 +8,10 @@ import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { prefillNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
+import { formatBytes } from "../units.js";
+
+const PREFILL = "#d62728";
+const DECODE = "#1f77b4";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/prefill_decode.py), embedded in the page.
@@ -16,7 +20,7 @@ export function mount(root, config = {}) {
   const repeat = numberField("Repeat the prompt", sp.value("repeat_prompt"),
     sp.range("repeat_prompt", { step: 1, help: "more prompt tokens, one prefill" }));
   const newTokens = numberField("New tokens", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
-  const text = el("div", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Generated text" });
+  const text = el("div", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "Generated text" });
   const out = outputs([["prompt", "Prompt tokens"], ["ttft", "TTFT (prefill)"], ["tpot", "TPOT (mean decode step)"],
     ["itl", "ITL median / max"], ["prefillRate", "Prefill: tokens/s"], ["decodeRate", "Decode: tokens/s"],
     ["prefillFlops", "Prefill achieved FLOP/s"], ["decodeBw", "Decode achieved bytes/s"], ["intensity", "FLOP per byte: prefill / decode"]],
@@ -60,15 +64,11 @@ export function mount(root, config = {}) {
         text.append(el("span", { text: ev.text }));
         state.x.push(ev.step);
         state.y.push(ev.step_time_s * 1000);
-        state.colors.push(ev.phase === "prefill" ? "#d62728" : "#1f77b4");
+        state.colors.push(ev.phase === "prefill" ? PREFILL : DECODE);
         state.gbps.push(ev.bytes_moved / ev.step_time_s / 1e9);
         state.gflops.push(ev.flops / ev.step_time_s / 1e9);
         if (ev.phase === "prefill") out.set("ttft", fmtMs(ev.step_time_s));
-        if (Plotly) Plotly.react(rates.chart, [
-          { type: "bar", name: "GB/s moved", x: [...state.x], y: [...state.gbps], marker: { color: [...state.colors] },
-            hovertemplate: "step %{x}: %{y:.2f} GB/s<extra></extra>" },
-          { type: "scatter", mode: "lines+markers", name: "GFLOP/s", x: [...state.x], y: [...state.gflops], yaxis: "y2",
-            line: { color: "#444" }, hovertemplate: "step %{x}: %{y:.2f} GFLOP/s<extra></extra>" }], ratesLayout());
+        if (Plotly) Plotly.react(rates.chart, ratesTraces(), ratesLayout());
         // New arrays each time: Plotly.react skips redrawing data arrays it has already seen.
         if (Plotly) Plotly.react(steps.chart, [{ type: "bar", x: [...state.x], y: [...state.y], marker: { color: [...state.colors] },
           hovertemplate: "step %{x}: %{y:.1f} ms<extra></extra>" }], stepLayout());
@@ -86,11 +86,28 @@ export function mount(root, config = {}) {
     Plotly.newPlot(rates.chart, [], ratesLayout(), PLOT_CONFIG);
   });
 
+  /** Bars per phase, one trace each, so every legend swatch is the colour of its bars; the FLOP/s line. */
+  function ratesTraces() {
+    const phase = (colour) => state.x.map((_, i) => i).filter((i) => state.colors[i] === colour);
+    const bars = (name, colour) => {
+      const idx = phase(colour);
+      return { type: "bar", name, x: idx.map((i) => state.x[i]), y: idx.map((i) => state.gbps[i]), marker: { color: colour },
+        hovertemplate: "step %{x}: %{y:.2f} GB/s<extra></extra>" };
+    };
+    return [bars("GB/s moved, prefill", PREFILL), bars("GB/s moved, decode", DECODE),
+      { type: "scatter", mode: "lines+markers", name: "GFLOP/s (right axis)", x: [...state.x], y: [...state.gflops], yaxis: "y2",
+        line: { color: "#444" }, marker: { color: "#444" }, hovertemplate: "step %{x}: %{y:.2f} GFLOP/s<extra></extra>" }];
+  }
+
   function ratesLayout() {
+    // "overlay": each step has one bar (prefill or decode), centred on its step rather than offset as a group.
     return { ...BASE_LAYOUT, title: { text: "Achieved rates per forward pass" }, showlegend: true, legend: { orientation: "h", y: -0.3 },
+      barmode: "overlay",
       xaxis: { title: { text: "step (0 = prefill)" }, tickformat: "d", dtick: 1 },
       yaxis: { title: { text: "GB/s moved" }, rangemode: "tozero" },
-      yaxis2: { title: { text: "GFLOP/s" }, overlaying: "y", side: "right", rangemode: "tozero" }, margin: { ...BASE_LAYOUT.margin, r: 60 } };
+      // Its own round ticks: synced to the left axis's grid they read 3.14, 6.28, 9.43.
+      yaxis2: { title: { text: "GFLOP/s" }, overlaying: "y", side: "right", rangemode: "tozero", tickmode: "auto", nticks: 6,
+        showgrid: false }, margin: { ...BASE_LAYOUT.margin, r: 60 } };
   }
 
   function stepLayout() {
@@ -117,7 +134,7 @@ export function mount(root, config = {}) {
       `each of the ${s.n_generated - 1} decode steps took ${fmtMs(s.tpot_s)} on average for a single token.`;
     perToken.summary.textContent = `Per token, prefill cost ${fixed(prefillPer, 2)} ms and decode ${fixed(decodePer, 1)} ms: ` +
       `${fixed(decodePer / prefillPer, 1)}× more per token in decode, because every decode step streams all ` +
-      `${formatDecimal(s.weight_bytes, "B")} of weights for one token.`;
+      `${formatBytes(s.weight_bytes)} of weights for one token.`;
     showWhy(why, prefillNote(s));
     const lastGbps = state.gbps.slice(1);
     rates.summary.textContent = `Decode moved a median ${formatDecimal(s.decode_bytes_per_s, "B/s")} at ${formatDecimal(s.decode_flops_per_s, "FLOP/s")}; ` +

@@ -2,12 +2,13 @@
 // the activation outliers of the student's prompt, fp32 vs quantized generation token by token (divergences
 // marked), and bytes vs perplexity vs tokens/s for every format from the recorded quantize-report table.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
-import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtNum, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
+import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { fillForm } from "./restore-form.js";
 import { quantNote, showWhy, whyNote } from "./run-notes.js";
 import { specParams } from "./spec-params.js";
 import { comparisonBlock } from "./comparison.js";
+import { formatBytes, logTicks } from "../units.js";
 
 // How the page names the spec's choices (the choices themselves, and their order, come from the spec).
 const FORMAT_NAMES = { int8: "int8 per-channel (weight-only)", w8a8: "int8 weights × int8 activations (FBGEMM)",
@@ -15,6 +16,8 @@ const FORMAT_NAMES = { int8: "int8 per-channel (weight-only)", w8a8: "int8 weigh
   fp8: "FP8 e4m3, per-channel", "llm-int8": "LLM.int8() with fp32 outliers" };
 const PROJECTION_NAMES = { w_down: "MLP down (w_down)", w_gate_up: "MLP gate+up", wqkv: "attention QKV", wo: "attention output" };
 const MiB = 1024 * 1024;
+// One colour per format in the trade-off scatter (its legend names them: labels on the points would overlap).
+const FORMAT_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#d62728"];
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/quantization.py), embedded in the page.
@@ -30,8 +33,8 @@ export function mount(root, config = {}) {
   const hist = chartBlock("Histogram of the layer's weights with the format's representable values overlaid");
   const heat = chartBlock("Heatmap of absolute quantization error for the top-left 48 by 48 weights");
   const outl = chartBlock("Bar chart: activation channels above the outlier threshold in each layer");
-  const textFp = el("p", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "fp32 generation" });
-  const textQ = el("p", { class: "ilab-calc__text", "aria-live": "polite", "aria-label": "Quantized generation" });
+  const textFp = el("p", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "fp32 generation" });
+  const textQ = el("p", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "Quantized generation" });
   const qLabel = el("strong", { text: "quantized" });
   const runOut = outputs([["agree", "Same token as fp32"], ["first", "First divergence"], ["speed", "Decode tokens/s: fp32 / quantized (this run)"],
     ["stream", "Bytes streamed per token: fp32 → quantized"]], "Side-by-side generation");
@@ -83,7 +86,7 @@ export function mount(root, config = {}) {
 
   function showLayer(ev) {
     layerOut.set("kernel", ev.kernel);
-    layerOut.set("bytes", `${fmtNum(ev.fp32_bytes / MiB)} MiB → ${fmtNum(ev.quant_bytes / MiB)} MiB (${fixed(ev.fp32_bytes / ev.quant_bytes, 1)}× smaller)`);
+    layerOut.set("bytes", `${formatBytes(ev.fp32_bytes)} → ${formatBytes(ev.quant_bytes)} (${fixed(ev.fp32_bytes / ev.quant_bytes, 1)}× smaller)`);
     layerOut.set("rmse", `${ev.rmse.toExponential(2)} (${fixed(ev.rel_rmse * 100, 2)} % of the weights' RMS)`);
     layerOut.set("maxerr", ev.max_abs_error.toExponential(2));
     const centers = ev.hist_counts.map((_, i) => (ev.hist_edges[i] + ev.hist_edges[i + 1]) / 2);
@@ -136,7 +139,7 @@ export function mount(root, config = {}) {
     runOut.set("agree", `${Math.round(s.agreement * 100)} % of ${s.n_generated} tokens`);
     runOut.set("first", s.first_divergence < 0 ? "none: identical text" : `step ${s.first_divergence}`);
     runOut.set("speed", `${fixed(s.fp32_decode_tokens_per_s, 1)} / ${fixed(s.quant_decode_tokens_per_s, 1)} (shared CPU; kernel ${s.kernels.join(", ")})`);
-    runOut.set("stream", `${fmtNum(s.fp32_matmul_bytes / MiB)} MiB → ${fmtNum(s.quant_matmul_bytes / MiB)} MiB`);
+    runOut.set("stream", `${formatBytes(s.fp32_matmul_bytes)} → ${formatBytes(s.quant_matmul_bytes)}`);
     showWhy(why, quantNote(s));
   }
 
@@ -152,13 +155,17 @@ export function mount(root, config = {}) {
     if (!rows.length) { trade.summary.textContent = "No recorded table on this server."; return; }
     const maxSpeed = Math.max(...rows.map((r) => r.decode_tokens_per_s));
     if (Plotly) {
-      Plotly.react(trade.chart, [{ type: "scatter", mode: "markers+text", x: rows.map((r) => r.matmul_weight_bytes / MiB), y: rows.map((r) => r.perplexity),
-        text: rows.map((r) => r.format), textposition: "top center",
-        marker: { size: rows.map((r) => 10 + 30 * r.decode_tokens_per_s / maxSpeed), color: rows.map((r) => (r.format === state.fmt ? "#d62728" : "#1f77b4")), opacity: 0.7 },
-        customdata: rows.map((r) => r.decode_tokens_per_s),
-        hovertemplate: "%{text}: %{x:.0f} MiB, perplexity %{y:.2f}, %{customdata:.1f} tok/s<extra></extra>" }],
-      { ...BASE_LAYOUT, title: { text: "Bytes per token vs perplexity<br><sub>bigger marker = faster decode</sub>" },
-        xaxis: { title: { text: "matmul weights, MiB" }, type: "log" }, yaxis: { title: { text: "perplexity (held-out text)" } } }, PLOT_CONFIG);
+      // One trace per format: the legend names each point (this run's format outlined in black).
+      const mib = rows.map((r) => r.matmul_weight_bytes / MiB);
+      Plotly.react(trade.chart, rows.map((r, i) => ({ type: "scatter", mode: "markers", name: r.format,
+        x: [mib[i]], y: [r.perplexity], customdata: [r.decode_tokens_per_s],
+        marker: { size: 10 + 30 * r.decode_tokens_per_s / maxSpeed, color: FORMAT_COLORS[i % FORMAT_COLORS.length], opacity: 0.8,
+          line: r.format === state.fmt ? { color: "#000", width: 3 } : { width: 0 } },
+        hovertemplate: `${r.format}: %{x:.0f} MiB, perplexity %{y:.2f}, %{customdata:.1f} tok/s<extra></extra>` })),
+      { ...BASE_LAYOUT, title: { text: "Bytes per token vs perplexity<br><sub>bigger marker = faster decode; outlined: your format</sub>" },
+        showlegend: true, legend: { orientation: "h", y: -0.3, itemsizing: "constant" }, margin: { ...BASE_LAYOUT.margin, b: 90 },
+        xaxis: { title: { text: "matmul weights, MiB" }, type: "log", ...logTicks(Math.min(...mib) * 0.9, Math.max(...mib) * 1.1) },
+        yaxis: { title: { text: "perplexity (held-out text)" } } }, PLOT_CONFIG);
     }
     const fp = rows.find((r) => r.format === "fp32");
     const best = [...rows].sort((a, b) => b.decode_tokens_per_s - a.decode_tokens_per_s)[0];

@@ -30,9 +30,10 @@ const STYLE_CSS = `
 .ilab-compare { border-top: 1px solid #e5e7eb; margin-top: 1rem; padding-top: .6rem; }
 .ilab-compare h4 { margin: 0 0 .4rem; font-size: 1rem; }
 .ilab-compare__controls { display: flex; flex-wrap: wrap; gap: .6rem; align-items: end; }
-.ilab-compare__field { display: flex; flex-direction: column; gap: .2rem; }
+.ilab-compare__field { display: flex; flex-direction: column; gap: .2rem; min-width: 0; max-width: 100%; }
 .ilab-compare__field label { font-weight: 600; font-size: .85rem; }
-.ilab-compare__controls select { font: inherit; padding: .25rem; max-width: 100%; }
+/* A long run label wraps the picker to the card's width instead of widening it past the screen. */
+.ilab-compare__controls select { font: inherit; padding: .25rem; width: 100%; max-width: 100%; text-overflow: ellipsis; }
 .ilab-compare__chart { min-height: 300px; min-width: 0; max-width: 100%; }
 .ilab-compare__note { font-size: .85rem; color: #555; }
 label.ilab-replay-choice { flex-direction: row !important; align-items: center; gap: .45rem; font-weight: 400 !important; }
@@ -113,6 +114,21 @@ export function legendNames(runs, spec) {
     const when = fmtWhen(runs[i].measuredAt || runs[i].when).replace(" UTC", "").slice(11);
     if (!name) return runs.length > 1 ? `same settings, ${when}` : "this run";
     return clash ? `${name} (${when})` : name;
+  });
+}
+
+/** For each of `paramsList`, the settings that tell it apart: the parameters whose values differ between the
+ * runs, else those that differ from the spec's defaults ("Scheduling: sequential, k: 6"), else "default
+ * settings". Named as the spec labels them; every changed one, whichever its place in the spec. */
+export function changedSettings(paramsList, spec) {
+  const defaults = Object.fromEntries(Object.entries((spec && spec.params) || {}).map(([k, p]) => [k, p && p.default]));
+  const same = (a, b) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+  const keys = [...new Set(paramsList.flatMap((p) => Object.keys(p)))];
+  const differing = keys.filter((k) => paramsList.some((p) => !same(p[k], paramsList[0][k])));
+  return paramsList.map((p) => {
+    const shown = differing.length ? differing : keys.filter((k) => k in defaults && !same(p[k], defaults[k]));
+    const parts = shown.map((k) => `${paramLabel(spec, k)}: ${fmtValue(p[k])}`);
+    return parts.length ? parts.join(", ") : "default settings";
   });
 }
 
@@ -268,10 +284,9 @@ export function runExtras(root, config, { metrics = [], checkClass = "ilab-calc_
     storedSel.replaceChildren(el("option", { value: "", text: stored.length ? "Pick a run…" : "none yet" }));
     stored.forEach((r, i) => {
       const h = r.header || {};
-      const what = Object.entries(r.params || {}).filter(([k]) => k !== "prompt" && k !== "prompts")
-        .slice(0, 3).map(([k, v]) => `${paramLabel(spec, k)}: ${fmtValue(v)}`).join(", ");
+      const what = changedSettings(stored.map((s) => s.params || {}), spec)[i];
       storedSel.append(el("option", { value: String(i),
-        text: `${fmtWhen(r.finished_at || h.measured_at)}${h.mode === "replay" ? " (replay)" : ""}${what ? ` — ${what}` : ""}` }));
+        text: `${fmtWhen(r.finished_at || h.measured_at)}${h.mode === "replay" ? " (replay)" : ""} — ${what}` }));
     });
   }
 

@@ -75,7 +75,7 @@ export function mount(root, config = {}) {
     el("li", {}, el("span", { class: "tok rej", text: "rejected" }), " target disagreed"),
     el("li", {}, el("span", { class: "tok res", text: "fix" }), " target's replacement (residual)"),
     el("li", {}, el("span", { class: "tok bonus", text: "bonus" }), " extra token when all k were accepted"));
-  const text = el("div", { class: "ilab-calc__text ilab-spec__text", "aria-label": "Generated text with each round's guesses marked" });
+  const text = el("div", { class: "ilab-calc__text ilab-spec__text", role: "log", "aria-live": "off", "aria-label": "Generated text with each round's guesses marked" });
   const live = el("p", { class: "ilab-spec__sr", "aria-live": "polite" });
   const out = outputs([["rounds", "Rounds (target passes)"], ["accept", "Guesses accepted"], ["perPass", "Tokens per target pass"],
     ["passPerTok", "Target passes per token"], ["draftCost", "Draft cost / verify pass"], ["plain", "Plain decoding, per token"],
