@@ -117,7 +117,9 @@ class Stats:
             self.token_times = [t for t in self.token_times if now - t <= 10.0]
             recent = len(self.token_times)
             window = min(10.0, max(1.0, now - self.token_times[0])) if recent else 10.0
-            engine = _engine
+            # During the warm-up the engine's runner may be building its kernels (behind a file lock another
+            # process can hold): the stats must not wait for it, or the published phase would expire.
+            engine = _engine if self.phase == "ready" else None
             from inference_core.engine.model_runner import runner_for
             from inference_core.engine.serving import existing_service
 
@@ -134,7 +136,7 @@ class Stats:
                 # reference): on a GPU the graph replays are the dashboard's "graph hits"
                 "steps_by_path": dict(runner_for(engine.model).path_counts) if engine is not None else {},
                 "slots": self.slots,
-                "engine_loaded": engine is not None,
+                "engine_loaded": _engine is not None,
                 # Warm-up: `ready` once the engine has loaded and decoded once (the worker takes runs only
                 # then); until then `phase` says what it is doing and `warmup_started` since when.
                 "ready": self.phase == "ready",
