@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 KEEP = 100  # rows kept: the history of measurements, newest first
 FIELDS = ("device", "device_name", "threads", "dtype", "torch_version", "decode_bytes_per_step")
 IDLE_POLL_S = 1.0
+QUIET_S = 3.0  # how long the worker must have been idle before a measurement starts
 
 
 def setting(name: str, default):
@@ -53,8 +54,9 @@ def _median_and_spread(values: list) -> tuple:
 
 def measure_while_idle(engine, idle: Callable[[], object], *, repeats: int, quick: bool = False,
                        stop: threading.Event | None = None) -> list[dict]:
-    """`repeats` measurements of the machine, each taken while `idle()` says the worker runs nothing and kept only
-    when it returns the same token afterwards (None = busy). Waits for idle as long as it takes (or `stop`)."""
+    """`repeats` measurements of the machine, each started once `idle()` has said the worker runs nothing for
+    QUIET_S and kept only when it returns the same token afterwards (None = busy: a token changes when a run
+    starts). Waits for idle as long as it takes (or `stop`)."""
     from inference_core.engine.machine_profile import measure
 
     stop = stop or threading.Event()
@@ -63,6 +65,9 @@ def measure_while_idle(engine, idle: Callable[[], object], *, repeats: int, quic
         before = idle()
         if before is None:
             stop.wait(IDLE_POLL_S)
+            continue
+        stop.wait(QUIET_S)  # idle for a moment first: a run sent right after the warm-up gets the machine to itself
+        if idle() != before:
             continue
         data = measure(engine, quick=quick)
         if idle() == before:

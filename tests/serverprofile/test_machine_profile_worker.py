@@ -74,9 +74,11 @@ def test_the_profile_is_measured_only_while_the_worker_is_idle(monkeypatch):
     from serverprofile import worker
 
     monkeypatch.setattr(worker, "IDLE_POLL_S", 0.01)
+    monkeypatch.setattr(worker, "QUIET_S", 0.01)
     timeline = iter([None, None,  # warming up, then busy with a run: wait
-                     7, 8,  # idle before, but a run started during the measurement: voided
-                     8, 8, 9, 9])  # idle throughout, twice
+                     6, 7,  # idle, but a run started (and ended) within the quiet moment: no measurement
+                     7, 7, 8,  # idle and quiet, but a run started during the measurement: voided
+                     8, 8, 8, 9, 9, 9])  # idle and quiet throughout, twice
     measured = []
     monkeypatch.setattr(machine_profile, "measure", lambda engine, quick: measured.append(1) or {"n": len(measured)})
     samples = worker.measure_while_idle(object(), lambda: next(timeline), repeats=2, quick=True)
