@@ -14,7 +14,10 @@ export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: run test setup migrate chromium clean-venv bench bench-peers models-qwen
 
+# The native kernels are built before the stack starts (as for `make test`): a worker that compiled them at its
+# first run kept the first visitors' runs queued for minutes.
 run: migrate
+	$(PY) -m inference_core.kernels.quant_kernels
 	$(PY) scripts/run_stack.py
 
 test: setup chromium

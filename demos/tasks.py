@@ -80,7 +80,28 @@ class Stats:
         self.token_times: list[float] = []  # monotonic times of recent tokens (last 10 s)
         self.started = time.time()
         self.slots = 0  # this worker's task slots (its -c), reported so a start knows whether one is free
+        # Warm-up (see `_warm_up`): the phase now and since when. The worker takes runs only once `ready`.
+        self.phase = "starting"
+        self.phase_since = time.time()
+        self.warmup_started = time.time()
         self._thread = None
+
+    def enter_phase(self, phase: str) -> None:
+        """Start a warm-up phase (`kernels`, `loading`, `first_decode`, `ready`) and publish it at once."""
+        with self.lock:
+            self.phase, self.phase_since = phase, time.time()
+        self.publish()
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == "ready"
+
+    def idle_token(self) -> int | None:
+        """None while the worker warms up or runs anything; else a token that changes whenever a run starts, so
+        equal tokens before and after a measurement mean the worker was idle throughout."""
+        with self.lock:
+            return None if self.phase != "ready" or self.active else self.runs_total  # counted as a run starts
+
 
     def token(self):
         now = time.monotonic()
@@ -96,7 +117,9 @@ class Stats:
             self.token_times = [t for t in self.token_times if now - t <= 10.0]
             recent = len(self.token_times)
             window = min(10.0, max(1.0, now - self.token_times[0])) if recent else 10.0
-            engine = _engine
+            # During the warm-up the engine's runner may be building its kernels (behind a file lock another
+            # process can hold): the stats must not wait for it, or the published phase would expire.
+            engine = _engine if self.phase == "ready" else None
             from inference_core.engine.model_runner import runner_for
             from inference_core.engine.serving import existing_service
 
@@ -113,7 +136,13 @@ class Stats:
                 # reference): on a GPU the graph replays are the dashboard's "graph hits"
                 "steps_by_path": dict(runner_for(engine.model).path_counts) if engine is not None else {},
                 "slots": self.slots,
-                "engine_loaded": engine is not None,
+                "engine_loaded": _engine is not None,
+                # Warm-up: `ready` once the engine has loaded and decoded once (the worker takes runs only
+                # then); until then `phase` says what it is doing and `warmup_started` since when.
+                "ready": self.phase == "ready",
+                "phase": self.phase,
+                "phase_since": self.phase_since,
+                "warmup_started": self.warmup_started,
                 # The continuous batch of the engine's batching service (cached generation): how many
                 # sequences shared the last forward, and what waits for a slot or KV blocks.
                 "batch_size": batch.running if batch else 0,
@@ -176,15 +205,29 @@ def _concurrency(consumer) -> int:
 
 @worker_ready.connect
 def _warm_up(sender=None, **kwargs):
+    """Build (or load) the native kernels, load the engine and decode once, publishing each phase, before the
+    worker consumes its first run: Celery sends `worker_ready` from the consumer before its event loop starts,
+    so no run waits on a half-warm engine, and the queued frames can say what the worker is doing meanwhile."""
     if sender is not None and not runs_demos(sender):
         return  # a `cpu`-only worker never runs the engine
+    from inference_core.engine.machine_profile import warm_up
+    from inference_core.kernels import quant_kernels
+
     STATS.slots = _concurrency(sender)
+    STATS.warmup_started = time.time()
     STATS.start_reporter()
     try:
-        get_engine()
+        STATS.enter_phase("kernels")
+        quant_kernels.load()  # built by `make run`/`make test` beforehand; compiled here only when they were not
+        STATS.enter_phase("loading")
+        engine = get_engine()
+        STATS.enter_phase("first_decode")
+        seconds = warm_up(engine)
+        log.info("engine warm: first decode %.1f s, %.1f s since the worker started", seconds,
+                 time.time() - STATS.warmup_started)
     except Exception:  # noqa: BLE001 - a run will report it to the user; keep the worker up
         log.exception("engine warm-up failed")
-    STATS.publish()
+    STATS.enter_phase("ready")
 
 
 @worker_shutting_down.connect

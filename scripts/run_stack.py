@@ -40,6 +40,7 @@ RESTART_WINDOW = 60.0  # the restart cap counts deaths within this many seconds
 MAX_BACKOFF = 30.0
 PUBLISH_INTERVAL = 2.0
 SUPERVISOR_KEY = "demos:supervisor"  # demos/runstate.py: supervisor_key()
+WORKER_KEYS = "demos:worker:*"  # demos/runstate.py: worker_key(); each worker's stats, `ready` once warm
 PASSWORD_FILE = ROOT / "var" / "redis_password"  # inferencelab/redis_auth.py
 
 
@@ -174,6 +175,23 @@ class Supervisor:
             except redis.exceptions.RedisError:
                 wait = 0.25  # Redis down or restarting (or loading its old copy of this record): again soon
 
+    def announce_ready(self, started: float) -> None:
+        """Say "demos ready" once a demo worker has warmed up (its stats in Redis say `ready`: kernels built,
+        engine loaded, one decode done; demos/tasks.py `_warm_up`). Its own thread, like publish_loop."""
+        import redis
+
+        client = None
+        while not self.stopped:
+            try:
+                client = client or redis.Redis.from_url(self.redis_url, socket_timeout=1, socket_connect_timeout=1)
+                for raw in client.mget(list(client.scan_iter(match=WORKER_KEYS, count=100))) or []:
+                    if raw and json.loads(raw).get("ready"):
+                        log(f"demos ready: the demo worker is warm ({time.monotonic() - started:.0f} s after start)")
+                        return
+            except (redis.exceptions.RedisError, ValueError, AttributeError):
+                pass
+            time.sleep(0.5)
+
     def stop(self) -> None:
         if self.stopped:
             return
@@ -244,6 +262,7 @@ def main() -> int:
         signal.signal(sig, on_signal)
     threading.Thread(target=sup.publish_loop, name="publish", daemon=True).start()
 
+    started = time.monotonic()
     try:
         if not env.get("DJANGO_SECRET_KEY"):  # this install's own key, made once (var/secret_key)
             subprocess.run([sys.executable, "-m", "inferencelab.secret_key"], cwd=ROOT, env=env, check=True)
@@ -288,6 +307,9 @@ def main() -> int:
                                  "inferencelab.asgi:application"], env, restart=False)
         sup.wait_port(port, web, 60)
         log(f"Inference Lab is up: http://{host}:{port}/  (demos: http://{host}:{port}/demos/ ; Ctrl-C stops)")
+        log("the demo worker is warming up (kernels, model, first decode): runs sent now wait for it, and "
+            "their pages say so; \"demos ready\" follows when it is warm")
+        threading.Thread(target=sup.announce_ready, args=(started,), name="ready", daemon=True).start()
     except RuntimeError as exc:
         log(f"error: {exc}")
         sup.stop()

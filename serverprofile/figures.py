@@ -37,7 +37,9 @@ NAMES = {
     "dtype": "the precision the decode step ran in",
     "model": "the model whose decode step was timed",
     "measured": "when (UTC)",
-    "provenance": "where the figures come from: live (worker start) or the recorded fallback's command, date, device",
+    "spread": "how much the idle measurements behind the live figures varied (largest − smallest), and how many",
+    "provenance": "where the figures come from: live (measured while the worker was idle: how often, the spread, the "
+                  "date) or the recorded fallback's command, date, device",
     "machine": "the roofline calculator's row for this server (a JSON object in props; its label in text)",
 }
 
@@ -62,6 +64,11 @@ class ServerFigures:
     measured_at: datetime
     live: bool  # published by this server's worker; False: the recorded fallback
     command: str = ""  # how the recorded fallback was measured
+    # The live figures are medians of `repeats` idle measurements; a spread is their largest minus smallest.
+    repeats: int = 1
+    bandwidth_spread_gbps: float = 0.0
+    matmul_spread_gflops: float = 0.0
+    decode_step_spread_ms: float | None = None
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -87,12 +94,26 @@ class ServerFigures:
     def when(self) -> str:
         return f"{self.measured_at:%Y-%m-%d %H:%M} UTC"
 
+    # A measured figure in a sentence carries its spread as ± half of it (of several idle measurements only).
+    SPREADS = {"bandwidth_gbps": "bandwidth_spread_gbps", "matmul_gflops": "matmul_spread_gflops",
+               "decode_step_ms": "decode_step_spread_ms"}
+
+    @property
+    def spread(self) -> str:
+        if self.repeats <= 1:
+            return "a single measurement"
+        step = (f", decode step {_num(self.decode_step_spread_ms, 2)} ms"
+                if self.decode_step_spread_ms is not None else "")
+        return (f"across {self.repeats} idle measurements: bandwidth {_num(self.bandwidth_spread_gbps, 1)} GB/s, "
+                f"matmul {_num(self.matmul_spread_gflops, 0)} GFLOP/s{step} (largest − smallest)")
+
     def provenance(self, as_html: bool = False, spoken: bool = False) -> str:
         """Where the figures come from. `spoken`: the short form narration reads (always the recorded one)."""
         code = (lambda s: f"<code>{escape(s)}</code>") if as_html else (lambda s: s)
         text = escape if as_html else (lambda s: s)
         if self.live:
-            return text(f"measured by this server's demo worker when it started, {self.when}, on {self.device_text}, "
+            how = (f"the median of {self.repeats} measurements" if self.repeats > 1 else "one measurement")
+            return text(f"{how} by this server's demo worker while it ran nothing, {self.when}, on {self.device_text}, "
                         f"{self.dtype}, torch {self.torch_version}, engine {self.engine_version or 'unknown'}")
         if spoken:
             return f"recorded on {self.measured_at:%-d %B %Y} with {self.command}"
@@ -102,7 +123,8 @@ class ServerFigures:
 
     def machine(self) -> dict:
         """The roofline calculator's `machine` prop."""
-        note = f"measured at worker start {self.when}" if self.live else \
+        note = (f"median of {self.repeats} idle measurements {self.when}" if self.repeats > 1 else
+                f"measured {self.when}") if self.live else \
             f"recorded {self.measured_at:%Y-%m-%d} with {self.command}"
         return {"label": f"This server ({self.device_text}, {self.dtype})", "bandwidth_gbps": self.bandwidth_gbps,
                 "peak_gflops": self.matmul_gflops, "note": note}
@@ -117,6 +139,8 @@ class ServerFigures:
             return self.device_text
         if name == "measured":
             return self.when
+        if name == "spread":
+            return self.spread
         if name == "decode_mb_per_step":
             return self.decode_bytes_per_step / 1e6 if self.decode_bytes_per_step else None
         return getattr(self, name)
@@ -134,6 +158,9 @@ class ServerFigures:
             else:
                 digits = {"matmul_gflops": 0 if (v or 0) >= 100 else 1, "decode_mb_per_step": 0}.get(name, 1)
                 out = _num(v, digits)
+                spread = getattr(self, self.SPREADS[name]) if name in self.SPREADS and self.repeats > 1 else None
+                if spread is not None and v is not None:
+                    out += f" ± {_num(spread / 2, digits + (1 if name == 'decode_step_ms' else 0))}"
         return escape(out) if as_html else out
 
 
@@ -147,7 +174,10 @@ def _from(data: dict, *, live: bool, command: str = "") -> ServerFigures:
         device=data.get("device") or "cpu", device_name=data.get("device_name") or "unknown",
         threads=int(data.get("threads") or 0), dtype=data.get("dtype") or "float32", model=data.get("model") or "",
         engine_version=data.get("engine_version") or "", torch_version=data.get("torch_version") or "",
-        measured_at=measured, live=live, command=command)
+        measured_at=measured, live=live, command=command, repeats=int(data.get("repeats") or 1),
+        bandwidth_spread_gbps=float(data.get("bandwidth_spread_gbps") or 0.0),
+        matmul_spread_gflops=float(data.get("matmul_spread_gflops") or 0.0),
+        decode_step_spread_ms=data.get("decode_step_spread_ms"))
 
 
 @lru_cache(maxsize=1)
@@ -173,7 +203,8 @@ def current() -> ServerFigures:
         return recorded()
     return _from({f: getattr(row, f) for f in (
         "bandwidth_gbps", "matmul_gflops", "decode_step_ms", "decode_bytes_per_step", "device", "device_name",
-        "threads", "dtype", "model", "engine_version", "torch_version", "measured_at")}, live=True)
+        "threads", "dtype", "model", "engine_version", "torch_version", "measured_at", "repeats",
+        "bandwidth_spread_gbps", "matmul_spread_gflops", "decode_step_spread_ms")}, live=True)
 
 
 def unknown_placeholders(body: str) -> list[tuple[int, str]]:

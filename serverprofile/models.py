@@ -1,4 +1,4 @@
-"""One row per measurement: each demo worker start publishes what its machine achieved then."""
+"""One row per measurement: a demo worker publishes what its machine achieved while idle, at start and when stale."""
 from __future__ import annotations
 
 from django.db import models
@@ -18,7 +18,13 @@ class MachineProfile(models.Model):
     matmul_gflops = models.FloatField()  # fp32, 1024 × 1024 × 1024
     decode_step_ms = models.FloatField(null=True, blank=True)  # batch 1, median of the engine's own step times
     decode_bytes_per_step = models.BigIntegerField(null=True, blank=True)  # what the engine counts one step reading
-    duration_s = models.FloatField(default=0.0)  # what the measurement cost the worker's start
+    duration_s = models.FloatField(default=0.0)  # what one measurement took
+    # The figures above are medians of `repeats` measurements taken while the worker was idle; each spread is
+    # the largest minus the smallest of them (0 for a row of one measurement, as rows before issue 24 were).
+    repeats = models.PositiveIntegerField(default=1)
+    bandwidth_spread_gbps = models.FloatField(default=0.0)
+    matmul_spread_gflops = models.FloatField(default=0.0)
+    decode_step_spread_ms = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["-measured_at"]

@@ -108,3 +108,12 @@ def test_redis_url_defaults_to_this_installs_password_and_an_explicit_url_wins(t
 
     assert settings_url(REDIS_PORT="6391") == local_url(6391)  # this checkout's own var/redis_password, if any
     assert settings_url(REDIS_URL="redis://elsewhere:6379/2") == "redis://elsewhere:6379/2"
+
+
+def test_make_run_builds_the_native_kernels_before_it_starts_the_stack():
+    """A worker that compiled the kernels at its first run kept the first runs queued for minutes."""
+    out = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    commands = [line.strip() for line in out.splitlines()]
+    build = next(i for i, c in enumerate(commands) if c.endswith("-m inference_core.kernels.quant_kernels"))
+    start = next(i for i, c in enumerate(commands) if c.endswith("scripts/run_stack.py"))
+    assert build < start, commands

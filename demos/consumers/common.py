@@ -3,6 +3,7 @@ database reads they make (each run in a thread)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -127,6 +128,50 @@ async def queue_position(run_id: str, fresh: bool = False) -> dict | None:
     if ahead is None:
         return None
     return {"position": ahead + 1, "ahead": ahead, "eta_s": round((ahead // snap["slots"] + 1) * snap["typical"], 1)}
+
+
+WARMUP_TTL = 1.0  # one keyspace scan per process per second, however many sockets wait
+_warmup_seen: list = [0.0, None]  # [valid until (monotonic), warmup_state()]
+
+
+async def warmup_state() -> dict | None:
+    """None when a demo worker takes runs; else what the demo workers are doing meanwhile, from the stats they
+    publish (`demos:worker:*`, demos.tasks.Stats): `{"phase", "warming_s"}` of the one furthest along, or phase
+    `starting` when none has reported yet. A worker of an older version (no `ready` field) counts as ready
+    once its engine is loaded. Redis unreachable: None (the queue position is all that can be said)."""
+    from ..runstate import async_redis, worker_key
+
+    now = time.monotonic()
+    if _warmup_seen[0] > now:
+        return _warmup_seen[1]
+    try:
+        r = async_redis()
+        keys = [k async for k in r.scan_iter(match=worker_key("*"), count=100)]
+        raws = await r.mget(keys) if keys else []
+    except redis.exceptions.RedisError:
+        return None
+    order = ("starting", "kernels", "loading", "first_decode")
+    best: dict | None = None
+    state: dict | None = {"phase": "starting", "warming_s": None}
+    for raw in raws:
+        try:
+            stats = json.loads(raw) if raw else None
+        except ValueError:
+            continue
+        if not isinstance(stats, dict):
+            continue
+        if stats.get("ready", stats.get("engine_loaded")):
+            state = None
+            break
+        phase = stats.get("phase") if stats.get("phase") in order else "starting"
+        if best is None or order.index(phase) > order.index(best["phase"]):
+            since = stats.get("warmup_started")
+            best = {"phase": phase,
+                    "warming_s": round(max(0.0, time.time() - since), 1) if isinstance(since, (int, float)) else None}
+    if state is not None and best is not None:
+        state = best
+    _warmup_seen[:] = [now + WARMUP_TTL, state]
+    return state
 
 
 @database_sync_to_async

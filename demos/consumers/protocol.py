@@ -26,7 +26,8 @@ from ..identity import owners_for_scope
 from ..models import Run
 from ..registry import DemoParamError
 from ..runstate import REDIS_HEALTH, async_redis, cancel_key, detach, heartbeat_key, judge_heartbeat, run_group
-from .common import ACTIVE, ProtocolError, Watch, events_between, get_run, queue_position, redis_retry, set_status
+from .common import (ACTIVE, ProtocolError, Watch, events_between, get_run, queue_position, redis_retry, set_status,
+                     warmup_state)
 from .replay import ReplayMixin
 from .runs import RunsMixin
 
@@ -170,13 +171,18 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
             w.last_seq = seq
 
     async def _report_queue(self, w: Watch, force: bool = False) -> None:
-        """Send `queued` (position, estimate) while the run waits: on a change, else every 5 s."""
+        """Send `queued` (position, estimate; while no demo worker is warm yet, what they are doing instead) while
+        the run waits: on a change, else every 5 s."""
         info = await queue_position(w.run_id, fresh=force)
+        warming = await warmup_state() if info is not None else None
         async with w.lock:
             if info is None or w.finished or w.last_seq >= 0:
                 w.queued = False  # picked up (or over): its events say the rest
                 return
-            key, now = (info["position"], info["eta_s"]), time.monotonic()
+            if warming is not None:
+                info["warming"] = warming
+            key = (info["position"], info["eta_s"], warming and warming["phase"])
+            now = time.monotonic()
             if force or key != w.last_queue_report or now - w.last_queue_sent >= 5.0:
                 w.last_queue_report, w.last_queue_sent = key, now
                 await self._send({"type": "queued", "run_id": w.run_id, **info})

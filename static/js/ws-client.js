@@ -35,8 +35,22 @@ export function wsUrl(path) {
   return `${proto}//${window.location.host}${path}`;
 }
 
-/** The status line for a `queued` frame: "Waiting for a worker: 3rd in line, about 40 s…". */
+const WARMUP_PHASES = {
+  starting: "starting",
+  kernels: "building kernels",
+  loading: "loading the model",
+  first_decode: "first decode",
+};
+
+/** The status line for a `queued` frame: "Waiting for a worker: 3rd in line, about 40 s…"; while no worker is
+ * warm yet (`warming`), what it is doing instead: a queue estimate then could not come true. */
 export function queueText(frame) {
+  const w = frame.warming;
+  if (w) {
+    const phase = WARMUP_PHASES[w.phase] || w.phase;
+    const since = w.warming_s >= 1 ? `, ~${Math.round(w.warming_s)} s so far` : "";
+    return `The demo worker is warming up: ${phase}${since}. Your run starts when it is ready…`;
+  }
   const n = frame.position;
   const place = n === 1 ? "next in line" : `number ${n} in line`;
   const eta = frame.eta_s >= 1 ? `, about ${Math.round(frame.eta_s)} s` : "";

@@ -47,8 +47,20 @@ def test_lesson_shows_the_stored_profile(client, roofline_lesson):
     assert "{{" not in page
     assert "copies memory at 31.4 GB/s and multiplies fp32 matrices at 176 GFLOP/s, a ridge point of 5.6" in page
     assert "took 17.5 ms (57.1 tokens per second) for the 538 MB the engine counts it reading, 30.8 GB/s" in page
-    assert "measured by this server&#x27;s demo worker when it started, 2026-11-25 09:30 UTC, on Test EPYC 9999" in page
+    assert "one measurement by this server&#x27;s demo worker while it ran nothing, 2026-11-25 09:30 UTC, on Test EPYC 9999" in page
     assert "14.3" not in page and "56.6" not in page  # the old hard-coded figures
+
+
+def test_lesson_figures_of_several_idle_measurements_show_their_spread_and_date(client, roofline_lesson):
+    """Issue 24: the profile is the median of repeats taken while the worker was idle; a lesson says so."""
+    store_profile(repeats=5, bandwidth_spread_gbps=2.0, matmul_spread_gflops=30.0, decode_step_spread_ms=1.5)
+    page = client.get(roofline_lesson).content.decode()
+    assert "copies memory at 31.4 ± 1.0 GB/s and multiplies fp32 matrices at 176 ± 15 GFLOP/s" in page
+    assert "took 17.5 ± 0.75 ms" in page
+    assert "the median of 5 measurements by this server&#x27;s demo worker while it ran nothing, 2026-11-25 09:30 UTC" in page
+    assert figures.current().text("spread") == ("across 5 idle measurements: bandwidth 2.0 GB/s, matmul 30 GFLOP/s, "
+                                                "decode step 1.50 ms (largest − smallest)")
+    assert roofline_props(page)["machine"]["note"] == "median of 5 idle measurements 2026-11-25 09:30 UTC"
 
 
 def test_calculator_defaults_in_the_page_equal_the_profile(client, roofline_lesson):
@@ -56,7 +68,7 @@ def test_calculator_defaults_in_the_page_equal_the_profile(client, roofline_less
     props = roofline_props(client.get(roofline_lesson).content.decode())
     machine = props["machine"]
     assert machine["bandwidth_gbps"] == row.bandwidth_gbps and machine["peak_gflops"] == row.matmul_gflops
-    assert "Test EPYC 9999" in machine["label"] and machine["note"] == "measured at worker start 2026-11-25 09:30 UTC"
+    assert "Test EPYC 9999" in machine["label"] and machine["note"] == "measured 2026-11-25 09:30 UTC"
     assert props["batch"] == 1 and props["precision"] == "bf16"  # the authored props are kept
 
 

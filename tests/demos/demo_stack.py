@@ -124,7 +124,7 @@ class Stack:
         return proc
 
     def wait_worker_ready(self, proc: subprocess.Popen, name: str, timeout: float) -> None:
-        """Ready = the worker published stats with its engine loaded (see demos.tasks._warm_up)."""
+        """Ready = the worker published stats saying it is warm: engine loaded, one decode done (demos.tasks._warm_up)."""
         r = redis.Redis.from_url(self.redis_url)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -132,7 +132,7 @@ class Stack:
                 raise RuntimeError(f"celery worker exited with {proc.returncode}:\n{_tail(self.logs[name])}")
             for key in r.scan_iter(match="demos:worker:*"):
                 raw = r.get(key)
-                if raw and json.loads(raw).get("pid") == proc.pid and json.loads(raw).get("engine_loaded"):
+                if raw and json.loads(raw).get("pid") == proc.pid and json.loads(raw).get("ready"):
                     return
             time.sleep(0.2)
         raise RuntimeError(f"celery worker not ready in {timeout}s:\n{_tail(self.logs[name])}")

@@ -302,3 +302,37 @@ async def test_dashboard_streams_worker_stats_and_queue_length(demo_stack):
     assert stats["queue"]["gpu"] >= 0
     assert any(w["engine_loaded"] and w["model"] for w in stats["workers"]), stats
     assert {"batch_size", "tokens_per_s", "runs_total"} <= set(stats["workers"][0])
+
+
+async def test_a_run_sent_before_the_worker_is_warm_is_told_about_the_warm_up_and_then_completes(
+        demo_stack, session_cookie):
+    """Issue 24: right after start-up the queued frames said "number 2 in line, about 20 s" while the worker was
+    still building kernels and loading the model. They now carry what the worker is doing (`warming`), and the
+    run completes once it is warm."""
+    import redis
+
+    cookie, _ = session_cookie
+    demo_stack.kill("worker")
+    redis.Redis.from_url(demo_stack.redis_url).delete(*[  # as the stats of a dead worker expire
+        k for k in redis.Redis.from_url(demo_stack.redis_url).scan_iter(match="demos:worker:*")])
+    await asyncio.sleep(1.1)  # the consumer's view of the workers (one scan a second) sees none
+    comm = await connect(cookie)
+    starting = None
+    try:
+        run_id = await start(comm, {**SHORT, "max_new_tokens": 4}, live=True)  # live: never a replay while busy
+        starting = asyncio.get_running_loop().run_in_executor(None, demo_stack.start_worker)
+        frames = await collect(comm, timeout=200)
+    finally:
+        await comm.disconnect()
+        if starting is not None:
+            await starting
+        else:
+            demo_stack.start_worker()  # later tests need one
+    queued = [f for f in frames if f["type"] == "queued"]
+    assert queued and all(f["run_id"] == run_id for f in queued), frames[:3]
+    phases = [f["warming"]["phase"] for f in queued if "warming" in f]
+    assert phases and phases[0] == "starting", queued  # no worker has reported yet
+    assert set(phases) <= {"starting", "kernels", "loading", "first_decode"}, phases
+    assert all(f["warming"]["warming_s"] is None or f["warming"]["warming_s"] >= 0 for f in queued if "warming" in f)
+    assert frames[-1]["type"] == "done" and frames[-1]["status"] == "done", frames[-1]
+    assert all(f["type"] != "queued" for f in frames[frames.index(events_of(frames)[0]):])

@@ -83,14 +83,14 @@ class MakeRun:
         return redis.Redis(port=int(self.env["REDIS_PORT"]), password=password, socket_timeout=2)
 
     def wait_worker_ready(self, timeout: float) -> None:
-        """The `gpu` worker published stats with its engine loaded (demos.tasks._warm_up)."""
+        """The `gpu` worker published stats saying it is warm (demos.tasks._warm_up)."""
         pid = self.child("-Q gpu").pid
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 for key in self.redis().scan_iter(match="demos:worker:*"):
                     raw = self.redis().get(key)
-                    if raw and json.loads(raw).get("pid") == pid and json.loads(raw).get("engine_loaded"):
+                    if raw and json.loads(raw).get("pid") == pid and json.loads(raw).get("ready"):
                         return
             except redis.exceptions.RedisError:
                 pass

@@ -64,7 +64,13 @@ def why_unavailable() -> str:
 def _build() -> ModuleType:
     from torch.utils.cpp_extension import load as cpp_load
 
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES + _HEADERS)).hexdigest()[:12]
+    import torch
+
+    # Keyed on the sources and on the torch install that builds them: torch rebuilds an extension whose build
+    # file names other include paths, so two checkouts (two venvs) sharing the cache kept rebuilding each
+    # other's copy, and a worker started after the other checkout's build compiled again at its warm-up.
+    where = str(Path(torch.__file__).parent).encode()  # as the build file names it (not resolved)
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES + _HEADERS) + where).hexdigest()[:12]
     build_dir = engine_settings().cache_dir / "torch_extensions" / f"quant_gemv_{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir.with_name(build_dir.name + ".flock"), "w") as guard:
