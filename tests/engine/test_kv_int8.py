@@ -75,7 +75,7 @@ def run_engine(model, prompts, kv_dtype, **config):
     try:
         params = GenerationParams(max_new_tokens=6, stop_at_eos=False)
         reqs = [Request(f"r{i}", p, params) for i, p in enumerate(prompts)]
-        sched, _ = drive(LoadedModel("tiny", model, None, torch.device("cpu")), reqs,
+        sched, _ = drive(LoadedModel("tiny", model, None, model.tok_embeddings.weight.device), reqs,
                          SchedulerConfig(block_size=4, num_blocks=64, kv_dtype=kv_dtype, **config), trace=False)
     finally:
         del runner.forward_batch
@@ -122,6 +122,8 @@ def prefilled_int8(model, lengths):
 def test_step_graph_paths_dequantize_on_read(model, use_triton):
     if use_triton:
         pytest.importorskip("triton")
+        if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+            model = copy.deepcopy(model).to("cuda")  # compiled Triton reads CUDA memory only
     lengths = [5, 13, 9]
     runner, pool, tables = prefilled_int8(model, lengths)
     step = StepRows([7, 8, 9], lengths, [0, 1, 2], [0, 1, 2],
@@ -162,6 +164,20 @@ def test_4k_context_run_holds_1_9x_the_tokens_of_bf16_in_the_same_bytes():
     assert peak >= 2 * prompt_len and peak >= 1.9 * bf16.capacity_tokens
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs over an int8 pool need a GPU")
+def test_cuda_graph_steps_over_an_int8_pool():
+    """bf16 compute on CUDA: the lent int8 pool's graphs are captured at lending, every step replays them."""
+    torch.manual_seed(0)
+    model = build_model(tiny_config(max_seq_len=128), None, torch.device("cuda"), torch.bfloat16)
+    prompts = [[3, 17, 42, 5, 9, 11, 20], [8, 8, 30, 3, 60]]
+    tokens, seen = run_engine(model, prompts, "int8")
+    assert seen and all(dtype == torch.int8 and scaled for dtype, scaled in seen)
+    assert any("cuda graph" in p and "int8 KV" in p for p in runner_for(model).path_counts), runner_for(model).path_counts
+    ref, _ = run_engine(model, prompts, "auto")
+    agree = sum(a == b for x, y in zip(tokens, ref) for a, b in zip(x, y)) / sum(map(len, ref))
+    assert agree >= 0.6, (tokens, ref)
+
+
 # ------------------------------------------------------------------------------------- real SmolLM2
 AGREEMENT_PROMPTS = ["The capital of France is", "Photosynthesis is the process by which",
                      "def fibonacci(n):", "The old lighthouse keeper looked out at the sea and"]
@@ -183,3 +199,17 @@ def test_real_model_greedy_tokens_agree_with_fp32_kv(engine):
     print(f"int8 KV greedy agreement: {same}/{total}")
     assert runner.path_counts["torch reference (int8 KV)"] - before == len(AGREEMENT_PROMPTS) * 32  # every step
     assert same / total >= 0.9
+
+
+@pytest.mark.model
+def test_quantize_report_kv_int8_row_measures_the_int8_pool():
+    """The report's row is the int8 pool's own: its path, its bytes, and a quality that differs from fp32's."""
+    from inference_core.quant.report import KV_INT8, report
+
+    rows = {r["format"]: r for r in report(formats=["fp32"], max_tokens=64, window=64, new_tokens=3, repeats=1,
+                                           kv_int8=True)}
+    row = rows[KV_INT8]
+    assert row["kernels"] == ["torch reference (int8 KV)"]
+    assert row["kv_bytes_per_token"] == 11_880 and rows["fp32"]["kv_bytes_per_token"] == 46_080
+    assert row["kv_capacity_vs_model_dtype"] == pytest.approx(3.88, abs=0.01)
+    assert 0 < row["kl_vs_fp32"] < 0.01 and row["decode_tokens_per_s"] > 0
