@@ -30,7 +30,7 @@ class LLMEngine:
         self.engine = engine
         self.config = config
         self.runner = runner_for(engine.model)
-        self.pool = self.runner.lend_pool(config.num_blocks, config.block_size)
+        self.pool = self.runner.lend_pool(config.num_blocks, config.block_size, kv_dtype=config.kv_dtype)
         self.close = weakref.finalize(self, self.runner.give_back, self.pool)  # idempotent; runs at collection too
         self.scheduler = Scheduler(engine.config, config, engine.tokenizer, trace=trace, clock=clock)
         self.clock = clock
@@ -39,8 +39,7 @@ class LLMEngine:
             model=engine.name, mode=config.mode, block_size=config.block_size, num_blocks=config.num_blocks,
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
             prefix_caching=config.prefix_caching, n_layers=mc.n_layers,
-            kv_bytes_per_token=mc.kv_bytes_per_token(engine.bytes_per_value),
-            kv_bytes_per_block=self.pool.bytes_per_block()))
+            kv_bytes_per_token=self.pool.bytes_per_token(), kv_bytes_per_block=self.pool.bytes_per_block()))
 
     def add_request(self, req: Request) -> None:
         self.scheduler.add_request(req)
@@ -71,13 +70,14 @@ class RequestStream:
     """One request's view of the batch's events: `token` per step it took part in, then `run_finished`.
 
     Figures per token: the step's wall time (shared by the whole batch), its cost estimate for this request's
-    new tokens, the request's K/V bytes after the step (0 without a cache) and how many requests shared it.
+    new tokens, the request's K/V bytes after the step (0 without a cache; `per_token` from the pool, whose int8
+    storage costs less than the model's dtype) and how many requests shared it.
     """
 
-    def __init__(self, engine, scheduler: Scheduler, kv_cache: bool = True) -> None:
+    def __init__(self, engine, scheduler: Scheduler, kv_cache: bool = True, per_token: int | None = None) -> None:
         self.cfg = engine.config
         self.bpv = engine.bytes_per_value
-        self.per_token = self.cfg.kv_bytes_per_token(self.bpv)
+        self.per_token = per_token or self.cfg.kv_bytes_per_token(self.bpv)
         self.scheduler = scheduler
         self.kv_cache = kv_cache
 
@@ -121,12 +121,12 @@ def generate_one(engine, request: Request, kv_cache: bool = True,
     bs = 16
     total = len(request.prompt_ids) + request.params.max_new_tokens
     config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
-                             max_num_batched_tokens=max(total, 1), kv_cache=kv_cache)
+                             max_num_batched_tokens=max(total, 1), kv_cache=kv_cache, kv_dtype=engine.kv_dtype)
     llm = LLMEngine(engine, config)
     try:
         llm.drain()
         llm.add_request(request)
-        stream = RequestStream(engine, llm.scheduler, kv_cache)
+        stream = RequestStream(engine, llm.scheduler, kv_cache, llm.pool.bytes_per_token())
         events = llm.drain()
         while True:
             if should_stop is not None and should_stop():

@@ -22,6 +22,7 @@ from ..quant.formats import QuantFormat, parse_format
 from ..quant.quantize import quantize_model
 from .cost import step_cost
 from .llm_engine import generate_one
+from .paged import pool_bytes_per_token
 from .scheduler import Request
 from .trace import RunFinished, RunStarted, TokenStep, TraceEvent
 
@@ -39,8 +40,10 @@ class LoadedModel:
     engine: `LLMEngine` (llm_engine.py) is the loop that schedules and steps requests over it. Not thread-safe: a
     worker serialises access with `lock`."""
 
-    def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, device: torch.device) -> None:
+    def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, device: torch.device,
+                 kv_dtype: str = "auto") -> None:
         self.name = name
+        self.kv_dtype = kv_dtype  # what a run's KV pool stores: "auto" (the model's dtype) or "int8"
         self.model = model
         self.config = model.config
         self.tokenizer = tokenizer
@@ -94,7 +97,9 @@ class LoadedModel:
         return RunStarted(
             model=self.name, device=str(self.device), dtype=self.dtype_name,
             prompt_token_ids=list(prompt_ids), prompt_tokens=[self.tokenizer.token_text(t) for t in prompt_ids],
-            params=asdict(params), n_layers=cfg.n_layers, kv_bytes_per_token=cfg.kv_bytes_per_token(self.bytes_per_value),
+            params=asdict(params), n_layers=cfg.n_layers,
+            kv_bytes_per_token=pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, self.dtype,
+                                                    self.kv_dtype),
         )
 
     def generate_events(self, prompt_ids: list[int], params: GenerationParams,
@@ -113,7 +118,7 @@ class LoadedModel:
         yield self.run_started(prompt_ids, params)
         # On CUDA a cached run decodes through a captured graph over a contiguous cache (same arithmetic,
         # one launch per step); everything else is the scheduler's one-request step.
-        graph = self.graph_decoder(total) if params.use_cache else None
+        graph = self.graph_decoder(total) if params.use_cache and self.kv_dtype == "auto" else None
         if graph is not None:
             yield from self._generate_with_graph(graph, prompt_ids, params, should_stop)
             return

@@ -74,7 +74,7 @@ class ModelRunner:
         self._graphable = graphable(model, self.device)
         # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
         self._onednn = self.device.type == "cpu" and onednn_linears.available()
-        self._spare_pools: dict[tuple[int, int, int], list[PagedKVPool]] = {}  # size class → pools to lend
+        self._spare_pools: dict[tuple[int, int, int, str], list[PagedKVPool]] = {}  # size class → pools to lend
         self._spare_bytes = spare_pool_bytes(self.device)
         self._lock = threading.Lock()
         self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
@@ -93,14 +93,17 @@ class ModelRunner:
     def use_step_graphs(self) -> bool:
         return self._graphable and engine_settings().cuda_graphs
 
-    def new_kv_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None) -> PagedKVPool:
-        """The paged K/V storage this model's steps read and write (its dtype and device); `n_layers` < depth for
-        an early-exit draft, which never runs the layers above."""
+    def new_kv_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
+                    kv_dtype: str = "auto") -> PagedKVPool:
+        """The paged K/V storage this model's steps read and write (computing in its dtype, on its device, stored
+        as that dtype or as int8 with scales: `kv_dtype`); `n_layers` < depth for an early-exit draft, which never
+        runs the layers above."""
         cfg, weight = self.model.config, self.model.tok_embeddings.weight
         return PagedKVPool(n_layers or cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim,
-                           weight.dtype, weight.device)
+                           weight.dtype, weight.device, kv_dtype)
 
-    def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None) -> PagedKVPool:
+    def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
+                  kv_dtype: str = "auto") -> PagedKVPool:
         """A pool of at least `num_blocks` blocks, lent until `give_back`: a batch run's (LLMEngine), a speculative
         target's or a model draft's. Sizes round up to a power of two blocks, so runs of similar size share a
         class and borrow each other's pools with the CUDA graphs captured over them (a GPU step would otherwise
@@ -109,7 +112,7 @@ class ModelRunner:
         yet, and no later step waits for a capture. A pool is lent to one holder at a time; a holder never reads
         a position it has not written, so what the last one left in the pool is never seen."""
         depth = n_layers or self.model.config.n_layers
-        key = (pool_size_class(num_blocks), block_size, depth)
+        key = (pool_size_class(num_blocks), block_size, depth, kv_dtype)
         with self._lock:
             spare = self._spare_pools.get(key)
             pool = spare.pop() if spare else None
@@ -122,7 +125,7 @@ class ModelRunner:
     def give_back(self, pool: PagedKVPool) -> None:
         """Keep a lent pool for the next holder of its size class (at most MAX_SPARE_POOLS per class and
         `spare_pool_bytes` in all; past that it is dropped, and its graphs with it)."""
-        key = (pool.num_blocks, pool.block_size, pool.k.shape[0])
+        key = (pool.num_blocks, pool.block_size, pool.k.shape[0], pool.kv_dtype)
         with self._lock:
             spare = self._spare_pools.setdefault(key, [])
             kept = sum(p.nbytes() for pools in self._spare_pools.values() for p in pools)
@@ -168,7 +171,8 @@ class ModelRunner:
         """Logits [len(step.rows), vocab] at the step's rows; K/V of every new token written to `pool`.
         `n_layers` < depth runs only the first layers (an early-exit draft) before the head."""
         n = len(step.tokens)
-        if self.fused is not None and pool.k.dtype == torch.float32 and (n <= MAX_FUSED_POSITIONS or self.quantized):
+        # The fused step reads fp32 pages only: an int8 pool takes the torch paths below, named "(int8 KV)".
+        if self.fused is not None and not pool.quantized and (n <= MAX_FUSED_POSITIONS or self.quantized):
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
             self.path_counts[self.fused.kernel] += 1
@@ -188,7 +192,8 @@ class ModelRunner:
                 self.path_counts[graphs.kernel] += 1
                 return graphs.run(step)
         onednn = self._onednn and n >= onednn_linears.MIN_ROWS
-        self.path_counts[onednn_linears.KERNEL if onednn else "torch reference"] += 1
+        path = onednn_linears.KERNEL if onednn else "torch reference"
+        self.path_counts[path + (" (int8 KV)" if pool.quantized else "")] += 1
         backend = PagedBackend(pool)
         backend.begin_step(step.slices)
         with onednn_linears.OneDnnLinears() if onednn else nullcontext():

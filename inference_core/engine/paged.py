@@ -11,6 +11,11 @@ scheduler feeds every running sequence's new tokens as one row [1, N_total] with
 scatters all N_total new K/V into their slots with one indexed write, then attends:
   * decode sequences (one new token each) together: one gather of their blocks, one masked SDPA;
   * prefill sequences one by one (their lengths differ too much to pad), each causal over its own context.
+
+An int8 pool (`kv_dtype="int8"`) stores each token's key and value vector per head as int8 plus one fp16 scale
+(absmax / 127): head_dim + 2 bytes instead of 2·head_dim (bf16) or 4·head_dim (fp32). Every reader goes through
+`PagedKVPool.write` / `read`, which quantize and dequantize to the model's dtype, and every attention over an
+int8 pool reads the pool (a fresh prefill too), so each path sees the same rounded keys and values.
 """
 from __future__ import annotations
 
@@ -114,29 +119,104 @@ class SeqSlice:
     blocks: list[int]
 
 
+KV_DTYPES = ("auto", "int8")  # "auto": the model's own dtype
+SCALE_DTYPE = torch.float16  # one scale per token and head: 2 bytes beside head_dim int8 values
+
+
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [..., D] → (int8 [..., D], fp16 scale [...]): absmax scaling along the last dim, with the scale rounded to
+    fp16 *before* dividing, so that |dequantized - x| ≤ scale / 2 holds for the stored scale."""
+    xf = x.float()
+    scale = (xf.abs().amax(dim=-1) / 127.0).clamp(2.0 ** -24, 65504.0).to(SCALE_DTYPE)
+    q = torch.round(xf / scale.float().unsqueeze(-1)).clamp_(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int8 [..., D] and scale [...] → values [..., D] in `dtype` (int8 is exact in bf16 and fp32)."""
+    return q.to(dtype) * scale.unsqueeze(-1).to(dtype)
+
+
 class PagedKVPool:
-    """The physical K/V storage: [layers, num_blocks, kv_heads, block_size, head_dim] each for K and V."""
+    """The physical K/V storage: [layers, num_blocks, kv_heads, block_size, head_dim] each for K and V.
+
+    `dtype` is what attention computes in (the model's); the storage is that dtype, or int8 with per-token-head
+    scales `k_scale`, `v_scale` [layers, num_blocks, kv_heads, block_size] when `kv_dtype="int8"`. Scales live
+    beside their block, so a block shared by a prefix-cache hit or a forked sequence carries its scales with it.
+    """
 
     def __init__(self, n_layers: int, num_blocks: int, n_kv_heads: int, block_size: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> None:
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                 kv_dtype: str = "auto") -> None:
+        if kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, not {kv_dtype!r}")
         shape = (n_layers, num_blocks, n_kv_heads, block_size, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.dtype = dtype
+        self.kv_dtype = kv_dtype
+        store = torch.int8 if kv_dtype == "int8" else dtype
+        self.k = torch.zeros(shape, dtype=store, device=device)
+        self.v = torch.zeros(shape, dtype=store, device=device)
+        self.k_scale = self.v_scale = None
+        if kv_dtype == "int8":
+            self.k_scale = torch.zeros(shape[:-1], dtype=SCALE_DTYPE, device=device)
+            self.v_scale = torch.zeros(shape[:-1], dtype=SCALE_DTYPE, device=device)
         self.block_size = block_size
         # The runner's CUDA graphs over these addresses (paged_graphs.StepGraphs): they live as long as the pool.
         self.step_graphs = None
 
     @property
+    def quantized(self) -> bool:
+        return self.k_scale is not None
+
+    @property
     def num_blocks(self) -> int:
         return self.k.shape[1]
 
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def _tensors(self) -> list[torch.Tensor]:
+        return [t for t in (self.k, self.v, self.k_scale, self.v_scale) if t is not None]
+
     def nbytes(self) -> int:
-        return 2 * self.k.numel() * self.k.element_size()
+        return sum(t.numel() * t.element_size() for t in self._tensors())
 
     def bytes_per_block(self) -> int:
-        """K and V of one block across all layers: block_size tokens' worth of the model's KV bytes."""
-        per = self.k[:, 0].numel() * self.k.element_size()
-        return 2 * per
+        """K and V of one block across all layers (scales included): block_size tokens' worth of KV bytes."""
+        return self.nbytes() // self.num_blocks
+
+    def bytes_per_token(self) -> int:
+        """What one cached token costs across all layers, scales included."""
+        return self.bytes_per_block() // self.block_size
+
+    def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor,
+              v: torch.Tensor) -> None:
+        """K and V rows [N, Hkv, D] of N new tokens into their slots (block, offset) of `layer`."""
+        if self.quantized:
+            (k, ks), (v, vs) = quantize_rows(k), quantize_rows(v)
+            self.k_scale[layer][blocks, :, offsets] = ks
+            self.v_scale[layer][blocks, :, offsets] = vs
+        self.k[layer][blocks, :, offsets] = k
+        self.v[layer][blocks, :, offsets] = v
+
+    def read(self, layer: int, block_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of the blocks `block_ids` (any shape S) of `layer`: [*S, Hkv, BS, D] each, in `dtype`."""
+        k, v = self.k[layer][block_ids], self.v[layer][block_ids]
+        if self.quantized:
+            k = dequantize(k, self.k_scale[layer][block_ids], self.dtype)
+            v = dequantize(v, self.v_scale[layer][block_ids], self.dtype)
+        return k, v
+
+
+def pool_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype: torch.dtype,
+                         kv_dtype: str = "auto") -> int:
+    """`PagedKVPool.bytes_per_token` without allocating one (run headers, capacity figures)."""
+    if kv_dtype == "int8":
+        per_head = head_dim + torch.tensor([], dtype=SCALE_DTYPE).element_size()
+    else:
+        per_head = head_dim * torch.tensor([], dtype=dtype).element_size()
+    return 2 * n_layers * n_kv_heads * per_head
 
 
 class PagedSequence:
@@ -219,16 +299,12 @@ class PagedBackend:
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         # q: [1, Hq, N, D]; k, v: [1, Hkv, N, D] for the N new tokens of all sequences.
-        kc, vc = self.pool.k[layer], self.pool.v[layer]  # [NB, Hkv, BS, D]
-        kc[self.slot_block, :, self.slot_offset] = k[0].transpose(0, 1)  # [N, Hkv, D] into their slots
-        vc[self.slot_block, :, self.slot_offset] = v[0].transpose(0, 1)
+        pool = self.pool
+        pool.write(layer, self.slot_block, self.slot_offset, k[0].transpose(0, 1), v[0].transpose(0, 1))
         out = torch.empty_like(q)
         if self.decode_table is not None:
-            bd, width = self.decode_table.shape
-            hkv, bs, d = kc.shape[1], kc.shape[2], kc.shape[3]
             # One gather for every decode sequence: [Bd, W, Hkv, BS, D] → [Bd, Hkv, W·BS, D].
-            kg = kc[self.decode_table].transpose(1, 2).reshape(bd, hkv, width * bs, d)
-            vg = vc[self.decode_table].transpose(1, 2).reshape(bd, hkv, width * bs, d)
+            kg, vg = (t.transpose(1, 2).flatten(2, 3) for t in pool.read(layer, self.decode_table))
             qd = q[0, :, self.decode_rows].transpose(0, 1).unsqueeze(2)  # [Bd, Hq, 1, D]
             od = torch.nn.functional.scaled_dot_product_attention(
                 qd, kg, vg, attn_mask=self.decode_mask, enable_gqa=True)
@@ -236,13 +312,12 @@ class PagedBackend:
         for s in self.prefills:
             end = s.start + s.n_new
             qs = q[:, :, s.start:end]
-            if s.context_len == s.n_new:  # nothing cached before: attend over the new keys directly
+            if s.context_len == s.n_new and not pool.quantized:  # nothing cached before: the new keys as they are
                 ks, vs = k[:, :, s.start:end], v[:, :, s.start:end]
-            else:  # cached prefix (prefix-cache hit or recompute): read the whole context through the table
-                n_blk = -(-s.context_len // self.pool.block_size)
-                ids = torch.tensor(s.blocks[:n_blk], dtype=torch.long, device=kc.device)
-                ks = gather_context(kc, ids, s.context_len)
-                vs = gather_context(vc, ids, s.context_len)
+            else:  # cached prefix, or an int8 pool's rounded keys: read the whole context through the table
+                n_blk = -(-s.context_len // pool.block_size)
+                ids = torch.tensor(s.blocks[:n_blk], dtype=torch.long, device=q.device)
+                ks, vs = (flatten_blocks(t, s.context_len) for t in pool.read(layer, ids))
             out[:, :, s.start:end] = sdpa(qs, ks, vs)
         return out
 
@@ -251,7 +326,12 @@ class PagedBackend:
             raise ValueError(f"forward fed {n_tokens} tokens but the step declared {self.n_total}")
 
 
+def flatten_blocks(blocks: torch.Tensor, length: int) -> torch.Tensor:
+    """[nb, Hkv, BS, D] blocks of one sequence → its first `length` positions, [1, Hkv, length, D]."""
+    nb, hkv, bs, d = blocks.shape
+    return blocks.transpose(0, 1).reshape(1, hkv, nb * bs, d)[:, :, :length]
+
+
 def gather_context(cache_layer: torch.Tensor, block_ids: torch.Tensor, length: int) -> torch.Tensor:
     """[NB, Hkv, BS, D] pool layer + block ids → [1, Hkv, length, D] contiguous K (or V) of one sequence."""
-    nb, hkv, bs, d = len(block_ids), cache_layer.shape[1], cache_layer.shape[2], cache_layer.shape[3]
-    return cache_layer[block_ids].transpose(0, 1).reshape(1, hkv, nb * bs, d)[:, :, :length]
+    return flatten_blocks(cache_layer[block_ids], length)

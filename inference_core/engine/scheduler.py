@@ -24,7 +24,7 @@ from typing import Literal
 
 from ..model.config import ModelConfig
 from .metrics import request_metrics, run_metrics
-from .paged import BlockAllocator, BlockTable, SeqSlice
+from .paged import KV_DTYPES, BlockAllocator, BlockTable, SeqSlice
 from .paged_trace import BatchStep, KVBlock, Preemption, RequestFinished, RequestQueued
 from .prefix_cache import ROOT, PrefixCache, block_hash, chain_hashes
 from .request import Request, ScheduledBatch
@@ -44,6 +44,7 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 4096  # token budget per step (a longer single prefill still runs alone)
     prefix_caching: bool = False
     kv_cache: bool = True  # False: keep no K/V between steps; every step re-feeds the whole sequence
+    kv_dtype: str = "auto"  # "int8": the pool stores K/V as int8 + a scale per token and head (paged.py)
 
     def __post_init__(self) -> None:
         if self.mode not in ("continuous", "static"):
@@ -52,6 +53,8 @@ class SchedulerConfig:
             raise ValueError("prefix caching shares cached K/V: it needs kv_cache=True")
         if self.block_size < 1 or self.num_blocks < 1 or self.max_num_seqs < 1:
             raise ValueError("block_size, num_blocks and max_num_seqs must be positive")
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, not {self.kv_dtype!r}")
 
 
 class Scheduler:

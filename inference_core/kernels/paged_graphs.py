@@ -11,7 +11,9 @@ one sequence with growing context lengths: causal), a short prefill chunk, or a 
 and addresses, so every input lives in a static buffer per bucket: tokens, positions, slots, block tables padded
 to the pool's width, context lengths. Attention is one paged-decode kernel per layer (Triton,
 triton_kernels/paged_decode.py) or, where Triton is absent, a gather of the table's blocks and a masked SDPA
-over the fixed width; both read only the pool, so a replay sees this step's tables.
+over the fixed width; both read only the pool, so a replay sees this step's tables. An int8 pool's K/V are
+rounded as they are written (`PagedKVPool.write`) and dequantized as they are read (the kernel reads the scales
+beside the pages, the torch path dequantizes what it gathered).
 
 Invariant: a padded row repeats the step's last real row, so it computes the same K/V and writes them to the same
 slot (an idempotent duplicate write, never another slot); its logits are dropped. On the CPU the same buffers
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..engine.paged import PagedKVPool, SeqSlice
+from ..engine.paged import PagedKVPool, SeqSlice, dequantize
 from ..engine.request import StepRows
 from ..model.transformer import Transformer
 from . import triton_kernels
@@ -39,13 +41,18 @@ def bucket_for(n: int) -> int:
 
 
 def paged_decode_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor,
-                       lens: torch.Tensor) -> torch.Tensor:
+                       lens: torch.Tensor, k_scale: torch.Tensor | None = None,
+                       v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """q [B, Hq, D] over one layer's pool [NB, Hkv, BS, D] through tables [B, W] → [B, Hq, D] (fixed shapes:
-    the whole table width is gathered and masked past each context length)."""
+    the whole table width is gathered and masked past each context length). An int8 layer comes with its
+    scales [NB, Hkv, BS] and is dequantized to q's dtype after the gather."""
     b, w = tables.shape
     hkv, bs, d = k.shape[1:]
-    kg = k[tables].transpose(1, 2).reshape(b, hkv, w * bs, d)
-    vg = v[tables].transpose(1, 2).reshape(b, hkv, w * bs, d)
+    kg, vg = k[tables], v[tables]
+    if k_scale is not None:
+        kg, vg = dequantize(kg, k_scale[tables], q.dtype), dequantize(vg, v_scale[tables], q.dtype)
+    kg = kg.transpose(1, 2).reshape(b, hkv, w * bs, d)
+    vg = vg.transpose(1, 2).reshape(b, hkv, w * bs, d)
     mask = (torch.arange(w * bs, device=q.device) < lens.unsqueeze(1))[:, None, None, :]
     return F.scaled_dot_product_attention(q.unsqueeze(2), kg, vg, attn_mask=mask, enable_gqa=True).squeeze(2)
 
@@ -80,17 +87,17 @@ class _BucketBackend:
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         # q: [1, Hq, B, D]; k, v: [1, Hkv, B, D]
-        b = self.bucket
-        kc, vc = self.pool.k[layer], self.pool.v[layer]
-        kc[b.slot_block, :, b.slot_offset] = k[0].transpose(0, 1)
-        vc[b.slot_block, :, b.slot_offset] = v[0].transpose(0, 1)
+        b, pool = self.bucket, self.pool
+        pool.write(layer, b.slot_block, b.slot_offset, k[0].transpose(0, 1), v[0].transpose(0, 1))
+        kc, vc = pool.k[layer], pool.v[layer]
+        ks, vs = (pool.k_scale[layer], pool.v_scale[layer]) if pool.quantized else (None, None)
         qd = q[0].transpose(0, 1)  # [B, Hq, D]
         if self.use_triton:
             from .triton_kernels.paged_decode import paged_decode
 
-            out = paged_decode(qd, kc, vc, b.tables, b.lens)
+            out = paged_decode(qd, kc, vc, b.tables, b.lens, k_scale=ks, v_scale=vs)
         else:
-            out = paged_decode_torch(qd, kc, vc, b.tables, b.lens)
+            out = paged_decode_torch(qd, kc, vc, b.tables, b.lens, ks, vs)
         return out.transpose(0, 1).unsqueeze(0)
 
     def advance(self, n_tokens: int) -> None:
@@ -127,6 +134,8 @@ class StepGraphs:
     @property
     def kernel(self) -> str:
         attention = "triton-paged-decode" if self.use_triton else "torch gather+sdpa"
+        if self.pool.quantized:
+            attention += ", int8 KV"
         return f"{'cuda graph' if self.capture else 'eager'} paged step ({attention})"
 
     def applies(self, step: StepRows) -> bool:

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..engine.paged import PagedBackend, PagedKVPool, SeqSlice
 from ..model.kv_cache import AttentionBackend, NoCache
 
 HELDOUT_PATH = Path(__file__).parents[1] / "data" / "heldout.txt"
@@ -96,3 +97,21 @@ def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], 
             s.top1_agree += int((logp.argmax(1) == ref_logp.argmax(1)).sum())
             s.n += len(chunk) - 1
     return stats
+
+
+def paged_backend(model: nn.Module, kv_dtype: str = "int8", block_size: int = 16
+                  ) -> Callable[[int], AttentionBackend]:
+    """A `compare` backend factory: each window runs as one prefill step over a fresh paged pool of `kv_dtype`, the
+    engine's own attention (`PagedBackend`). Over an int8 pool every query attends over the rounded keys and values
+    the pool stores, which is what decoding with it reads."""
+    cfg, weight = model.config, model.tok_embeddings.weight
+
+    def make(n_tokens: int) -> AttentionBackend:
+        n_blocks = -(-n_tokens // block_size)
+        pool = PagedKVPool(cfg.n_layers, n_blocks, cfg.n_kv_heads, block_size, cfg.head_dim, weight.dtype,
+                           weight.device, kv_dtype)
+        backend = PagedBackend(pool)
+        backend.begin_step([SeqSlice(0, n_tokens, n_tokens, list(range(n_blocks)))])
+        return backend
+
+    return make

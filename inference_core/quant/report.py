@@ -2,6 +2,8 @@
 
 Every figure is measured on this machine in this process: bytes are the `nbytes` of the packed tensors,
 quality comes from `perplexity.compare` on the shipped held-out text, speed from greedy decoding.
+`--kv-int8` adds a row for the model's own weights over an int8 KV pool (engine/paged.py): its quality over the
+rounded keys and values, its decode speed on the path an int8 pool takes, and its bytes per cached token.
 """
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ import time
 import torch
 
 from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
-from ..engine.model_runner import kernels_used
+from ..engine.model_runner import kernels_used, runner_for
+from ..engine.paged import pool_bytes_per_token
 from ..engine.trace import RunFinished
 from ..model.config import DEFAULT_MODEL
 from .formats import DEFAULT_FORMATS, parse_format
 from .linears import quantized_linears
-from .perplexity import compare, heldout_ids
+from .perplexity import compare, heldout_ids, paged_backend
 from .quantize import matmul_weight_bytes, quantize_model, resident_bytes
 
 SAMPLE_PROMPT = "The old lighthouse keeper looked out at the sea and"
@@ -49,9 +52,7 @@ def resident_total(model) -> int:
 def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
            max_tokens: int | None = None, window: int = 512, new_tokens: int = 32, repeats: int = 3,
            log=None, kv_int8: bool = False) -> list[dict]:
-    """One row per format; with `kv_int8`, one more row: fp32 weights with the int8 KV cache."""
-    from .kv_quant import Int8KVCache, int8_kv_engine
-
+    """One row per format; with `kv_int8`, one more row: the model's weights over an int8 KV pool."""
     base = load_engine(model_name)
     cfg = base.config
     fmts = [parse_format(f) for f in formats]
@@ -59,8 +60,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
     backends = {}
     if kv_int8:
         models[KV_INT8] = base.model
-        backends[KV_INT8] = lambda n: Int8KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, n, cfg.head_dim,
-                                                           base.device, base.dtype)
+        backends[KV_INT8] = paged_backend(base.model, "int8")
     ids = heldout_ids(base.tokenizer, max_tokens)
     t0 = time.perf_counter()
     quality = compare(models, base.model, ids, window, backends=backends)
@@ -83,17 +83,29 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
         if log:
             log(f"{f.name}: {speed:.1f} tok/s")
     if kv_int8:
-        eng = int8_kv_engine(base)
-        speed, text = decode_speed(eng, new_tokens=new_tokens, repeats=repeats)
-        rows.append({
-            "format": KV_INT8,
-            "label": f"{base.dtype_name} weights, int8 KV cache (per token/head scale)",
-            "kernels": kernels_used(base.model), "matmul_weight_bytes": matmul_weight_bytes(base.model),
-            "resident_bytes": resident_total(base.model),
-            "kv_bytes_per_token": eng.new_cache(1).bytes_per_token_layer() * cfg.n_layers,
-            **quality[KV_INT8].to_dict(), "decode_tokens_per_s": speed, "sample": text,
-        })
+        rows.append(kv_int8_row(base, quality[KV_INT8].to_dict(), new_tokens, repeats))
+        if log:
+            log(f"{KV_INT8}: {rows[-1]['decode_tokens_per_s']:.1f} tok/s")
     return rows
+
+
+def kv_int8_row(base: LoadedModel, quality: dict, new_tokens: int, repeats: int) -> dict:
+    """The model's weights over an int8 KV pool: its decode speed on the path int8 pages take (counted by the
+    runner, not assumed) and its capacity: cached tokens per pool byte against the model's own dtype."""
+    cfg, model = base.config, base.model
+    runner = runner_for(model)
+    before = dict(runner.path_counts)
+    speed, text = decode_speed(LoadedModel(f"{base.name}:kv-int8", model, base.tokenizer, base.device,
+                                           kv_dtype="int8"), new_tokens=new_tokens, repeats=repeats)
+    paths = sorted(p for p, n in runner.path_counts.items() if n > before.get(p, 0))
+    per_token = pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, base.dtype, "int8")
+    own = pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, base.dtype)
+    return {
+        "format": KV_INT8, "label": f"{base.dtype_name} weights, int8 KV pool (fp16 scale per token and head)",
+        "kernels": paths, "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),
+        "kv_bytes_per_token": per_token, "kv_capacity_vs_model_dtype": own / per_token,
+        **quality, "decode_tokens_per_s": speed, "sample": text,
+    }
 
 
 def add_quantize_report(sub) -> None:
@@ -104,7 +116,8 @@ def add_quantize_report(sub) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="score only the first N held-out tokens")
     p.add_argument("--window", type=int, default=512, help="tokens per perplexity window")
     p.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per speed run")
-    p.add_argument("--kv-int8", action="store_true", help="add a row: fp32 weights with the int8 KV cache")
+    p.add_argument("--kv-int8", action="store_true",
+                   help="add a row: the model's weights over an int8 KV pool (quality, decode speed, capacity)")
     p.add_argument("--json", action="store_true", help="print one JSON list")
     p.set_defaults(func=cmd_quantize_report)
 
@@ -129,11 +142,14 @@ def cmd_quantize_report(args) -> int:
                           "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
                           "device": f"{where}, torch {torch.__version__}", "rows": rows}, indent=1))
         return 0
-    print(f"{'format':<13} {'MiB':>7} {'ppl':>8} {'KL':>8} {'top1':>6} {'tok/s':>7}  kernel")
+    print(f"{'format':<13} {'MiB':>7} {'ppl':>8} {'KL':>8} {'top1':>6} {'tok/s':>7} {'KV B/tok':>8}  kernel")
     for r in rows:
         print(f"{r['format']:<13} {r['matmul_weight_bytes'] / 2**20:7.1f} {r['perplexity']:8.3f} "
-              f"{r['kl_vs_fp32']:8.4f} {r['top1_agreement']:6.3f} {r['decode_tokens_per_s']:7.1f}  "
-              f"{','.join(r['kernels'])}")
+              f"{r['kl_vs_fp32']:8.4f} {r['top1_agreement']:6.3f} {r['decode_tokens_per_s']:7.1f} "
+              f"{r['kv_bytes_per_token']:8d}  {','.join(r['kernels'])}")
+    for r in rows:
+        if "kv_capacity_vs_model_dtype" in r:
+            print(f"\n{r['format']}: {r['kv_capacity_vs_model_dtype']:.2f}x the cached tokens per pool byte")
     for r in rows:
         print(f"\n[{r['format']}] {SAMPLE_PROMPT}{r['sample']}")
     return 0

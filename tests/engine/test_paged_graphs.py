@@ -285,7 +285,8 @@ def test_spare_pools_are_capped_per_class_and_in_bytes(model):
     assert {p.num_blocks for p in lent} == {pool_size_class(20)} and len({id(p) for p in lent}) == len(lent)
     for p in lent:
         runner.give_back(p)
-    assert len(runner._spare_pools[(32, BS, model.config.n_layers)]) == MAX_SPARE_POOLS
+    assert len(runner._spare_pools[(32, BS, model.config.n_layers, "auto")]) == MAX_SPARE_POOLS
+    assert runner.lend_pool(17, BS, kv_dtype="int8") not in lent  # an int8 pool is a class of its own
     assert runner.lend_pool(17, BS) in lent  # the same class borrows a spare
 
     small = ModelRunner(model)
@@ -293,7 +294,7 @@ def test_spare_pools_are_capped_per_class_and_in_bytes(model):
     a, b = small.lend_pool(20, BS), small.lend_pool(20, BS)
     small.give_back(a)
     small.give_back(b)  # over the byte cap: dropped
-    assert small._spare_pools[(32, BS, model.config.n_layers)] == [a]
+    assert small._spare_pools[(32, BS, model.config.n_layers, "auto")] == [a]
 
 
 @pytest.mark.parametrize("use_triton", [False, True], ids=["torch-attention", "triton-attention"])

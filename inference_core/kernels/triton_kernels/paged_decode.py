@@ -6,7 +6,9 @@ Inputs, as `inference_core.engine.paged` lays them out:
   * k, v: one layer of the pool, [num_blocks, kv_heads, block_size, head_dim] (`pool.k[layer]`);
   * block_tables int32 [B, max_blocks]: logical block i of sequence b is physical block block_tables[b, i]
     (entries past a sequence's last block are padding and never read);
-  * context_lens int32 [B]: positions to attend, the new token included (its K/V already written).
+  * context_lens int32 [B]: positions to attend, the new token included (its K/V already written);
+  * k_scale, v_scale (an int8 pool only): [num_blocks, kv_heads, block_size], one scale per stored vector; each
+    loaded int8 row is multiplied by its scale in fp32 (dequantize on read).
 Output [B, n_heads, head_dim] in q's dtype.
 
 Invariants: softmax over exactly the first context_len positions, computed online in fp32 tile by tile
@@ -47,10 +49,11 @@ def num_splits(batch: int, n_heads: int, max_positions: int, device: torch.devic
 
 
 @triton.jit
-def _paged_decode_partial(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr, scale,
-                          stride_qb, stride_qh, stride_kb, stride_kh, stride_kt, stride_tb, stride_ob, stride_oh,
-                          n_heads, max_blocks, block_size, head_dim,
-                          GROUP: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+def _paged_decode_partial(q_ptr, k_ptr, v_ptr, ks_ptr, vs_ptr, tables_ptr, lens_ptr, out_ptr, m_ptr, l_ptr, acc_ptr,
+                          scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kt, stride_sb, stride_sh,
+                          stride_tb, stride_ob, stride_oh, n_heads, max_blocks, block_size, head_dim,
+                          GROUP: tl.constexpr, SPLIT: tl.constexpr, QUANT: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_D: tl.constexpr):
     head = tl.program_id(0)
     seq = tl.program_id(1)
     split = tl.program_id(2)
@@ -81,6 +84,10 @@ def _paged_decode_partial(q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, m_
         # masked slots load 0, never stale or uninitialised memory: 0 · NaN would poison the sum
         k = tl.load(k_ptr + rows[:, None] + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
         v = tl.load(v_ptr + rows[:, None] + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+        if QUANT:  # int8 pages: one scale per (page, kv head, slot); masked slots stay 0
+            srows = page * stride_sb + kv_head.to(tl.int64) * stride_sh + (pos % block_size)
+            k = k * tl.load(ks_ptr + srows, mask=pos_ok, other=0.0).to(tl.float32)[:, None]
+            v = v * tl.load(vs_ptr + srows, mask=pos_ok, other=0.0).to(tl.float32)[:, None]
         s = tl.sum(k * q[None, :], axis=1)  # [BLOCK_N]
         s = tl.where(pos_ok, s, float("-inf"))
         # every visited tile holds ≥ 1 valid position, so m_new is finite and exp never sees inf - inf
@@ -125,7 +132,8 @@ def _paged_decode_merge(m_ptr, l_ptr, acc_ptr, out_ptr, stride_ob, stride_oh, n_
 
 def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables: torch.Tensor,
                  context_lens: torch.Tensor, scale: float | None = None,
-                 out: torch.Tensor | None = None, splits: int | None = None) -> torch.Tensor:
+                 out: torch.Tensor | None = None, splits: int | None = None,
+                 k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of each sequence's one new query over its paged context; see the module docstring.
 
     `out` (optional, [B, n_heads, head_dim]) is written in place, for a CUDA graph's static output buffer.
@@ -144,6 +152,12 @@ def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables
                          f"do not match batch {b}")
     if k.stride(-1) != 1 or k.stride() != v.stride():
         raise ValueError("k and v must share strides with a contiguous head_dim")
+    quant = k_scale is not None
+    if quant != (k.dtype == torch.int8) or quant != (v_scale is not None):
+        raise ValueError("int8 k and v need both scales; float k and v take none")
+    if quant and (k_scale.shape != k.shape[:-1] or k_scale.stride(-1) != 1 or k_scale.stride() != v_scale.stride()):
+        raise ValueError(f"scales {tuple(k_scale.shape)} do not fit k {tuple(k.shape)}")
+    ks, vs = (k_scale, v_scale) if quant else (k, v)  # unread placeholders without scales
     q = q if q.stride(-1) == 1 else q.contiguous()
     tables = block_tables.contiguous()
     if out is None:
@@ -159,10 +173,10 @@ def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables
     else:
         m = l = acc = out  # unused: the one partition writes the output itself
     _paged_decode_partial[(n_heads, b, n_splits)](
-        q, k, v, tables, context_lens.contiguous(), out, m, l, acc, scale,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), tables.stride(0), out.stride(0), out.stride(1),
-        n_heads, max_blocks, block_size, head_dim,
-        GROUP=n_heads // kv_heads, SPLIT=n_splits > 1, BLOCK_N=BLOCK_N, BLOCK_D=block_d)
+        q, k, v, ks, vs, tables, context_lens.contiguous(), out, m, l, acc, scale,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), ks.stride(0), ks.stride(1),
+        tables.stride(0), out.stride(0), out.stride(1), n_heads, max_blocks, block_size, head_dim,
+        GROUP=n_heads // kv_heads, SPLIT=n_splits > 1, QUANT=quant, BLOCK_N=BLOCK_N, BLOCK_D=block_d)
     if n_splits > 1:
         _paged_decode_merge[(n_heads, b)](m, l, acc, out, out.stride(0), out.stride(1), n_heads, head_dim,
                                           SPLITS=n_splits, BLOCK_S=triton.next_power_of_2(n_splits), BLOCK_D=block_d)
