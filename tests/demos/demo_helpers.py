@@ -77,6 +77,22 @@ def events_of(frames) -> list[dict]:
     return [f for f in frames if f["type"] == "event"]
 
 
+# A comparison demo ends with its timing of both settings (demos/catalog/comparison.py), after the run's own events.
+COMPARISON_EVENTS = ("comparison_sample", "comparison")
+
+
+def run_events(events) -> list[dict]:
+    """The run's own events: without the closing comparison's."""
+    return [e for e in events if e["event"]["type"] not in COMPARISON_EVENTS]
+
+
+def assert_ends_with_the_run_then_its_comparison(events) -> None:
+    kinds = [e["event"]["type"] for e in events]
+    own = len(run_events(events))
+    assert kinds[own - 1] == "run_finished" and set(kinds[own:]) <= set(COMPARISON_EVENTS), kinds[-8:]
+    assert kinds[own:] == [] or kinds[-1] == "comparison", kinds[-8:]
+
+
 def assert_contiguous(events, start=0) -> None:
     seqs = [e["seq"] for e in events]
     assert seqs == list(range(start, start + len(seqs))), seqs

@@ -7,7 +7,8 @@ from asgiref.sync import sync_to_async
 
 from demos.models import Run, RunEvent
 
-from demo_helpers import assert_contiguous, collect, connect, events_of, recv, send, start
+from demo_helpers import (assert_contiguous, assert_ends_with_the_run_then_its_comparison, collect, connect,
+                          events_of, recv, run_events, send, start)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 
@@ -25,10 +26,12 @@ async def test_run_delivers_every_event_then_done(demo_stack):
     assert frames[-1]["type"] == "done", frames[-1]
     assert all(f["run_id"] == run_id for f in frames)
     assert_contiguous(events)
-    kinds = [e["event"]["type"] for e in events]
+    assert_ends_with_the_run_then_its_comparison(events)
+    own = run_events(events)
+    kinds = [e["event"]["type"] for e in own]
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
     assert kinds.count("token") == 8
-    tokens = [e["event"] for e in events if e["event"]["type"] == "token"]
+    tokens = [e["event"] for e in own if e["event"]["type"] == "token"]
     assert [t["step"] for t in tokens] == list(range(8))
     assert tokens[0]["phase"] == "prefill" and all(t["phase"] == "decode" for t in tokens[1:])
     # The KV cache grows by the same number of bytes for every token.
@@ -36,7 +39,7 @@ async def test_run_delivers_every_event_then_done(demo_stack):
     assert tokens[-1]["kv_bytes_total"] == per_token * tokens[-1]["position"]
     done = frames[-1]
     assert done["status"] == "done" and done["summary"]["n_generated"] == 8
-    assert done["summary"]["text"] == events[-1]["event"]["text"]
+    assert done["summary"]["text"] == own[-1]["event"]["text"]
 
     run = await sync_to_async(Run.objects.get)(pk=run_id)
     assert run.status == "done" and run.n_events == len(events) and run.worker
@@ -98,7 +101,7 @@ async def test_bad_messages_get_error_frames_and_socket_stays_usable(demo_stack,
         assert (await recv(comm))["type"] == "pong"
         await start(comm, {**PARAMS, "max_new_tokens": 3})
         frames = await collect(comm)
-        assert frames[-1]["type"] == "done" and len(events_of(frames)) == 5
+        assert frames[-1]["type"] == "done" and len(run_events(events_of(frames))) == 5
     finally:
         await comm.disconnect()
     assert await sync_to_async(Run.objects.count)() == 1  # no run was created for a bad message

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from demos.models import Run, RunEvent
 
-from demo_helpers import (assert_contiguous, collect, connect, events_of, get_run, recv, send, start,
-                          stored_seqs, wait_for)
+from demo_helpers import (assert_contiguous, assert_ends_with_the_run_then_its_comparison, collect, connect,
+                          events_of, get_run, recv, send, start, stored_seqs, wait_for)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -43,7 +43,7 @@ async def test_resume_after_disconnect_delivers_the_rest_without_gaps_or_duplica
     assert rest[-1]["type"] == "done", rest[-1]
     events = seen + events_of(rest)
     assert_contiguous(events)
-    assert events[-1]["event"]["type"] == "run_finished"
+    assert_ends_with_the_run_then_its_comparison(events)
     assert [e["seq"] for e in events] == await stored_seqs(run_id)
 
 

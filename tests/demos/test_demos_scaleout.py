@@ -17,7 +17,8 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from demo_helpers import FINAL, assert_contiguous, collect, events_of, get_run, stored_seqs, wait_for
+from demo_helpers import (FINAL, assert_contiguous, assert_ends_with_the_run_then_its_comparison, collect, events_of,
+                          get_run, stored_seqs, wait_for)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -139,7 +140,7 @@ async def resume_to_the_end(port: int, cookie: bytes, run_id: str, first: list[d
     assert rest[-1]["type"] == "done" and rest[-1]["status"] == "done", rest[-1]
     events = first + events_of(rest)
     assert_contiguous(events)
-    assert events[-1]["event"]["type"] == "run_finished"
+    assert_ends_with_the_run_then_its_comparison(events)
     assert [e["seq"] for e in events] == await stored_seqs(run_id)
     return events
 
@@ -193,7 +194,7 @@ async def test_two_workers_two_daphnes_share_runs_and_resume_across_processes(sc
                 assert frames[-1]["type"] == "done" and frames[-1]["status"] == "done", frames[-1]
                 events = events_of(frames)
                 assert_contiguous(events)
-                assert events[-1]["event"]["type"] == "run_finished"
+                assert_ends_with_the_run_then_its_comparison(events)
                 assert [e["seq"] for e in events] == await stored_seqs(run_id)
                 run = await get_run(run_id)
                 pid = int(run.worker.rsplit(":", 1)[1])

@@ -136,8 +136,13 @@ def test_step_graph_paths_dequantize_on_read(model, use_triton):
     assert "int8 KV" in graphs.kernel
     got = graphs.run(step)
     torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
-    for a, b in [(pool.k, ref_pool.k), (pool.v, ref_pool.v), (pool.k_scale, ref_pool.k_scale)]:
-        assert torch.equal(a, b)  # the same new token rounded to the same int8 and scale by both paths
+    # The same new token rounded to the same int8 and scale by both paths. On a GPU the two paths' projections run
+    # other matmul kernels (a bucket's rows vs the reference's), so a value on a rounding edge may land one step
+    # away (seen on an H100); on the CPU they are bit-identical.
+    steps = 0 if pool.k.device.type == "cpu" else 1
+    for a, b in [(pool.k, ref_pool.k), (pool.v, ref_pool.v)]:
+        assert (a.int() - b.int()).abs().max().item() <= steps
+    torch.testing.assert_close(pool.k_scale, ref_pool.k_scale, atol=0 if steps == 0 else 1e-3, rtol=0 if steps == 0 else 1e-2)
 
 
 def test_4k_context_run_holds_1_9x_the_tokens_of_bf16_in_the_same_bytes():
