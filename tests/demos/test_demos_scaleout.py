@@ -346,15 +346,19 @@ async def test_queued_runs_run_after_a_redis_restart(scaleout, session_cookie):
             for i in range(2):
                 await ws.send({"action": "start", "demo": "kv-cache", "ref": f"q{i}", "params": {
                     "prompt": f"Queued through a Redis restart ({uuid.uuid4().hex[:8]})", "max_new_tokens": 2}})
+                # `accepted` comes before the run is in Redis and `queued` (its position) after, so Redis
+                # stops only once both runs are really in the queue.
                 frame = await ws.recv()
-                while frame["type"] != "accepted":
+                while frame["type"] != "queued":
+                    assert frame["type"] != "error", frame
                     frame = await ws.recv()
                 ids.append(frame["run_id"])
         finally:
             await ws.close()
         scaleout.kill("redis", signal.SIGTERM)
         await sync_to_async(scaleout.start_redis)()
-        assert [(await get_run(run_id)).status for run_id in ids] == ["queued", "queued"]
+        runs = [await get_run(run_id) for run_id in ids]
+        assert [r.status for r in runs] == ["queued", "queued"], [(r.status, r.error_code) for r in runs]
     finally:
         await sync_to_async(scaleout.start_worker)("worker")
         await sync_to_async(scaleout.start_worker)("worker-b")
