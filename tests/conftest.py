@@ -71,3 +71,18 @@ def pytest_collection_modifyitems(config, items):
         return item.get_closest_marker("browser") is not None or "tests/browser/" in str(item.path)
 
     items.sort(key=is_browser)  # stable: keeps the order within each group
+
+
+def pytest_sessionfinish(session):
+    """Django deletes the file-based test database but not SQLite's WAL and shared-memory files beside it,
+    which the worker processes kept open: remove them once the database itself is gone."""
+    from django.conf import settings
+
+    name = settings.DATABASES["default"].get("TEST", {}).get("NAME") if settings.configured else None
+    if not name or os.path.exists(name):
+        return
+    for suffix in ("-wal", "-shm"):
+        try:
+            os.remove(name + suffix)
+        except FileNotFoundError:
+            pass
