@@ -26,8 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from . import safe_yaml
-from .rendering import ContentError, _LineLoader, _yaml_error_line, yaml_problem
+from . import safe_yaml, yaml_errors
+from .rendering import ContentError, _LineLoader
 
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FRONT_MATTER_FIELDS = ("title", "short_title", "slug", "track", "order", "prerequisites", "summary", "draft")
@@ -55,6 +55,10 @@ class ModuleFile:
 
     def line_of(self, key: str) -> int:
         return self.field_lines.get(key, 1)
+
+    def error(self, message: str, key: str) -> ContentError:
+        """A mistake in front matter field `key`, located at its line."""
+        return ContentError(message, self.line_of(key), self.path, body_start=self.body_line)
 
     @property
     def front_matter(self) -> dict:
@@ -86,10 +90,8 @@ def parse_module_file(path: Path | str) -> ModuleFile:
     path = Path(path)
     module = parse_module_text(read_utf8(path), str(path))
     if path.stem != module.slug:
-        raise ContentError(
-            f"slug '{module.slug}' does not match the file name '{path.name}': rename the file to "
-            f"'{module.slug}.md' or change the slug", module.line_of("slug"), str(path),
-        )
+        raise module.error(f"slug '{module.slug}' does not match the file name '{path.name}': rename the file "
+                           f"to '{module.slug}.md' or change the slug", "slug")
     return module
 
 
@@ -105,12 +107,21 @@ def parse_module_text(text: str, path: str = "<text>") -> ModuleFile:
     except StopIteration:
         raise ContentError("the front matter opened on line 1 is never closed: add a line '---' after it",
                            1, path) from None
+    try:
+        return _parse_front_matter(lines, close, path)
+    except ContentError as exc:  # located so that the authoring pages can number it as the editor does
+        raise ContentError(exc.message, exc.line, exc.path, body_start=close + 2) from None
+
+
+def _parse_front_matter(lines: list[str], close: int, path: str) -> ModuleFile:
+    """The module of a file whose front matter is `lines[1:close]` and whose body follows it."""
     fm_text = "\n".join(lines[1:close])
     body = "\n".join(lines[close + 1:])
     try:
         data = safe_yaml.load(fm_text) if fm_text.strip() else {}
     except yaml.YAMLError as exc:
-        raise ContentError(f"front matter is not valid YAML: {yaml_problem(exc)}", 2 + _yaml_error_line(exc), path) from None
+        problem, line = yaml_errors.describe(exc)
+        raise ContentError(f"front matter is not valid YAML: {problem}", 2 + line, path) from None
     if not isinstance(data, dict):
         raise ContentError("front matter must be 'key: value' lines", 2, path)
     field_lines = {}
@@ -181,7 +192,8 @@ def parse_tracks_file(path: Path | str) -> list[TrackFile]:
     try:
         data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        raise ContentError(f"not valid YAML: {yaml_problem(exc)}", 1 + _yaml_error_line(exc), str(path)) from None
+        problem, line = yaml_errors.describe(exc)
+        raise ContentError(f"not valid YAML: {problem}", 1 + line, str(path)) from None
     if not isinstance(data, list):
         raise ContentError("tracks.yaml must be a list of tracks: '- slug: ...' with title, order, summary",
                            1, str(path))

@@ -30,14 +30,24 @@ SHOWN_WHOLE = ("Some changed passages are too repetitive to compare line by line
 
 @dataclass(frozen=True)
 class DiffRow:
+    """One row of a diff. Lines are numbered as the editor numbers them: `old_line`/`new_line` count the
+    lesson's lines (1 is the first line after the front matter) and, with `front_matter` set, the front
+    matter's lines (1 is the first line after the opening ``---``), shown as "fm 1"."""
+
     kind: str  # "hunk", "context", "removed", "added", or "notice" (a message about the diff itself)
     text: str
     old_line: int | None = None
     new_line: int | None = None
+    front_matter: bool = False
 
     @property
     def marker(self) -> str:
         return {"removed": "−", "added": "+"}.get(self.kind, "")
+
+    def label(self, line: int | None) -> str:
+        if line is None or (self.front_matter and line == 0):  # the opening "---" has no number of its own
+            return ""
+        return f"fm {line}" if self.front_matter else str(line)
 
 
 class DiffBudget:
@@ -64,7 +74,8 @@ def content_digest(text: str) -> str:
 
 
 def diff_rows(old: str, new: str, context: int = 3, budget: DiffBudget | None = None) -> list[DiffRow]:
-    """Changed lines with `context` lines around them, numbered in both versions; [] when equal.
+    """Changed lines with `context` lines around them, numbered in both versions as the editor numbers them
+    (see `DiffRow`); [] when equal.
 
     A "notice" row comes first when the diff is not exact: versions too long to compare (then it is the only
     row), or passages shown whole because `budget` ran out.
@@ -76,16 +87,49 @@ def diff_rows(old: str, new: str, context: int = 3, budget: DiffBudget | None = 
         return [DiffRow("notice", TOO_LONG.format(old=len(a), new=len(b), limit=MAX_DIFF_LINES))]
     blocks, exact = matching_blocks(a, b, budget or DiffBudget())
     rows: list[DiffRow] = [] if exact else [DiffRow("notice", SHOWN_WHOLE)]
+    old_start, new_start = lesson_start(a), lesson_start(b)
+
+    def row(kind: str, text: str, i: int | None = None, j: int | None = None) -> DiffRow:
+        """A row for line index `i` of `a` and/or `j` of `b`, numbered as the editor numbers them."""
+        in_front_matter = (i is not None and i < old_start) or (j is not None and j < new_start)
+        old_line = None if i is None else (i if i < old_start else i - old_start + 1)
+        new_line = None if j is None else (j if j < new_start else j - new_start + 1)
+        return DiffRow(kind, text, old_line, new_line, in_front_matter)
+
     for group in _Matcher(a, b, blocks).get_grouped_opcodes(context):
-        first, last = group[0], group[-1]
-        rows.append(DiffRow("hunk", f"Lines {first[1] + 1}–{last[2]} → {first[3] + 1}–{last[4]}"))
+        lines: list[DiffRow] = []
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                rows += [DiffRow("context", a[i], i + 1, j1 + k + 1) for k, i in enumerate(range(i1, i2))]
+                lines += [row("context", a[i], i, j1 + k) for k, i in enumerate(range(i1, i2))]
                 continue
-            rows += [DiffRow("removed", a[i], old_line=i + 1) for i in range(i1, i2)]
-            rows += [DiffRow("added", b[j], new_line=j + 1) for j in range(j1, j2)]
+            lines += [row("removed", a[i], i=i) for i in range(i1, i2)]
+            lines += [row("added", b[j], j=j) for j in range(j1, j2)]
+        rows.append(DiffRow("hunk", _hunk_title(lines)))
+        rows += lines
     return rows
+
+
+def lesson_start(lines: list[str]) -> int:
+    """The index of a module file's first lesson line: just after the front matter's closing ``---``
+    (0 for a text without front matter)."""
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    return next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
+
+
+def _span(rows: list[DiffRow], side: str) -> str:
+    """The lines a hunk covers on one side, e.g. "fm 2–fm 3, 1–4" or "5–9"."""
+    parts = []
+    for front_matter in (True, False):
+        numbers = [getattr(r, side) for r in rows if r.front_matter == front_matter and r.label(getattr(r, side))]
+        if numbers:
+            first, last = (f"fm {n}" if front_matter else str(n) for n in (min(numbers), max(numbers)))
+            parts.append(first if first == last else f"{first}–{last}")
+    return ", ".join(parts) or "none"
+
+
+def _hunk_title(rows: list[DiffRow]) -> str:
+    return f"Lines {_span(rows, 'old_line')} → {_span(rows, 'new_line')}"
 
 
 def diff_stats(rows: list[DiffRow]) -> tuple[int, int]:

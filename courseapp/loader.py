@@ -150,18 +150,17 @@ def load_course(path: Path | str, *, force: bool = False, imported: bool = False
     seen: dict[str, ModuleFile] = {}
     for module, _ in parsed:
         if module.slug in seen:
-            errors.append(ContentError(f"slug '{module.slug}' is already used by {seen[module.slug].path}",
-                                       module.line_of("slug"), module.path))
+            errors.append(module.error(f"slug '{module.slug}' is already used by {seen[module.slug].path}", "slug"))
         seen[module.slug] = module
         if module.track not in known_tracks:
-            errors.append(ContentError(
+            errors.append(module.error(
                 f"unknown track '{module.track}': define it in {tracks_path} (known: "
-                f"{', '.join(sorted(known_tracks)) or 'none'})", module.line_of("track"), module.path))
+                f"{', '.join(sorted(known_tracks)) or 'none'})", "track"))
     for module, _ in parsed:
         for slug in module.prerequisites:
             if slug not in seen and slug not in known_modules:
-                errors.append(ContentError(f"prerequisite '{slug}' is not a module (no {slug}.md and not in "
-                                           "the database)", module.line_of("prerequisites"), module.path))
+                errors.append(module.error(f"prerequisite '{slug}' is not a module (no {slug}.md and not in "
+                                           "the database)", "prerequisites"))
     errors.extend(_prerequisite_cycles(seen))
     if errors:
         raise CourseLoadError(errors)
@@ -228,8 +227,7 @@ def _prerequisite_cycles(files: dict[str, ModuleFile]) -> list[ContentError]:
         cycle = prerequisite_cycle(graph, start)
         if cycle and frozenset(cycle) not in reported:
             reported.add(frozenset(cycle))
-            errors.append(ContentError(f"prerequisites form a cycle: {' → '.join(cycle)}",
-                                       module.line_of("prerequisites"), module.path))
+            errors.append(module.error(f"prerequisites form a cycle: {' → '.join(cycle)}", "prerequisites"))
     return errors
 
 

@@ -38,7 +38,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from serverprofile import figures as server_figures
 
-from . import highlight, latex, quiz_ids
+from . import highlight, latex, quiz_ids, yaml_errors
 from .input_limits import MAX_NESTING, NumberTooLong, bounded_int, json_nesting
 from .models import QUIZ_MARKER
 from .safe_yaml import BoundedLoader
@@ -94,27 +94,45 @@ ALLOWED_CLASSES = {
 
 
 class ContentError(Exception):
-    """An authoring mistake, located by line (1-based, in the file when `path` is set)."""
+    """An authoring mistake, located by line (1-based, in the file when `path` is set).
 
-    def __init__(self, message: str, line: int | None = None, path: str | None = None):
+    In a module file, `body_start` is the file line of the lesson's first line: `shown()` then numbers the
+    line as the editor does (lesson line 1 is the first line after the front matter), the one numbering the
+    authoring pages use; `str()` keeps ``file:line`` for the command line and text editors.
+    """
+
+    def __init__(self, message: str, line: int | None = None, path: str | None = None,
+                 body_start: int | None = None):
         super().__init__(message)
         self.message = message
         self.line = line
         self.path = path
+        self.body_start = body_start
 
     def shifted(self, offset: int) -> "ContentError":
-        """The same error with its line moved by `offset` (body line → file line)."""
+        """The same error with its line moved by `offset` (lesson line → file line)."""
         line = self.line + offset if self.line is not None else None
-        return ContentError(self.message, line, self.path)
+        return ContentError(self.message, line, self.path, body_start=offset + 1)
 
     def at(self, path: str) -> "ContentError":
-        return ContentError(self.message, self.line, path)
+        return ContentError(self.message, self.line, path, self.body_start)
 
     def __str__(self) -> str:
         where = self.path or ""
         if self.line is not None:
             where = f"{where}:{self.line}" if where else f"line {self.line}"
         return f"{where}: {self.message}" if where else self.message
+
+    def shown(self) -> str:
+        """As the authoring pages show it: ``intro.md, lesson line 5: …`` (the editor's line 5), or
+        ``intro.md, front matter line 2: …`` (the second line after the opening ``---``)."""
+        if self.line is None or self.body_start is None:
+            return str(self)
+        if self.line >= self.body_start:
+            where = f"lesson line {self.line - self.body_start + 1}"
+        else:
+            where = f"front matter line {self.line - 1}" if self.line > 1 else "front matter"
+        return f"{self.path}, {where}: {self.message}" if self.path else f"{where.capitalize()}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -454,6 +472,8 @@ class _Annotator:
         try:
             props = json.loads(raw, parse_int=bounded_int)
         except json.JSONDecodeError as exc:
+            if not inline_json:
+                _check_closed_after_props(kind, name, raw, line, json_line)
             raise ContentError(
                 f"{{{kind}}} {name}: props are not valid JSON ({exc.msg} at column {exc.colno})",
                 json_line + exc.lineno - 1,
@@ -504,6 +524,23 @@ class _Annotator:
         self._quiz_line = line
         self.questions = parse_quiz(token.content, first_line=line + 1)
         self.slot(token, QUIZ_MARKER)
+
+
+def _check_closed_after_props(kind: str, name: str, raw: str, line: int, json_line: int) -> None:
+    """A props block that is not JSON because its closing ':::' is missing (the block then runs on to the
+    next ':::' in the lesson, swallowing the text and directives between): say so, rather than that the JSON
+    is invalid. Signs: a JSON object followed by more text, or a directive line inside the props."""
+    try:
+        _, end = json.JSONDecoder(parse_int=bounded_int).raw_decode(raw)
+    except ValueError:  # JSONDecodeError and NumberTooLong are ValueErrors
+        end = None
+    lines = raw.split("\n")
+    swallowed = next((i for i, text in enumerate(lines) if text.lstrip().startswith(":::")), None)
+    if end is None and swallowed is None:
+        return
+    props_end = json_line + raw[:end].count("\n") if end is not None else json_line + swallowed - 1
+    raise ContentError(f"the ':::{{{kind}}} {name}' block opened on line {line} has no closing ':::': add a line "
+                       f"':::' after its props (after line {props_end})", line)
 
 
 MATH_TOKENS = ("math_inline", "math_inline_double", "math_block")
@@ -665,28 +702,13 @@ QUESTION_KEYS = {"id", "question", "choices"}
 CHOICE_KEYS = {"id", "text", "correct", "explanation"}
 
 
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """The YAML parser's complaint, with a hint for the mistakes authors actually make."""
-    problem = getattr(exc, "problem", None) or str(exc)
-    if "mapping values are not allowed" in problem:
-        problem += " (a text containing ': ' must be put in quotes)"
-    elif "found character '\\t'" in problem:
-        problem += " (indent with spaces, not tabs)"
-    return problem
-
-
-def _yaml_error_line(exc: yaml.YAMLError) -> int:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    return mark.line if mark is not None else 0
-
-
 def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
     """Parse a quiz block (YAML). `first_line` is the body line of the block's first line."""
     try:
         data = yaml.load(text, Loader=_QuizLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        raise ContentError(f"quiz is not valid YAML: {yaml_problem(exc)}",
-                           first_line + _yaml_error_line(exc)) from None
+        problem, line = yaml_errors.describe(exc)
+        raise ContentError(f"quiz is not valid YAML: {problem}", first_line + line) from None
     if not isinstance(data, list) or not data:
         raise ContentError("a quiz is a YAML list of questions: '- question: ...' with 'choices:'", first_line - 1)
     questions = []

@@ -14,8 +14,7 @@ CELL = '<tr class="diff-{}"><td class="diff-no">{}</td><td class="diff-no">{}</t
 
 
 def _row(row) -> tuple:
-    return (row.kind, "" if row.old_line is None else row.old_line, "" if row.new_line is None else row.new_line,
-            row.kind, row.marker, row.text)
+    return (row.kind, row.label(row.old_line), row.label(row.new_line), row.kind, row.marker, row.text)
 
 
 @register.simple_tag
