@@ -1,4 +1,4 @@
-"""The course as a zip download, and the import of such a zip (all or nothing, errors at ``file:line``).
+"""The course as a zip download, and the import of such a zip (all or nothing, errors at their file and line).
 
 The archive holds the loader's format: tracks.yaml and one ``<slug>.md`` per module, either at the archive
 root (what `build_zip` writes) or all inside one top-level folder (what zipping a ``content/`` folder gives).
@@ -66,7 +66,7 @@ def import_zip(fileobj: BinaryIO) -> LoadReport:
 
     Raises `ArchiveError` for a zip the import refuses (not a zip, unsafe or unexpected entries, too big)
     and `CourseLoadError` for content errors; in both, every error names the file inside the zip (and
-    the line, for content), e.g. ``intro.md:12: ...``, and nothing was written to the database.
+    the line, for content), e.g. ``intro.md, lesson line 2: ...`` (`ContentError.shown`), and nothing was written to the database.
     """
     with tempfile.TemporaryDirectory(prefix="course-import-") as tmp:
         root = Path(tmp)
@@ -227,4 +227,4 @@ def _inside_zip(error: ContentError, root: Path) -> ContentError:
     path = error.path
     if path and Path(path).is_relative_to(root):
         path = Path(path).relative_to(root).as_posix()
-    return ContentError(_strip_root(error.message, root), error.line, path)
+    return ContentError(_strip_root(error.message, root), error.line, path, error.body_start)

@@ -391,7 +391,8 @@ def _upload_problem(upload) -> str | None:
 @require_POST
 @instructor_required
 def import_zip(request):
-    """Load a course zip all or nothing: on any error the list page shows every `file:line` and nothing changed."""
+    """Load a course zip all or nothing: on any error the list page shows every error at its file and line
+    (numbered as the editor numbers them) and nothing changed."""
     upload = request.FILES.get("archive")
     problem = _upload_problem(upload)
     errors = [problem] if problem else []
@@ -399,7 +400,7 @@ def import_zip(request):
         try:
             report = archive.import_zip(upload)
         except CourseLoadError as exc:
-            errors = [str(error) for error in exc.errors]
+            errors = [error.shown() for error in exc.errors]
     if errors:
         messages.error(request, "Not imported: nothing was changed. Fix the errors below and import again.")
         context = {**_list_context(), "import_errors": errors, "import_name": getattr(upload, "name", "")}

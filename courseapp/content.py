@@ -77,13 +77,24 @@ class TrackFile:
 # --- Parsing ---------------------------------------------------------------------------------
 
 
+def lesson_start(lines: list[str]) -> int:
+    """The index of a module file's first lesson line: just after the front matter's closing ``---``
+    (0 for a text without front matter)."""
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    return next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
+
+
 def read_utf8(path: Path) -> str:
     """A course file's text; a ContentError naming the file when it is not UTF-8 (a latin-1 export, say)."""
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
+        data = path.read_bytes()
+        start = lesson_start(data.decode("utf-8", errors="replace").split("\n")) if path.suffix == ".md" else 0
         raise ContentError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8",
-                           1 + path.read_bytes()[:exc.start].count(b"\n"), str(path)) from None
+                           1 + data[:exc.start].count(b"\n"), str(path), body_start=start + 1 if start else None,
+                           ) from None
 
 
 def parse_module_file(path: Path | str) -> ModuleFile:

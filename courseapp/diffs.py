@@ -19,7 +19,7 @@ import difflib
 import hashlib
 from dataclasses import dataclass
 
-from .content import serialize_module
+from .content import lesson_start, serialize_module
 
 MAX_DIFF_LINES = 20_000  # per version; the longest module today has under 200
 WORK_UNITS = 1_000_000  # line comparisons one page may spend on exact matching: about 0.3 s of CPU
@@ -107,14 +107,6 @@ def diff_rows(old: str, new: str, context: int = 3, budget: DiffBudget | None = 
         rows.append(DiffRow("hunk", _hunk_title(lines)))
         rows += lines
     return rows
-
-
-def lesson_start(lines: list[str]) -> int:
-    """The index of a module file's first lesson line: just after the front matter's closing ``---``
-    (0 for a text without front matter)."""
-    if not lines or lines[0].rstrip() != "---":
-        return 0
-    return next((i + 1 for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
 
 
 def _span(rows: list[DiffRow], side: str) -> str:

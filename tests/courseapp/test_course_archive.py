@@ -66,6 +66,12 @@ def line_of(text: str, needle: str) -> int:
     return next(number for number, line in enumerate(text.splitlines(), start=1) if needle in line)
 
 
+def lesson_line_of(text: str, needle: str) -> int:
+    """The line as the editor numbers it: 1 is the first line after the front matter's closing '---'."""
+    closing = [number for number, line in enumerate(text.splitlines(), start=1) if line == "---"][1]
+    return line_of(text, needle) - closing
+
+
 # --- Export ----------------------------------------------------------------------------------------------------
 
 
@@ -143,7 +149,7 @@ def test_a_broken_module_changes_nothing_and_names_file_and_line(author):
     response = upload(author, make_zip(files))
     text = page_text(response)
     assert response.status_code == 400
-    assert f"cache.md:{line_of(cache, 'no-such-demo')}: demo 'no-such-demo': unknown demo" in text
+    assert f"cache.md, lesson line {lesson_line_of(cache, 'no-such-demo')}: demo 'no-such-demo': unknown demo" in text
     assert "course.zip was not imported: nothing was changed" in text and "Not imported" in text
     assert course_state() == before  # the valid change to intro.md was not applied either
     # No server path leaks into the messages (the page itself names CONTENT_DIR, which may lie under /tmp).

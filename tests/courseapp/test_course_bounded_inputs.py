@@ -286,19 +286,19 @@ def intro_with(course, body_tail: str) -> bytes:
     (lambda c: {"tracks.yaml": "- slug: basics\n  title: Bäsics\n  order: 1\n".encode("latin-1")},
      "tracks.yaml:2: the file is not UTF-8 text (invalid continuation byte at byte 25): save it as UTF-8"),
     (lambda c: {"intro.md": (c / "intro.md").read_text().replace("Why", "Whý").encode("latin-1")},
-     "intro.md:8: the file is not UTF-8 text"),
+     "intro.md, front matter line 7: the file is not UTF-8 text"),
     (lambda c: {"intro.md": intro_with(c, ":::{quiz}\n" + REUSED_MAPPING + ":::\n")},
-     "intro.md:20: quiz is not valid YAML: anchors (&name) and aliases (*name) are not allowed"),
+     "intro.md, lesson line 10: quiz is not valid YAML: anchors (&name) and aliases (*name) are not allowed"),
     (lambda c: {"intro.md": intro_with(c, ":::{demo} kv-cache\n{\"prompt\": " + "[" * 5000 + "]" * 5000 + "}\n:::\n")},
-     "intro.md:18: {demo} kv-cache: props nest more than 32 levels deep"),
+     "intro.md, lesson line 8: {demo} kv-cache: props nest more than 32 levels deep"),
     (lambda c: {"tracks.yaml": b"- &t {slug: basics, title: Basics, order: 1}\n- *t\n"},
      "tracks.yaml:1: not valid YAML: anchors (&name) and aliases (*name) are not allowed"),
     (lambda c: {"intro.md": (c / "intro.md").read_text().replace("order: 1", f"order: {LONG_NUMBER}").encode()},
-     "intro.md:6: front matter is not valid YAML: the number 99999999999999999999… is too long"),
+     "intro.md, front matter line 5: front matter is not valid YAML: the number 99999999999999999999… is too long"),
     (lambda c: {"tracks.yaml": b"- slug: basics\n  title: Basics\n  order: -1\n"},  # was a database CHECK failure
      "tracks.yaml:1: track 'basics': 'order' must be a whole number from 0 to 2147483647"),
     (lambda c: {"intro.md": (c / "intro.md").read_text().replace("order: 1", "order: 99999999999").encode()},
-     "intro.md:6: 'order' must be between -2147483647 and 2147483647, got 99999999999"),
+     "intro.md, front matter line 5: 'order' must be between -2147483647 and 2147483647, got 99999999999"),
 ])
 def test_a_bad_zip_is_refused_naming_file_and_line_and_changes_nothing(author, course, change, message):
     before = course_state()

@@ -116,7 +116,8 @@ GOOD_FM = "---\ntitle: Broken\nslug: broken\ntrack: basics\norder: 5\ndraft: fal
 BROKEN = {
     "no front matter": ("## Just a heading\n", 1, "front matter"),
     "unclosed front matter": ("---\ntitle: x\nslug: broken\n\nBody\n", 1, "never closed"),
-    "front matter yaml": ("---\ntitle: [unclosed\nslug: broken\n---\nBody\n", 3, "not valid YAML"),
+    # At the line that opens the list, not the next one, where YAML gave up.
+    "front matter yaml": ("---\ntitle: [unclosed\nslug: broken\n---\nBody\n", 2, "not closed with ']'"),
     "missing field": ("---\ntitle: Broken\nslug: broken\norder: 1\n---\nBody\n", 1, "'track'"),
     "unknown field": ("---\ntitle: B\nslug: broken\ntrack: basics\norder: 1\nauthor: me\n---\n", 6,
                       "unknown front matter field 'author'"),
