@@ -14,10 +14,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from .authoring import instructor_required
-from .diffs import DiffBudget, diff_notice, diff_rows, diff_stats, file_text
+from .diffs import DiffBudget, content_digest, diff_notice, diff_rows, diff_stats, file_text
 from .input_limits import parse_digits
 from .forms import ModuleForm
-from .loader import authored, save_module
+from .loader import authored, save_module, stored_authored
 from .models import Module, Track
 
 CURRENT = "current"
@@ -103,6 +103,9 @@ def module_diff(request, slug: str):
 def module_restore(request, slug: str, revision_id: int):
     """Bring back a revision's text and front matter, checked as a save from the editor would be.
 
+    The first POST changes nothing: it shows what the restore would change (a diff against the current
+    version) and asks. Only a POST whose `confirm` names that diff's version (`content_digest`) restores, so
+    an edit made meanwhile is shown again rather than overwritten unseen; cancelling leaves everything as it was.
     The module keeps its slug, place in the track and published state: restoring changes what the lesson
     says, not where it is or who sees it. The restore is itself a new revision, so it can be undone.
     """
@@ -123,6 +126,16 @@ def module_restore(request, slug: str, revision_id: int):
         messages.error(request, f"Not restored: that revision no longer passes today's checks ({problems}).")
         return redirect(history_url)
     when = f"{revision.history_date:%Y-%m-%d %H:%M}"
+    current = file_text(*stored_authored(module))
+    proposed = file_text(form.front_matter(), form.cleaned_data["source"])
+    if request.POST.get("confirm") != content_digest(current + "\0" + proposed):
+        rows = diff_rows(current, proposed)
+        added, removed = diff_stats(rows)
+        return render(request, "courseapp/authoring/restore_confirm.html", {
+            "module": module, "revision": revision, "when": when, "rows": rows, "added": added,
+            "removed": removed, "digest": content_digest(current + "\0" + proposed),
+            "changed_since": "confirm" in request.POST,
+        })
     with transaction.atomic():
         save_module(module, form.front_matter(), form.cleaned_data["source"], form.rendered,
                     form.cleaned_data["track"], reason=f"Restored the revision of {when}")

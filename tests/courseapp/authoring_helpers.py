@@ -21,3 +21,14 @@ def editor_data(module, source: str, **fields) -> dict:
     return {"title": module.title, "short_title": module.short_title, "slug": module.slug,
             "track": module.track_id, "order": module.order, "prerequisites": ", ".join(module.prerequisites),
             "summary": module.summary, "source": source, "action": "save", **fields}
+
+
+def confirmed(client, url: str, data: dict | None = None, field: str = "confirm", **kwargs):
+    """POST to a step that first shows what it will change and asks (restore, zip import, unpublish), then
+    confirm what it showed, as an author pressing the button would."""
+    response = client.post(url, data or {})
+    page = response.content.decode()
+    if response.status_code == 200 and f'name="{field}"' in page:
+        digest = re.search(rf'name="{field}" value="([^"]+)"', page).group(1)
+        response = client.post(url, {**(data or {}), field: digest}, **kwargs)
+    return response

@@ -9,6 +9,8 @@ from django.urls import reverse
 from courseapp.loader import load_course
 from courseapp.models import Module, Track
 
+from authoring_helpers import confirmed
+
 pytestmark = pytest.mark.django_db
 
 
@@ -82,7 +84,7 @@ def test_restore_brings_the_first_version_back_for_students(author, client, stud
     edit(author, "intro", "## Why it matters\n\nRewritten twice.\n", title="Retitled")
     edit(author, "intro", "## Why it matters\n\nRewritten again.\n")
     first = revision_ids("intro")[0]
-    response = author.post(reverse("courseapp:author_restore", args=["intro", first]), follow=True)
+    response = confirmed(author, reverse("courseapp:author_restore", args=["intro", first]), follow=True)
     assert "students see it now" in response.content.decode()
     module = Module.objects.get(slug="intro")
     assert module.source == original and module.title == "Introduction to inference" and not module.draft
