@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from serverprofile import figures as server_figures
 
-from . import archive, content_sync
+from . import archive, content_sync, import_review
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
 from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
@@ -388,26 +388,104 @@ def _upload_problem(upload) -> str | None:
     return None
 
 
+IMPORT_SESSION_KEY = "course_import"
+
+
+def _import_errors(request, errors: list[str], name: str):
+    messages.error(request, "Not imported: nothing was changed. Fix the errors below and import again.")
+    context = {**_list_context(), "import_errors": errors, "import_name": name}
+    return render(request, "courseapp/authoring/list.html", context, status=400)
+
+
 @require_POST
 @instructor_required
 def import_zip(request):
-    """Load a course zip all or nothing: on any error the list page shows every error at its file and line
-    (numbered as the editor numbers them) and nothing changed."""
+    """Check a course zip and show what it would change; nothing is applied before `import_confirm`.
+
+    On any error the list page shows every error at its file and line (numbered as the editor numbers them)
+    and the upload is dropped. A valid zip is kept aside (`import_review.stage`) for this session.
+    """
     upload = request.FILES.get("archive")
     problem = _upload_problem(upload)
-    errors = [problem] if problem else []
-    if not errors:
-        try:
-            report = archive.import_zip(upload)
-        except CourseLoadError as exc:
-            errors = [error.shown() for error in exc.errors]
-    if errors:
-        messages.error(request, "Not imported: nothing was changed. Fix the errors below and import again.")
-        context = {**_list_context(), "import_errors": errors, "import_name": getattr(upload, "name", "")}
-        return render(request, "courseapp/authoring/list.html", context, status=400)
-    messages.success(request, f"Imported {upload.name}: {len(report.created)} module(s) created, "
-                              f"{len(report.updated)} updated, {len(report.unchanged)} unchanged; "
-                              f"{len(report.tracks)} track(s).")
-    for note in report.notes:
+    if problem:
+        return _import_errors(request, [problem], getattr(upload, "name", ""))
+    token = import_review.stage(upload)
+    try:
+        import_review.preview(import_review.path_of(token))
+    except CourseLoadError as exc:
+        import_review.discard(token)
+        return _import_errors(request, [error.shown() for error in exc.errors], upload.name)
+    previous = request.session.get(IMPORT_SESSION_KEY)
+    if previous:
+        import_review.discard(previous["token"])
+    request.session[IMPORT_SESSION_KEY] = {"token": token, "name": upload.name}
+    return redirect("courseapp:author_import_review")
+
+
+def _staged(request):
+    """(token, zip name, path) of this session's pending import; (None, None, None) when there is none."""
+    pending = request.session.get(IMPORT_SESSION_KEY) or {}
+    path = import_review.path_of(pending.get("token"))
+    return (pending["token"], pending.get("name", ""), path) if path else (None, None, None)
+
+
+def _review_page(request, name: str, preview, changed_since: bool = False):
+    return render(request, "courseapp/authoring/import_review.html", {
+        "name": name, "preview": preview, "changed_since": changed_since,
+        "unchanged": len(preview.report.unchanged),
+    })
+
+
+@require_GET
+@instructor_required
+def import_review_page(request):
+    """The pending import's effect, file by file, with "Import" and "Cancel"."""
+    token, name, path = _staged(request)
+    if path is None:
+        messages.info(request, "No import is waiting: choose a course zip to import.")
+        return redirect("courseapp:author_list")
+    try:
+        preview = import_review.preview(path)
+    except CourseLoadError as exc:  # the course changed since the upload (a track deleted, say)
+        import_review.discard(token)
+        request.session.pop(IMPORT_SESSION_KEY, None)
+        return _import_errors(request, [error.shown() for error in exc.errors], name)
+    return _review_page(request, name, preview)
+
+
+@require_POST
+@instructor_required
+def import_confirm(request):
+    """Apply the pending import, if it still changes what its review showed (`confirm` = that digest)."""
+    token, name, path = _staged(request)
+    if path is None:
+        messages.error(request, "Nothing was imported: that import was cancelled or has expired. Import the zip again.")
+        return redirect("courseapp:author_list")
+    try:
+        outcome = import_review.apply(path, request.POST.get("confirm", ""))
+    except CourseLoadError as exc:
+        import_review.discard(token)
+        request.session.pop(IMPORT_SESSION_KEY, None)
+        return _import_errors(request, [error.shown() for error in exc.errors], name)
+    if isinstance(outcome, import_review.Preview):
+        return _review_page(request, name, outcome, changed_since=True)
+    import_review.discard(token)
+    request.session.pop(IMPORT_SESSION_KEY, None)
+    messages.success(request, f"Imported {name}: {len(outcome.created)} module(s) created, "
+                              f"{len(outcome.updated)} updated, {len(outcome.unchanged)} unchanged; "
+                              f"{len(outcome.tracks)} track(s).")
+    for note in outcome.notes:
         messages.info(request, note)
+    return redirect("courseapp:author_list")
+
+
+@require_POST
+@instructor_required
+def import_cancel(request):
+    """Drop the pending import: the course stays exactly as it is."""
+    token, name, _ = _staged(request)
+    if token:
+        import_review.discard(token)
+        messages.info(request, f"Import of {name} cancelled: nothing was changed.")
+    request.session.pop(IMPORT_SESSION_KEY, None)
     return redirect("courseapp:author_list")

@@ -32,3 +32,10 @@ def confirmed(client, url: str, data: dict | None = None, field: str = "confirm"
         digest = re.search(rf'name="{field}" value="([^"]+)"', page).group(1)
         response = client.post(url, {**(data or {}), field: digest}, **kwargs)
     return response
+
+
+def confirm_import(client):
+    """Confirm the import waiting for this session, as shown on its review page."""
+    review = client.get(reverse("courseapp:author_import_review"))
+    digest = re.search(r'name="confirm" value="([^"]+)"', review.content.decode()).group(1)
+    return client.post(reverse("courseapp:author_import_confirm"), {"confirm": digest})

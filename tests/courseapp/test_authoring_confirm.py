@@ -9,7 +9,9 @@ import re
 import zipfile
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
 from courseapp.archive import build_zip
@@ -72,3 +74,85 @@ def test_a_restore_confirmed_for_an_older_diff_is_asked_again(author):
     again = author.post(url, {"confirm": digest})
     assert again.status_code == 200 and "changed since you last looked" in text(again)
     assert "An edit made meanwhile." in Module.objects.get(slug="intro").source
+
+
+# --- Zip import -------------------------------------------------------------------------------------------------
+
+
+def zip_with(changes: dict[str, bytes]) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(build_zip())) as zf:
+        files = {info.filename: zf.read(info) for info in zf.infolist()}
+    files.update(changes)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def upload(client, data: bytes):
+    return client.post(reverse("courseapp:author_import"),
+                       {"archive": SimpleUploadedFile("next-term.zip", data, "application/zip")})
+
+
+NEW_MODULE = b"---\ntitle: Speculative decoding\nslug: spec\ntrack: basics\norder: 9\n---\nA draft model guesses.\n"
+
+
+def edited_intro() -> bytes:
+    with zipfile.ZipFile(io.BytesIO(build_zip())) as zf:
+        return zf.read("intro.md").replace(b"Training happens once.", b"Training happens once, imported.")
+
+
+def test_a_zip_import_shows_each_files_diff_and_changes_nothing_until_confirmed(author, media_root):
+    before = Module.objects.get(slug="intro").source
+    response = upload(author, zip_with({"intro.md": edited_intro(), "spec.md": NEW_MODULE}))
+    assert response.status_code == 302 and response["Location"] == reverse("courseapp:author_import_review")
+    review = author.get(response["Location"])
+    page = review.content.decode()
+    assert review.status_code == 200 and "Nothing has changed yet" in text(review)
+    assert "<code>intro.md</code>" in page and "<code>spec.md</code>" in page and "New</span>" in page
+    assert re.search(r'class="diff-added">.*?Training happens once, imported\.', page)
+    assert "<code>cache.md</code>" not in page  # unchanged files are not listed
+    assert Module.objects.get(slug="intro").source == before and not Module.objects.filter(slug="spec").exists()
+
+    done = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest_in(review)})
+    assert done.status_code == 302 and done["Location"] == reverse("courseapp:author_list")
+    assert "imported." in Module.objects.get(slug="intro").source and Module.objects.filter(slug="spec").exists()
+    assert not list((media_root / "pending-imports").glob("*.zip"))  # the kept upload is gone
+
+
+def test_cancelling_an_import_loses_nothing(author, media_root):
+    state = list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft"))
+    upload(author, zip_with({"intro.md": edited_intro()}))
+    digest = digest_in(author.get(reverse("courseapp:author_import_review")))
+    cancelled = author.post(reverse("courseapp:author_import_cancel"), follow=True)
+    assert "cancelled: nothing was changed" in text(cancelled)
+    assert list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft")) == state
+    assert not list((media_root / "pending-imports").glob("*.zip"))
+    # The cancelled import cannot be confirmed afterwards.
+    late = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest}, follow=True)
+    assert "Nothing was imported" in text(late)
+    assert list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft")) == state
+
+
+def test_an_import_confirmed_after_the_course_changed_is_shown_again(author):
+    upload(author, zip_with({"intro.md": edited_intro()}))
+    digest = digest_in(author.get(reverse("courseapp:author_import_review")))
+    module = Module.objects.get(slug="intro")
+    save_live(author, "intro", editor_data(module, module.source + "\nWritten while the import waited.\n"))
+    again = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest})
+    assert again.status_code == 200 and "changed since you last looked" in text(again)
+    assert "Written while the import waited." in Module.objects.get(slug="intro").source
+    assert re.search(r'class="diff-removed">.*?Written while the import waited\.', again.content.decode())
+
+
+def test_another_sessions_pending_import_cannot_be_confirmed(author, django_user_model):
+    upload(author, zip_with({"intro.md": edited_intro()}))
+    digest = digest_in(author.get(reverse("courseapp:author_import_review")))
+    other = django_user_model.objects.create_user("other-teacher", password="other-pass-123")
+    other.groups.add(Group.objects.get(name="instructor"))
+    stranger = Client()
+    stranger.force_login(other)
+    response = stranger.post(reverse("courseapp:author_import_confirm"), {"confirm": digest}, follow=True)
+    assert "Nothing was imported" in text(response)
+    assert "imported." not in Module.objects.get(slug="intro").source

@@ -18,6 +18,8 @@ from courseapp.archive import ArchiveError, build_zip, import_zip
 from courseapp.loader import CourseLoadError, export_course
 from courseapp.models import Module, Track
 
+from authoring_helpers import confirm_import
+
 pytestmark = pytest.mark.django_db
 
 MODULE_FIELDS = ("title", "short_title", "slug", "track__slug", "order", "prerequisites", "summary", "draft",
@@ -110,6 +112,8 @@ def test_export_then_import_round_trip_is_exact(author):
     assert course_state() != before
 
     response = upload(author, exported)
+    assert response.status_code == 302 and response["Location"] == reverse("courseapp:author_import_review")
+    response = confirm_import(author)
     assert response.status_code == 302 and response["Location"] == reverse("courseapp:author_list")
     assert course_state() == before  # sources, front matter, rendered HTML, cues, quiz rows: all as exported
     message = page_text(author.get(reverse("courseapp:author_list")))
@@ -133,7 +137,7 @@ def test_files_inside_one_top_level_folder_are_accepted(author, course):
     files["__MACOSX/content/._intro.md"] = b"\x00\x05\x16\x07"  # what macOS's Compress adds: ignored
     Module.objects.all().delete()
     response = upload(author, make_zip(files))
-    assert response.status_code == 302
+    assert response.status_code == 302 and confirm_import(author).status_code == 302
     assert sorted(Module.objects.values_list("slug", flat=True)) == ["batching", "cache", "intro"]
 
 

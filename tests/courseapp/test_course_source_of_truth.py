@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from authoring_helpers import editor_data, save_live
+from authoring_helpers import confirm_import, editor_data, save_live
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -215,6 +215,7 @@ def test_a_zip_import_counts_as_a_web_edit(author, content):
     edited.seek(0)
     edited.name = "course.zip"
     assert author.post(reverse("courseapp:author_import"), {"archive": edited}).status_code == 302
+    assert confirm_import(author).status_code == 302
     assert "Imported from a zip." in Module.objects.get(slug="intro").source
     loadcourse()
     assert "Imported from a zip." in Module.objects.get(slug="intro").source
