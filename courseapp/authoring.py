@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from serverprofile import figures as server_figures
 
-from . import archive, content_sync, import_review
+from . import archive, content_sync, dependents, import_review
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
 from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
@@ -239,8 +239,16 @@ def preview(request):
 @require_POST
 @instructor_required
 def module_publish(request, slug: str):
+    """Publish (`draft=0`) or unpublish (`draft=1`) a module. Unpublishing a published module first shows
+    what it breaks for students (`dependents.breakages`) and asks; only `confirm=unpublish` does it."""
     module = get_object_or_404(Module, slug=slug)
-    module.draft = request.POST.get("draft") == "1"
+    unpublish = request.POST.get("draft") == "1"
+    if unpublish and not module.draft and request.POST.get("confirm") != "unpublish":
+        return render(request, "courseapp/authoring/unpublish_confirm.html", {
+            "module": module, "breakages": dependents.breakages(module),
+            "return_to": request.POST.get("return", ""),
+        })
+    module.draft = unpublish
     module.save(update_fields=["draft", "updated_at"])
     messages.success(request, f"“{module.title}” is now {'a draft' if module.draft else 'published'}.")
     if request.POST.get("return") == "list":

@@ -156,3 +156,46 @@ def test_another_sessions_pending_import_cannot_be_confirmed(author, django_user
     response = stranger.post(reverse("courseapp:author_import_confirm"), {"confirm": digest}, follow=True)
     assert "Nothing was imported" in text(response)
     assert "imported." not in Module.objects.get(slug="intro").source
+
+
+# --- Unpublish --------------------------------------------------------------------------------------------------
+
+
+GLOSSARY = "- **KV cache**: keys and values kept between steps.\n- **Prefill**: the prompt's forward pass.\n"
+
+
+def test_unpublish_asks_and_lists_the_links_prerequisites_and_learners_it_breaks(author, student):
+    cache = Module.objects.get(slug="cache")
+    intro = Module.objects.get(slug="intro")
+    save_live(author, "intro", editor_data(intro, intro.source + "\nSee [the cache](cache.md#what-is-cached).\n"))
+    student_client = Client()
+    student_client.force_login(student)
+    student_client.get(cache.get_absolute_url())  # a learner has started it
+    # batching (a draft) lists cache as a prerequisite too, but students do not see drafts: not listed.
+    Module.objects.filter(slug="batching").update(draft=False)
+
+    asked = author.post(reverse("courseapp:author_publish", args=["cache"]), {"draft": "1", "return": "list"})
+    page = text(asked)
+    assert asked.status_code == 200 and "Unpublish “Caching”?" in page
+    assert "1 published module(s) link to it" in page and "Introduction to inference" in page
+    assert "1 published module(s) list it as a prerequisite" in page and "Batching" in page
+    assert "1 learner(s) have started it" in page
+    assert not Module.objects.get(slug="cache").draft  # nothing changed yet
+
+    done = author.post(reverse("courseapp:author_publish", args=["cache"]),
+                       {"draft": "1", "return": "list", "confirm": "unpublish"})
+    assert done.status_code == 302 and done["Location"] == reverse("courseapp:author_list")
+    assert Module.objects.get(slug="cache").draft
+
+
+def test_unpublishing_the_glossary_says_every_lessons_term_links_go(author):
+    Module.objects.create(slug="glossary", title="Glossary", track=Module.objects.get(slug="intro").track,
+                          order=9, draft=False, source=GLOSSARY)
+    page = text(author.post(reverse("courseapp:author_publish", args=["glossary"]), {"draft": "1"}))
+    assert "The glossary's 2 terms stop being linked from every lesson" in page
+    assert not Module.objects.get(slug="glossary").draft
+
+
+def test_publishing_asks_nothing(author):
+    response = author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
+    assert response.status_code == 302 and not Module.objects.get(slug="batching").draft

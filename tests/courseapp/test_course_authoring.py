@@ -100,7 +100,7 @@ def test_preview_shows_quiz_answers(author):
 def test_publish_and_unpublish(author, client, student):
     author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
     assert not Module.objects.get(slug="batching").draft
-    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "1", "return": "list"})
+    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "1", "return": "list", "confirm": "unpublish"})
     assert Module.objects.get(slug="batching").draft
 
 

@@ -94,7 +94,7 @@ def test_publishing_and_unpublishing_updates_what_students_find(client, course, 
     author.force_login(instructor)
     author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
     assert results(client, "swaps") == ["/modules/batching/"]
-    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "1"})
+    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "1", "confirm": "unpublish"})
     assert results(client, "swaps") == []
 
 
