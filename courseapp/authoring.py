@@ -89,7 +89,9 @@ def _list_context() -> dict:
         for index, row in enumerate(rows):
             row["first"], row["last"] = index == 0, index == len(rows) - 1
         tracks.append({"track": track, "rows": rows})
-    return {"tracks": tracks, "content_dir": settings.CONTENT_DIR, "conflicts": content_sync.conflicts()}
+    deleted = Module.all_objects.filter(deleted_at__isnull=False).select_related("track").order_by("-deleted_at")
+    return {"tracks": tracks, "content_dir": settings.CONTENT_DIR, "conflicts": content_sync.conflicts(),
+            "deleted": deleted}
 
 
 def _preview_html(rendered) -> str:
@@ -254,6 +256,35 @@ def module_publish(request, slug: str):
     if request.POST.get("return") == "list":
         return redirect("courseapp:author_list")
     return redirect("courseapp:author_edit", slug=module.slug)
+
+
+@require_POST
+@instructor_required
+def module_delete(request, slug: str):
+    """Delete a module from the course, softly: it leaves every page at once, and "Undo" on the authoring
+    list brings it back as it was (its revisions, narration and learners' records are kept). The first POST
+    shows what the delete breaks (`dependents.breakages`) and asks; only `confirm=delete` deletes."""
+    module = get_object_or_404(Module, slug=slug)
+    if request.POST.get("confirm") != "delete":
+        return render(request, "courseapp/authoring/delete_confirm.html", {
+            "module": module, "breakages": dependents.breakages(module) if not module.draft else [],
+        })
+    module.deleted_at = timezone.now()
+    module.save(update_fields=["deleted_at", "updated_at"])
+    messages.success(request, f"Deleted “{module.title}”: students no longer see it. "
+                              "Undo it under “Deleted modules” below.")
+    return redirect(reverse("courseapp:author_list") + "#deleted")
+
+
+@require_POST
+@instructor_required
+def module_undelete(request, slug: str):
+    """Undo a delete: the module is back where it was, as it was (published or draft)."""
+    module = get_object_or_404(Module.all_objects.filter(deleted_at__isnull=False), slug=slug)
+    module.deleted_at = None
+    module.save(update_fields=["deleted_at", "updated_at"])
+    messages.success(request, f"“{module.title}” is back" + (" (a draft)." if module.draft else ": students see it again."))
+    return redirect(reverse("courseapp:author_list") + f"#track-{module.track.slug}")
 
 
 @require_POST

@@ -88,6 +88,9 @@ class ModuleForm(forms.ModelForm):
         slug = self.cleaned_data["slug"]
         if not SLUG_RE.match(slug):
             raise forms.ValidationError("Use lowercase letters, digits and single hyphens, e.g. kv-cache.")
+        if not self.instance.pk and Module.all_objects.filter(slug=slug, deleted_at__isnull=False).exists():
+            raise forms.ValidationError("A deleted module has this slug: undo its delete (under “Deleted modules” "
+                                        "on the authoring page), or choose another slug.")
         return slug
 
     def clean_source(self) -> str:

@@ -166,6 +166,7 @@ def load_course(path: Path | str, *, force: bool = False, imported: bool = False
         raise CourseLoadError(errors)
 
     report = LoadReport()
+    deleted = set(Module.all_objects.filter(slug__in=seen, deleted_at__isnull=False).values_list("slug", flat=True))
     with transaction.atomic():
         for track in tracks:
             Track.objects.update_or_create(
@@ -175,6 +176,10 @@ def load_course(path: Path | str, *, force: bool = False, imported: bool = False
         track_rows = {t.slug: t for t in Track.objects.all()}
         existing = {m.slug: m for m in Module.objects.select_related("track", "pending_draft").filter(slug__in=seen)}
         for module, rendered in parsed:
+            if module.slug in deleted:  # deleted on the web: the delete stands until an author undoes it
+                report.notes.append(f"{shown_path(module.path)} was not loaded: its module was deleted on the "
+                                    "authoring page (undo the delete there to load it)")
+                continue
             row = existing.get(module.slug)
             disk_text = Path(module.path).read_text(encoding="utf-8")
             reason = f"{'Imported from' if imported else LOADED_REASON} {shown_path(module.path)}"

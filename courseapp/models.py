@@ -44,6 +44,14 @@ class ModuleQuerySet(models.QuerySet):
         return self.select_related("track").order_by("track__order", "track__slug", "order", "slug")
 
 
+class ModuleManager(models.Manager.from_queryset(ModuleQuerySet)):
+    """The modules that exist for the course: a module deleted from the authoring pages (`deleted_at`) is
+    left out everywhere (pages, search, exports, statistics) until its delete is undone."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(deleted_at__isnull=True)
+
+
 class Module(models.Model):
     # Front matter (exported verbatim by `exportcourse`).
     slug = models.SlugField(unique=True)
@@ -75,12 +83,17 @@ class Module(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = ModuleQuerySet.as_manager()
+    # Set by a delete from the authoring pages: the row, its revisions and its learners' records stay, so
+    # the delete can be undone; only the admin deletes for good.
+    deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ModuleManager()
+    all_objects = ModuleQuerySet.as_manager()  # deleted modules included: undo, the loader's slug checks
     # Every save keeps a revision of what an author wrote (front matter and source, with the author and
     # time); derived fields are left out: they are re-rendered from the source when a revision is restored.
     history = HistoricalRecords(excluded_fields=[
         "html", "outline", "cues", "demos", "calculators", "word_count", "reading_minutes", "cue_hash", "updated_at",
-        "synced_file_hash", "synced_hash",
+        "synced_file_hash", "synced_hash", "deleted_at",
     ])
 
     class Meta:

@@ -199,3 +199,48 @@ def test_unpublishing_the_glossary_says_every_lessons_term_links_go(author):
 def test_publishing_asks_nothing(author):
     response = author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
     assert response.status_code == 302 and not Module.objects.get(slug="batching").draft
+
+
+# --- Delete -----------------------------------------------------------------------------------------------------
+
+
+def test_delete_asks_then_hides_the_module_everywhere_and_undo_brings_it_back(author, client, student):
+    from courseapp.models import ModuleProgress
+
+    learner = Client()
+    learner.force_login(student)
+    assert learner.get("/modules/cache/").status_code == 200
+    assert ModuleProgress.objects.filter(module__slug="cache").exists()  # the module has student data
+
+    asked = author.post(reverse("courseapp:author_delete", args=["cache"]))
+    assert asked.status_code == 200 and "Delete “Caching”?" in text(asked)
+    assert "1 learner(s) have started it" in text(asked)
+    assert learner.get("/modules/cache/").status_code == 200  # nothing changed yet
+    assert 'href="/modules/cache/' in learner.get(reverse("courseapp:search"), {"q": "Keys"}).content.decode()
+
+    done = author.post(reverse("courseapp:author_delete", args=["cache"]), {"confirm": "delete"}, follow=True)
+    page = text(done)
+    assert done.status_code == 200 and "Deleted “Caching”" in page and "Undo delete" in page
+    assert "permission" not in page.lower()
+    assert learner.get("/modules/cache/").status_code == 404
+    assert "/modules/cache/" not in learner.get("/").content.decode()
+    assert 'href="/modules/cache/' not in learner.get(reverse("courseapp:search"), {"q": "Keys"}).content.decode()
+    assert ModuleProgress.objects.filter(module__slug="cache").exists()  # the records are kept
+
+    undone = author.post(reverse("courseapp:author_undelete", args=["cache"]), follow=True)
+    assert "“Caching” is back: students see it again." in text(undone)
+    assert learner.get("/modules/cache/").status_code == 200
+    assert 'href="/modules/cache/' in learner.get(reverse("courseapp:search"), {"q": "Keys"}).content.decode()
+
+
+def test_a_deleted_modules_slug_is_not_reused_or_reloaded(author, course):
+    from courseapp.loader import load_course
+
+    author.post(reverse("courseapp:author_delete", args=["cache"]), {"confirm": "delete"})
+    form = {"title": "New cache", "slug": "cache", "track": Module.all_objects.get(slug="cache").track_id,
+            "order": 5, "source": "Text.", "action": "save"}
+    response = author.post(reverse("courseapp:author_create"), form)
+    assert response.status_code == 200 and "A deleted module has this slug" in text(response)
+    report = load_course(course)  # content/ still holds cache.md: the delete stands
+    assert any("cache.md was not loaded: its module was deleted" in note for note in report.notes)
+    assert not Module.objects.filter(slug="cache").exists()

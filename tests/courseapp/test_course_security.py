@@ -183,6 +183,8 @@ def authoring_requests():
          {"title": "Hacked", "track": "1", "order": "1", "source": "Hacked"}),
         ("post", reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"}),
         ("post", reverse("courseapp:author_move", args=["intro"]), {"direction": "down"}),
+        ("post", reverse("courseapp:author_delete", args=["intro"]), {"confirm": "delete"}),
+        ("post", reverse("courseapp:author_undelete", args=["intro"]), {}),
         ("post", reverse("courseapp:author_discard_draft", args=["intro"]), {}),
         ("post", reverse("courseapp:author_resolve_conflict", args=["intro"]), {"action": "take_file"}),
         ("get", reverse("courseapp:author_history", args=["intro"]), {}),
