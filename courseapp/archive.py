@@ -1,7 +1,8 @@
 """The course as a zip download, and the import of such a zip (all or nothing, errors at their file and line).
 
 The archive holds the loader's format: tracks.yaml and one ``<slug>.md`` per module, either at the archive
-root (what `build_zip` writes) or all inside one top-level folder (what zipping a ``content/`` folder gives).
+root (what `build_zip` writes) or all inside one top-level folder (what zipping a ``content/`` folder gives);
+and each module's images, ``images/<slug>/<name>`` with their alt texts in ``images/<slug>/alt.yaml``.
 
 An import checks every entry of the zip before it extracts a byte, extracts into a private temporary
 directory (never into CONTENT_DIR), and hands that directory to `load_course`, which validates every file
@@ -20,8 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from .content import TRACKS_FILE
+import yaml
+from django.db import transaction
+
+from . import images, safe_yaml, yaml_errors
+from .content import TRACKS_FILE, read_utf8, yaml_scalar
 from .loader import CourseLoadError, LoadReport, export_course, load_course
+from .models import Module, ModuleImage
 from .rendering import ContentError
 
 MAX_ENTRIES = 500
@@ -30,6 +36,7 @@ COURSE_SUFFIXES = {".md", ".yaml", ".yml"}
 CHUNK = 64 * 1024
 # What macOS's "Compress" and Finder add beside the files: never course content, skipped rather than refused.
 IGNORED_DIR, IGNORED_FILE = "__MACOSX", ".DS_Store"
+IMAGES_DIR, ALT_FILE = "images", "alt.yaml"  # images/<slug>/<name>, and their alt texts
 
 
 class ArchiveError(CourseLoadError):
@@ -54,11 +61,33 @@ def build_zip() -> bytes:
         stamp = time.localtime()[:6]
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in export_course(tmp):
-                info = zipfile.ZipInfo(path.name, date_time=stamp)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = (stat.S_IFREG | 0o644) << 16  # a plain rw-r--r-- file when unzipped
-                archive.writestr(info, path.read_bytes())
+                archive.writestr(_entry(path.name, stamp), path.read_bytes())
+            for name, data in image_entries():
+                archive.writestr(_entry(name, stamp), data)
         return buffer.getvalue()
+
+
+def _entry(name: str, stamp: tuple) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=stamp)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = (stat.S_IFREG | 0o644) << 16  # a plain rw-r--r-- file when unzipped
+    return info
+
+
+def image_entries() -> list[tuple[str, bytes]]:
+    """Every module's images as ``images/<slug>/<name>``, with their alt texts in ``images/<slug>/alt.yaml``."""
+    entries = []
+    by_module: dict[str, list] = {}
+    for image in ModuleImage.objects.filter(module__deleted_at__isnull=True).select_related("module") \
+            .order_by("module__slug", "name"):
+        path = images.file_path(image)
+        if path.is_file():
+            by_module.setdefault(image.module.slug, []).append(image)
+            entries.append((f"{IMAGES_DIR}/{image.module.slug}/{image.name}", path.read_bytes()))
+    for slug, rows in by_module.items():
+        alt = "".join(f"{row.name}: {yaml_scalar(row.alt)}\n" for row in rows)
+        entries.append((f"{IMAGES_DIR}/{slug}/{ALT_FILE}", alt.encode()))
+    return sorted(entries)
 
 
 def import_zip(fileobj: BinaryIO) -> LoadReport:
@@ -68,15 +97,57 @@ def import_zip(fileobj: BinaryIO) -> LoadReport:
     and `CourseLoadError` for content errors; in both, every error names the file inside the zip (and
     the line, for content), e.g. ``intro.md, lesson line 2: ...`` (`ContentError.shown`), and nothing was written to the database.
     """
-    with tempfile.TemporaryDirectory(prefix="course-import-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="course-import-") as tmp, transaction.atomic():
         root = Path(tmp)
         course_dir = extract(fileobj, root)
         try:
             report = load_course(course_dir, imported=True)  # an instructor's upload: applied, a web edit
+            attached = attach_images(course_dir)
         except CourseLoadError as exc:
             raise CourseLoadError([_inside_zip(error, root) for error in exc.errors]) from None
         report.notes = [_strip_root(note, root) for note in report.notes]
+        if attached:
+            report.notes.append(f"{attached} image(s) stored with their modules.")
         return report
+
+
+def attach_images(course_dir: Path) -> int:
+    """Store the images under ``images/<slug>/`` with their modules; every image needs its alt text in that
+    folder's alt.yaml. Raises `CourseLoadError` listing every problem (the caller's transaction undoes all)."""
+    errors: list[ContentError] = []
+    count = 0
+    for folder in sorted(p for p in (course_dir / IMAGES_DIR).glob("*") if p.is_dir()):
+        module = Module.objects.filter(slug=folder.name).first()
+        alt_path = folder / ALT_FILE
+        if module is None:
+            errors.append(ContentError(f"images for '{folder.name}', which is not a module", None, str(folder)))
+            continue
+        try:
+            alts = safe_yaml.load(read_utf8(alt_path)) if alt_path.is_file() else {}
+        except ContentError as exc:
+            errors.append(exc)
+            continue
+        except yaml.YAMLError as exc:
+            problem, line = yaml_errors.describe(exc)
+            errors.append(ContentError(f"not valid YAML: {problem}", line + 1, str(alt_path)))
+            continue
+        if not isinstance(alts, dict):
+            errors.append(ContentError("write one 'image-name.png: alt text' line per image", 1, str(alt_path)))
+            continue
+        for path in sorted(p for p in folder.iterdir() if p.name != ALT_FILE):
+            alt = alts.get(path.name)
+            if not isinstance(alt, str) or not alt.strip():
+                errors.append(ContentError(f"{path.name} has no alt text: add '{path.name}: what it shows' to "
+                                           f"{ALT_FILE}", None, str(path)))
+                continue
+            try:
+                images.store(module, path.name, path.read_bytes(), alt)
+                count += 1
+            except ValueError as exc:
+                errors.append(ContentError(str(exc), None, str(path)))
+    if errors:
+        raise CourseLoadError(errors)
+    return count
 
 
 def extract(fileobj: BinaryIO, root: Path) -> Path:
@@ -120,8 +191,14 @@ def plan(infos: list[zipfile.ZipInfo]) -> tuple[list[Member], str | None]:
             continue
         problem = _entry_problem(info, seen)
         seen.add(info.filename)
+        image, top = _image_entry(parts)
         if problem:
             errors.append(ContentError(problem, None, _printable(info.filename)))
+        elif image:
+            if top:
+                folders.add(top)
+            if not info.is_dir():
+                members.append(Member(info, PurePosixPath(*parts)))
         elif info.is_dir():
             folders.add(parts[0])
         else:
@@ -157,11 +234,35 @@ def _entry_problem(info: zipfile.ZipInfo, seen: set[str]) -> str | None:
         return "the entry is encrypted: zip the files without a password"
     if name in seen:
         return "the zip holds this path twice"
+    image, top = _image_entry(tuple(parts))
+    if image:
+        return _image_problem(parts[1 if top else 0:], info.is_dir())
     if info.is_dir():
         return None if len(parts) == 1 else "nested folders: files go at the archive root or in one top-level folder"
     if len(parts) > 2:
         return "nested folders: files go at the archive root or in one top-level folder"
     return _name_problem(PurePosixPath(name))
+
+
+def _image_entry(parts: tuple[str, ...]) -> tuple[bool, str | None]:
+    """Whether an entry is in the course's images folder (``images/…`` or ``TOP/images/…``), and TOP."""
+    if len(parts) >= 2 and parts[0] == IMAGES_DIR:
+        return True, None
+    if len(parts) >= 3 and parts[1] == IMAGES_DIR:
+        return True, parts[0]
+    return False, None
+
+
+def _image_problem(parts: list[str], is_dir: bool) -> str | None:
+    """``images/<slug>/<image or alt.yaml>`` (and those folders) only."""
+    if is_dir:
+        return None if len(parts) <= 2 else "nested folders: images go in images/<module slug>/"
+    if len(parts) != 3:
+        return "images go in images/<module slug>/NAME.png, with their alt texts in images/<module slug>/alt.yaml"
+    if parts[2] != ALT_FILE and not images.NAME_RE.match(parts[2]):
+        return ("not an image name: lowercase letters, digits, '-' and '_', then .png, .jpg, .gif or .webp "
+                f"(or {ALT_FILE})")
+    return None
 
 
 def _name_problem(path: PurePosixPath) -> str | None:
@@ -192,7 +293,7 @@ def _extract_member(archive: zipfile.ZipFile, member: Member, root: Path, unpack
     target = root.joinpath(*member.path.parts)
     if not target.resolve().is_relative_to(root.resolve()):  # plan() makes this impossible; never trust one check
         raise ArchiveError([ContentError("the path leaves the archive", None, str(member.path))])
-    target.parent.mkdir(exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
         with archive.open(member.info) as source, open(target, "xb") as sink:
             while chunk := source.read(CHUNK):

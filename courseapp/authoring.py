@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from serverprofile import figures as server_figures
 
-from . import archive, content_sync, dependents, import_review
+from . import archive, content_sync, dependents, images, import_review
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
 from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
@@ -122,6 +122,7 @@ def _edit_context(form, module: Module | None, preview: str = "") -> dict:
         "preview": preview,
         "narration": _narration_state(module) if module else None,
         "upload_form": NarrationUploadForm(live_narration=getattr(module, "narration", None)) if module else None,
+        "images": list(module.images.all()) if module else [],
     }
 
 
@@ -148,6 +149,13 @@ def _live_change(module: Module | None, front_matter: dict, source: str) -> dict
         return None
     added, removed = diff_stats(rows)
     return {"rows": rows, "added": added, "removed": removed, "digest": content_digest(new)}
+
+
+def _image_warnings(request, module: Module, html: str) -> None:
+    """Saved, but an image is external, missing or without alt text: say so (`images.warnings`)."""
+    names = set(module.images.values_list("name", flat=True)) if module.pk else set()
+    for warning in images.warnings(html, names):
+        messages.warning(request, warning)
 
 
 def _pending(module: Module | None) -> ModuleDraft | None:
@@ -190,6 +198,7 @@ def module_edit(request, slug: str | None = None):
             if live_change and request.POST.get("confirm_live") != live_change["digest"]:
                 pending, _ = ModuleDraft.objects.update_or_create(module=module, defaults={
                     "front_matter": front_matter, "source": source, "author": request.user})
+                _image_warnings(request, module, form.rendered.html)
                 return _edit_page(request, form, module, _preview_html(form.rendered), pending, live_change)
             row = module or Module()
             with transaction.atomic():
@@ -197,6 +206,7 @@ def module_edit(request, slug: str | None = None):
                             reason="Edited in the authoring page")
                 ModuleDraft.objects.filter(module=row).delete()  # published, or the edit took its place
             messages.success(request, f"Saved “{row.title}”" + (" (draft)." if row.draft else "."))
+            _image_warnings(request, row, form.rendered.html)
             return redirect("courseapp:author_edit", slug=row.slug)
         messages.error(request, "Not saved: please fix the errors below.")
         return _edit_page(request, form, module, "", pending)

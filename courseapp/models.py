@@ -217,6 +217,26 @@ class ModuleDraft(models.Model):
         return f"Unpublished changes to {self.module}"
 
 
+class ModuleImage(models.Model):
+    """An image uploaded to a module, which its lesson shows as ``![alt](images/<name>)``; the bytes are
+    stored once per content (`courseapp.images.file_path`)."""
+
+    module = models.ForeignKey(Module, on_delete=models.CASCADE, related_name="images")
+    name = models.CharField(max_length=100)
+    alt = models.CharField(max_length=500, help_text="What the image shows, for students who cannot see it.")
+    digest = models.CharField(max_length=64)  # sha256 of the bytes
+    extension = models.CharField(max_length=8)
+    size = models.PositiveIntegerField()
+    uploaded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["module", "name"], name="module_image_name")]
+
+    def __str__(self) -> str:
+        return f"{self.module.slug}/{self.name}"
+
+
 class LearnerQuerySet(models.QuerySet):
     def for_learner(self, learner):
         """Rows belonging to a `progress.Learner` (a user, or an anonymous visitor id)."""

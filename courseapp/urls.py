@@ -2,7 +2,7 @@ from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path
 
-from . import authoring, class_views, media, revisions, search, views
+from . import authoring, class_views, image_views, media, revisions, search, views
 
 app_name = "courseapp"
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("modules/<slug:slug>/complete/", views.module_complete, name="complete"),
     path("modules/<slug:slug>/place/", views.save_place, name="place"),
     path("modules/<slug:slug>/narration/", views.narration_state, name="narration_state"),
+    path("modules/<slug:slug>/images/<str:name>", image_views.image_file, name="module_image"),
     path("search/", search.search_view, name="search"),
     path("preferences/", views.preferences, name="preferences"),
     path("accounts/signup/", views.signup, name="signup"),
@@ -42,6 +43,8 @@ urlpatterns = [
     path("author/<slug:slug>/undelete/", authoring.module_undelete, name="author_undelete"),
     path("author/<slug:slug>/draft/discard/", authoring.discard_draft, name="author_discard_draft"),
     path("author/<slug:slug>/conflict/", authoring.resolve_conflict, name="author_resolve_conflict"),
+    path("author/<slug:slug>/images/", image_views.image_upload, name="author_image_upload"),
+    path("author/<slug:slug>/images/<str:name>", image_views.author_image_file, name="author_image"),
     path("author/<slug:slug>/history/", revisions.module_history, name="author_history"),
     path("author/<slug:slug>/history/diff/", revisions.module_diff, name="author_diff"),
     path("author/<slug:slug>/history/<int:revision_id>/restore/", revisions.module_restore, name="author_restore"),

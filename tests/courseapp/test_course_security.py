@@ -187,6 +187,8 @@ def authoring_requests():
         ("post", reverse("courseapp:author_undelete", args=["intro"]), {}),
         ("post", reverse("courseapp:author_discard_draft", args=["intro"]), {}),
         ("post", reverse("courseapp:author_resolve_conflict", args=["intro"]), {"action": "take_file"}),
+        ("post", reverse("courseapp:author_image_upload", args=["intro"]), {"alt": "x"}),
+        ("get", reverse("courseapp:author_image", args=["intro", "x.png"]), {}),
         ("get", reverse("courseapp:author_history", args=["intro"]), {}),
         ("get", reverse("courseapp:author_diff", args=["intro"]), {"from": "1", "to": "current"}),
         ("post", reverse("courseapp:author_restore", args=["intro", 1]), {}),
