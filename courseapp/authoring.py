@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from serverprofile import figures as server_figures
 
-from . import archive, content_sync, dependents, images, import_review
+from . import archive, captions, content_sync, dependents, images, import_review, narration_queue
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
 from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
@@ -51,9 +51,14 @@ def instructor_required(view):
 def _narration_state(module: Module) -> dict:
     narration = getattr(module, "narration", None)
     if narration is None:
-        return {"status": "none", "label": "Not generated", "progress": 0.0, "busy": False, "error": "",
-                "stale": False, "duration": 0.0}
+        return {"status": "none", "label": "Not generated", "progress": 0.0, "position": None, "busy": False,
+                "error": "", "stale": False, "duration": 0.0}
     label = narration.get_status_display()
+    place = narration_queue.position(narration)
+    if place is not None:
+        ahead = place - 1
+        label = ("Queued: next to run" if not ahead else f"Queued: {ahead} job(s) ahead of it") \
+            + (f" ({narration_queue.running()} running now)" if narration_queue.running() else "")
     if narration.is_stalled:
         label = "Stalled: no progress for 10 minutes (is a worker running the cpu queue?); generate again"
     return {
@@ -61,6 +66,7 @@ def _narration_state(module: Module) -> dict:
         "label": label,
         "origin": narration.get_origin_display(),
         "progress": narration.progress,
+        "position": place,
         "busy": narration.is_busy,
         "error": narration.error,
         "stale": narration.is_ready and narration.is_stale,
@@ -123,6 +129,7 @@ def _edit_context(form, module: Module | None, preview: str = "") -> dict:
         "narration": _narration_state(module) if module else None,
         "upload_form": NarrationUploadForm(live_narration=getattr(module, "narration", None)) if module else None,
         "images": list(module.images.all()) if module else [],
+        "captions": captions.cues_of(module.narration) if module and getattr(module, "narration", None) else [],
     }
 
 
@@ -373,6 +380,25 @@ def narration_upload(request, slug: str):
     context = _edit_context(ModuleForm(instance=module), module)
     context["upload_form"] = upload
     return render(request, "courseapp/authoring/edit.html", context, status=400)
+
+
+@require_POST
+@instructor_required
+def narration_caption(request, slug: str):
+    """Change one caption's text in place (`captions.edit_caption`): no new audio, no upload."""
+    module = get_object_or_404(Module.objects.select_related("track", "narration"), slug=slug)
+    record = getattr(module, "narration", None)
+    cue_id = request.POST.get("cue", "")
+    try:
+        if record is None or not record.is_ready:
+            raise ValueError("This module has no narration to caption yet.")
+        cue = captions.edit_caption(record, cue_id, request.POST.get("text", ""))
+    except ValueError as exc:
+        messages.error(request, f"Caption not changed: {exc}")
+        context = _edit_context(ModuleForm(instance=module), module)
+        return render(request, "courseapp/authoring/edit.html", context, status=400)
+    messages.success(request, f"Caption {cue.id} changed: students see the new text with the same audio.")
+    return redirect(reverse("courseapp:author_edit", args=[slug]) + f"#caption-{cue.id}")
 
 
 @require_POST

@@ -332,6 +332,11 @@ class Narration(models.Model):
     voice = models.CharField(max_length=100, blank=True)
     error = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
+    # The queue, kept here (`courseapp.narration_queue`): a worker runs the pending narration that comes first
+    # by (priority, queued_at), so an instructor's job for one module goes ahead of a bulk regeneration.
+    priority = models.PositiveSmallIntegerField(default=0, help_text="0: an instructor's job; 1: bulk.")
+    queued_at = models.DateTimeField(null=True, blank=True)
+    force = models.BooleanField(default=False, help_text="Synthesize again even when cached audio exists.")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

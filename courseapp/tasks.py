@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from inferencelab.celery import app
 
-from . import narration, narration_audio
+from . import narration, narration_audio, narration_queue
 from .models import Module, Narration
 from .narration_files import stored_name
 
@@ -61,13 +61,19 @@ def run_narration(module_id: int, *, force: bool = False) -> Narration:
 
 @app.task(name="courseapp.generate_narration", ignore_result=True)
 def generate_narration(module_id: int, force: bool = False) -> None:
-    run_narration(module_id, force=force)
+    """A ticket: runs the pending narration that comes first (`narration_queue`), which is `module_id`'s
+    unless an instructor's job or an older one is waiting; nothing when no job is pending any more."""
+    record = narration_queue.claim_next()
+    if record is not None:
+        run_narration(record.module_id, force=record.force)
 
 
-def enqueue_narration(module: Module, *, force: bool = False) -> Narration:
-    """Queue synthesis on the `cpu` workers; a broker outage is recorded on the narration, not raised."""
+def enqueue_narration(module: Module, *, force: bool = False, priority: int = narration_queue.INSTRUCTOR) -> Narration:
+    """Queue synthesis on the `cpu` workers, at `priority` (an instructor's job goes ahead of `BULK` ones);
+    a broker outage is recorded on the narration, not raised."""
     record, _ = Narration.objects.get_or_create(module=module)
     record.status, record.progress, record.error = Narration.Status.PENDING, 0.0, ""
+    record.priority, record.force, record.queued_at = priority, force, timezone.now()
     record.save()
     try:
         result = generate_narration.apply_async(args=[module.pk], kwargs={"force": force}, queue="cpu", retry=False)

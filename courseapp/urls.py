@@ -51,6 +51,7 @@ urlpatterns = [
     path("author/<slug:slug>/narration/", authoring.narration_status, name="author_narration_status"),
     path("author/<slug:slug>/narration/generate/", authoring.narration_generate, name="author_narrate"),
     path("author/<slug:slug>/narration/upload/", authoring.narration_upload, name="author_upload"),
+    path("author/<slug:slug>/narration/caption/", authoring.narration_caption, name="author_caption"),
     path("author/<slug:slug>/class/", class_views.class_dashboard, name="author_class"),
     path("author/<slug:slug>/class.csv", class_views.class_dashboard_csv, name="author_class_csv"),
 ]

@@ -160,7 +160,8 @@ function narrationProgress() {
   const show = (state) => {
     bar.value = state.progress;
     bar.textContent = `${Math.round(state.progress * 100)}%`;
-    label.textContent = state.busy ? `${state.label} (${Math.round(state.progress * 100)}%)` : state.label;
+    // A queued job shows its place in the queue (the label says it); a running one its progress.
+    label.textContent = state.status === "running" ? `${state.label} (${Math.round(state.progress * 100)}%)` : state.label;
     error.hidden = !state.error;
     error.textContent = state.error || "";
   };

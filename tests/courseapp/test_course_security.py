@@ -195,6 +195,7 @@ def authoring_requests():
         ("get", reverse("courseapp:author_narration_status", args=["intro"]), {}),
         ("post", reverse("courseapp:author_narrate", args=["intro"]), {}),
         ("post", reverse("courseapp:author_upload", args=["intro"]), {}),
+        ("post", reverse("courseapp:author_caption", args=["intro"]), {"cue": "c1", "text": "x"}),
     ]
 
 

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from courseapp.models import Module
+from courseapp import narration_queue
 from courseapp.tasks import convert_narration, convert_to_mp3, enqueue_narration, is_wav, run_narration
 
 
@@ -47,7 +48,7 @@ class Command(BaseCommand):
                 current = existing is not None and existing.is_ready and not existing.is_stale
                 if (current or (existing is not None and existing.is_busy)) and not force:
                     continue
-                record = enqueue_narration(module, force=force)
+                record = enqueue_narration(module, force=force, priority=narration_queue.BULK)
                 self.stdout.write(f"{module.slug}: narration {record.get_status_display().lower()}")
                 continue
             try:
