@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from serverprofile import figures as server_figures
 
-from . import archive, captions, content_sync, dependents, images, import_review, narration_queue
+from . import archive, captions, content_sync, dependents, format_reference, images, import_review, narration_queue
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .forms import ModuleForm, NarrationUploadForm
 from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
@@ -240,6 +240,14 @@ def discard_draft(request, slug: str):
     if deleted:
         messages.success(request, f"Discarded the unpublished changes to “{module.title}”.")
     return redirect("courseapp:author_edit", slug=slug)
+
+
+@require_GET
+@instructor_required
+def reference(request):
+    """The format reference: directives, and every demo and calculator with its props (generated)."""
+    return render(request, "courseapp/authoring/reference.html", {
+        "demos": format_reference.demos(), "calculators": format_reference.calculators()})
 
 
 @require_POST

@@ -30,6 +30,7 @@ urlpatterns = [
     path("author/", authoring.module_list, name="author_list"),
     path("author/new/", authoring.module_edit, name="author_create"),
     path("author/preview/", authoring.preview, name="author_preview"),
+    path("author/reference/", authoring.reference, name="author_reference"),
     path("author/export/", authoring.export, name="author_export"),
     path("author/export.zip", authoring.export_zip, name="author_export_zip"),
     path("author/import/", authoring.import_zip, name="author_import"),

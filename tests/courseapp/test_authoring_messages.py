@@ -137,3 +137,26 @@ def test_a_front_matter_change_is_numbered_as_front_matter_in_the_diff(author):
 def zip_files() -> dict[str, bytes]:
     with zipfile.ZipFile(io.BytesIO(build_zip())) as zf:
         return {info.filename: zf.read(info) for info in zf.infolist()}
+
+
+def test_the_format_reference_lists_every_demo_and_calculator_with_its_props(author):
+    from demos.catalog import DEMOS
+
+    from courseapp.rendering import calculator_names
+
+    page = html.unescape(author.get(reverse("courseapp:author_reference")).content.decode())
+    for name, spec in DEMOS.items():
+        assert f"<code>:::{{demo}} {name}</code> · {spec.title}" in page
+        for prop in spec.params:
+            assert f'id="demo-{name}"' in page and f"<code>{prop}</code>" in page
+    assert calculator_names()  # the course has calculators, and each is listed with the props it reads
+    for name in calculator_names():
+        assert f"<code>:::{{calculator}} {name}</code>" in page
+    kv_size = page[page.index('id="calculator-kv-size"'):]
+    assert all(f"<code>{prop}</code>" in kv_size for prop in ("model", "tokens", "batch", "precision"))
+    # A demo's limits are the validator's: the prompt's token cap is shown as the spec resolves it.
+    prompt = DEMOS["kv-cache"].params["prompt"].describe()
+    assert f"at most {prompt['max_tokens']} tokens" in page
+    # The editor's format help links to it.
+    edit = author.get(reverse("courseapp:author_edit", args=["intro"])).content.decode()
+    assert reverse("courseapp:author_reference") in edit

@@ -170,6 +170,7 @@ def authoring_requests():
         ("post", reverse("courseapp:author_create"),
          {"title": "X", "slug": "x", "track": "1", "order": "1", "source": "Hi"}),
         ("post", reverse("courseapp:author_preview"), {"source": "## Hi"}),
+        ("get", reverse("courseapp:author_reference"), {}),
         ("post", reverse("courseapp:author_export"), {}),
         ("get", reverse("courseapp:author_export_zip"), {}),
         ("post", reverse("courseapp:author_import"), {}),
