@@ -95,7 +95,8 @@ def import_zip(fileobj: BinaryIO) -> LoadReport:
 
     Raises `ArchiveError` for a zip the import refuses (not a zip, unsafe or unexpected entries, too big)
     and `CourseLoadError` for content errors; in both, every error names the file inside the zip (and
-    the line, for content), e.g. ``intro.md, lesson line 2: ...`` (`ContentError.shown`), and nothing was written to the database.
+    the line, for content), e.g. ``intro.md, lesson line 2: ...`` (`ContentError.shown`), and nothing was
+    written to the database.
     """
     with tempfile.TemporaryDirectory(prefix="course-import-") as tmp, transaction.atomic():
         root = Path(tmp)

@@ -308,7 +308,8 @@ def module_undelete(request, slug: str):
     module = get_object_or_404(Module.all_objects.filter(deleted_at__isnull=False), slug=slug)
     module.deleted_at = None
     module.save(update_fields=["deleted_at", "updated_at"])
-    messages.success(request, f"“{module.title}” is back" + (" (a draft)." if module.draft else ": students see it again."))
+    messages.success(request, f"“{module.title}” is back"
+                     + (" (a draft)." if module.draft else ": students see it again."))
     return redirect(reverse("courseapp:author_list") + f"#track-{module.track.slug}")
 
 

@@ -2,8 +2,9 @@
 
 A lesson writes ``![alt text](images/diagram.png)``: a relative URL, so the same text works on the student
 page (``/modules/<slug>/images/diagram.png``) and in the editor's preview (``/author/<slug>/images/…``); a
-course zip keeps them under ``images/<slug>/`` with their alt texts in ``images/<slug>/alt.yaml``. Files are stored once per content (``MEDIA_ROOT/module-images/<sha256>.<ext>``),
-so a rolled-back import leaves at most an unreferenced copy, never a changed image.
+course zip keeps them under ``images/<slug>/`` with their alt texts in ``images/<slug>/alt.yaml``. Files are
+stored once per content (``MEDIA_ROOT/module-images/<sha256>.<ext>``), so a rolled-back import leaves at most
+an unreferenced copy, never a changed image.
 
 Only raster formats recognised from their bytes are accepted (PNG, JPEG, GIF, WebP): never SVG, which can
 carry script, and never a type guessed from the uploaded name.

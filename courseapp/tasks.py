@@ -68,7 +68,8 @@ def generate_narration(module_id: int, force: bool = False) -> None:
         run_narration(record.module_id, force=record.force)
 
 
-def enqueue_narration(module: Module, *, force: bool = False, priority: int = narration_queue.INSTRUCTOR) -> Narration:
+def enqueue_narration(module: Module, *, force: bool = False,
+                      priority: int = narration_queue.INSTRUCTOR) -> Narration:
     """Queue synthesis on the `cpu` workers, at `priority` (an instructor's job goes ahead of `BULK` ones);
     a broker outage is recorded on the narration, not raised."""
     record, _ = Narration.objects.get_or_create(module=module)

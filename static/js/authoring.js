@@ -161,7 +161,8 @@ function narrationProgress() {
     bar.value = state.progress;
     bar.textContent = `${Math.round(state.progress * 100)}%`;
     // A queued job shows its place in the queue (the label says it); a running one its progress.
-    label.textContent = state.status === "running" ? `${state.label} (${Math.round(state.progress * 100)}%)` : state.label;
+    label.textContent = state.status === "running"
+      ? `${state.label} (${Math.round(state.progress * 100)}%)` : state.label;
     error.hidden = !state.error;
     error.textContent = state.error || "";
   };
