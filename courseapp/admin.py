@@ -60,13 +60,22 @@ class ModuleAdminForm(forms.ModelForm):
 @admin.register(Module)
 class ModuleAdmin(SimpleHistoryAdmin):
     form = ModuleAdminForm
-    list_display = ("title", "slug", "track", "order", "draft", "reading_minutes", "updated_at")
+    list_display = ("title", "slug", "track", "order", "draft", "deleted_at", "reading_minutes", "updated_at")
     list_filter = ("track", "draft")
     list_editable = ("order", "draft")
     search_fields = ("title", "slug", "summary", "source")
     readonly_fields = ("reading_minutes", "word_count", "cue_hash", "created_at", "updated_at")
     inlines = [QuestionInline]
     actions = ["publish", "unpublish"]
+
+    def get_queryset(self, request):
+        """Deleted modules too (a delete from the authoring pages is soft): the admin is where they go for good."""
+        return Module.all_objects.select_related("track")
+
+    def has_delete_permission(self, request, obj=None):
+        """Deleting for good, with the learners' records, is for superusers; instructors delete softly, with
+        undo, from the authoring pages (and never meet a list of objects they may not delete)."""
+        return request.user.is_superuser
 
     def save_model(self, request, obj, form, change):
         """Re-render derived fields (HTML, cues, quiz rows) from the edited source."""

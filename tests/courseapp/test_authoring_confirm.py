@@ -244,3 +244,17 @@ def test_a_deleted_modules_slug_is_not_reused_or_reloaded(author, course):
     report = load_course(course)  # content/ still holds cache.md: the delete stands
     assert any("cache.md was not loaded: its module was deleted" in note for note in report.notes)
     assert not Module.objects.filter(slug="cache").exists()
+
+
+def test_instructors_are_not_offered_the_admins_hard_delete(author, instructor, admin_client):
+    instructor.is_staff = True  # as `createinstructor` makes them
+    instructor.save()
+    module = Module.objects.get(slug="cache")
+    change = author.get(reverse("admin:courseapp_module_change", args=[module.pk]))
+    page = change.content.decode()
+    assert change.status_code == 200 and "Caching" in page
+    assert reverse("admin:courseapp_module_delete", args=[module.pk]) not in page
+    assert author.get(reverse("admin:courseapp_module_delete", args=[module.pk])).status_code == 403
+    # A softly deleted module is still in the admin, where a superuser can delete it for good.
+    author.post(reverse("courseapp:author_delete", args=["cache"]), {"confirm": "delete"})
+    assert admin_client.get(reverse("admin:courseapp_module_change", args=[module.pk])).status_code == 200
