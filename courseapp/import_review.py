@@ -1,8 +1,9 @@
 """A course zip import in two steps: the upload is kept aside and its effect shown as diffs; only a
 confirmation applies it.
 
-`stage` keeps the uploaded zip under MEDIA_ROOT/pending-imports/ with an unguessable token (MEDIA_ROOT is not
-served: narration files go through their own view); `preview` runs the real import inside a transaction it
+`stage` keeps the uploaded zip, drafts and all, with an unguessable token in a private directory (never under
+MEDIA_ROOT, which a web server may serve as it is): `COURSE_IMPORT_PENDING_DIR`, by default var/pending-imports/;
+`preview` runs the real import inside a transaction it
 rolls back, so what it shows is exactly what a confirmed import does, validated by the same code; its
 `digest` names that effect, and `apply` imports only when the course still gives the same one (a module
 edited in between is shown again rather than overwritten unseen). `discard` (cancel) deletes the upload.
@@ -24,7 +25,6 @@ from .diffs import DiffRow, content_digest, diff_rows, diff_stats
 from .loader import LoadReport, module_text
 from .models import Module, Track
 
-PENDING_DIR = "pending-imports"
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{20,64}$")
 KEEP_SECONDS = 24 * 3600  # an import nobody confirmed or cancelled is deleted a day later
 
@@ -49,7 +49,7 @@ class Preview:
 
 
 def _directory() -> Path:
-    return Path(settings.MEDIA_ROOT) / PENDING_DIR
+    return Path(getattr(settings, "COURSE_IMPORT_PENDING_DIR", settings.BASE_DIR / "var" / "pending-imports"))
 
 
 def path_of(token: str) -> Path | None:

@@ -48,6 +48,13 @@ def media_root(settings, tmp_path):
     return settings.MEDIA_ROOT
 
 
+@pytest.fixture(autouse=True)
+def pending_dir(settings, tmp_path):
+    """Where a zip import waits for its confirmation (var/pending-imports/ outside the tests)."""
+    settings.COURSE_IMPORT_PENDING_DIR = tmp_path / "pending-imports"
+    return settings.COURSE_IMPORT_PENDING_DIR
+
+
 @pytest.fixture
 def student(db):
     return User.objects.create_user("student", password="student-pass-123")

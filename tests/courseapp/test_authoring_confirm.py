@@ -103,7 +103,7 @@ def edited_intro() -> bytes:
         return zf.read("intro.md").replace(b"Training happens once.", b"Training happens once, imported.")
 
 
-def test_a_zip_import_shows_each_files_diff_and_changes_nothing_until_confirmed(author, media_root):
+def test_a_zip_import_shows_each_files_diff_and_changes_nothing_until_confirmed(author, pending_dir, media_root):
     before = Module.objects.get(slug="intro").source
     response = upload(author, zip_with({"intro.md": edited_intro(), "spec.md": NEW_MODULE}))
     assert response.status_code == 302 and response["Location"] == reverse("courseapp:author_import_review")
@@ -118,17 +118,18 @@ def test_a_zip_import_shows_each_files_diff_and_changes_nothing_until_confirmed(
     done = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest_in(review)})
     assert done.status_code == 302 and done["Location"] == reverse("courseapp:author_list")
     assert "imported." in Module.objects.get(slug="intro").source and Module.objects.filter(slug="spec").exists()
-    assert not list((media_root / "pending-imports").glob("*.zip"))  # the kept upload is gone
+    assert not list(pending_dir.glob("*.zip"))  # the kept upload is gone
+    assert not (media_root / "pending-imports").exists()  # never where a web server serves files
 
 
-def test_cancelling_an_import_loses_nothing(author, media_root):
+def test_cancelling_an_import_loses_nothing(author, pending_dir):
     state = list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft"))
     upload(author, zip_with({"intro.md": edited_intro()}))
     digest = digest_in(author.get(reverse("courseapp:author_import_review")))
     cancelled = author.post(reverse("courseapp:author_import_cancel"), follow=True)
     assert "cancelled: nothing was changed" in text(cancelled)
     assert list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft")) == state
-    assert not list((media_root / "pending-imports").glob("*.zip"))
+    assert not list(pending_dir.glob("*.zip"))
     # The cancelled import cannot be confirmed afterwards.
     late = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest}, follow=True)
     assert "Nothing was imported" in text(late)
