@@ -252,7 +252,7 @@ def demos_table(stats: ClassStats) -> Table:
         codes = ", ".join(f"{code} ({count})" for code, count in demo.error_codes.items()) or DASH
         rows.append(Row(demo.demo, _numbers(demo.total, demo.done, demo.cancelled, demo.error, demo.in_progress)
                         + [Cell(codes, numeric=False)]))
-    return Table("Runs of the demos this lesson embeds, started in the range (all pages, all learners)",
+    return Table(f"Runs of the demos this lesson embeds, started in the range (all pages, {stats.population})",
                  _columns("Demo", "Runs", "Done", "Cancelled", "Failed", "In progress", "Error codes (runs)",
                           text=("Error codes (runs)",)), rows,
                  empty="This lesson embeds no demo.")
@@ -281,12 +281,14 @@ def chart_data(stats: ClassStats) -> dict:
 
 # --- Views ------------------------------------------------------------------------------------------------
 
-def _csv_url(module: Module, date_range: DateRange) -> str:
+def csv_url(path: str, date_range: DateRange) -> str:
+    """The CSV at `path` for the same range as the page."""
     query = urlencode({"start": date_range.start.isoformat(), "end": date_range.end.isoformat()})
-    return f"{reverse('courseapp:author_class_csv', args=[module.slug])}?{query}"
+    return f"{path}?{query}"
 
 
-def _dashboard_context(stats: ClassStats) -> dict:
+def dashboard_context(stats: ClassStats, csv_path: str) -> dict:
+    """What class_dashboard.html shows for `stats` (also used by a cohort's figures, classes/views.py)."""
     return {
         "stats": stats,
         "tables": {"learners": learners_table(stats), "quiz": quiz_table(stats),
@@ -294,7 +296,7 @@ def _dashboard_context(stats: ClassStats) -> dict:
         "question_sections": [question_section(question) for question in stats.questions],
         "chart_data": chart_data(stats),
         "has_demo_chart": bool(stats.demos),
-        "csv_url": _csv_url(stats.module, stats.date_range),
+        "csv_url": csv_url(csv_path, stats.date_range),
     }
 
 
@@ -307,7 +309,8 @@ def class_dashboard(request, slug: str):
     if not form.is_valid():
         context["form_errors"] = form.error_messages()
         return render(request, "courseapp/authoring/class_dashboard.html", context, status=400)
-    context.update(_dashboard_context(class_stats(module, form.date_range)))
+    stats = class_stats(module, form.date_range)
+    context.update(dashboard_context(stats, reverse("courseapp:author_class_csv", args=[module.slug])))
     return render(request, "courseapp/authoring/class_dashboard.html", context)
 
 
@@ -318,9 +321,13 @@ def class_dashboard_csv(request, slug: str):
     form = DateRangeForm.from_query(request.GET)
     if not form.is_valid():
         return HttpResponseBadRequest(" ".join(form.error_messages()), content_type="text/plain; charset=utf-8")
-    stats = class_stats(module, form.date_range)
+    return metrics_csv_response(class_stats(module, form.date_range), f"class-{module.slug}")
+
+
+def metrics_csv_response(stats: ClassStats, name: str) -> HttpResponse:
+    """Every number of the page as CSV, downloaded as `<name>-<start>-<end>.csv`."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    filename = f"class-{module.slug}-{stats.date_range.start.isoformat()}-{stats.date_range.end.isoformat()}.csv"
+    filename = f"{name}-{stats.date_range.start.isoformat()}-{stats.date_range.end.isoformat()}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     writer = csv.writer(response)
     writer.writerow(CSV_COLUMNS)

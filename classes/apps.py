@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ClassesConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "classes"
+    verbose_name = "Classes (cohorts, due dates, gradebook)"
