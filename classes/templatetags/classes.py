@@ -1,11 +1,13 @@
 """What a student sees of their classes on course pages: a module's due date and state, their announcements.
 
-Computed once per request (cached on the request), so a course map of many modules costs two queries."""
+Due statuses are computed once per request (kept on the request), so a course map of many modules costs two
+queries, and none for a user in no cohort (classes/membership.py)."""
 from __future__ import annotations
 
 from django import template
 
 from classes.deadlines import DueStatus, student_statuses
+from classes.membership import cohort_ids
 from classes.models import Announcement
 
 register = template.Library()
@@ -38,8 +40,8 @@ def due_notice(context, module):
 def class_announcements(context):
     """The latest announcements of the user's cohorts (none for anonymous visitors)."""
     request = context.get("request")
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
+    cohorts = cohort_ids(request.user) if request is not None else ()
+    if not cohorts:
         return {"announcements": []}
-    return {"announcements": list(Announcement.objects.filter(cohort__enrollments__user=user)
+    return {"announcements": list(Announcement.objects.filter(cohort_id__in=cohorts)
                                   .select_related("cohort")[:ANNOUNCEMENTS_SHOWN])}
