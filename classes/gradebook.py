@@ -10,7 +10,6 @@ from datetime import datetime
 
 from django.db.models import Count
 
-from courseapp.class_stats import chosen_keys
 from courseapp.models import Module, ModuleProgress, QuizAttempt
 from courseapp.quiz import pass_mark
 from demos.models import Run
@@ -18,6 +17,7 @@ from demos.models import Run
 from . import deadlines
 from .models import Cohort
 from .roster import class_students
+from .stats import chosen_keys
 
 NOT_STARTED, IN_PROGRESS = "not-started", "in-progress"
 STATE_LABELS = {NOT_STARTED: "Not started", IN_PROGRESS: "In progress", **deadlines.LABELS,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import dashboard, views
 
 app_name = "classes"
 
@@ -24,6 +24,10 @@ urlpatterns = [
          name="announcement_delete"),
     path("<int:cohort_id>/gradebook/", views.gradebook, name="gradebook"),
     path("<int:cohort_id>/gradebook.csv", views.gradebook_csv, name="gradebook_csv"),
-    path("<int:cohort_id>/modules/<slug:slug>/figures/", views.module_figures, name="module_figures"),
-    path("<int:cohort_id>/modules/<slug:slug>/figures.csv", views.module_figures_csv, name="module_figures_csv"),
+    path("<int:cohort_id>/modules/<slug:slug>/figures/", dashboard.cohort_module_dashboard, name="module_figures"),
+    path("<int:cohort_id>/modules/<slug:slug>/figures.csv", dashboard.cohort_module_dashboard_csv,
+         name="module_figures_csv"),
+    # A module's dashboard over everyone who used it (instructors; linked from the authoring list).
+    path("modules/<slug:slug>/", dashboard.module_dashboard, name="module_dashboard"),
+    path("modules/<slug:slug>/class.csv", dashboard.module_dashboard_csv, name="module_dashboard_csv"),
 ]

@@ -13,19 +13,18 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from courseapp.class_views import DateRangeForm, dashboard_context, metrics_csv_response, spreadsheet_safe
-from courseapp.class_stats import class_stats
 from courseapp.models import Module
 
 from . import gradebook as grades
 from . import roster
 from .access import is_teacher, taught_cohort, teacher_required
+from .dashboard import spreadsheet_safe
 from .deadlines import student_statuses
 from .forms import (AddStudentForm, AnnouncementForm, CohortForm, DueDateForm, InstructorForm, JoinForm,
                     RosterImportForm)
@@ -237,7 +236,7 @@ def announcement_delete(request, cohort_id: int, announcement_id: int):
     return redirect(cohort)
 
 
-# --- Gradebook and figures -------------------------------------------------------------------------------
+# --- Gradebook (class figures: dashboard.py) -------------------------------------------------------------------------------
 
 @teacher_required
 @require_GET
@@ -260,35 +259,6 @@ def student_detail(request, cohort_id: int, user_id: int):
     user = get_object_or_404(roster.class_students(cohort), pk=user_id)
     return render(request, "classes/student.html",
                   {"cohort": cohort, "record": grades.student_record(cohort, user)})
-
-
-@teacher_required
-@require_GET
-def module_figures(request, cohort_id: int, slug: str):
-    """The class dashboard of one module, counting this cohort's enrolled students only."""
-    cohort = taught_cohort(request, cohort_id)
-    module = get_object_or_404(Module.objects.select_related("track"), slug=slug)
-    form = DateRangeForm.from_query(request.GET)
-    context = {"module": module, "form": form, "cohort": cohort,
-               "time_zone": timezone.get_current_timezone_name()}
-    if not form.is_valid():
-        context["form_errors"] = form.error_messages()
-        return render(request, "classes/module_figures.html", context, status=400)
-    stats = class_stats(module, form.date_range, roster.class_students(cohort), f"students of {cohort.name}")
-    context.update(dashboard_context(stats, reverse("classes:module_figures_csv", args=[cohort.pk, module.slug])))
-    return render(request, "classes/module_figures.html", context)
-
-
-@teacher_required
-@require_GET
-def module_figures_csv(request, cohort_id: int, slug: str):
-    cohort = taught_cohort(request, cohort_id)
-    module = get_object_or_404(Module, slug=slug)
-    form = DateRangeForm.from_query(request.GET)
-    if not form.is_valid():
-        return HttpResponseBadRequest(" ".join(form.error_messages()), content_type="text/plain; charset=utf-8")
-    stats = class_stats(module, form.date_range, roster.class_students(cohort), f"students of {cohort.name}")
-    return metrics_csv_response(stats, f"cohort-{cohort.pk}-{module.slug}")
 
 
 # --- Joining ---------------------------------------------------------------------------------------------

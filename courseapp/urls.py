@@ -1,8 +1,9 @@
 from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path
+from django.views.generic import RedirectView
 
-from . import authoring, class_views, media, revisions, search, views
+from . import authoring, media, revisions, search, views
 
 app_name = "courseapp"
 
@@ -43,6 +44,10 @@ urlpatterns = [
     path("author/<slug:slug>/narration/", authoring.narration_status, name="author_narration_status"),
     path("author/<slug:slug>/narration/generate/", authoring.narration_generate, name="author_narrate"),
     path("author/<slug:slug>/narration/upload/", authoring.narration_upload, name="author_upload"),
-    path("author/<slug:slug>/class/", class_views.class_dashboard, name="author_class"),
-    path("author/<slug:slug>/class.csv", class_views.class_dashboard_csv, name="author_class_csv"),
+    # The class dashboard moved to the classes app; old links and bookmarks (with their date range) still work.
+    path("author/<slug:slug>/class/", RedirectView.as_view(pattern_name="classes:module_dashboard",
+                                                           query_string=True, permanent=True), name="author_class"),
+    path("author/<slug:slug>/class.csv", RedirectView.as_view(pattern_name="classes:module_dashboard_csv",
+                                                              query_string=True, permanent=True),
+         name="author_class_csv"),
 ]

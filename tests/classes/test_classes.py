@@ -9,6 +9,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from classes_helpers import take_quiz
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -16,7 +17,6 @@ from django.utils import timezone
 
 from classes import deadlines
 from classes.models import Announcement, Cohort, DueDate, Enrollment
-from conftest import take_quiz  # tests/classes/conftest.py
 from courseapp.models import Module, ModuleProgress, QuizAttempt
 from courseapp.progress import Learner, mark_complete
 from demos.models import Run

@@ -16,7 +16,7 @@ Definitions (the dashboard, its CSV and the tests share them):
   correct choices, as in `quiz.grade`). Ids the current quiz lacks (deleted since) are ignored.
 - A demo run belongs to a module when the module embeds a demo of that name: a demo embedded in two modules
   counts for both, and runs are not tied to the page they were started from.
-- Given `students` (a cohort's enrolled students: classes/roster.py `class_students`), the figures count those
+- Given `students` (a cohort's enrolled students: roster.py `class_students`), the figures count those
   users alone, as one group: anonymous visitors, staff, instructors (and so their preview runs) and every other
   account are left out of learners, quiz answers and demo runs alike. Without it, everyone is counted.
 """
@@ -31,8 +31,8 @@ from django.utils import timezone
 
 from demos.models import Run
 
-from .models import Module, ModuleProgress, Question, QuizAttempt
-from .quiz import pass_mark
+from courseapp.models import Module, ModuleProgress, Question, QuizAttempt
+from courseapp.quiz import pass_mark
 
 DEFAULT_DAYS = 30
 SIGNED_IN, ANONYMOUS, ENROLLED = "signed_in", "anonymous", "enrolled"
