@@ -112,11 +112,22 @@ def _column_key(header: str) -> str:
     return COLUMN_ALIASES.get(header.strip().lower().replace(" ", "").replace("-", "").replace("_", ""), "")
 
 
+def _delimiter(lines: list[str]) -> str:
+    """A comma, unless the header line has none but semicolons or tabs (spreadsheets in some locales)."""
+    header = next((line for line in lines if line.strip()), "")
+    if "," not in header:
+        for candidate in (";", "\t"):
+            if candidate in header:
+                return candidate
+    return ","
+
+
 def parse(text: str) -> tuple[list[RosterRow], list[str]]:
     """The rows (blank lines skipped) and the header cells that name no known column.
 
     The first non-blank line is the header; it must have a username column (email and name are optional)."""
-    reader = csv.reader(io.StringIO("\n".join(text.splitlines())))
+    lines = text.splitlines()
+    reader = csv.reader(io.StringIO("\n".join(lines)), delimiter=_delimiter(lines))
     header: list[str] | None = None
     rows: list[RosterRow] = []
     for cells in reader:

@@ -17,6 +17,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from courseapp.models import Module
@@ -116,6 +117,7 @@ def _import_result(request, cohort: Cohort, report: roster.ImportReport, form) -
 
 @teacher_required
 @require_POST
+@never_cache
 def roster_import(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
     form = RosterImportForm(request.POST, request.FILES)
@@ -133,6 +135,7 @@ def roster_import(request, cohort_id: int):
 
 @teacher_required
 @require_POST
+@never_cache
 def student_add(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
     form = AddStudentForm(request.POST)
@@ -156,6 +159,7 @@ def student_remove(request, cohort_id: int, user_id: int):
 
 @teacher_required
 @require_GET
+@never_cache
 def password_links_csv(request, cohort_id: int):
     """Fresh set-password links for every student who has not set a password yet."""
     cohort = taught_cohort(request, cohort_id)
@@ -193,10 +197,7 @@ def instructor_add(request, cohort_id: int):
 @require_POST
 def due_date_set(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
-    form = DueDateForm(request.POST)
-    # The form validates the module and the date; the (cohort, module) pair is updated or created here.
-    form.instance.cohort = cohort
-    form.validate_unique = lambda: None
+    form = DueDateForm(request.POST)  # the module and the date; one per (cohort, module), so set replaces
     if not form.is_valid():
         return _invalid(request, cohort, due_form=form)
     due, _ = DueDate.objects.update_or_create(cohort=cohort, module=form.cleaned_data["module"],

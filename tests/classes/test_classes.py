@@ -408,3 +408,10 @@ def test_class_figures_count_only_the_cohorts_enrolled_students(client, cohort, 
     assert '<th scope="row">Enrolled students</th>' in page and "Anonymous visitors" not in page
     gradebook = client.get(reverse("classes:gradebook", args=[cohort.pk])).content.decode()
     assert "promoted" not in gradebook and "outsider" not in gradebook
+
+
+def test_a_semicolon_separated_export_is_read_too(client, cohort, teacher):
+    logged_in(client, teacher)
+    response = import_csv(client, cohort, "Username;Email;Name\ndee;dee@example.org;Dee Dee\n", as_file=True)
+    assert response.status_code == 200 and response["Cache-Control"].startswith("max-age=0")
+    assert User.objects.get(username="dee").get_full_name() == "Dee Dee"
