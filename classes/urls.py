@@ -17,6 +17,7 @@ urlpatterns = [
     path("<int:cohort_id>/students/<int:user_id>/remove/", views.student_remove, name="student_remove"),
     path("<int:cohort_id>/invite/", views.invite_reset, name="invite_reset"),
     path("<int:cohort_id>/instructors/", views.instructor_add, name="instructor_add"),
+    path("<int:cohort_id>/instructors/<int:user_id>/remove/", views.instructor_remove, name="instructor_remove"),
     path("<int:cohort_id>/due-dates/", views.due_date_set, name="due_date_set"),
     path("<int:cohort_id>/due-dates/<int:due_id>/remove/", views.due_date_remove, name="due_date_remove"),
     path("<int:cohort_id>/announcements/", views.announcement_create, name="announcement_create"),

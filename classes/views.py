@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from courseapp.models import Module
 
@@ -195,6 +195,22 @@ def instructor_add(request, cohort_id: int):
 
 @teacher_required
 @require_POST
+def instructor_remove(request, cohort_id: int, user_id: int):
+    """A cohort always keeps one instructor, so it never becomes unmanageable without the admin."""
+    cohort = taught_cohort(request, cohort_id)
+    teacher = get_object_or_404(cohort.instructors, pk=user_id)
+    if cohort.instructors.count() == 1:
+        messages.error(request, f"{teacher.username} is this cohort's only instructor: add another one first.")
+    else:
+        cohort.instructors.remove(teacher)
+        messages.success(request, f"{teacher.username} no longer teaches “{cohort.name}”.")
+    if teacher == request.user and cohort not in Cohort.objects.taught_by(request.user):
+        return redirect("classes:home")
+    return redirect(cohort)
+
+
+@teacher_required
+@require_POST
 def due_date_set(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
     form = DueDateForm(request.POST)  # the module and the date; one per (cohort, module), so set replaces
@@ -273,6 +289,7 @@ def join_by_code(request):
     return render(request, "classes/join_code.html", {"form": form}, status=400 if request.GET else 200)
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 def join(request, code: str):
     """GET: what joining means (and log in / sign up first when needed); POST: enroll."""
     cohort = Cohort.objects.filter(invite_code=code.upper()).first()
@@ -290,7 +307,7 @@ def join(request, code: str):
             return render(request, "classes/join.html", context, status=403)
         messages.success(request, f"You joined “{cohort.name}”." if created else f"You are in “{cohort.name}”.")
         return redirect("classes:home")
-    if request.method not in ("GET", "HEAD"):
+    if request.method == "POST":  # an anonymous visitor: log in first, then come back here
         return redirect(f"{reverse('login')}?next={cohort.join_path()}")
     context["enrolled"] = request.user.is_authenticated and cohort.enrollments.filter(user=request.user).exists()
     return render(request, "classes/join.html", context)

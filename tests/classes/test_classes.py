@@ -63,6 +63,7 @@ def cohort_urls(cohort: Cohort, student: User) -> list[tuple[str, str]]:
         ("post", reverse("classes:announcement_create", args=[pk])),
         ("post", reverse("classes:invite_reset", args=[pk])),
         ("post", reverse("classes:instructor_add", args=[pk])),
+        ("post", reverse("classes:instructor_remove", args=[pk, cohort.instructors.first().pk])),
     ]
 
 
@@ -116,6 +117,13 @@ def test_a_co_instructor_added_by_username_sees_the_cohort(client, cohort, teach
     client.post(reverse("classes:instructor_add", args=[cohort.pk]), {"instructor-username": "other-teacher"})
     logged_in(client, other_teacher)
     assert client.get(reverse("classes:gradebook", args=[cohort.pk])).status_code == 200
+    # Either may remove the other, but the last one stays.
+    client.post(reverse("classes:instructor_remove", args=[cohort.pk, teacher.pk]))
+    assert list(cohort.instructors.all()) == [other_teacher]
+    client.post(reverse("classes:instructor_remove", args=[cohort.pk, other_teacher.pk]))
+    assert list(cohort.instructors.all()) == [other_teacher]
+    logged_in(client, teacher)
+    assert client.get(reverse("classes:gradebook", args=[cohort.pk])).status_code == 404
 
 
 # --- CSV import -------------------------------------------------------------------------------------------
@@ -204,6 +212,7 @@ def test_a_bad_csv_imports_nothing_and_names_every_problem_by_line(client, cohor
     (b"email,name\nx@example.org,X\n", "must name the columns"),
     (b"username,email\n", "has a header but no students"),
     ("username\nzo\u00eb\n".encode("latin-1"), "not UTF-8"),
+    (("username\n" + "".join(f"u{n}\n" for n in range(2001))).encode(), "More than 2000 students in one file"),
 ])
 def test_a_csv_the_importer_cannot_read_is_refused_whole(client, cohort, teacher, data, message):
     logged_in(client, teacher)
