@@ -253,7 +253,7 @@ def announcement_delete(request, cohort_id: int, announcement_id: int):
     return redirect(cohort)
 
 
-# --- Gradebook (class figures: dashboard.py) -------------------------------------------------------------------------------
+# --- Gradebook (class figures: dashboard.py) ------------------------------------------------------------
 
 @teacher_required
 @require_GET

@@ -528,7 +528,8 @@ def test_charts_draw_under_the_csp(transactional_db, content_dir, live_server, c
     load_course(content_dir)
     seed_rows()
     page = csp_page
-    log_in_instructor_in_browser(page, live_server.url, "/classes/modules/intro/%3Fstart%3D2025-03-01%26end%3D2025-03-10")
+    log_in_instructor_in_browser(page, live_server.url,
+                                 "/classes/modules/intro/%3Fstart%3D2025-03-01%26end%3D2025-03-10")
     page.locator("#class-chart-q2 .trace.bars").first.wait_for()
     page.locator("#class-chart-demos .trace.bars").first.wait_for()
     # Question 2: one trace per kind of choice (correct, most-picked wrong), one bar per choice.

@@ -323,7 +323,8 @@ def stats_by_id(slug: str = "intro") -> dict:
 
 def csv_questions(client, slug: str = "intro") -> dict:
     """The class dashboard's CSV: question position → (text, answered, correct)."""
-    rows = list(csv.reader(io.StringIO(client.get(reverse("classes:module_dashboard_csv", args=[slug])).content.decode())))
+    csv_text = client.get(reverse("classes:module_dashboard_csv", args=[slug])).content.decode()
+    rows = list(csv.reader(io.StringIO(csv_text)))
     found: dict = {}
     for section, key, subkey, value, label in rows[1:]:
         if section == "question" and subkey in ("answered", "correct"):
