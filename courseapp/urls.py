@@ -1,8 +1,9 @@
 from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path
+from django.views.generic import RedirectView
 
-from . import authoring, class_views, image_views, media, revisions, search, views
+from . import authoring, image_views, media, revisions, search, views
 
 app_name = "courseapp"
 
@@ -53,6 +54,10 @@ urlpatterns = [
     path("author/<slug:slug>/narration/generate/", authoring.narration_generate, name="author_narrate"),
     path("author/<slug:slug>/narration/upload/", authoring.narration_upload, name="author_upload"),
     path("author/<slug:slug>/narration/caption/", authoring.narration_caption, name="author_caption"),
-    path("author/<slug:slug>/class/", class_views.class_dashboard, name="author_class"),
-    path("author/<slug:slug>/class.csv", class_views.class_dashboard_csv, name="author_class_csv"),
+    # The class dashboard moved to the classes app; old links and bookmarks (with their date range) still work.
+    path("author/<slug:slug>/class/", RedirectView.as_view(pattern_name="classes:module_dashboard",
+                                                           query_string=True, permanent=True), name="author_class"),
+    path("author/<slug:slug>/class.csv", RedirectView.as_view(pattern_name="classes:module_dashboard_csv",
+                                                              query_string=True, permanent=True),
+         name="author_class_csv"),
 ]

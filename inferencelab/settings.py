@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "courseapp",
     "demos",
     "serverprofile",
+    "classes",
 ]
 
 MIDDLEWARE = [

@@ -5,5 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("demos/", include("demos.urls")),
+    path("classes/", include("classes.urls")),
     path("", include("courseapp.urls")),
 ]

@@ -542,7 +542,7 @@ def rows() -> tuple[int, int]:
 
 
 def test_a_cookieless_visitor_who_only_looks_leaves_no_session_and_no_progress(client, course):
-    from courseapp.class_stats import ANONYMOUS, DateRange, group_stats
+    from classes.stats import ANONYMOUS, DateRange, group_stats
 
     for path in LOOKING:
         for _ in range(3):  # no cookie sent back: each view is a new visitor, as for a crawler or a link preview
@@ -555,7 +555,7 @@ def test_a_cookieless_visitor_who_only_looks_leaves_no_session_and_no_progress(c
 
 
 def test_the_first_answer_makes_the_session_and_the_progress_and_csrf_still_guards_it(course):
-    from courseapp.class_stats import ANONYMOUS, DateRange, group_stats
+    from classes.stats import ANONYMOUS, DateRange, group_stats
     from django.test import Client
 
     client = Client(enforce_csrf_checks=True)

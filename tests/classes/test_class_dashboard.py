@@ -1,7 +1,7 @@
 """The class dashboard: its numbers equal counts made directly from seeded rows; the CSV has the same rows.
 
 The seed (`SEED`) is plain data: every expectation below is computed from it by straightforward Python that
-shares no code with `courseapp.class_stats`, plus a few hand-counted values as a check on that Python.
+shares no code with `classes.stats`, plus a few hand-counted values as a check on that Python.
 """
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ import csv
 import io
 import math
 import os
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from datetime import timezone as dt_timezone
 
 import pytest
-from browser_login import log_in_instructor_in_browser
+from classes_helpers import log_in_instructor_in_browser
 from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
-from courseapp.class_stats import DateRange
-from courseapp.class_views import spreadsheet_safe
+from classes.dashboard import spreadsheet_safe
+from classes.stats import DateRange
+
 from courseapp.loader import load_course
 from courseapp.models import Choice, Module, ModuleProgress, QuizAttempt
 from demos.models import Run
@@ -259,7 +261,7 @@ def test_the_direct_counts_are_what_a_person_counts_by_hand():
 # --- The dashboard ----------------------------------------------------------------------------------------
 
 def dashboard(client, slug: str = "intro", **query):
-    return client.get(reverse("courseapp:author_class", args=[slug]), query or QUERY)
+    return client.get(reverse("classes:module_dashboard", args=[slug]), query or QUERY)
 
 
 def test_dashboard_numbers_equal_direct_counts(author, seeded):
@@ -372,7 +374,7 @@ def test_the_default_range_is_the_last_30_days(author, seeded):
     old = QuizAttempt.objects.create(module=intro, score=1, total=2, answers=by_ids(intro, {"1": [1]}),
                                      visitor="long-ago")
     QuizAttempt.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=31))
-    response = author.get(reverse("courseapp:author_class", args=["intro"]))
+    response = author.get(reverse("classes:module_dashboard", args=["intro"]))
     stats = response.context["stats"]
     today = timezone.localdate()
     assert (stats.date_range.start, stats.date_range.end) == (today - timedelta(days=29), today)
@@ -387,23 +389,23 @@ def test_the_default_range_is_the_last_30_days(author, seeded):
     ({"start": "0001-01-01", "end": "9999-12-31"}, "Enter a date from 2000-01-01 to 2999-12-31."),
 ])
 def test_a_bad_range_is_a_400_with_the_reason(author, seeded, query, message):
-    response = author.get(reverse("courseapp:author_class", args=["intro"]), query)
+    response = author.get(reverse("classes:module_dashboard", args=["intro"]), query)
     assert response.status_code == 400
     html = response.content.decode()
     assert message in html and 'class="error-summary"' in html and "class-dashboard-data" not in html
-    csv_response = author.get(reverse("courseapp:author_class_csv", args=["intro"]), query)
+    csv_response = author.get(reverse("classes:module_dashboard_csv", args=["intro"]), query)
     assert csv_response.status_code == 400 and message in csv_response.content.decode()
 
 
 def test_an_unknown_module_is_404(author):
     assert dashboard(author, "ghost").status_code == 404
-    assert author.get(reverse("courseapp:author_class_csv", args=["ghost"])).status_code == 404
+    assert author.get(reverse("classes:module_dashboard_csv", args=["ghost"])).status_code == 404
 
 
 # --- CSV --------------------------------------------------------------------------------------------------
 
 def csv_rows(client, slug: str = "intro", query: dict | None = None) -> list[list[str]]:
-    response = client.get(reverse("courseapp:author_class_csv", args=[slug]), query or QUERY)
+    response = client.get(reverse("classes:module_dashboard_csv", args=[slug]), query or QUERY)
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     assert response["Content-Disposition"].startswith(f'attachment; filename="class-{slug}-')
@@ -434,7 +436,7 @@ def expected_csv_values() -> dict[tuple[str, str, str], str]:
 
 
 def test_csv_rows_equal_the_direct_counts(author, seeded):
-    response = author.get(reverse("courseapp:author_class_csv", args=["intro"]), QUERY)
+    response = author.get(reverse("classes:module_dashboard_csv", args=["intro"]), QUERY)
     assert response["Content-Disposition"] == 'attachment; filename="class-intro-2025-03-01-2025-03-10.csv"'
     rows = csv_rows(author)
     assert rows[0] == ["section", "key", "subkey", "value", "label"]
@@ -485,13 +487,13 @@ def test_spreadsheet_safe_leaves_numbers_and_plain_text_alone():
 
 # --- Who may see it ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["courseapp:author_class", "courseapp:author_class_csv"])
+@pytest.mark.parametrize("name", ["classes:module_dashboard", "classes:module_dashboard_csv"])
 def test_a_student_gets_403(client, seeded, student, name):
     client.force_login(student)
     assert client.get(reverse(name, args=["intro"]), QUERY).status_code == 403
 
 
-@pytest.mark.parametrize("name", ["courseapp:author_class", "courseapp:author_class_csv"])
+@pytest.mark.parametrize("name", ["classes:module_dashboard", "classes:module_dashboard_csv"])
 def test_anonymous_is_sent_to_log_in(client, seeded, name):
     response = client.get(reverse(name, args=["intro"]), QUERY)
     assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
@@ -500,7 +502,16 @@ def test_anonymous_is_sent_to_log_in(client, seeded, name):
 def test_the_authoring_list_links_each_module_to_its_class_dashboard(author):
     html = author.get(reverse("courseapp:author_list")).content.decode()
     for slug in ("intro", "cache", "batching"):
-        assert f'href="{reverse("courseapp:author_class", args=[slug])}"' in html
+        link = re.search(rf'href="([^"]*{slug}/class/)"', html).group(1)
+        assert author.get(link, follow=True).redirect_chain[-1][0] == reverse("classes:module_dashboard", args=[slug])
+
+
+@pytest.mark.parametrize("old, new", [("courseapp:author_class", "classes:module_dashboard"),
+                                      ("courseapp:author_class_csv", "classes:module_dashboard_csv")])
+def test_the_old_dashboard_urls_redirect_with_their_range(author, old, new):
+    response = author.get(reverse(old, args=["intro"]), QUERY)
+    assert response.status_code == 301
+    assert response["Location"] == f"{reverse(new, args=['intro'])}?start={START.isoformat()}&end={END.isoformat()}"
 
 
 def test_date_range_rejects_a_reversed_range():
@@ -517,7 +528,8 @@ def test_charts_draw_under_the_csp(transactional_db, content_dir, live_server, c
     load_course(content_dir)
     seed_rows()
     page = csp_page
-    log_in_instructor_in_browser(page, live_server.url, "/author/intro/class/%3Fstart%3D2025-03-01%26end%3D2025-03-10")
+    log_in_instructor_in_browser(page, live_server.url,
+                                 "/classes/modules/intro/%3Fstart%3D2025-03-01%26end%3D2025-03-10")
     page.locator("#class-chart-q2 .trace.bars").first.wait_for()
     page.locator("#class-chart-demos .trace.bars").first.wait_for()
     # Question 2: one trace per kind of choice (correct, most-picked wrong), one bar per choice.

@@ -1,7 +1,7 @@
 """Instructor views: one module's class dashboard (tables and Plotly charts) and the same numbers as CSV.
 
 Both views read `?start=YYYY-MM-DD&end=YYYY-MM-DD` (default: the last 30 days) and answer 400 for a bad
-range. The page and the CSV are built from the same `class_stats.ClassStats`, and every number the page
+range. The page and the CSV are built from the same `stats.ClassStats`, and every number the page
 shows is a row of the CSV (`metric_rows`), so a spreadsheet and the page never disagree.
 """
 from __future__ import annotations
@@ -18,10 +18,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from .authoring import instructor_required
-from .class_stats import ClassStats, DateRange, QuestionStats, class_stats
-from .models import Module
-from .quiz import PASS_FRACTION
+from courseapp.authoring import instructor_required
+from courseapp.models import Module
+from courseapp.quiz import PASS_FRACTION
+
+from .access import taught_cohort
+from .roster import class_students
+from .stats import EVERYONE, ClassStats, DateRange, QuestionStats, class_stats
 
 # Outside these, a date is a typo (and year 1 or 9999 would overflow the day arithmetic).
 MIN_DATE, MAX_DATE = date(2000, 1, 1), date(2999, 12, 31)
@@ -252,7 +255,7 @@ def demos_table(stats: ClassStats) -> Table:
         codes = ", ".join(f"{code} ({count})" for code, count in demo.error_codes.items()) or DASH
         rows.append(Row(demo.demo, _numbers(demo.total, demo.done, demo.cancelled, demo.error, demo.in_progress)
                         + [Cell(codes, numeric=False)]))
-    return Table("Runs of the demos this lesson embeds, started in the range (all pages, all learners)",
+    return Table(f"Runs of the demos this lesson embeds, started in the range (all pages, {stats.population})",
                  _columns("Demo", "Runs", "Done", "Cancelled", "Failed", "In progress", "Error codes (runs)",
                           text=("Error codes (runs)",)), rows,
                  empty="This lesson embeds no demo.")
@@ -281,12 +284,14 @@ def chart_data(stats: ClassStats) -> dict:
 
 # --- Views ------------------------------------------------------------------------------------------------
 
-def _csv_url(module: Module, date_range: DateRange) -> str:
+def csv_url(path: str, date_range: DateRange) -> str:
+    """The CSV at `path` for the same range as the page."""
     query = urlencode({"start": date_range.start.isoformat(), "end": date_range.end.isoformat()})
-    return f"{reverse('courseapp:author_class_csv', args=[module.slug])}?{query}"
+    return f"{path}?{query}"
 
 
-def _dashboard_context(stats: ClassStats) -> dict:
+def dashboard_context(stats: ClassStats, csv_path: str) -> dict:
+    """What dashboard.html shows for `stats`."""
     return {
         "stats": stats,
         "tables": {"learners": learners_table(stats), "quiz": quiz_table(stats),
@@ -294,33 +299,76 @@ def _dashboard_context(stats: ClassStats) -> dict:
         "question_sections": [question_section(question) for question in stats.questions],
         "chart_data": chart_data(stats),
         "has_demo_chart": bool(stats.demos),
-        "csv_url": _csv_url(stats.module, stats.date_range),
+        "csv_url": csv_url(csv_path, stats.date_range),
     }
 
 
-@require_GET
-@instructor_required
-def class_dashboard(request, slug: str):
-    module = get_object_or_404(Module.objects.select_related("track"), slug=slug)
+def _render(request, module: Module, population, csv_path: str, template: str, **extra):
+    """The dashboard of `module` for the range in the query (400 with the reasons for a bad one)."""
     form = DateRangeForm.from_query(request.GET)
-    context = {"module": module, "form": form, "time_zone": timezone.get_current_timezone_name()}
+    context = {"module": module, "form": form, "time_zone": timezone.get_current_timezone_name(), **extra}
     if not form.is_valid():
         context["form_errors"] = form.error_messages()
-        return render(request, "courseapp/authoring/class_dashboard.html", context, status=400)
-    context.update(_dashboard_context(class_stats(module, form.date_range)))
-    return render(request, "courseapp/authoring/class_dashboard.html", context)
+        return render(request, template, context, status=400)
+    students, label = population
+    context.update(dashboard_context(class_stats(module, form.date_range, students, label), csv_path))
+    return render(request, template, context)
 
 
-@require_GET
-@instructor_required
-def class_dashboard_csv(request, slug: str):
-    module = get_object_or_404(Module, slug=slug)
+def _csv(request, module: Module, population, name: str) -> HttpResponse:
     form = DateRangeForm.from_query(request.GET)
     if not form.is_valid():
         return HttpResponseBadRequest(" ".join(form.error_messages()), content_type="text/plain; charset=utf-8")
-    stats = class_stats(module, form.date_range)
+    students, label = population
+    return metrics_csv_response(class_stats(module, form.date_range, students, label), name)
+
+
+ALL_LEARNERS = (None, EVERYONE)  # (students, label) of the module-wide dashboard
+
+
+def _cohort_population(cohort) -> tuple:
+    return class_students(cohort), f"students of {cohort.name}"
+
+
+@require_GET
+@instructor_required
+def module_dashboard(request, slug: str):
+    """Everyone who used the module: signed-in users and anonymous visitors (as one group)."""
+    module = get_object_or_404(Module.objects.select_related("track"), slug=slug)
+    return _render(request, module, ALL_LEARNERS, reverse("classes:module_dashboard_csv", args=[module.slug]),
+                   "classes/dashboard.html")
+
+
+@require_GET
+@instructor_required
+def module_dashboard_csv(request, slug: str):
+    module = get_object_or_404(Module, slug=slug)
+    return _csv(request, module, ALL_LEARNERS, f"class-{module.slug}")
+
+
+@require_GET
+@instructor_required
+def cohort_module_dashboard(request, cohort_id: int, slug: str):
+    """The same dashboard counting the cohort's enrolled students only (404 for a cohort one does not teach)."""
+    cohort = taught_cohort(request, cohort_id)
+    module = get_object_or_404(Module.objects.select_related("track"), slug=slug)
+    return _render(request, module, _cohort_population(cohort),
+                   reverse("classes:module_figures_csv", args=[cohort.pk, module.slug]),
+                   "classes/module_figures.html", cohort=cohort)
+
+
+@require_GET
+@instructor_required
+def cohort_module_dashboard_csv(request, cohort_id: int, slug: str):
+    cohort = taught_cohort(request, cohort_id)
+    module = get_object_or_404(Module, slug=slug)
+    return _csv(request, module, _cohort_population(cohort), f"cohort-{cohort.pk}-{module.slug}")
+
+
+def metrics_csv_response(stats: ClassStats, name: str) -> HttpResponse:
+    """Every number of the page as CSV, downloaded as `<name>-<start>-<end>.csv`."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    filename = f"class-{module.slug}-{stats.date_range.start.isoformat()}-{stats.date_range.end.isoformat()}.csv"
+    filename = f"{name}-{stats.date_range.start.isoformat()}-{stats.date_range.end.isoformat()}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     writer = csv.writer(response)
     writer.writerow(CSV_COLUMNS)

@@ -16,6 +16,9 @@ Definitions (the dashboard, its CSV and the tests share them):
   correct choices, as in `quiz.grade`). Ids the current quiz lacks (deleted since) are ignored.
 - A demo run belongs to a module when the module embeds a demo of that name: a demo embedded in two modules
   counts for both, and runs are not tied to the page they were started from.
+- Given `students` (a cohort's enrolled students: roster.py `class_students`), the figures count those
+  users alone, as one group: anonymous visitors, staff, instructors (and so their preview runs) and every other
+  account are left out of learners, quiz answers and demo runs alike. Without it, everyone is counted.
 """
 from __future__ import annotations
 
@@ -28,12 +31,14 @@ from django.utils import timezone
 
 from demos.models import Run
 
-from .models import Module, ModuleProgress, Question, QuizAttempt
-from .quiz import pass_mark
+from courseapp.models import Module, ModuleProgress, Question, QuizAttempt
+from courseapp.quiz import pass_mark
 
 DEFAULT_DAYS = 30
-SIGNED_IN, ANONYMOUS = "signed_in", "anonymous"
-GROUP_LABELS = {SIGNED_IN: "Signed-in students", ANONYMOUS: "Anonymous visitors (one group)"}
+SIGNED_IN, ANONYMOUS, ENROLLED = "signed_in", "anonymous", "enrolled"
+GROUP_LABELS = {SIGNED_IN: "Signed-in students", ANONYMOUS: "Anonymous visitors (one group)",
+                ENROLLED: "Enrolled students"}
+EVERYONE = "all learners"
 NO_ERROR_CODE = "(no code)"
 
 
@@ -157,6 +162,7 @@ class ClassStats:
     quiz: QuizSummary
     questions: list[QuestionStats]
     demos: list[DemoStats]
+    population: str = EVERYONE  # whose activity is counted, for captions: "all learners" or a cohort's students
 
     @property
     def started(self) -> int:
@@ -178,21 +184,24 @@ class ClassStats:
 
 # --- Learners ---------------------------------------------------------------------------------------------
 
-def _group_filter(group: str) -> Q:
+def _group_filter(group: str, students: QuerySet | None = None) -> Q:
     """Rows of a group that name a learner (an anonymous row without a visitor id names no one)."""
+    if group == ENROLLED:
+        return Q(user__in=students)
     if group == SIGNED_IN:
         return Q(user__isnull=False)
     return Q(user__isnull=True) & ~Q(visitor="")
 
 
 def _learner_field(group: str) -> str:
-    return "user_id" if group == SIGNED_IN else "visitor"
+    return "visitor" if group == ANONYMOUS else "user_id"
 
 
-def group_stats(module: Module, date_range: DateRange, group: str) -> GroupStats:
+def group_stats(module: Module, date_range: DateRange, group: str, students: QuerySet | None = None) -> GroupStats:
+    """`students` is the ENROLLED group's users (required for that group, ignored by the others)."""
     learner = _learner_field(group)
-    progress = ModuleProgress.objects.filter(_group_filter(group), module=module)
-    attempts = QuizAttempt.objects.filter(_group_filter(group), date_range.q("created_at"), module=module)
+    progress = ModuleProgress.objects.filter(_group_filter(group, students), module=module)
+    attempts = QuizAttempt.objects.filter(_group_filter(group, students), date_range.q("created_at"), module=module)
     active = progress.filter(date_range.q("visited_at") | date_range.q("completed_at"))
     # UNION (not UNION ALL) removes duplicates, so the database counts distinct learners.
     started = active.order_by().values_list(learner).union(attempts.order_by().values_list(learner)).count()
@@ -204,9 +213,10 @@ def group_stats(module: Module, date_range: DateRange, group: str) -> GroupStats
 
 # --- Quiz -------------------------------------------------------------------------------------------------
 
-def attempts_in(module: Module, date_range: DateRange) -> QuerySet:
-    """Every quiz attempt on the module in the range, signed-in or anonymous."""
-    return QuizAttempt.objects.filter(date_range.q("created_at"), module=module)
+def attempts_in(module: Module, date_range: DateRange, students: QuerySet | None = None) -> QuerySet:
+    """Every quiz attempt on the module in the range, signed-in or anonymous (only `students`' when given)."""
+    attempts = QuizAttempt.objects.filter(date_range.q("created_at"), module=module)
+    return attempts if students is None else attempts.filter(user__in=students)
 
 
 def quiz_summary(attempts: QuerySet) -> QuizSummary:
@@ -264,9 +274,12 @@ def module_demo_names(module: Module) -> list[str]:
     return list(dict.fromkeys(name for name in names if isinstance(name, str) and name))
 
 
-def demo_stats(names: list[str], date_range: DateRange) -> list[DemoStats]:
-    """One row per name, in the order given, zeros included (an embedded demo nobody ran is news too)."""
+def demo_stats(names: list[str], date_range: DateRange, students: QuerySet | None = None) -> list[DemoStats]:
+    """One row per name, in the order given, zeros included (an embedded demo nobody ran is news too); only
+    `students`' runs when given."""
     runs = Run.objects.filter(date_range.q("created_at"), demo__in=names).order_by()
+    if students is not None:
+        runs = runs.filter(user__in=students)
     by_status: dict[str, Counter[str]] = {name: Counter() for name in names}
     for row in runs.values("demo", "status").annotate(n=Count("id")):
         by_status[row["demo"]][row["status"]] += row["n"]
@@ -287,15 +300,19 @@ def _demo_row(name: str, statuses: Counter[str], codes: Counter[str]) -> DemoSta
 
 # --- Everything -------------------------------------------------------------------------------------------
 
-def class_stats(module: Module, date_range: DateRange) -> ClassStats:
-    attempts = attempts_in(module, date_range)
+def class_stats(module: Module, date_range: DateRange, students: QuerySet | None = None,
+                population: str = EVERYONE) -> ClassStats:
+    """Everyone's figures, or (given `students`, named by `population`) only those users'."""
+    attempts = attempts_in(module, date_range, students)
     questions = list(module.questions.order_by("order").prefetch_related("choices"))
     answer_sets = list(attempts.values_list("answers", flat=True))
+    groups = (SIGNED_IN, ANONYMOUS) if students is None else (ENROLLED,)
     return ClassStats(
         module=module,
         date_range=date_range,
-        groups=[group_stats(module, date_range, group) for group in (SIGNED_IN, ANONYMOUS)],
+        groups=[group_stats(module, date_range, group, students) for group in groups],
         quiz=quiz_summary(attempts),
         questions=question_stats(questions, answer_sets),
-        demos=demo_stats(module_demo_names(module), date_range),
+        demos=demo_stats(module_demo_names(module), date_range, students),
+        population=population if students is not None else EVERYONE,
     )

@@ -1,0 +1,86 @@
+"""Due dates and lateness. A module is *done* when the student's progress on it is complete
+(`ModuleProgress.completed_at`: passing its quiz or marking it complete, courseapp/progress.py).
+
+States, at a given moment `now`:
+- DONE: completed no later than its due date; DONE_LATE: completed after it;
+- LATE: not completed and the due date has passed; DUE: not completed, due date still ahead.
+A student in several cohorts that set a due date for the same module is held to the earliest one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils import timezone
+from django.utils.formats import date_format
+
+from courseapp.models import ModuleProgress
+
+from .membership import cohort_ids
+from .models import DueDate
+
+DONE, DONE_LATE, LATE, DUE = "done", "done-late", "late", "due"
+LABELS = {DONE: "Done", DONE_LATE: "Done late", LATE: "Late", DUE: "Due"}
+
+
+@dataclass(frozen=True)
+class DueStatus:
+    due_at: datetime
+    completed_at: datetime | None
+    state: str
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.state]
+
+    @property
+    def late(self) -> bool:
+        return self.state in (LATE, DONE_LATE)
+
+    @property
+    def due_text(self) -> str:
+        """E.g. "due Tue 3 Mar 2026, 17:00 (UTC)", in the site's time zone."""
+        local = timezone.localtime(self.due_at)
+        return f"due {date_format(local, 'D j M Y, H:i')} ({timezone.get_current_timezone_name()})"
+
+    @property
+    def sentence(self) -> str:
+        """What a student reads next to the module."""
+        if self.state == DONE:
+            return f"Done, {self.due_text}."
+        if self.state == DONE_LATE:
+            return f"Done late: it was {self.due_text}."
+        if self.state == LATE:
+            return f"Late: this module was {self.due_text}. It still counts when you complete it."
+        return f"Complete this module (pass its quiz, or mark it complete): {self.due_text}."
+
+
+def status(due_at: datetime, completed_at: datetime | None, now: datetime | None = None) -> DueStatus:
+    now = now or timezone.now()
+    if completed_at is not None:
+        state = DONE if completed_at <= due_at else DONE_LATE
+    else:
+        state = LATE if now > due_at else DUE
+    return DueStatus(due_at=due_at, completed_at=completed_at, state=state)
+
+
+def student_due_dates(user) -> dict[int, datetime]:
+    """module id → the earliest due date any of the user's cohorts set for it (no query for a user in no cohort)."""
+    cohorts = cohort_ids(user)
+    if not cohorts:
+        return {}
+    due: dict[int, datetime] = {}
+    for module_id, due_at in DueDate.objects.filter(cohort_id__in=cohorts).values_list("module_id", "due_at"):
+        if module_id not in due or due_at < due[module_id]:
+            due[module_id] = due_at
+    return due
+
+
+def student_statuses(user, now: datetime | None = None) -> dict[int, DueStatus]:
+    """module id → the student's status on every module that is due for them (two queries)."""
+    due = student_due_dates(user)
+    if not due:
+        return {}
+    completed = dict(ModuleProgress.objects.filter(user=user, module_id__in=due)
+                     .values_list("module_id", "completed_at"))
+    return {module_id: status(due_at, completed.get(module_id), now) for module_id, due_at in due.items()}

@@ -1,0 +1,168 @@
+"""The gradebook: a cohort's students × the course's published modules, and one student's full record.
+
+A cell is the student's progress on the module (courseapp's ModuleProgress) with the cohort's due date for it
+(classes/deadlines.py): the page and the CSV are built from the same `Gradebook`, so they never disagree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count
+
+from courseapp.models import Module, ModuleProgress, QuizAttempt
+from courseapp.quiz import pass_mark
+from demos.models import Run
+
+from . import deadlines
+from .models import Cohort
+from .roster import class_students
+from .stats import chosen_keys
+
+NOT_STARTED, IN_PROGRESS = "not-started", "in-progress"
+STATE_LABELS = {NOT_STARTED: "Not started", IN_PROGRESS: "In progress", **deadlines.LABELS,
+                deadlines.DUE: "Not done yet"}
+RECENT_RUNS = 100
+
+
+@dataclass(frozen=True)
+class Cell:
+    module: Module
+    state: str  # a deadlines state when the module has a due date (or DONE without one), else NOT_STARTED/IN_PROGRESS
+    completed_at: datetime | None
+    best_score: int | None
+    quiz_total: int  # the module's questions now
+    attempts: int
+    due_at: datetime | None
+
+    @property
+    def label(self) -> str:
+        return STATE_LABELS[self.state]
+
+    @property
+    def score_text(self) -> str:
+        return f"{self.best_score}/{self.quiz_total}" if self.best_score is not None and self.quiz_total else ""
+
+
+@dataclass(frozen=True)
+class StudentRow:
+    user: object
+    cells: list[Cell]
+
+    @property
+    def done(self) -> int:
+        return sum(cell.state in (deadlines.DONE, deadlines.DONE_LATE) for cell in self.cells)
+
+    @property
+    def late(self) -> int:
+        return sum(cell.state in (deadlines.LATE, deadlines.DONE_LATE) for cell in self.cells)
+
+
+@dataclass(frozen=True)
+class Gradebook:
+    cohort: Cohort
+    modules: list[Module]
+    rows: list[StudentRow]
+
+
+def course_modules() -> list[Module]:
+    """Published modules in course order, each with `quiz_total` (its number of questions)."""
+    return list(Module.objects.published().in_course_order().annotate(quiz_total=Count("questions")))
+
+
+def _cell(module: Module, progress: ModuleProgress | None, attempts: int, due_at: datetime | None,
+          now: datetime | None) -> Cell:
+    completed_at = progress.completed_at if progress else None
+    if due_at is not None:
+        state = deadlines.status(due_at, completed_at, now).state
+    elif completed_at is not None:
+        state = deadlines.DONE
+    else:
+        state = IN_PROGRESS if progress is not None or attempts else NOT_STARTED
+    return Cell(module=module, state=state, completed_at=completed_at,
+                best_score=progress.best_score if progress else None, quiz_total=module.quiz_total,
+                attempts=attempts, due_at=due_at)
+
+
+def _cells_for(users: list, modules: list[Module], due: dict[int, datetime],
+               now: datetime | None) -> dict[int, list[Cell]]:
+    """user id → one cell per module, from two queries whatever the class size."""
+    user_ids = [user.pk for user in users]
+    progress = {(p.user_id, p.module_id): p for p in ModuleProgress.objects.filter(user_id__in=user_ids)}
+    attempts = {(row["user_id"], row["module_id"]): row["n"] for row in
+                QuizAttempt.objects.filter(user_id__in=user_ids).order_by()
+                .values("user_id", "module_id").annotate(n=Count("id"))}
+    return {uid: [_cell(m, progress.get((uid, m.pk)), attempts.get((uid, m.pk), 0), due.get(m.pk), now)
+                  for m in modules] for uid in user_ids}
+
+
+def gradebook(cohort: Cohort, now: datetime | None = None) -> Gradebook:
+    modules = course_modules()
+    users = list(class_students(cohort))
+    due = dict(cohort.due_dates.values_list("module_id", "due_at"))
+    cells = _cells_for(users, modules, due, now)
+    return Gradebook(cohort=cohort, modules=modules, rows=[StudentRow(user, cells[user.pk]) for user in users])
+
+
+def csv_rows(book: Gradebook) -> list[list[object]]:
+    """Header, then one row per student: who they are, then per module its state and best quiz score."""
+    header = ["username", "name", "email", "modules_done", "modules_late"]
+    for module in book.modules:
+        header += [f"{module.slug}: status", f"{module.slug}: best quiz score (of {module.quiz_total})"]
+    rows: list[list[object]] = [header]
+    for row in book.rows:
+        line: list[object] = [row.user.username, row.user.get_full_name(), row.user.email, row.done, row.late]
+        for cell in row.cells:
+            line += [cell.label, "" if cell.best_score is None else cell.best_score]
+        rows.append(line)
+    return rows
+
+
+# --- One student ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AnswerLine:
+    order: int
+    question: str
+    picked: list[str]  # the texts of the choices picked, in the question's order now
+    correct: bool | None  # None when the question was not answered
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    attempt: QuizAttempt
+    answers: list[AnswerLine]
+    passed: bool
+
+
+@dataclass
+class StudentRecord:
+    user: object
+    row: StudentRow
+    attempts: list[AttemptView] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+
+
+def answer_lines(module: Module, answers: object) -> list[AnswerLine]:
+    """The attempt's answers against the quiz as it is now (by stable ids: courseapp/quiz_ids.py)."""
+    lines = []
+    for question in module.questions.all():
+        choices = list(question.choices.all())
+        picked = chosen_keys(answers, question.key) & {choice.key for choice in choices}
+        right = {choice.key for choice in choices if choice.correct}
+        lines.append(AnswerLine(order=question.order, question=question.text,
+                                picked=[choice.text for choice in choices if choice.key in picked],
+                                correct=(picked == right) if picked else None))
+    return lines
+
+
+def student_record(cohort: Cohort, user, now: datetime | None = None) -> StudentRecord:
+    modules = course_modules()
+    due = dict(cohort.due_dates.values_list("module_id", "due_at"))
+    row = StudentRow(user, _cells_for([user], modules, due, now)[user.pk])
+    attempts = (QuizAttempt.objects.filter(user=user).select_related("module").order_by("-created_at")
+                .prefetch_related("module__questions__choices"))
+    views = [AttemptView(attempt=a, answers=answer_lines(a.module, a.answers), passed=a.score >= pass_mark(a.total))
+             for a in attempts]
+    runs = list(Run.objects.filter(user=user).order_by("-created_at")[:RECENT_RUNS])
+    return StudentRecord(user=user, row=row, attempts=views, runs=runs)
