@@ -82,9 +82,14 @@ def test_flash_attention_default_shows_several_tiles_and_what_to_try_next(live_s
     computed, skipped = (int(x) for x in out(page, "tiles").split("/"))
     assert computed >= 6 and skipped >= 3, out(page, "tiles")
     assert float(out(page, "ratio").rstrip("×")) >= 9, out(page, "ratio")
-    naive, tiled = (ms(x) for x in out(page, "times").split("/"))
-    print("flash-attention:", out(page, "times"), why(page).inner_text() if why(page).is_visible() else "(no note)")
-    if tiled > naive:  # the lesson's "faster" does not show on this CPU: the page says why, with this run's numbers
+    # The times are the medians of the alternating repeats; "(within noise)" where their spreads overlap.
+    times = out(page, "times")
+    within_noise = times.endswith(" (within noise)")
+    naive, tiled = (ms(x) for x in times.removesuffix(" (within noise)").split("/"))
+    print("flash-attention:", times, why(page).inner_text() if why(page).is_visible() else "(no note)")
+    if within_noise:  # nothing in time to explain
+        assert not why(page).is_visible() or "Tiled took" not in why(page).inner_text()
+    elif tiled > naive:  # the lesson's "faster" does not show on this CPU: the page says why, with the repeats' medians
         note = why(page).inner_text()
         assert "Tiled took" in note and f"runs {computed} small matrix products" in note, note
         assert "fits in one tile" not in note
