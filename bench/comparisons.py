@@ -1,7 +1,7 @@
 """How often the comparison demos' clocks agree with their lessons, on an idle worker and beside concurrent runs.
 
 Runs every comparison demo (demos/catalog: kv-cache, prefix-caching, batching, speculative, flash-attention,
-quantization) at its defaults through its runner, `--runs` times with the process otherwise idle, then as many
+quantization, serving-load) at its defaults through its runner, `--runs` times with the process otherwise idle, then as many
 times beside `--load` concurrent students: threads that generate through the worker's batching service without
 pause, as kv-cache runs with the cache do (so the kv-cache demo's own generation shares their forward passes).
 For each run it reads the `comparison` event: does the faster median match the lesson's claim, are the two spreads
@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inferencelab.settings")
 
-COMPARISON_DEMOS = ("kv-cache", "prefix-caching", "batching", "speculative", "flash-attention", "quantization")
+COMPARISON_DEMOS = ("kv-cache", "prefix-caching", "batching", "speculative", "flash-attention", "quantization",
+                    "serving-load")
 LOAD_PROMPTS = ("Once upon a time, in a small village by the sea,", "The three primary colours are",
                 "To make a simple tomato sauce, first", "Water boils at")
 

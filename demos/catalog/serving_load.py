@@ -5,6 +5,11 @@ Requests arrive `spacing_s` apart (wall clock). In "batched" mode the paged sche
 mode `engine.generate` serves one request at a time in arrival order, so later arrivals queue. Per request
 it reports TTFT (from arrival, queueing included), TPOT and inter-token latencies; at the end throughput,
 goodput (requests meeting both SLOs per second) and percentiles.
+
+Then both modes are timed in alternating repeats (`comparison.py`): the time from the first arrival until every
+request has its last token, with the counters that explain it beside (forward passes, tokens per forward pass, the
+most sequences that shared one). A timed run lets the clock skip the idle gaps between arrivals instead of
+sleeping through them (`SkippingClock`): it holds the engine for its whole length, which should be compute only.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from inference_core import DEFAULT_MODEL, TokenStep
 
 from ..spec import DemoSpec, ParamSpec
+from .comparison import Side, compare
 from .events import LoadRequest, LoadStep, LoadSummary
 
 PROMPTS = (
@@ -64,24 +70,48 @@ def request_event(r: Tracked, engine, ttft_slo: float, tpot_slo: float) -> LoadR
     )
 
 
-def _wait_until(t0: float, t_s: float, should_stop) -> None:
-    while time.perf_counter() - t0 < t_s:
-        if should_stop is not None and should_stop():
-            return
-        time.sleep(min(0.05, max(0.0, t_s - (time.perf_counter() - t0))))
+class Clock:
+    """Seconds since the run started; `wait_until` sleeps until a request's arrival (the streamed run)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def wait_until(self, t_s: float, should_stop=None) -> None:
+        while self.now() < t_s:
+            if should_stop is not None and should_stop():
+                return
+            time.sleep(min(0.05, max(0.0, t_s - self.now())))
 
 
-def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
+class SkippingClock(Clock):
+    """The same timeline, but a wait for an arrival moves the clock forward instead of sleeping: nothing runs while
+    the engine waits, so the measured time is the one the real clock would give, without holding the engine idle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped = 0.0
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0 + self.skipped
+
+    def wait_until(self, t_s: float, should_stop=None) -> None:
+        self.skipped += max(0.0, t_s - self.now())
+
+
+def _sequential(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_stop) -> Iterator[tuple]:
     from inference_core import GenerationParams
 
     gen = GenerationParams(max_new_tokens=max_new, temperature=0.0, stop_at_eos=False)
     total = 0
     for i, r in enumerate(reqs):
-        _wait_until(t0, r.arrival_s, should_stop)
-        r.start_s = time.perf_counter() - t0
+        clock.wait_until(r.arrival_s, should_stop)
+        r.start_s = clock.now()
         for ev in engine.generate_events(r.prompt_ids, gen, should_stop):
             if isinstance(ev, TokenStep):
-                now = time.perf_counter() - t0
+                now = clock.now()
                 r.token_s.append(now)
                 r.token_ids.append(ev.token_id)
                 total += 1
@@ -92,7 +122,7 @@ def _sequential(engine, reqs: list[Tracked], max_new: int, t0: float, should_sto
         yield "done", r
 
 
-def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) -> Iterator[tuple]:
+def _batched(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_stop) -> Iterator[tuple]:
     from inference_core import LLMEngine, Request, SamplingParams, SchedulerConfig
 
     blocks = len(reqs) * (-(-(max(len(r.prompt_ids) for r in reqs) + max_new) // 16)) + 8
@@ -104,19 +134,19 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
     while pending or sched.has_work():
         if should_stop is not None and should_stop():
             return
-        now = time.perf_counter() - t0
+        now = clock.now()
         while pending and pending[0].arrival_s <= now:
             r = pending.pop(0)
             by_id[str(r.rid)] = r
             params = SamplingParams(max_new_tokens=max_new, stop_at_eos=False)
             sched.add_request(Request(str(r.rid), r.prompt_ids, params))
         if not sched.has_work():
-            _wait_until(t0, pending[0].arrival_s, should_stop)
+            clock.wait_until(pending[0].arrival_s, should_stop)
             continue
         started = {rid for rid, r in by_id.items() if r.start_s is None}
-        t_step = time.perf_counter() - t0
+        t_step = clock.now()
         llm.step()
-        now = time.perf_counter() - t0
+        now = clock.now()
         for rid in started:
             if sched.requests[rid].output_ids:
                 by_id[rid].start_s = t_step
@@ -134,26 +164,58 @@ def _batched(engine, reqs: list[Tracked], max_new: int, t0: float, should_stop) 
                 yield "done", r
 
 
+BATCHED, SEQUENTIAL = "batched", "sequential"
+RUNNERS = {BATCHED: _batched, SEQUENTIAL: _sequential}
+
+
+def _tracked(engine, params: dict) -> list[Tracked]:
+    """The run's requests: the student's prompt first (if any), then the course's, `spacing_s` apart."""
+    first = params.get("prompt")
+    prompts = ([first] if first else []) + [p for p in PROMPTS if p != first]
+    n, spacing = int(params["n_requests"]), float(params["spacing_s"])
+    return [Tracked(i, prompts[i % len(prompts)], engine.encode_prompt(prompts[i % len(prompts)], chat=False),
+                    arrival_s=i * spacing) for i in range(n)]
+
+
+def timed_side(engine, params: dict, mode: str) -> tuple[float, dict]:
+    """One uninterrupted serve of the requests in `mode`: the time from the first arrival until every request has
+    its last token (on a clock that skips the idle gaps between arrivals), and the counters that explain it. In
+    one forward pass each sequence in it gains one token, so the tokens of a pass are the sequences that shared it.
+    When requests arrive together (spacing 0) the counters are the same in every repeat; spaced arrivals can land
+    a step earlier or later as the machine's speed varies."""
+    tokens_per_pass, total, end_s = [], 0, 0.0
+    for kind, item in RUNNERS[mode](engine, _tracked(engine, params), int(params["max_new_tokens"]),
+                                    SkippingClock(), None):
+        if kind == "step":
+            tokens_per_pass.append(item.tokens_total - total)
+            total, end_s = item.tokens_total, item.t_s
+    passes = len(tokens_per_pass)
+    return end_s, {"forward passes": passes, "tokens per forward pass": round(total / max(passes, 1), 2),
+                   "most sequences sharing one forward pass": max(tokens_per_pass, default=0),
+                   "tokens generated": total}
+
+
+def lesson_claim(counters: dict[str, dict]) -> str:
+    """The lesson: batching serves overlapping requests in fewer forward passes, each carrying several, so the
+    burst is done sooner. Where no two requests overlapped (one request, or arrivals further apart than a request
+    takes) batched runs the same passes as sequential: no claim."""
+    batched = counters.get(BATCHED, {})
+    fewer = batched.get("forward passes", 0) < counters.get(SEQUENTIAL, {}).get("forward passes", 0)
+    return BATCHED if fewer and batched.get("most sequences sharing one forward pass", 0) > 1 else ""
+
+
 def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
     from inference_core import load_engine  # the worker only: the web process loads no torch
 
     params = SPEC.with_defaults(params)
     engine = load_engine(params.get("model", DEFAULT_MODEL))
-    n = int(params["n_requests"])
     max_new = int(params["max_new_tokens"])
-    spacing = float(params["spacing_s"])
     ttft_slo, tpot_slo = float(params["ttft_slo_s"]), float(params["tpot_slo_s"])
     mode = params["mode"]
     note = ("continuous batching: the paged scheduler runs every admitted request in one forward per step"
-            if mode == "batched" else "sequential: engine.generate serves one request at a time; later ones queue")
-    runner = _batched if mode == "batched" else _sequential
-    first = params.get("prompt")
-    prompts = ([first] if first else []) + [p for p in PROMPTS if p != first]
-    reqs = [Tracked(i, prompts[i % len(prompts)], engine.encode_prompt(prompts[i % len(prompts)], chat=False),
-                    arrival_s=i * spacing) for i in range(n)]
-    t0 = time.perf_counter()
+            if mode == BATCHED else "sequential: engine.generate serves one request at a time; later ones queue")
     finished: list[LoadRequest] = []
-    for kind, item in runner(engine, reqs, max_new, t0, should_stop):
+    for kind, item in RUNNERS[mode](engine, _tracked(engine, params), max_new, Clock(), should_stop):
         if kind == "step":
             yield item.to_dict()
         else:
@@ -174,6 +236,11 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         tpot_p50_s=statistics.median(r.tpot_s for r in finished), itl_p50_s=percentile(itl, 0.5),
         itl_p90_s=percentile(itl, 0.9),
     ).to_dict()
+    # The streamed run above shares the machine with the worker's other runs and shows one mode; the two modes
+    # are compared in alternating repeats, each uninterrupted.
+    sides = [Side(m, lambda m=m: timed_side(engine, params, m)) for m in (BATCHED, SEQUENTIAL)]
+    yield from compare(*sides, metric="time until every request had its last token", claim=lesson_claim,
+                       should_stop=should_stop)
 
 
 SPEC = DemoSpec(
@@ -198,6 +265,8 @@ SPEC = DemoSpec(
     try_next=(
         "Switch “Scheduling” to sequential with the same settings and compare the runs: the first request is "
         "served as fast, every later one queues behind it, and throughput falls.",
+        "Set “Seconds between arrivals” to 2: each request is done before the next arrives, nothing shares a "
+        "forward pass, and the two modes run the same passes.",
         "Tighten the TPOT target to 0.05 s: goodput falls while throughput stays the same.",
     ),
 )

@@ -40,6 +40,30 @@ def out(page, key: str) -> str:
     return page.locator(f'dd[data-out="{key}"]').inner_text()
 
 
+def fmt_ms(ms: float) -> str:
+    """As the page's fmtMs writes a duration: two decimals under 10 ms, else one."""
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:.1f} ms"
+
+
+def comparison_chart(page, label_start: str) -> list[list]:
+    """The bars of the chart whose name starts with `label_start`: [side, median ms, low ms, high ms] per bar."""
+    return page.evaluate("""(start) => {
+      const chart = [...document.querySelectorAll('.ilab-calc__chart')].find((c) => (c.getAttribute('aria-label') || '').startsWith(start));
+      return chart.data.map((t) => [t.x[0], t.y[0], t.y[0] - t.error_y.arrayminus[0], t.y[0] + t.error_y.array[0]]);
+    }""", label_start)
+
+
+def assert_chart_is_the_comparison(page, label_start: str) -> None:
+    """A timing chart draws the comparison's medians and spreads, so it cannot contradict the verdict beside it."""
+    timing = comparison(page)
+    bars = comparison_chart(page, label_start)
+    assert [b[0] for b in bars] == timing["head"]
+    for (side, median, low, high), cell, spread in zip(bars, timing["Median"], timing[next(k for k in timing if k.startswith("Spread"))]):
+        assert low <= median <= high, (side, low, median, high)
+        assert fmt_ms(median) == cell, (side, median, cell)
+        assert spread == f"{fmt_ms(low)} – {fmt_ms(high)}", (side, spread)
+
+
 def comparison(page) -> dict[str, list[str]]:
     """The comparison's table: its column heads (the sides) and each row's cells, by the row's heading."""
     table = page.locator("table.ilab-compare-timing")
@@ -82,6 +106,9 @@ def test_batching_demos_run_and_chart(live_stack, browser_page):
     waited = timing["steps requests waited before their first pass"]
     assert int(waited[0]) < int(waited[1])
     assert page.evaluate("document.querySelectorAll('.ilab-calc__chart')[0].data.length") == 2  # one Gantt per mode
+    assert_chart_is_the_comparison(page, "Bar chart: mean time to first token")
+    table_times = [cells[4] for cells in (rows.nth(i).locator("td").all_inner_texts() for i in range(2))]
+    assert [t.split(" (")[0] for t in table_times] == timing["Median"]  # the results table quotes the repeats too
     page.screenshot(path=str(SCREENSHOTS / "batching-demo.png"), full_page=True)
 
     page.goto(f"{live_stack.url}/demos/prefix-caching/")
@@ -97,5 +124,6 @@ def test_batching_demos_run_and_chart(live_stack, browser_page):
     assert prefilled[1] < prefilled[0] and int(timing["KV blocks shared"][1]) > 0
     verdict = page.locator("[data-comparison-verdict]").inner_text()
     assert verdict.startswith(("Within noise", "“with the prefix cache” was faster", "“without the cache” was faster"))
+    assert_chart_is_the_comparison(page, "Bar chart: time to first token without and with")
     page.screenshot(path=str(SCREENSHOTS / "prefix-caching-demo.png"), full_page=True)
     assert not page.errors, page.errors

@@ -76,5 +76,16 @@ def test_course_demos_run_and_chart(live_stack, browser_page):
     page.get_by_label("Scheduling").select_option("batched")
     run_and_wait(page, live_stack)
     assert page.locator("table").nth(1).locator("tbody tr").count() == 2  # both runs listed for comparison
+    # Both modes timed in alternating repeats within the run: the chart draws their medians and spreads, the table
+    # beside it the forward passes that explain them (2 requests arriving together: half the passes, 2 per pass).
+    table = page.locator("table.ilab-compare-timing")
+    assert table.locator("thead th").all_inner_texts()[1:] == ["batched", "sequential"]
+    counters = {row.locator("th").inner_text(): row.locator("td").all_inner_texts() for row in table.locator("tbody tr").all()}
+    assert counters["forward passes"] == ["3", "6"] and counters["most sequences sharing one forward pass"] == ["2", "1"]
+    bars = page.evaluate("""() => [...document.querySelectorAll('.ilab-calc__chart')]
+      .find((c) => c.getAttribute('aria-label').startsWith('Bar chart: time until every request'))
+      .data.map((t) => [t.x[0], t.error_y.arrayminus[0] >= 0 && t.error_y.array[0] >= 0])""")
+    assert bars == [["batched", True], ["sequential", True]]
+    assert page.locator("table").nth(1).locator("tbody tr td:last-child").last.inner_text().count("ms") == 2
     shot(page, "serving-load-demo")
     assert not page.errors, page.errors

@@ -82,9 +82,14 @@ def test_flash_attention_default_shows_several_tiles_and_what_to_try_next(live_s
     computed, skipped = (int(x) for x in out(page, "tiles").split("/"))
     assert computed >= 6 and skipped >= 3, out(page, "tiles")
     assert float(out(page, "ratio").rstrip("×")) >= 9, out(page, "ratio")
-    naive, tiled = (ms(x) for x in out(page, "times").split("/"))
-    print("flash-attention:", out(page, "times"), why(page).inner_text() if why(page).is_visible() else "(no note)")
-    if tiled > naive:  # the lesson's "faster" does not show on this CPU: the page says why, with this run's numbers
+    # The times are the medians of the alternating repeats; "(within noise)" where their spreads overlap.
+    times = out(page, "times")
+    within_noise = times.endswith(" (within noise)")
+    naive, tiled = (ms(x) for x in times.removesuffix(" (within noise)").split("/"))
+    print("flash-attention:", times, why(page).inner_text() if why(page).is_visible() else "(no note)")
+    if within_noise:  # nothing in time to explain
+        assert not why(page).is_visible() or "Tiled took" not in why(page).inner_text()
+    elif tiled > naive:  # the lesson's "faster" does not show on this CPU: the page says why, with the repeats' medians
         note = why(page).inner_text()
         assert "Tiled took" in note and f"runs {computed} small matrix products" in note, note
         assert "fits in one tile" not in note
@@ -113,12 +118,13 @@ def test_speculative_slower_than_plain_is_explained_with_acceptance_and_costs(li
     page.get_by_label("Preset").select_option(label="Free text (drafts struggle)")
     page.get_by_label("New tokens").fill("16")
     run_and_wait(page, live_stack)
-    speedup = float(out(page, "speedup").rstrip("×"))
+    speedup_text = out(page, "speedup")  # the medians of the alternating repeats, e.g. "0.38×" or "0.97× (within noise)"
+    speedup = float(speedup_text.split("×")[0])
     accepted, drafted = (int(x) for x in out(page, "accept").split("/"))
-    print("speculative:", speedup, why(page).inner_text() if why(page).is_visible() else "(no note)")
-    if speedup < 1:
+    print("speculative:", speedup_text, why(page).inner_text() if why(page).is_visible() else "(no note)")
+    if speedup < 1 and "within noise" not in speedup_text:
         note = why(page).inner_text()
-        assert f"slower than plain decoding here ({speedup:.2f}×)" in note, note
+        assert f"slower than plain decoding here ({speedup:.2f}×, medians of 3 alternating repeats)" in note, note
         assert f"only {accepted} of {drafted} guesses were accepted" in note, note
         verify_ms = out(page, "draftCost").split("/")[1].strip()  # "27.0 ms / 61.9 ms": the verify pass
         assert f"A verify pass took {verify_ms}" in note and "what plain decoding took per token" in note, note
@@ -139,12 +145,17 @@ def test_batching_wall_clock_against_the_lesson_is_explained_from_its_steps(live
         rows[cells[0]] = cells
     assert set(rows) == {"continuous", "static"}
     steps = {mode: int(cells[1]) for mode, cells in rows.items()}
-    e2e_ms = {mode: ms(cells[5]) for mode, cells in rows.items()}
-    e2e_steps = {mode: float(cells[6]) for mode, cells in rows.items()}
+    waited = {mode: int(cells[2]) for mode, cells in rows.items()}
+    e2e_steps = {mode: float(cells[3]) for mode, cells in rows.items()}
     assert steps["continuous"] < steps["static"] and e2e_steps["continuous"] < e2e_steps["static"]  # the lesson, in steps
-    throughput = {mode: float(cells[3]) for mode, cells in rows.items()}
-    print("batching:", rows, why(page).inner_text() if why(page).is_visible() else "(no note)")
-    if e2e_ms["continuous"] > e2e_ms["static"] or throughput["continuous"] < throughput["static"]:
+    assert waited["continuous"] < waited["static"]
+    # The times are the alternating repeats' median (spread), never one streamed run's; the note follows their verdict.
+    ttft_ms = {mode: ms(cells[5].split(" (")[0]) for mode, cells in rows.items()}
+    assert all(t > 0 for t in ttft_ms.values()), rows
+    verdict = page.locator("[data-comparison-verdict]").inner_text()
+    print("batching:", rows, verdict, why(page).inner_text() if why(page).is_visible() else "(no note)")
+    if "this run disagrees" in verdict:
+        assert ttft_ms["continuous"] > ttft_ms["static"]
         note = why(page).inner_text()
         assert "this run went against the lesson" in note, note
         assert f"{steps['continuous']} steps against static's {steps['static']}" in note, note

@@ -111,3 +111,30 @@ def test_authoring_preview_fills_the_figures(client, instructor):
     response = client.post(reverse("courseapp:author_preview"),
                            {"source": "## Hi\n\nBandwidth: {{ server.bandwidth_gbps }} GB/s.\n"})
     assert response.status_code == 200 and "Bandwidth: 31.4 GB/s." in response.content.decode()
+
+
+@pytest.fixture
+def quantization_lesson(db) -> str:
+    for slug in ("overview", "prefill-decode", "kv-cache", "quantization"):  # the lesson and its prerequisites
+        load_course(REPO_CONTENT / f"{slug}.md")
+    return reverse("courseapp:module", args=["quantization"])
+
+
+def test_quantization_lesson_quotes_this_servers_step_with_its_spread_and_date(client, quantization_lesson):
+    """Issue 24: the lesson said the step was "measured when its worker started"; the worker measures only while
+    idle, as the median of several repeats. Every place the lesson quotes the step gives its spread and date."""
+    store_profile(repeats=5, bandwidth_spread_gbps=2.0, matmul_spread_gflops=30.0, decode_step_spread_ms=1.5)
+    text = re.sub(r"\s+", " ", html.unescape(client.get(quantization_lesson).content.decode()))
+    assert "when its worker started" not in text
+    assert "one fp32 decode step took 17.5 ± 0.75 ms (57.1 tokens per second; the median of 5 measurements by this " \
+           "server's demo worker while it ran nothing, 2026-11-25 09:30 UTC" in text
+    assert "This server's own fp32 step, quoted at the top of this page, is 17.5 ± 0.75 ms as of 2026-11-25 09:30 UTC " \
+           "(across 5 idle measurements: bandwidth 2.0 GB/s, matmul 30 GFLOP/s, decode step 1.50 ms (largest − " \
+           "smallest)): its demo worker measures only while it runs nothing" in text
+
+
+def test_before_any_idle_measurement_the_quantization_lesson_names_the_recorded_single_measurement(client, quantization_lesson):
+    text = re.sub(r"\s+", " ", html.unescape(client.get(quantization_lesson).content.decode()))
+    recorded = figures.recorded()
+    assert f"is {recorded.text('decode_step_ms')} ms as of {recorded.when} (a single measurement)" in text
+    assert "this server's demo worker has not published its own measurement yet" in text

@@ -20,6 +20,7 @@ COMPARISONS = {
     "speculative": (("plain decoding", "speculative"), "speculative", {}),
     "flash-attention": (("naive", "tiled"), "naive", {}),  # ~60 tokens: the Python tile loop loses (the lesson)
     "quantization": (("fp32", "int4-g128"), "int4-g128", {}),
+    "serving-load": (("batched", "sequential"), "batched", {}),
 }
 
 
@@ -64,8 +65,20 @@ def quantization(c):
     assert c["int4-g128"]["weight bytes read per step"] < c["fp32"]["weight bytes read per step"] / 4
 
 
+def serving_load(c):
+    batched, sequential = c["batched"], c["sequential"]
+    assert batched["tokens generated"] == sequential["tokens generated"]
+    assert sequential["forward passes"] == sequential["tokens generated"]  # one token per pass, one request at a time
+    assert sequential["most sequences sharing one forward pass"] == 1
+    n_requests = 3  # the defaults: 3 requests arriving together, all in every batched pass
+    assert batched["most sequences sharing one forward pass"] == n_requests
+    assert batched["forward passes"] * n_requests == sequential["forward passes"]
+    assert batched["tokens per forward pass"] == n_requests
+
+
 MECHANISM = {"kv-cache": kv_cache, "prefix-caching": prefix_caching, "batching": batching,
-             "speculative": speculative, "flash-attention": flash_attention, "quantization": quantization}
+             "speculative": speculative, "flash-attention": flash_attention, "quantization": quantization,
+             "serving-load": serving_load}
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +152,18 @@ def test_a_comparison_whose_lesson_makes_no_claim_says_so(one_thread_module):
     comp = next(e for e in events if e["type"] == "comparison")
     assert comp["claim"] == ""
     assert counters_of(comp)["with the prefix cache"]["KV blocks shared"] == 0
+
+
+@pytest.mark.model
+@pytest.mark.timeout(300)
+def test_one_request_shares_no_forward_pass_so_serving_makes_no_claim(one_thread_module):
+    """Batched or not, a lone request runs the same passes: the lesson claims nothing, and the verdict says so."""
+    events = run_demo("serving-load", {"n_requests": 1, "max_new_tokens": 2})
+    comp = next(e for e in events if e["type"] == "comparison")
+    assert comp["claim"] == ""
+    c = counters_of(comp)
+    assert c["batched"]["forward passes"] == c["sequential"]["forward passes"] == 2
+    assert c["batched"]["most sequences sharing one forward pass"] == 1
 
 
 # --- the measurement itself, without a model -------------------------------------------------------------------

@@ -57,8 +57,10 @@ def test_serving_load_same_text_either_way(engine, mode):
     for ev in events:
         validate_event(ev)
     done = sorted((e for e in events if e["type"] == "load_request"), key=lambda e: e["request_id"])
-    summary = events[-1]
-    assert summary["type"] == "load_summary" and summary["mode"] == mode and summary["output_tokens"] == 6
+    summary = next(e for e in events if e["type"] == "load_summary")
+    assert summary["mode"] == mode and summary["output_tokens"] == 6
+    assert events[-1]["type"] == "comparison"  # then both modes, timed in alternating repeats
+    assert events.index(summary) < min(i for i, e in enumerate(events) if e["type"] == "comparison_sample")
     assert [e["n_generated"] for e in done] == [3, 3]
     params = GenerationParams(max_new_tokens=3, stop_at_eos=False)
     greedy = [engine.tokenizer.decode(engine.generate_ids(engine.encode_prompt(e["prompt"], False), params),
@@ -66,6 +68,23 @@ def test_serving_load_same_text_either_way(engine, mode):
     assert [e["text"] for e in done] == greedy  # batching changes timing, never the tokens
     for e in done:
         assert e["ttft_s"] >= e["first_token_s"] - e["arrival_s"] - 1e-9 and len(e["itl_s"]) == 2
+
+
+@pytest.mark.model
+def test_a_timed_serving_run_skips_the_gaps_between_arrivals_instead_of_sleeping(engine):
+    """The comparison's timed runs hold the engine: waiting 2 s for a request to arrive must not keep it idle, yet the
+    time measured is the real clock's, arrival gap included."""
+    import time
+
+    from demos.catalog.serving_load import SPEC, timed_side
+
+    params = SPEC.with_defaults({"n_requests": 2, "max_new_tokens": 2, "spacing_s": 2.0})
+    for mode in ("batched", "sequential"):
+        t0 = time.perf_counter()
+        seconds, counters = timed_side(engine, params, mode)
+        held = time.perf_counter() - t0
+        assert seconds >= 2.0 and held < seconds - 1.5, (mode, seconds, held)
+        assert counters["tokens generated"] == 4
 
 
 def test_overview_model_table_matches_the_real_config():

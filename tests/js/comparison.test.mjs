@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { fmtCounter, verdictText } from "../../static/js/demos/comparison.js";
+import { comparisonTraces, drawComparison, fmtCounter, verdictText } from "../../static/js/demos/comparison.js";
 
 const side = (label, times, counters) => ({ label, times_s: times, median_s: [...times].sort()[1], low_s: Math.min(...times),
   high_s: Math.max(...times), counters });
@@ -37,4 +37,17 @@ test("counters: bytes in binary units, counts as integers", () => {
   assert.equal(fmtCounter("score bytes held", 512), "512 B");
   assert.equal(fmtCounter("forward passes", 1300), "1,300");
   assert.equal(fmtCounter("forward passes", undefined), "–");
+});
+
+test("the chart draws what the comparison measured: a bar per side at its median, error bars to its spread", () => {
+  const ev = event({ within_noise: true });
+  const traces = comparisonTraces(ev);
+  assert.deepEqual(traces.map((t) => [t.x[0], Math.round(t.y[0])]), [["without the cache", 710], ["with the prefix cache", 150]]);
+  const [a, b] = traces.map((t) => t.error_y);
+  assert.deepEqual([a.array, a.arrayminus].map((v) => Math.round(v[0])), [330, 10]); // 1.04 s high, 0.70 s low
+  assert.deepEqual([b.array, b.arrayminus].map((v) => Math.round(v[0])), [350, 30]);
+  const block = { chart: null, summary: { textContent: "" } };
+  drawComparison(null, block, ev); // the words come even before the chart library has loaded
+  assert.match(block.summary.textContent, /^time to first token, 3 alternating repeats per side — without the cache: median 710\.0 ms \(min–max 700\.0 ms – 1040\.0 ms\)/);
+  assert.match(block.summary.textContent, /The ranges overlap: within noise\.$/);
 });

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { COMPARE_METRICS } from "../../static/js/demos/compare-metrics.js";
-import { changedSettings, fmtWhen, legendNames, provenanceText } from "../../static/js/demos/run-history.js";
+import { changedSettings, errorBars, fmtWhen, legendNames, provenanceText } from "../../static/js/demos/run-history.js";
 
 const spec = { params: { use_cache: { label: "Use the KV cache" }, format: { label: "Format" }, k: { label: "Guesses per round" } } };
 
@@ -51,14 +51,26 @@ test("every demo's comparison reads its series from the trace", () => {
     { type: "batch_step", step: 0, blocks_used: 32 / blockSize }];
   assert.deepEqual(COMPARE_METRICS["paged-attention"][0].extract(paged(8)), COMPARE_METRICS["paged-attention"][0].extract(paged(16)));
   assert.deepEqual(COMPARE_METRICS["paged-attention"][0].extract(paged(16)), { x: [0], y: [32] });
-  const batches = [{ type: "batch_run_started", mode: "continuous" }, { type: "batch_run_finished", metrics: { output_throughput: 9 } },
-    { type: "batch_run_started", mode: "static" }, { type: "batch_run_finished", metrics: { output_throughput: 5 } }];
-  assert.deepEqual(COMPARE_METRICS.batching[0].extract(batches), { x: ["continuous", "static"], y: [9, 5] });
-  const flash = [{ type: "attention_compare", naive_time_s: 0.004, tiled_time_s: 0.002 }];
-  assert.deepEqual(COMPARE_METRICS["flash-attention"][0].extract(flash), { x: ["naive", "tiled"], y: [4, 2] });
   for (const name of ["prefill-decode", "serving-load", "speculative", "quantization", "paged-attention", "prefix-caching"]) {
     assert.ok(COMPARE_METRICS[name].length >= 1, name);
   }
+});
+
+test("a demo that times two settings compares runs on its repeats' medians and spreads, never one streamed run", () => {
+  const side = (label, low, median, high) => ({ label, median_s: median, low_s: low, high_s: high, times_s: [low, median, high] });
+  const trace = [
+    { type: "batch_run_started", mode: "continuous" }, { type: "batch_run_finished", metrics: { mean_ttft_ms: 900 } },
+    { type: "comparison_sample", side: "continuous", time_s: 0.5 },
+    { type: "comparison", sides: [side("continuous", 0.3, 0.35, 0.5), side("static", 0.6, 0.7, 0.75)] }];
+  for (const name of ["batching", "prefix-caching", "speculative", "flash-attention", "quantization", "serving-load"]) {
+    const metric = COMPARE_METRICS[name][0];
+    assert.equal(metric.type, "bar", name);
+    assert.deepEqual(metric.extract(trace), { x: ["continuous", "static"], y: [350, 700], lo: [300, 600], hi: [500, 750] }, name);
+    assert.deepEqual(metric.extract(trace.slice(0, 3)), { x: [], y: [] }, name); // stopped before its repeats: no bar
+  }
+  const bars = errorBars({ x: ["a", "b"], y: [350, 700], lo: [300, 600], hi: [500, 750] }).error_y;
+  assert.deepEqual([bars.array, bars.arrayminus], [[150, 50], [50, 100]]);
+  assert.deepEqual(errorBars({ x: [1], y: [2] }), {}); // a line of one run's points has none
 });
 
 test("the stored-run picker names every setting that changed, wherever it sits in the spec", () => {

@@ -1,14 +1,15 @@
 // Continuous vs static batching: the same requests run in both modes. Per mode, a step-by-step Gantt chart
-// (waiting, prefill, decode, finished-but-holding-a-slot) and the batch occupancy per step; a table puts
-// throughput and latency side by side. All numbers come from the trace (batch_step, request_finished,
-// batch_run_finished).
+// (waiting, prefill, decode, finished-but-holding-a-slot) and the batch occupancy per step; a table puts the
+// step counts side by side with the time to first token as the alternating repeats measured it (median and spread,
+// comparison.js; a streamed run's own times share the worker with other runs, so the page shows none of them). All
+// numbers come from the trace (batch_step, batch_run_finished, comparison).
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn } from "./course-demo-kit.js";
 import { batchingNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
-import { comparisonBlock } from "./comparison.js";
+import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
 
 const STATES = ["", "waiting", "prefill", "decode", "done, slot held"];
 const STATE_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"], [0.4, "#d1d5db"], [0.4, "#f59e0b"], [0.6, "#f59e0b"],
@@ -31,8 +32,9 @@ export function mount(root, config = {}) {
 
   const gantt = chartBlock("Gantt chart per mode: one row per request, one column per step, coloured by the request's state");
   const occ = chartBlock("Line chart: sequences in the batch at each step, per mode, against the number of slots");
-  const results = el("table", {}, el("caption", { text: "Same requests, both modes (latencies are wall-clock on the course CPU)" }),
-    el("thead", {}, el("tr", {}, ...["Mode", "Steps", "Wall time", "Output tokens/s", "Mean TTFT", "Mean end-to-end", "Mean end-to-end (steps)", "Mean slots busy"]
+  const timing = chartBlock("Bar chart: mean time to first token, continuous and static, median of the alternating repeats with their spread");
+  const results = el("table", {}, el("caption", { text: "Same requests, both modes (times: the alternating repeats' median and spread)" }),
+    el("thead", {}, el("tr", {}, ...["Mode", "Steps", "Steps requests waited", "Mean end-to-end (steps)", "Mean slots busy", "Mean TTFT: median (spread)"]
       .map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
   const note = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
   const why = whyNote();
@@ -59,7 +61,8 @@ export function mount(root, config = {}) {
     onStart(params) {
       cmp.reset();
       fillForm({ workload, batch_size: batch.input, modes: modes.input }, params); // a resumed run's own settings
-      s = { runs: [], cur: null };
+      s = { runs: [], cur: null, comparison: null, timed: params.modes === "both" };
+      clearComparison(Plotly, timing, s.timed ? undefined : "Only with both modes are the two timed, in alternating repeats.");
       results.querySelector("tbody").replaceChildren();
       note.textContent = "";
       showWhy(why, "");
@@ -67,7 +70,10 @@ export function mount(root, config = {}) {
     },
     onEvent(ev) {
       cmp.onEvent(ev);
-      if (ev.type === "batch_run_started") {
+      if (ev.type === "comparison") {
+        s.comparison = ev;
+        showTiming(ev);
+      } else if (ev.type === "batch_run_started") {
         s.cur = { mode: ev.mode, slots: ev.max_num_seqs, queued: {}, order: [], steps: [], done: {} };
         s.runs.push(s.cur);
       } else if (ev.type === "request_queued") {
@@ -84,31 +90,49 @@ export function mount(root, config = {}) {
         const busy = run.steps.reduce((a, e) => a + e.entries.length, 0) / Math.max(1, run.steps.length);
         // End-to-end in steps, from the trace: arrival step to the step that produced the request's last token.
         const lastStep = {};
-        for (const e of run.steps) for (const x of e.entries) if (x.finished) lastStep[x.request_id] = e.step;
+        const firstStep = {};
+        for (const e of run.steps) {
+          for (const x of e.entries) {
+            if (x.finished) lastStep[x.request_id] = e.step;
+            if (!(x.request_id in firstStep)) firstStep[x.request_id] = e.step;
+          }
+        }
         const spans = run.order.filter((id) => id in lastStep).map((id) => lastStep[id] - run.queued[id] + 1);
         const e2eSteps = spans.length ? spans.reduce((a, b) => a + b, 0) / spans.length : NaN;
+        const waited = run.order.filter((id) => id in firstStep).reduce((a, id) => a + firstStep[id] - run.queued[id], 0);
         // A mode cut short by Stop still reports what it finished: its row says so, and no note compares it.
         const stopped = (m.completed ?? 0) < run.order.length;
-        run.measured = stopped ? null : { mode: run.mode, slots: run.slots, nSteps: run.steps.length, durationS: m.duration_s,
-          meanE2eMs: m.mean_e2el_ms, meanTtftMs: m.mean_ttft_ms, throughput: m.output_throughput, busy,
-          meanE2eSteps: e2eSteps, stepMs: run.steps.map((e) => e.duration_s * 1000) };
+        run.time = el("td", { text: stopped || !s.timed ? "–" : "…" });
         results.querySelector("tbody").append(el("tr", {}, el("th", { scope: "row", text: stopped ? `${run.mode} (stopped)` : run.mode }),
-          el("td", { text: String(run.steps.length) }), el("td", { text: `${fixed(m.duration_s, 2)} s` }),
-          el("td", { text: fixed(m.output_throughput, 2) }), el("td", { text: fmtMs(m.mean_ttft_ms / 1000) }),
-          el("td", { text: fmtMs(m.mean_e2el_ms / 1000) }), el("td", { text: fixed(e2eSteps, 1) }),
-          el("td", { text: `${fixed(busy, 2)} of ${run.slots}` })));
+          el("td", { text: String(run.steps.length) }), el("td", { text: String(waited) }), el("td", { text: fixed(e2eSteps, 1) }),
+          el("td", { text: `${fixed(busy, 2)} of ${run.slots}` }), run.time));
+        run.measured = stopped ? null : { mode: run.mode, slots: run.slots, nSteps: run.steps.length, busy, meanE2eSteps: e2eSteps };
         if (s.runs.length === 2 && !stopped) {
           const [a, b] = s.runs;
           note.textContent = `Continuous batching took ${a.steps.length} steps, static ${b.steps.length}: static keeps finished requests' ` +
             "slots until its slowest member is done and admits no one in the meantime, so later arrivals wait longer.";
-          showWhy(why, batchingNote(s.runs.map((r) => r.measured).filter(Boolean)));
         }
       }
     },
   });
-  shell.body.append(el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note, why);
+
+  function showTiming(ev) {
+    for (const side of ev.sides) {
+      const run = s.runs.find((r) => r.mode === side.label);
+      if (run && run.time) run.time.textContent = `${fmtMs(side.median_s)} (${fmtMs(side.low_s)} – ${fmtMs(side.high_s)})`;
+    }
+    drawComparison(Plotly, timing, ev);
+    showWhy(why, batchingNote(s.runs.map((r) => r.measured).filter(Boolean), ev));
+  }
+
+  shell.body.append(el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note, why,
+    el("div", { class: "ilab-calc__charts" }, timing.figure));
   shell.body.append(cmp.node);
-  shell.plotly.then((P) => { Plotly = P; draw(); });
+  shell.plotly.then((P) => {
+    Plotly = P;
+    draw();
+    if (s && s.comparison) drawComparison(Plotly, timing, s.comparison);
+  });
 
   function matrix(run) {
     const nSteps = run.steps.length ? run.steps[run.steps.length - 1].step + 1 : 1;

@@ -1,7 +1,9 @@
 // What "Compare runs" (run-history.js) overlays for each demo: per demo, one or more metrics, each reading one
 // series out of a finished run's trace events (docs/trace-schema.md). A demo gets the comparison by having an
 // entry here; demoShell (course-demo-kit.js) and kv-cache.js look it up by the demo's name.
-//   {key, label (chart title), x, y (axis titles), type?: "bar" (categories on x), extract(events) -> {x, y}}
+//   {key, label (chart title), x, y (axis titles), type?: "bar" (categories on x), extract(events) -> {x, y, lo?, hi?}}
+// (lo, hi: each bar's error bar ends). A demo that times two settings in alternating repeats compares runs on what the
+// repeats measured (`timedRepeats`: medians, error bars to the spread), never on one streamed run's clock.
 
 function series(events, keep, x, y) {
   const out = { x: [], y: [] };
@@ -14,20 +16,15 @@ const isToken = (e) => e.type === "token";
 const stepMs = { key: "step_ms", label: "Time per forward pass", x: "step (0 = prefill)", y: "ms",
   extract: (ev) => series(ev, isToken, (e) => e.step, (e) => e.step_time_s * 1000) };
 
-/** One bar per batch run of the trace (batching: per mode; prefix caching: without/with the cache). */
-function perBatchRun(name, value) {
-  return (events) => {
-    const out = { x: [], y: [] };
-    let label = null;
-    for (const e of events) {
-      if (e.type === "batch_run_started") label = name(e);
-      else if (e.type === "batch_run_finished" && label !== null) {
-        out.x.push(label);
-        out.y.push(value(e.metrics || {}));
-      }
-    }
-    return out;
-  };
+/** The run's `comparison` (demos/catalog/comparison.py): a bar per side at its median in ms, lo/hi the spread. */
+export function timedRepeats(label) {
+  return { key: "timed", label, x: "", y: "ms (median of the repeats; error bars: their spread)", type: "bar",
+    extract: (events) => {
+      const c = events.filter((e) => e.type === "comparison").pop();
+      if (!c) return { x: [], y: [] };
+      const ms = (key) => c.sides.map((side) => side[key] * 1000);
+      return { x: c.sides.map((side) => side.label), y: ms("median_s"), lo: ms("low_s"), hi: ms("high_s") };
+    } };
 }
 
 export const COMPARE_METRICS = {
@@ -45,26 +42,10 @@ export const COMPARE_METRICS = {
       extract: (ev) => series(ev, isToken, (e) => e.position, (e) => e.kv_bytes_total / MiB) },
   ],
   "prefill-decode": [stepMs],
-  "flash-attention": [
-    { key: "time_ms", label: "Attention time: naive vs tiled", x: "", y: "ms (median of 3)", type: "bar",
-      extract: (ev) => {
-        const c = ev.filter((e) => e.type === "attention_compare").pop();
-        return c ? { x: ["naive", "tiled"], y: [c.naive_time_s * 1000, c.tiled_time_s * 1000] } : { x: [], y: [] };
-      } },
-  ],
-  "serving-load": [
-    { key: "tokens", label: "Tokens generated over time", x: "seconds since the start", y: "tokens",
-      extract: (ev) => series(ev, (e) => e.type === "load_step", (e) => e.t_s, (e) => e.tokens_total) },
-  ],
-  speculative: [
-    { key: "tokens", label: "Tokens generated over time", x: "seconds since the start", y: "tokens",
-      extract: (ev) => series(ev, (e) => e.type === "spec_round", (e) => e.elapsed_s, (e) => e.n_generated) },
-  ],
-  quantization: [
-    { key: "step_ms", label: "Time per decode step, quantized model", x: "step", y: "ms",
-      extract: (ev) => series(ev, (e) => e.type === "quant_token" && e.variant !== "fp32", (e) => e.step,
-        (e) => e.step_time_s * 1000) },
-  ],
+  "flash-attention": [timedRepeats("Attention time: naive vs tiled")],
+  "serving-load": [timedRepeats("Time until every request had its last token: batched vs sequential")],
+  speculative: [timedRepeats("Time to generate the answer: plain vs speculative")],
+  quantization: [timedRepeats("Time per decode step: fp32 vs the quantized format")],
   "paged-attention": [
     // Memory, not block counts: runs with different block sizes have blocks of different sizes.
     { key: "kv_bytes", label: "KV memory in use (blocks × bytes per block)", x: "scheduler step", y: "MiB",
@@ -74,14 +55,8 @@ export const COMPARE_METRICS = {
         return series(ev, (e) => e.type === "batch_step", (e) => e.step, (e) => (e.blocks_used * perBlock) / MiB);
       } },
   ],
-  batching: [
-    { key: "throughput", label: "Output tokens per second, per mode", x: "", y: "tokens/s", type: "bar",
-      extract: perBatchRun((e) => e.mode, (m) => m.output_throughput) },
-  ],
-  "prefix-caching": [
-    { key: "ttft", label: "Mean time to first token", x: "", y: "ms", type: "bar",
-      extract: perBatchRun((e) => (e.prefix_caching ? "with the cache" : "without"), (m) => m.mean_ttft_ms) },
-  ],
+  batching: [timedRepeats("Mean time to first token: continuous vs static")],
+  "prefix-caching": [timedRepeats("Time to first token: without vs with the prefix cache")],
 };
 
 export function compareMetrics(demo) {

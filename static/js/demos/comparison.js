@@ -2,7 +2,9 @@
 // repeats (demos/catalog/comparison.py), the median and spread per side, "within noise" when the spreads overlap,
 // and beside each time the deterministic counters that explain it (tokens prefilled, bytes read, passes).
 //   const cmp = comparisonBlock(); parent.append(cmp.node); cmp.reset(); cmp.onEvent(ev) for every trace event.
-import { el, fmtMs, fmtNum } from "../calculators/ui.js";
+// A demo's chart of the timing draws what the comparison measured, never one sample: drawComparison(Plotly, block, ev)
+// (bars at the medians, error bars to the spread's ends), so the chart and the verdict beside it cannot disagree.
+import { BASE_LAYOUT, PLOT_CONFIG, el, fmtMs, fmtNum } from "../calculators/ui.js";
 import { formatBytes } from "../units.js";
 
 /** A counter's value as the page shows it: bytes in binary units, counts as integers. */
@@ -12,6 +14,7 @@ export function fmtCounter(name, value) {
 }
 
 const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+const capital = (text) => text.charAt(0).toUpperCase() + text.slice(1);
 
 /** The verdict in words, from the `comparison` event alone. */
 export function verdictText(ev) {
@@ -50,6 +53,41 @@ export function comparisonTable(ev) {
       row("Median", ev.sides.map((s) => fmtMs(s.median_s))),
       row(`Spread (${ev.spread})`, ev.sides.map((s) => `${fmtMs(s.low_s)} – ${fmtMs(s.high_s)}`)),
       ...names.map((k) => row(k, ev.sides.map((s) => fmtCounter(k, (s.counters || {})[k]))))));
+}
+
+const SIDE_COLORS = ["#2563eb", "#9ca3af"];
+
+/** One side's time as a sentence reads it: the median and the spread behind it. */
+export function sideText(ev, side) {
+  return `${side.label}: median ${fmtMs(side.median_s)} (${ev.spread} ${fmtMs(side.low_s)} – ${fmtMs(side.high_s)})`;
+}
+
+/** Plotly traces for the comparison: a bar per side at its median (ms), error bars to the spread's low and high. */
+export function comparisonTraces(ev) {
+  return ev.sides.map((s, i) => ({
+    type: "bar", name: s.label, x: [s.label], y: [s.median_s * 1000], marker: { color: SIDE_COLORS[i % SIDE_COLORS.length] },
+    error_y: { type: "data", symmetric: false, array: [(s.high_s - s.median_s) * 1000],
+      arrayminus: [(s.median_s - s.low_s) * 1000], color: "#111827", thickness: 1.5, width: 8 },
+    customdata: [[s.low_s * 1000, s.high_s * 1000]],
+    hovertemplate: `%{x}: median %{y:.1f} ms, ${ev.spread} %{customdata[0]:.1f}–%{customdata[1]:.1f} ms<extra></extra>`,
+  }));
+}
+
+/** Draw the comparison into a chartBlock (ui.js): medians with their spread, the metric as the axis title. */
+export function drawComparison(Plotly, block, ev) {
+  block.summary.textContent = `${ev.metric}, ${plural(ev.repeats, "alternating repeat", "alternating repeats")} per side — ` +
+    `${ev.sides.map((s) => sideText(ev, s)).join("; ")}.${ev.within_noise ? " The ranges overlap: within noise." : ""}`;
+  if (!Plotly) return;
+  Plotly.react(block.chart, comparisonTraces(ev), { ...BASE_LAYOUT, showlegend: false,
+    title: { text: `${capital(ev.metric)}<br><sub>median of ${ev.repeats} alternating repeats; error bars: ${ev.spread}</sub>` },
+    margin: { ...BASE_LAYOUT.margin, t: 72 }, xaxis: { title: { text: "" } },
+    yaxis: { title: { text: "ms" }, rangemode: "tozero" } }, PLOT_CONFIG);
+}
+
+/** Clear a comparison chart until the timed repeats have run (a run's own streamed times are not the measure). */
+export function clearComparison(Plotly, block, waiting = "Timed after the run, in alternating repeats of both settings.") {
+  block.summary.textContent = waiting;
+  if (Plotly) Plotly.react(block.chart, [], { ...BASE_LAYOUT, title: { text: "" } }, PLOT_CONFIG);
 }
 
 export function comparisonBlock() {

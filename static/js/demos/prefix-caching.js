@@ -1,13 +1,14 @@
 // Prefix-caching demo: questions sharing a long system prompt, served without and then with the prefix
 // cache. Each prompt is drawn as a strip of KV blocks — reused (shared from the cache) or computed — and
-// the time to first token of each question is compared across the two runs. Numbers come from the trace.
+// the time to first token is compared as the timed repeats measured it (medians with their spread, comparison.js),
+// never from one streamed run. Numbers come from the trace.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { prefixNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
-import { comparisonBlock } from "./comparison.js";
+import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/prefix_caching.py), embedded in the page.
@@ -21,7 +22,7 @@ export function mount(root, config = {}) {
   const out = outputs([["prompt", "Prompt tokens per question"], ["hit", "Prefix-cache hit rate"], ["skipped", "Prefill tokens skipped"],
     ["ttft", "TTFT after the first question: without → with"], ["same", "Answers identical?"]], "Prefix caching results");
   const strips = chartBlock("Block strips: one row per question in the cached run; each cell is one KV block, reused from the cache or computed");
-  const ttft = chartBlock("Bar chart: time to first token per question, without and with the prefix cache");
+  const ttft = chartBlock("Bar chart: time to first token without and with the prefix cache, median of the alternating repeats with their spread");
   const answers = el("table", {}, el("caption", { text: "Answers (greedy; the cache must not change them)" }),
     el("thead", {}, el("tr", {}, ...["Question", "Without cache", "With cache", "Cached tokens"].map((t) => el("th", { scope: "col", text: t })))),
     el("tbody"));
@@ -44,7 +45,8 @@ export function mount(root, config = {}) {
     onStart(params) {
       cmp.reset();
       fillForm({ questions: questions.input, max_new_tokens: newTok.input, block_size: blockSize.input }, params);
-      s = { runs: [], cur: null };
+      s = { runs: [], cur: null, comparison: null };
+      clearComparison(Plotly, ttft);
       answers.querySelector("tbody").replaceChildren();
       for (const k of ["prompt", "hit", "skipped", "ttft", "same"]) out.set(k, "–");
       showWhy(why, "");
@@ -75,13 +77,19 @@ export function mount(root, config = {}) {
         }
         summarize();
       } else if (ev.type === "comparison") {
+        s.comparison = ev;
         showTiming(ev);
+        drawComparison(Plotly, ttft, ev);
       }
     },
   });
   shell.body.append(out.node, why, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
   shell.body.append(cmp.node);
-  shell.plotly.then((P) => { Plotly = P; draw(); });
+  shell.plotly.then((P) => {
+    Plotly = P;
+    draw();
+    if (s && s.comparison) drawComparison(Plotly, ttft, s.comparison);
+  });
 
   function summarize() {
     const [a, b] = s.runs;
@@ -127,13 +135,6 @@ export function mount(root, config = {}) {
         return `${id}: ${b.filter((v) => v === 1).length} of ${b.length} blocks reused`;
       }).join("; ");
     }
-    const bars = s.runs.map((r) => ({ type: "bar", name: r.cached ? "with prefix cache" : "without", x: r.order,
-      y: r.order.map((id) => (r.fin[id] ? r.fin[id].ttft_s * 1000 : null)), marker: { color: r.cached ? "#16a34a" : "#9ca3af" },
-      hovertemplate: "%{x}: %{y:.0f} ms<extra></extra>" }));
-    Plotly.react(ttft.chart, bars, { ...BASE_LAYOUT, title: { text: "Time to first token" }, barmode: "group",
-      yaxis: { title: { text: "ms" }, rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 } }, PLOT_CONFIG);
-    ttft.summary.textContent = s.runs.map((r) => `${r.cached ? "with" : "without"} cache: ` +
-      r.order.map((id) => `${id} ${r.fin[id] ? fmtMs(r.fin[id].ttft_s) : "…"}`).join(", ")).join(". ");
   }
   return shell;
 }

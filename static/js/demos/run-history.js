@@ -11,12 +11,20 @@
 //   "Clear comparison" button;
 // - reading a shared run's stored trace (a share link, or a lesson URL with ?run=<share id>).
 //
-// A demo declares what to compare: metrics = [{key, label, x, y, type?, extract(events) -> {x: [], y: []}}]
-// (type "bar" for categories); extract sees the run's trace events in order and returns one series.
+// A demo declares what to compare: metrics = [{key, label, x, y, type?, extract(events) -> {x: [], y: [], lo?, hi?}}]
+// (type "bar" for categories; lo and hi: where each bar's error bar ends, drawn when given); extract sees the run's
+// trace events in order and returns one series.
 
 import { BASE_LAYOUT, PLOT_CONFIG, el, ensurePlotly } from "../calculators/ui.js";
 
 const STORE_PREFIX = "ilab-compare:";
+
+/** Plotly's error bars for a series with `lo`/`hi` (each bar's spread around its value); none without them. */
+export function errorBars(s) {
+  if (!s.lo || !s.hi || s.lo.length !== s.y.length) return {};
+  return { error_y: { type: "data", symmetric: false, array: s.y.map((y, i) => s.hi[i] - y),
+    arrayminus: s.y.map((y, i) => y - s.lo[i]), color: "#111827", thickness: 1.5, width: 6 } };
+}
 export const KEEP = 5;
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"];
 const STYLE_ID = "ilab-run-history-style";
@@ -227,7 +235,7 @@ export function runExtras(root, config, { metrics = [], checkClass = "ilab-calc_
       const s = (r.series || {})[m.key] || { x: [], y: [] };
       const color = COLORS[i % COLORS.length];
       return m.type === "bar"
-        ? { type: "bar", name: names[i], x: [...s.x], y: [...s.y], marker: { color } }
+        ? { type: "bar", name: names[i], x: [...s.x], y: [...s.y], marker: { color }, ...errorBars(s) }
         : { type: "scatter", mode: "lines+markers", name: names[i], x: [...s.x], y: [...s.y],
           line: { color, dash: i === runs.length - 1 ? "solid" : "dot" }, marker: { size: 5 } };
     });
@@ -243,6 +251,7 @@ export function runExtras(root, config, { metrics = [], checkClass = "ilab-calc_
       try {
         const s = m.extract(events) || { x: [], y: [] };
         out[m.key] = { x: Array.from(s.x || []), y: Array.from(s.y || []) };
+        if (s.lo && s.hi) Object.assign(out[m.key], { lo: Array.from(s.lo), hi: Array.from(s.hi) });
       } catch (err) {
         console.warn(`compare: ${m.key}`, err);
         out[m.key] = { x: [], y: [] };

@@ -12,51 +12,29 @@ const pct = (x, digits = 0) => `${fixed(100 * x, digits)}%`;
 const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : NaN);
 
 /**
- * Continuous vs static batching. `runs`: one object per mode, as measured by the page from the trace:
- * {mode, slots, nSteps, durationS, meanE2eMs, meanTtftMs, throughput, busy (mean sequences per step),
- *  meanE2eSteps (arrival to last token, in steps), stepMs: [duration of each step, ms]}.
- * When continuous comes out slower in wall-clock time (mean end-to-end latency above static's, or throughput
- * below it), explains it from the run's steps, per-step cost, occupancy and outliers; otherwise "".
+ * Continuous vs static batching. `runs`: one object per mode, counted by the page from the streamed trace:
+ * {mode, slots, nSteps, busy (mean sequences per step), meanE2eSteps (arrival to last token, in steps)}; `ev`: the
+ * run's `comparison` (both modes timed in alternating repeats). When the repeats put continuous batching's time
+ * to first token above static's beyond noise, against the lesson, explains it from the steps and the occupancy;
+ * otherwise "" (a streamed run's own wall-clock times are one sample on a shared worker: never the measure).
  */
-export function batchingNote(runs) {
+export function batchingNote(runs, ev) {
   const c = runs.find((r) => r.mode === "continuous");
   const s = runs.find((r) => r.mode === "static");
-  if (!c || !s) return "";
-  const slowerE2e = c.meanE2eMs > s.meanE2eMs;
-  const lowerThroughput = c.throughput < s.throughput;
-  if (!slowerE2e && !lowerThroughput) return "";
-  const what = slowerE2e
-    ? `continuous batching's mean end-to-end latency (${fmtMs(c.meanE2eMs / 1000)}) came out above static's ` +
-      `(${fmtMs(s.meanE2eMs / 1000)})`
-    : `continuous batching's throughput (${fixed(c.throughput, 1)} tokens/s) came out below static's ` +
-      `(${fixed(s.throughput, 1)})`;
-  const parts = [`In wall-clock time this run went against the lesson: ${what}. In steps it did not: continuous ` +
-    `finished the same requests in ${c.nSteps} steps against static's ${s.nSteps}, and a request took ` +
-    `${fixed(c.meanE2eSteps, 1)} steps from arrival to its last token on average against ${fixed(s.meanE2eSteps, 1)}.`];
-  const cStep = c.durationS * 1000 / Math.max(c.nSteps, 1);
-  const sStep = s.durationS * 1000 / Math.max(s.nSteps, 1);
-  let explained = false;
-  if (cStep > sStep * 1.05) {
-    parts.push(`Each continuous step took ${fixed(cStep, 0)} ms on average against ${fixed(sStep, 0)} ms for static: ` +
-      `its steps carried ${fixed(c.busy, 1)} sequences on average against ${fixed(s.busy, 1)} (of ${c.slots} slots) and ` +
-      "folded newly arrived prompts' prefill into decode steps. On this CPU a forward pass costs more the more tokens " +
-      "it carries, so fewer steps did not mean less time. On a GPU, where a decode step for a few sequences costs about " +
-      "the same as for one, the step counts decide.");
-    explained = true;
-  }
-  const sorted = [...(c.stepMs || [])].sort((a, b) => a - b);
-  const median = sorted.length >= 3 ? sorted[Math.floor((sorted.length - 1) / 2)] : NaN;
-  const worst = sorted[sorted.length - 1];
-  if (worst > 4 * median) {
-    parts.push(`One continuous step took ${fixed(worst, 0)} ms, ${fixed(worst / median, 0)}× its median of ` +
-      `${fixed(median, 0)} ms: the shared server was busy (or warming up) then. Times this small are noisy; the ` +
-      "step counts are not.");
-    explained = true;
-  }
-  if (!explained) {
-    parts.push(`Per step the two modes cost about the same (${fixed(cStep, 0)} ms against ${fixed(sStep, 0)} ms), so the ` +
-      "difference is within this shared CPU's run-to-run noise: run again and compare.");
-  }
+  if (!c || !s || !ev || !ev.claim || ev.within_noise || ev.faster === ev.claim) return "";
+  const side = (label) => ev.sides.find((x) => x.label === label) || {};
+  const [ct, st] = [side("continuous"), side("static")];
+  const waited = (x) => (x.counters || {})["steps requests waited before their first pass"];
+  const parts = [`Timed in ${ev.repeats} alternating repeats, this run went against the lesson: continuous batching's ` +
+    `mean time to first token (median ${fmtMs(ct.median_s)}) came out above static's (${fmtMs(st.median_s)}), and the ` +
+    `${ev.spread} ranges do not overlap. In steps it did not: continuous finished the same requests in ${c.nSteps} steps ` +
+    `against static's ${s.nSteps}, its requests waited ${waited(ct)} steps in all before their first pass against ` +
+    `${waited(st)}, and a request took ${fixed(c.meanE2eSteps, 1)} steps from arrival to its last token on average against ` +
+    `${fixed(s.meanE2eSteps, 1)}.`];
+  parts.push(`Continuous batching's steps carried ${fixed(c.busy, 1)} sequences on average against ${fixed(s.busy, 1)} ` +
+    `(of ${c.slots} slots) and folded newly arrived prompts' prefill into decode steps. On this CPU a forward pass costs ` +
+    "more the more tokens it carries, so fewer steps did not mean less time. On a GPU, where a decode step for a few " +
+    "sequences costs about the same as for one, the step counts decide.");
   return parts.join(" ");
 }
 
@@ -87,12 +65,18 @@ export function flashNote(ev) {
 }
 
 /**
- * Speculative decoding: `m` is spec_finished's metrics, `plainPerTokenS` the timed plain decode's seconds
- * per token (spec_baseline), or null when plain decoding was not timed. Explains a run slower than plain.
+ * Speculative decoding: `m` is spec_finished's metrics, `ev` the run's `comparison` (plain and speculative timed in
+ * alternating repeats; none when plain decoding was not timed). Explains speculation slower than plain beyond
+ * noise, from the medians and the run's acceptance.
  */
-export function speculativeNote(m, plainPerTokenS) {
-  if (!m || !Number.isFinite(plainPerTokenS) || !(plainPerTokenS > 0) || !(m.total_time_s > 0)) return "";
-  const speedup = (plainPerTokenS * m.n_generated) / m.total_time_s;
+export function speculativeNote(m, ev) {
+  if (!m || !ev || ev.within_noise) return "";
+  const plain = ev.sides.find((x) => x.label === "plain decoding");
+  const spec = ev.sides.find((x) => x.label === "speculative");
+  const tokens = plain && (plain.counters || {}).tokens;
+  if (!spec || !(tokens > 0) || !(plain.median_s > 0) || !(spec.median_s > 0)) return "";
+  const plainPerTokenS = plain.median_s / tokens;
+  const speedup = plain.median_s / spec.median_s;
   const plainMs = plainPerTokenS * 1000;
   const verifyRatio = m.verify_ms_per_forward / plainMs;
   const rounds = Math.max(m.rounds, 1);
@@ -105,7 +89,8 @@ export function speculativeNote(m, plainPerTokenS) {
     `decoding took per token (${fixed(plainMs, 1)} ms)${draftCost}: one round cost as much as ` +
     `${fixed(roundMs / plainMs, 2)} plain tokens and produced ${fixed(m.mean_accept_length, 2)}.`;
   if (speedup >= 1) return "";
-  return `Speculative decoding was slower than plain decoding here (${fixed(speedup, 2)}×): only ${acceptance}, so ` +
+  return `Speculative decoding was slower than plain decoding here (${fixed(speedup, 2)}×, medians of ${ev.repeats} ` +
+    `alternating repeats): only ${acceptance}, so ` +
     `each target pass produced ${fixed(m.mean_accept_length, 2)} tokens. ${cost} Speculation pays only when a round ` +
     "yields more tokens than it costs in plain tokens; with this draft on this text the guesses were too often wrong.";
 }

@@ -1,11 +1,13 @@
 // Serving-load demo: a handful of requests against the course engine, measured like a load test —
 // tokens over time (throughput), a timeline per request (queueing, first token, decode), TTFT/TPOT/ITL
-// percentiles, goodput against your latency targets, and a table comparing your runs.
+// percentiles, goodput against your latency targets, and a table comparing your runs. Then both modes are timed in
+// alternating repeats (comparison.js): their medians and spreads, charted, with the forward passes that explain them.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { fillForm } from "./restore-form.js";
 import { demoShell, intIn, numIn } from "./course-demo-kit.js";
 import { specParams } from "./spec-params.js";
+import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/serving_load.py), embedded in the page.
@@ -23,10 +25,12 @@ export function mount(root, config = {}) {
     ["tpot", "TPOT p50"], ["itl", "ITL p50 / p90"], ["wall", "Wall time"]], "Load test results");
   const tokens = chartBlock("Line chart: tokens generated so far against time; the slope is the throughput");
   const timeline = chartBlock("Timeline chart: for each request, waiting before its first token and then decoding");
+  const modes = chartBlock("Bar chart: time until every request had its last token, batched and sequential, median of the alternating repeats with their spread");
+  const cmp = comparisonBlock(); // both modes timed in alternating repeats, counters beside
   const requests = el("table", {}, el("caption", { text: "Requests of the latest run" }),
     el("thead", {}, el("tr", {}, ...["#", "Prompt", "TTFT", "TPOT", "Met both targets", "Output"].map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
   const runs = el("table", {}, el("caption", { text: "Your runs, for comparison" }),
-    el("thead", {}, el("tr", {}, ...["Run", "Mode", "Requests × tokens", "Throughput (tokens/s)", "Goodput (req/s)", "TTFT p50", "TPOT p50"].map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
+    el("thead", {}, el("tr", {}, ...["Run", "Mode", "Requests × tokens", "Throughput (tokens/s)", "Goodput (req/s)", "TTFT p50", "TPOT p50", "Timed both ways: batched / sequential (medians)"].map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
   let Plotly = null;
   let state = null;
   let runNo = 0;
@@ -44,13 +48,22 @@ export function mount(root, config = {}) {
       fillForm({ n_requests: nReq.input, max_new_tokens: newTok.input, spacing_s: spacing.input, mode: mode.input,
         ttft_slo_s: ttftSlo.input, tpot_slo_s: tpotSlo.input }, params); // a resumed run's own settings
       runNo += 1;
-      state = { params, t: [0], n: [0], reqs: [] };
+      state = { params, t: [0], n: [0], reqs: [], row: null };
+      cmp.reset();
+      clearComparison(Plotly, modes);
       requests.querySelector("tbody").replaceChildren();
       for (const k of ["mode", "throughput", "goodput", "ttft", "tpot", "itl", "wall"]) out.set(k, "–");
       if (Plotly) { Plotly.react(tokens.chart, [], tokensLayout()); Plotly.react(timeline.chart, [], timelineLayout()); }
     },
     onEvent(ev) {
-      if (ev.type === "load_step") {
+      cmp.onEvent(ev);
+      if (ev.type === "comparison") {
+        drawComparison(Plotly, modes, ev);
+        state.comparison = ev;
+        const median = (label) => ev.sides.find((x) => x.label === label);
+        if (state.row) state.row.textContent = `${fmtMs(median("batched").median_s)} / ${fmtMs(median("sequential").median_s)}` +
+          (ev.within_noise ? " (within noise)" : "");
+      } else if (ev.type === "load_step") {
         state.t.push(ev.t_s);
         state.n.push(ev.tokens_total);
         tokens.summary.textContent = `${ev.tokens_total} tokens after ${fixed(ev.t_s, 1)} s; ${ev.n_running} running, ${ev.n_waiting} waiting.`;
@@ -72,18 +85,22 @@ export function mount(root, config = {}) {
         out.set("tpot", fmtMs(ev.tpot_p50_s));
         out.set("itl", `${fmtMs(ev.itl_p50_s)} / ${fmtMs(ev.itl_p90_s)}`);
         out.set("wall", `${fixed(ev.wall_s, 2)} s`);
+        state.row = el("td", { text: "…" });
         runs.querySelector("tbody").append(el("tr", {}, el("td", { text: String(runNo) }), el("td", { text: ev.mode }),
           el("td", { text: `${ev.n_requests} × ${state.params.max_new_tokens}` }), el("td", { text: fixed(ev.throughput_tokens_per_s, 2) }),
-          el("td", { text: fixed(ev.goodput_requests_per_s, 3) }), el("td", { text: fmtMs(ev.ttft_p50_s) }), el("td", { text: fmtMs(ev.tpot_p50_s) })));
+          el("td", { text: fixed(ev.goodput_requests_per_s, 3) }), el("td", { text: fmtMs(ev.ttft_p50_s) }), el("td", { text: fmtMs(ev.tpot_p50_s) }),
+          state.row));
       }
     },
   });
-  shell.body.append(out.node, note, el("div", { class: "ilab-calc__charts" }, tokens.figure, timeline.figure), requests, runs);
+  shell.body.append(out.node, note, el("div", { class: "ilab-calc__charts" }, tokens.figure, timeline.figure), requests, runs,
+    el("div", { class: "ilab-calc__charts" }, modes.figure), cmp.node);
   shell.plotly.then((P) => {
     Plotly = P;
     if (!Plotly) return;
     Plotly.newPlot(tokens.chart, [], tokensLayout(), PLOT_CONFIG);
     Plotly.newPlot(timeline.chart, [], timelineLayout(), PLOT_CONFIG);
+    if (state && state.comparison) drawComparison(Plotly, modes, state.comparison);
   });
 
   function tokensLayout() {

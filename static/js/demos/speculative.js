@@ -1,7 +1,8 @@
 // Speculative decoding, round by round: the draft's guesses appear tentatively, then are marked accepted
 // (green, underlined), rejected (red, struck through, followed by the target's replacement) or topped up with
-// a bonus token. Charts: acceptance per draft position, and the running speedup against plain decoding
-// (timed first, on the same server) with target passes per token. Every number comes from the run's trace.
+// a bonus token. Charts: acceptance per draft position, target passes per token as the run goes, and plain vs
+// speculative time as the alternating repeats measured it (medians with their spread, comparison.js: the speedup is
+// theirs, never one streamed run's). Every number comes from the run's trace.
 // Notation: p = the draft's distribution, q = the target's (docs/trace-schema/speculative.md).
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, checkField, el, fmtMs, numberField, outputs, selectField } from "../calculators/ui.js";
@@ -9,7 +10,7 @@ import { demoShell, intIn, numIn, promptField } from "./course-demo-kit.js";
 import { showWhy, speculativeNote, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
-import { comparisonBlock } from "./comparison.js";
+import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
 
 const STYLE_ID = "ilab-spec-style";
 const CSS = `
@@ -79,12 +80,13 @@ export function mount(root, config = {}) {
   const live = el("p", { class: "ilab-spec__sr", "aria-live": "polite" });
   const out = outputs([["rounds", "Rounds (target passes)"], ["accept", "Guesses accepted"], ["perPass", "Tokens per target pass"],
     ["passPerTok", "Target passes per token"], ["draftCost", "Draft cost / verify pass"], ["plain", "Plain decoding, per token"],
-    ["spec", "Speculative, per token"], ["speedup", "Speedup (wall clock)"], ["same", "Same tokens as plain?"]],
+    ["spec", "Speculative, per token"], ["speedup", "Speedup (medians of the repeats)"], ["same", "Same tokens as plain?"]],
   "Measured on this run");
   const roundTable = el("table", { class: "ilab-spec__round" });
   const why = whyNote();
   const posChart = chartBlock("Bar chart: fraction of guesses accepted at each draft position 1 to k");
-  const speedChart = chartBlock("Line chart: running wall-clock speedup over plain decoding and target passes per token, by tokens generated");
+  const speedChart = chartBlock("Line chart: target passes per token, by tokens generated");
+  const timeChart = chartBlock("Bar chart: time to generate the answer, plain and speculative, median of the alternating repeats with their spread");
   let Plotly = null;
   let s = null;
 
@@ -106,8 +108,9 @@ export function mount(root, config = {}) {
       fillForm({ prompt: prompt.input, chat: chat.input, draft: draft.input, exit_layers: exitLayers.input, k: k.input,
         temperature: temperature.input, max_new_tokens: newTokens.input, baseline: baseline.input }, params);
       syncExit();
-      s = { k: params.k, drafted: [], accepted: [], x: [], speedup: [], passes: [], rounds: 0, acc: 0, nDrafted: 0,
-        perToken: null, baselineIds: null, out: [] };
+      s = { k: params.k, drafted: [], accepted: [], x: [], passes: [], rounds: 0, acc: 0, nDrafted: 0,
+        baseline: params.baseline, baselineIds: null, out: [], metrics: null, comparison: null };
+      clearComparison(Plotly, timeChart, params.baseline ? undefined : "Plain decoding is not timed in this run.");
       text.replaceChildren();
       roundTable.replaceChildren();
       live.textContent = "";
@@ -119,12 +122,12 @@ export function mount(root, config = {}) {
     },
     onEvent(ev) {
       cmp.onEvent(ev);
-      if (ev.type === "run_started") {
+      if (ev.type === "comparison") {
+        onComparison(ev);
+      } else if (ev.type === "run_started") {
         text.append(el("span", { class: "p", text: ev.prompt_tokens.join("") }));
       } else if (ev.type === "spec_baseline") {
-        s.perToken = ev.time_per_token_s;
-        s.baselineIds = ev.token_ids;
-        out.set("plain", fmtMs(ev.time_per_token_s));
+        s.baselineIds = ev.token_ids; // its time is one sample: the repeats after the run give the times
       } else if (ev.type === "spec_started") {
         s.k = ev.k;
         s.drafted = new Array(ev.k).fill(0);
@@ -137,9 +140,13 @@ export function mount(root, config = {}) {
     },
   });
   shell.body.append(legend, text, live, out.node, why, roundTable,
-    el("div", { class: "ilab-calc__charts" }, posChart.figure, speedChart.figure));
+    el("div", { class: "ilab-calc__charts" }, posChart.figure, speedChart.figure, timeChart.figure));
   shell.body.append(cmp.node);
-  shell.plotly.then((P) => { Plotly = P; drawCharts(); });
+  shell.plotly.then((P) => {
+    Plotly = P;
+    drawCharts();
+    if (s && s.comparison) drawComparison(Plotly, timeChart, s.comparison);
+  });
 
   function onRound(ev) {
     // tentative guesses first, then the verdict a moment later (the target checked them all in one pass)
@@ -171,13 +178,10 @@ export function mount(root, config = {}) {
     s.nDrafted += ev.drafted.length;
     s.x.push(ev.n_generated);
     s.passes.push(s.rounds / ev.n_generated);
-    if (s.perToken) s.speedup.push((s.perToken * ev.n_generated) / ev.elapsed_s);
     out.set("rounds", String(s.rounds));
     out.set("accept", `${s.acc} / ${s.nDrafted}`);
     out.set("perPass", fmt(ev.n_generated / s.rounds));
     out.set("passPerTok", fmt(s.rounds / ev.n_generated));
-    out.set("spec", fmtMs(ev.elapsed_s / ev.n_generated));
-    if (s.perToken) out.set("speedup", `${fmt(s.speedup[s.speedup.length - 1])}×`);
     const rejected = ev.outcome.indexOf("rejected");
     live.textContent = `Round ${ev.round + 1}: ${ev.drafted.length} guessed, ${ev.n_accepted} accepted` +
       (rejected >= 0 ? `; the target replaced ${show(ev.drafted_text[rejected])} with ${show(ev.next_text)}.`
@@ -208,11 +212,7 @@ export function mount(root, config = {}) {
     out.set("passPerTok", fmt(m.target_forwards_per_token));
     out.set("draftCost", m.draft_forwards ? `${fmt(m.draft_ms_per_forward, 1)} ms / ${fmt(m.verify_ms_per_forward, 1)} ms`
       : `free / ${fmt(m.verify_ms_per_forward, 1)} ms`);
-    out.set("spec", fmtMs(m.total_time_s / Math.max(m.n_generated, 1)));
-    if (s.perToken) {
-      const speed = (s.perToken * m.n_generated) / m.total_time_s;
-      out.set("speedup", `${fmt(speed)}×`);
-    }
+    if (!s.baseline) out.set("spec", fmtMs(m.total_time_s / Math.max(m.n_generated, 1))); // else: the repeats' median
     if (s.baselineIds) {
       const same = s.baselineIds.length === ev.token_ids.length && s.baselineIds.every((t, i) => t === ev.token_ids[i]);
       out.set("same", same ? "yes, token for token" : "no (sampling: same distribution, different draws)");
@@ -220,13 +220,23 @@ export function mount(root, config = {}) {
     const byPos = m.acceptance_by_position.map((a, i) => `${i + 1}: ${a === null ? "–" : `${Math.round(a * 100)}%`}`).join(", ");
     posChart.summary.textContent = `Acceptance by draft position — ${byPos}. Overall ${m.accepted} of ${m.drafted} guesses ` +
       `(${Math.round(m.acceptance_rate * 100)}%); ${fmt(m.mean_accept_length)} tokens per target pass.`;
-    speedChart.summary.textContent = s.perToken
-      ? `${m.n_generated} tokens in ${m.rounds} target passes; ${fmt((s.perToken * m.n_generated) / m.total_time_s)}× the speed of plain decoding ` +
-        `on this server (plain ${fmtMs(s.perToken)} per token, speculative ${fmtMs(m.total_time_s / m.n_generated)}). ` +
-        `One verify pass took ${fmt(m.verify_ms_per_forward, 1)} ms.`
-      : `${m.n_generated} tokens in ${m.rounds} target passes (plain decoding was not timed).`;
-    showWhy(why, speculativeNote(m, s.perToken));
+    speedChart.summary.textContent = `${m.n_generated} tokens in ${m.rounds} target passes, ` +
+      `${fmt(m.rounds / Math.max(m.n_generated, 1))} per token (plain decoding: 1 per token).`;
+    s.metrics = m;
     drawCharts();
+  }
+
+  // Plain and speculative timed in alternating repeats after the run: the speed figures are their medians.
+  function onComparison(ev) {
+    s.comparison = ev;
+    const plain = ev.sides.find((x) => x.label === "plain decoding");
+    const spec = ev.sides.find((x) => x.label === "speculative");
+    const perToken = (side) => side.median_s / Math.max((side.counters || {}).tokens || 0, 1);
+    out.set("plain", fmtMs(perToken(plain)));
+    out.set("spec", fmtMs(perToken(spec)));
+    out.set("speedup", `${fmt(plain.median_s / spec.median_s)}×${ev.within_noise ? " (within noise)" : ""}`);
+    drawComparison(Plotly, timeChart, ev);
+    showWhy(why, speculativeNote(s.metrics, ev));
   }
 
   function drawCharts() {
@@ -241,11 +251,9 @@ export function mount(root, config = {}) {
     // copies: Plotly.react compares data arrays by reference, so mutated arrays would not redraw
     const traces = [{ type: "scatter", mode: "lines+markers", name: "target passes per token", x: [...s.x], y: [...s.passes],
       line: { color: "#6b7280" } }];
-    if (s.speedup.length) traces.push({ type: "scatter", mode: "lines+markers", name: "speedup vs plain", x: [...s.x], y: [...s.speedup],
-      line: { color: "#1d4ed8" } });
-    Plotly.react(speedChart.chart, traces, { ...BASE_LAYOUT, title: { text: "Speedup and passes per token" },
-      xaxis: { title: { text: "tokens generated" } }, yaxis: { title: { text: "ratio" }, rangemode: "tozero" },
-      legend: { orientation: "h", y: -0.25 },
+    Plotly.react(speedChart.chart, traces, { ...BASE_LAYOUT, title: { text: "Target passes per token<br><sub>dotted: plain decoding's 1</sub>" },
+      xaxis: { title: { text: "tokens generated" } }, yaxis: { title: { text: "passes per token" }, rangemode: "tozero" },
+      showlegend: false,
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dot", color: "#9ca3af" } }] }, PLOT_CONFIG);
   }
   return shell;
