@@ -166,16 +166,23 @@ COURSE_IMPORT_MAX_BYTES = env_int("COURSE_IMPORT_MAX_BYTES", 5 * 1024 * 1024)  #
 # Reverse proxies in front of Daphne that append the client's address to X-Forwarded-For (inferencelab/
 # client_address.py): 0 = Daphne faces the clients and the header is ignored.
 TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0)
-# Login (django-axes, inferencelab/login_throttle.py): this many failures for one account from one client
-# address lock that pair (only that pair) for LOGIN_FAILURE_WINDOW seconds; each failure while locked restarts it.
+# Login (django-axes, inferencelab/login_throttle.py): growing delays per (account, client address) pair. Its
+# LOGIN_MAX_FAILURES-th failure locks that pair (only that pair) for LOGIN_LOCKOUT_SECONDS, each further failure
+# twice as long as the last, at most LOGIN_LOCKOUT_MAX_SECONDS; failures are remembered LOGIN_FAILURE_MEMORY
+# seconds after the pair's latest (and forgotten at a correct sign-in).
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
-LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 900)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 60)
+LOGIN_LOCKOUT_MAX_SECONDS = env_int("LOGIN_LOCKOUT_MAX_SECONDS", 86400)
+LOGIN_FAILURE_MEMORY = env_int("LOGIN_FAILURE_MEMORY", 86400)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = "inferencelab.login_throttle.failure_limit"
 AXES_COOLOFF_TIME = "inferencelab.login_throttle.cool_off"
 AXES_CLIENT_IP_CALLABLE = "inferencelab.client_address.for_request"
 AXES_LOCKOUT_CALLABLE = "inferencelab.login_throttle.lockout_response"
 AXES_RESET_ON_SUCCESS = True  # a correct password forgives its own pair's failures
+# Attempts while locked are refused unchecked and count nothing: retrying the right password during a lock
+# never makes the next one longer.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not logged with their address
 AXES_VERBOSE = False
 # Sign-up: at most this many new accounts per client address per SIGNUP_WINDOW seconds, then 429.
