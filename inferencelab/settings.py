@@ -234,6 +234,19 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# With late acks a task stays in Redis's `unacked` hash until its worker acks it; one whose worker was SIGKILLed is
+# put back in its queue only once the broker's visibility timeout has passed since its delivery (kombu's default:
+# an hour), by the sweep every worker runs every `unacked_restore_interval` seconds and at its start. Kombu cannot
+# tell a dead worker's task from a live one's, so the timeout must outlast the longest task this broker carries, or
+# a live one is delivered a second time: a narration synthesis (minutes on two shared cores) or a demo run with its
+# comparison (two to three minutes with a full batch of 16 there). Ten minutes covers both with margin. A demo
+# ticket delivered twice would be harmless anyway: a run is claimed once (demos/tasks.py `_claim`), so the copy
+# takes the next fair run or skips.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 600),
+    "unacked_restore_interval": 10,
+    "unacked_restore_throttle": 1,  # sweep on every interval (kombu's default scans on every 10th: ~100 s)
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- Engine and demo limits ---------------------------------------------------------------
