@@ -204,6 +204,7 @@ def _settle() -> None:
         pass  # no model yet: the first prompt check says so clearly
     gc.collect()
     gc.freeze()
+    sys.setswitchinterval(settings.GIL_SWITCH_INTERVAL)  # the event loop's turns on the GIL (settings.py)
 
 
 def refuse_proxy_headers(argv: list[str]) -> None:

@@ -167,16 +167,23 @@ COURSE_IMPORT_MAX_BYTES = env_int("COURSE_IMPORT_MAX_BYTES", 5 * 1024 * 1024)  #
 # Reverse proxies in front of Daphne that append the client's address to X-Forwarded-For (inferencelab/
 # client_address.py): 0 = Daphne faces the clients and the header is ignored.
 TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 0)
-# Login (django-axes, inferencelab/login_throttle.py): this many failures for one account from one client
-# address lock that pair (only that pair) for LOGIN_FAILURE_WINDOW seconds; each failure while locked restarts it.
+# Login (django-axes, inferencelab/login_throttle.py): growing delays per (account, client address) pair. Its
+# LOGIN_MAX_FAILURES-th failure locks that pair (only that pair) for LOGIN_LOCKOUT_SECONDS, each further failure
+# twice as long as the last, at most LOGIN_LOCKOUT_MAX_SECONDS; failures are remembered LOGIN_FAILURE_MEMORY
+# seconds after the pair's latest (and forgotten at a correct sign-in).
 LOGIN_MAX_FAILURES = env_int("LOGIN_MAX_FAILURES", 5)
-LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 900)
+LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 60)
+LOGIN_LOCKOUT_MAX_SECONDS = env_int("LOGIN_LOCKOUT_MAX_SECONDS", 86400)
+LOGIN_FAILURE_MEMORY = env_int("LOGIN_FAILURE_MEMORY", 86400)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = "inferencelab.login_throttle.failure_limit"
 AXES_COOLOFF_TIME = "inferencelab.login_throttle.cool_off"
 AXES_CLIENT_IP_CALLABLE = "inferencelab.client_address.for_request"
 AXES_LOCKOUT_CALLABLE = "inferencelab.login_throttle.lockout_response"
 AXES_RESET_ON_SUCCESS = True  # a correct password forgives its own pair's failures
+# Attempts while locked are refused unchecked and count nothing: retrying the right password during a lock
+# never makes the next one longer.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_DISABLE_ACCESS_LOG = True  # successful sign-ins are not logged with their address
 AXES_VERBOSE = False
 # Sign-up: at most this many new accounts per client address per SIGNUP_WINDOW seconds, then 429.
@@ -228,7 +235,26 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# With late acks a task stays in Redis's `unacked` hash until its worker acks it; one whose worker was SIGKILLed is
+# put back in its queue only once the broker's visibility timeout has passed since its delivery (kombu's default:
+# an hour), by the sweep every worker runs every `unacked_restore_interval` seconds and at its start. Kombu cannot
+# tell a dead worker's task from a live one's, so the timeout must outlast the longest task this broker carries, or
+# a live one is delivered a second time: a narration synthesis (minutes on two shared cores) or a demo run with its
+# comparison (two to three minutes with a full batch of 16 there). Ten minutes covers both with margin. A demo
+# ticket delivered twice would be harmless anyway: a run is claimed once (demos/tasks.py `_claim`), so the copy
+# takes the next fair run or skips.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 600),
+    "unacked_restore_interval": 10,
+    "unacked_restore_throttle": 1,  # sweep on every interval (kombu's default scans on every 10th: ~100 s)
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# How long a thread may keep the GIL while another waits for it (Python's default: 5 ms), in the worker and in
+# Daphne. A worker's publishing threads share one GIL with the engine's Python-heavy threads (a batched step, a
+# run's comparison, 16 runs' database writes), and Daphne's event loop with its database threads: measured here, a
+# message into a process whose other thread runs Python waited 12-13 ms (median) at 5 ms and 5 ms at 1 ms.
+GIL_SWITCH_INTERVAL = float(os.environ.get("GIL_SWITCH_INTERVAL", 0.001))
 
 # --- Engine and demo limits ---------------------------------------------------------------
 ENGINE_MODEL = os.environ.get("ENGINE_MODEL", DEFAULT_MODEL)

@@ -7,12 +7,15 @@ import os
 import subprocess
 import sys
 import wave
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from axes.models import AccessAttempt
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db.models import F
 from django.test import Client
 from django.urls import reverse
 
@@ -198,6 +201,57 @@ def test_a_forged_forwarded_address_or_user_agent_does_not_reset_the_count(clien
             codes.append(sign_in(client, "student", "wrong", peer, HTTP_X_FORWARDED_FOR=forged,
                                  HTTP_USER_AGENT=f"guesser/{i}").status_code)  # nor does a new user agent
         assert codes == [200, 200, 429, 429], (trusted, codes)
+
+
+def wait_out(seconds: float) -> None:
+    """The stored sign-in attempts as if `seconds` had passed since each."""
+    AccessAttempt.objects.update(attempt_time=F("attempt_time") - timedelta(seconds=seconds))
+
+
+@pytest.mark.django_db
+def test_login_delays_grow_with_each_lockout_up_to_the_cap(client, student, settings):
+    settings.LOGIN_MAX_FAILURES = 3
+    settings.LOGIN_LOCKOUT_SECONDS = 60
+    settings.LOGIN_LOCKOUT_MAX_SECONDS = 200
+    tries = [sign_in(client, "student", "wrong", ATTACKER) for _ in range(3)]
+    assert [r.status_code for r in tries] == [200, 200, 429]
+    assert int(tries[-1]["Retry-After"]) == 60  # first lock: LOGIN_LOCKOUT_SECONDS
+    assert "Try again in 60 seconds" in tries[-1].content.decode()
+    # While locked even the right password is refused unchecked, and it counts nothing.
+    for _ in range(3):
+        blocked = sign_in(client, "student", "student-pass-123", ATTACKER)
+        assert blocked.status_code == 429 and 0 < int(blocked["Retry-After"]) <= 60
+    assert "_auth_user_id" not in client.session
+    wait_out(61)
+    # The lock is over; one more wrong password locks the pair twice as long.
+    again = sign_in(client, "student", "wrong", ATTACKER)
+    assert again.status_code == 429 and int(again["Retry-After"]) == 120
+    wait_out(61)  # half way through the second lock: still locked
+    still = sign_in(client, "student", "student-pass-123", ATTACKER)
+    assert still.status_code == 429 and 50 <= int(still["Retry-After"]) <= 59
+    assert sign_in(Client(), "student", "student-pass-123", HOME).status_code == 302  # elsewhere: at once
+    wait_out(60)
+    third = sign_in(client, "student", "wrong", ATTACKER)
+    assert third.status_code == 429 and int(third["Retry-After"]) == 200  # 240, capped at 200
+    wait_out(201)
+    assert sign_in(client, "student", "student-pass-123", ATTACKER).status_code == 302
+    # A correct sign-in forgives the pair: the count starts again.
+    assert [sign_in(Client(), "student", "wrong", ATTACKER).status_code for _ in range(3)] == [200, 200, 429]
+    assert int(AccessAttempt.objects.get().failures_since_start) == 3
+
+
+@pytest.mark.django_db
+def test_failures_are_remembered_past_a_lock_but_not_past_the_memory(client, student, settings):
+    settings.LOGIN_MAX_FAILURES = 2
+    settings.LOGIN_LOCKOUT_SECONDS = 10
+    settings.LOGIN_LOCKOUT_MAX_SECONDS = 1000
+    settings.LOGIN_FAILURE_MEMORY = 3600
+    assert [sign_in(client, "student", "wrong", ATTACKER).status_code for _ in range(2)] == [200, 429]
+    wait_out(600)  # long past the 10 s lock, within the memory: the next failure locks for 20 s
+    assert int(sign_in(client, "student", "wrong", ATTACKER)["Retry-After"]) == 20
+    wait_out(3601)  # forgotten: two tries again before a 10 s lock
+    codes = [sign_in(client, "student", "wrong", ATTACKER) for _ in range(2)]
+    assert [r.status_code for r in codes] == [200, 429] and int(codes[-1]["Retry-After"]) == 10
 
 
 @pytest.mark.django_db
