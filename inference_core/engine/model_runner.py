@@ -106,12 +106,12 @@ class ModelRunner:
     def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
                   kv_dtype: str = "auto") -> PagedKVPool:
         """A pool of at least `num_blocks` blocks, lent until `give_back`: a run's (LLMEngine, a single request's
-        included), a speculative target's or a model draft's. Sizes round up to a power of two blocks, so runs of similar size share a
-        class and borrow each other's pools with the CUDA graphs captured over them (a GPU step would otherwise
-        capture them again for every run, inside its timings). A pool's graphs are captured here, for every bucket
-        not yet built, before anyone holds a block of it: the warm-up steps write K/V to block 0, which no sequence owns
-        yet, and no later step waits for a capture. A pool is lent to one holder at a time; a holder never reads
-        a position it has not written, so what the last one left in the pool is never seen."""
+        included), a speculative target's or a model draft's. Sizes round up to a power of two blocks, so runs of
+        similar size share a class and borrow each other's pools with the CUDA graphs captured over them (a GPU step
+        would otherwise capture them again for every run, inside its timings). A pool's graphs are captured here,
+        for every bucket not yet built, before anyone holds a block of it: the warm-up steps write K/V to block 0,
+        which no sequence owns yet, and no later step waits for a capture. A pool is lent to one holder at a time;
+        a holder never reads a position it has not written, so what the last one left in the pool is never seen."""
         depth = n_layers or self.model.config.n_layers
         key = (pool_size_class(num_blocks), block_size, depth, kv_dtype)
         with self._lock:
