@@ -9,8 +9,9 @@ On the CPU, llama.cpp's `llama-bench` (F32 GGUF of the same weights, as many thr
 rounds when `make bench-peers` has built it; the column is skipped otherwise. The roofline is this machine's
 measured streaming-read bandwidth divided by the bytes one decode step must read (all weights + the KV cache so
 far).
-On CUDA our engine decodes through a captured CUDA graph; `ours (eager)` shows the same engine without
-it (INFERENCE_CUDA_GRAPHS=0), i.e. what per-kernel launch overhead costs at this model size.
+On CUDA our engine's decode steps replay the bucket-1 paged step graph (captured when the run's pool is lent, so
+never inside a timed step); `ours (eager)` shows the same engine without it (INFERENCE_CUDA_GRAPHS=0), i.e. what
+per-kernel launch overhead costs at this model size.
 """
 from __future__ import annotations
 

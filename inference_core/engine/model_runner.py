@@ -16,9 +16,10 @@ Two entry points over the same `forward_batch`, both here so a fast path added o
 - `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
   → logits. Speculative rounds (prefill, verify over k+1 positions, a model draft's guesses) call it: they roll
   the sequence back after a rejection, which frees the blocks past its new end.
-On CUDA a step of up to 64 new tokens (a batch of decodes, a speculative verify, a draft's guess, a short prefill
-chunk) replays a CUDA graph captured per token-count bucket over the paged pool (paged_graphs.py); a single
-cached request still decodes through the LoadedModel's GraphDecoder.
+On CUDA a step of up to 64 new tokens (a single request's decode, a batch of decodes, a speculative verify, a
+draft's guess, a short prefill chunk) replays a CUDA graph captured per token-count bucket over the paged pool
+(paged_graphs.py): batch-1 decode is the bucket-1 graph, a fast path of `run` like any other, not a loop of its
+own. Every bucket is captured when the pool is lent (`lend_pool`), so no scheduled step waits for a capture.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from ..kernels import fused_cpu
 from ..kernels import onednn_linears
 from ..kernels.cuda_graphs import graphable
 from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, FusedStep
-from ..kernels.paged_graphs import StepGraphs
+from ..kernels.paged_graphs import BUCKETS, StepGraphs
 from ..model.config import engine_settings
 from ..model.sampling import sample
 from ..model.transformer import Transformer
@@ -104,13 +105,13 @@ class ModelRunner:
 
     def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
                   kv_dtype: str = "auto") -> PagedKVPool:
-        """A pool of at least `num_blocks` blocks, lent until `give_back`: a batch run's (LLMEngine), a speculative
-        target's or a model draft's. Sizes round up to a power of two blocks, so runs of similar size share a
-        class and borrow each other's pools with the CUDA graphs captured over them (a GPU step would otherwise
-        capture them again for every run, inside its timings). A new pool's graphs are captured here, for every
-        bucket, before anyone holds a block of it: the warm-up steps write K/V to block 0, which no sequence owns
-        yet, and no later step waits for a capture. A pool is lent to one holder at a time; a holder never reads
-        a position it has not written, so what the last one left in the pool is never seen."""
+        """A pool of at least `num_blocks` blocks, lent until `give_back`: a run's (LLMEngine, a single request's
+        included), a speculative target's or a model draft's. Sizes round up to a power of two blocks, so runs of
+        similar size share a class and borrow each other's pools with the CUDA graphs captured over them (a GPU step
+        would otherwise capture them again for every run, inside its timings). A pool's graphs are captured here,
+        for every bucket not yet built, before anyone holds a block of it: the warm-up steps write K/V to block 0,
+        which no sequence owns yet, and no later step waits for a capture. A pool is lent to one holder at a time;
+        a holder never reads a position it has not written, so what the last one left in the pool is never seen."""
         depth = n_layers or self.model.config.n_layers
         key = (pool_size_class(num_blocks), block_size, depth, kv_dtype)
         with self._lock:
@@ -118,8 +119,9 @@ class ModelRunner:
             pool = spare.pop() if spare else None
         if pool is None:
             pool = self.new_kv_pool(*key)
-            if self.use_step_graphs:
-                self.step_graphs(pool).prepare_all()
+        # a new pool, or a spare last lent while graphs were off (INFERENCE_CUDA_GRAPHS=0), gets every bucket now
+        if self.use_step_graphs and len(self.step_graphs(pool).buckets) < len(BUCKETS):
+            pool.step_graphs.prepare_all()
         return pool
 
     def give_back(self, pool: PagedKVPool) -> None:
@@ -151,7 +153,7 @@ class ModelRunner:
         """The bucketed step graphs over `pool`, kept on it (built at first use)."""
         if pool.step_graphs is None:
             # captured on a GPU; elsewhere (a test forcing the path on the CPU) the same buffers run eagerly
-            pool.step_graphs = StepGraphs(self.model, pool, capture=pool.k.is_cuda)
+            pool.step_graphs = StepGraphs(self.model, pool, capture=pool.k.is_cuda, compile=engine_settings().compile)
         return pool.step_graphs
 
     @torch.inference_mode()

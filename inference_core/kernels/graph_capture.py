@@ -1,5 +1,5 @@
-"""Recording one step as a CUDA graph: the capture that the contiguous decoder (cuda_graphs.py) and the paged
-step graphs (paged_graphs.py) share."""
+"""Recording one step as a CUDA graph: the capture of every paged step graph (paged_graphs.py), one per token-count
+bucket of a lent pool."""
 from __future__ import annotations
 
 import threading
@@ -8,8 +8,8 @@ from typing import Callable, TypeVar
 import torch
 
 T = TypeVar("T")
-# One capture at a time in the process: the worker's threads (the batching service, speculative runs, GraphDecoder
-# requests) may each capture, and a capture records whatever its stream launches.
+# One capture at a time in the process: the worker's threads (the batching service, single runs, speculative runs)
+# may each lend a new pool and capture over it, and a capture records whatever its stream launches.
 _capture_lock = threading.Lock()
 
 

@@ -109,10 +109,15 @@ class StepGraphs:
 
     Built lazily per bucket; capturing warms the step up twice on a side stream first (CUDA's rule for lazily
     initialised kernels). The warm-up runs write the same K/V to the same slots the replay then writes.
+    `compile` (INFERENCE_COMPILE=1): Inductor fuses each layer's elementwise ops (RoPE, SiLU·up, residual adds,
+    norms) before the capture, so a graph holds fewer, larger kernels; it compiles once per bucket, when built.
     """
 
-    def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None) -> None:
+    def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None,
+                 compile: bool = False) -> None:
         self.model, self.capture = model, capture
+        # the unbound function: a bound method kept on self would be a cycle, holding the graphs past their pool
+        self._compiled = torch.compile(StepGraphs._forward, dynamic=False) if compile else None
         # A pool shallower than the model is an early-exit draft's: its steps run that many layers, then the head.
         self.n_layers = pool.k.shape[0] if pool.k.shape[0] < model.config.n_layers else None
         # The pool holds its graphs (`PagedKVPool.step_graphs`); a weak reference back lets both go, with the
@@ -148,7 +153,7 @@ class StepGraphs:
         bucket = self._bucket(size)
         self._fill(bucket, step, size)
         if not self.capture:
-            bucket.logits = self._forward(bucket)
+            bucket.logits = self._step(bucket)
         elif bucket.graph is None:
             self._capture(bucket)
         else:
@@ -166,7 +171,7 @@ class StepGraphs:
             bucket = self._bucket(size)
             self._fill(bucket, StepRows([0] * size, [0] * size, [0] * size, [0], [SeqSlice(0, size, 1, [0])]), size)
             if not self.capture:
-                bucket.logits = self._forward(bucket)
+                bucket.logits = self._step(bucket)
             elif bucket.graph is None:
                 self._capture(bucket)
 
@@ -197,11 +202,14 @@ class StepGraphs:
         b.tables[:, :widest].copy_(tables, non_blocking=True)
         b.lens.copy_(pos + 1, non_blocking=True)
 
+    def _step(self, b: _Bucket) -> torch.Tensor:
+        return self._compiled(self, b) if self._compiled is not None else self._forward(b)
+
     def _forward(self, b: _Bucket) -> torch.Tensor:
         backend = _BucketBackend(self.pool, b, self.use_triton)
         x = self.model.hidden_states(b.tokens, b.positions, backend, self.n_layers)
         return self.model.compute_logits(x[0])
 
     def _capture(self, b: _Bucket) -> None:
-        b.graph, b.logits = capture(lambda: self._forward(b))
+        b.graph, b.logits = capture(lambda: self._step(b))
         b.graph.replay()  # the capture recorded the step without running it

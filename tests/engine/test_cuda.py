@@ -1,8 +1,8 @@
 """The engine on a CUDA device: same answers as transformers and as our CPU paths.
 
 Skipped where there is no GPU (CI); run on a GPU machine with `pytest tests/engine/test_cuda.py`.
-The first test runs everywhere: the static cache the CUDA graph replays, driven eagerly, equals the
-contiguous cache.
+A single cached request decodes through `LLMEngine.step()` there too: its decode steps replay the runner's
+bucket-1 paged step graph (the step graphs themselves are checked eagerly on the CPU in test_paged_graphs.py).
 """
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import pytest
 import torch
 
 from inference_core import GenerationParams
-from inference_core.model.config import tiny_config
-from inference_core.kernels.cuda_graphs import StaticKVCache, capacity_bucket
+from inference_core.engine.model_runner import runner_for
 from inference_core.model.loader import build_model
-from inference_core.model.kv_cache import KVCache
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -22,46 +20,6 @@ PROMPTS = [
     "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
     "<|im_start|>user\nExplain the KV cache in one sentence.<|im_end|>\n<|im_start|>assistant\n",
 ]
-
-
-def test_static_cache_decode_equals_contiguous_cache():
-    """Eager steps through StaticKVCache (position tensor, masked full-capacity attention) = KVCache."""
-    model = build_model(tiny_config(), None, torch.device("cpu"))
-    cfg = model.config
-    prompt, n = [5, 17, 3, 42, 8, 9, 60], 12
-    static = StaticKVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, "cpu")
-    contiguous = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, "cpu")
-    with torch.inference_mode():
-        a = model(torch.tensor([prompt]), torch.arange(len(prompt)), static, last_only=True)
-        b = model(torch.tensor([prompt]), torch.arange(len(prompt)), contiguous, last_only=True)
-        static.length = len(prompt)
-        for _ in range(n):
-            torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
-            tok = int(b[0, -1].argmax())
-            static.pos.fill_(static.length)
-            a = model(torch.tensor([[tok]]), static.pos, static, last_only=True)
-            b = model(torch.tensor([[tok]]), torch.tensor([contiguous.length]), contiguous, last_only=True)
-            static.length += 1
-    assert static.bytes_used() == contiguous.bytes_used()
-
-
-def test_graph_decoder_prefill_starts_a_new_sequence_whatever_the_last_one_left():
-    """A reused decoder's cache still holds the last request's length and decode position: a new prompt
-    (one token long too, which takes the single-token attention path) must be read from slot 0."""
-    from inference_core.kernels.cuda_graphs import GraphDecoder
-
-    model = build_model(tiny_config(), None, torch.device("cpu"))
-    cfg = model.config
-    decoder = GraphDecoder(model, 32)
-    with torch.inference_mode():
-        for prompt in ([5, 17, 3, 42], [9], [60, 2]):
-            decoder.cache.length = 11  # what a previous request left…
-            decoder.cache.pos.fill_(11)
-            ours = decoder.prefill(prompt)
-            fresh = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, 32, cfg.head_dim, torch.float32, "cpu")
-            ref = model(torch.tensor([prompt]), torch.arange(len(prompt)), fresh, last_only=True)[0, -1]
-            torch.testing.assert_close(ours, ref, rtol=0, atol=1e-5)
-            assert decoder.cache.length == len(prompt)
 
 
 def test_the_default_dtype_is_bf16_on_a_gpu_and_fp32_on_the_cpu():
@@ -81,13 +39,6 @@ def test_a_default_cuda_engine_runs_bf16_and_says_so():
     assert engine.dtype == torch.bfloat16
     started = next(iter(engine.generate("Hello", GenerationParams(max_new_tokens=2)))).to_dict()
     assert started["dtype"] == "bfloat16"
-
-
-def test_capacity_buckets():
-    assert capacity_bucket(1, 2048) == 256
-    assert capacity_bucket(256, 2048) == 256
-    assert capacity_bucket(257, 2048) == 512
-    assert capacity_bucket(2000, 2048) == 2048
 
 
 # ------------------------------------------------------------------------------------------ on a GPU
@@ -137,8 +88,12 @@ def test_cuda_logits_match_transformers(cuda_engine, hf_cuda, text):
 @pytest.mark.parametrize("text", PROMPTS)
 def test_cuda_graph_greedy_identical_to_transformers(cuda_engine, hf_cuda, text):
     ids = cuda_engine.tokenizer.encode(text)
+    runner = runner_for(cuda_engine.model)
+    before = runner.path_counts.copy()
     ours = cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=32))
-    assert cuda_engine._graph_decoders, "the cached CUDA run should have gone through a graph"
+    taken = runner.path_counts - before
+    # every decode step (and a prompt of ≤ 64 tokens) replays a paged step graph
+    assert sum(n for k, n in taken.items() if k.startswith("cuda graph paged step")) >= len(ours) - 1, taken
     with torch.inference_mode():
         ref = hf_cuda.generate(torch.tensor([ids], device="cuda"), max_new_tokens=32, do_sample=False,
                                pad_token_id=cuda_engine.config.eos_token_id)
@@ -148,17 +103,40 @@ def test_cuda_graph_greedy_identical_to_transformers(cuda_engine, hf_cuda, text)
 @needs_cuda
 @pytest.mark.model
 def test_cuda_graph_reused_across_requests_equals_eager_and_cpu(cuda_engine, engine, monkeypatch):
-    """One decoder serves requests of different lengths (the capture from the first is replayed for the
-    second): each equals the eager CUDA path and the CPU engine."""
+    """Requests of different lengths in one pool size class borrow one lent pool and its step graphs (captured
+    when the pool was first lent, never inside a step): each equals the eager CUDA path and the CPU engine."""
+    from inference_core.engine.llm_engine import LLMEngine
+    from inference_core.kernels.paged_graphs import StepGraphs
+
+    captures = {"in step": 0, "at lending": 0}
+    in_step = [False]
+    step, capture = LLMEngine.step, StepGraphs._capture
+
+    def counted_step(self):
+        in_step[0] = True
+        try:
+            return step(self)
+        finally:
+            in_step[0] = False
+
+    def counted_capture(self, b):
+        captures["in step" if in_step[0] else "at lending"] += 1
+        return capture(self, b)
+
+    monkeypatch.setattr(LLMEngine, "step", counted_step)
+    monkeypatch.setattr(StepGraphs, "_capture", counted_capture)
     params = GenerationParams(max_new_tokens=40, stop_at_eos=False)
-    for text in (PROMPTS[1], PROMPTS[0], PROMPTS[2]):
+    for i, text in enumerate((PROMPTS[1], PROMPTS[0], PROMPTS[2])):
         ids = cuda_engine.tokenizer.encode(text)
         graphed = cuda_engine.generate_ids(ids, params)
+        if i == 0:
+            first = dict(captures)
         assert graphed == eager(monkeypatch, cuda_engine, ids, params)
         assert graphed == cuda_engine.generate_ids(ids, GenerationParams(max_new_tokens=40, stop_at_eos=False,
                                                                         use_cache=False))
         assert graphed[:24] == engine.generate_ids(ids, params)[:24]  # CPU: other kernels, same argmax early on
-    assert len(cuda_engine._graph_decoders) == 1
+    assert captures["in step"] == 0, captures
+    assert captures == first, (first, captures)  # the later requests borrowed the first one's pool and graphs
 
 
 @needs_cuda
@@ -252,8 +230,8 @@ def test_cuda_quantized_engine_generates(cuda_engine):
     # int8 linears run the fused Triton kernel (no host sync), so the step is captured; LLM.int8 counts its
     # outliers on the host and decodes eagerly
     assert {layer.kernel for layer in quantized_linears(q.model).values()} == {"triton-int8"}
-    assert q.graph_decoder(64) is not None
-    assert quantized_engine(cuda_engine, "llm-int8").graph_decoder(64) is None
+    assert runner_for(q.model).use_step_graphs
+    assert not runner_for(quantized_engine(cuda_engine, "llm-int8").model).use_step_graphs
     assert q.generate_ids(ids, GenerationParams(max_new_tokens=8))[:4] == fp[:4]
 
 

@@ -359,3 +359,19 @@ def test_a_cpu_pool_on_a_gpu_machine_takes_the_torch_attention(model, monkeypatc
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert StepGraphs(model, pool, capture=False).use_triton == triton_kernels.available()
     equal_to_reference(model, runner, pool, decode_step([5, 9], tables, [7, 8]), use_triton=False)
+
+
+def test_a_spare_lent_while_graphs_were_off_gets_every_bucket_when_lent_again(model, monkeypatch):
+    """A pool made while INFERENCE_CUDA_GRAPHS=0 has no step graphs; lent again with graphs on, it gets every bucket
+    at lending, so no step of its next holder builds one (on a GPU: captures inside a timed step)."""
+    from inference_core.model.config import settings_override
+
+    runner = ModelRunner(model)
+    monkeypatch.setattr(runner, "fused", None)
+    monkeypatch.setattr(runner, "_graphable", True)  # CUDA's condition
+    with settings_override(cuda_graphs=False):
+        pool = runner.lend_pool(20, BS)
+    assert pool.step_graphs is None
+    runner.give_back(pool)
+    again = runner.lend_pool(20, BS)
+    assert again is pool and sorted(pool.step_graphs.buckets) == list(BUCKETS)
