@@ -1,0 +1,154 @@
+"""The tool's endpoints: JWKS, OIDC login initiation, the launch (resource link or deep linking), and the
+deep-linking picker's answer.
+
+The login and launch requests come from the platform, cross-site, so they are exempt from Django's CSRF check:
+what protects them is the library's validation (state cookie, nonce, the id_token's signature against the
+platform's JWKS, its issuer/audience registration and deployment). Any failure is a 400 page saying what was
+wrong and nothing is written.
+"""
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from django.contrib.auth import login
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve, reverse
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from pylti1p3.deep_link_resource import DeepLinkResource
+from pylti1p3.exception import LtiException
+from pylti1p3.lineitem import LineItem
+
+from courseapp.models import Module
+
+from . import library
+from .accounts import admit, claim, remember_link
+from .keys import tool_key
+
+log = logging.getLogger(__name__)
+
+
+def _refused(request, reason: str, *, status: int = 400):
+    log.info("LTI request refused: %s", reason)
+    return render(request, "lti/refused.html", {"reason": reason}, status=status)
+
+
+@require_GET
+def jwks(request):
+    """This install's public key as a JSON Web Key Set: what platforms verify the tool's signatures with."""
+    tool_key()
+    return JsonResponse(library.tool_conf().get_jwks())
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def login_initiation(request):
+    """OIDC third-party login: the platform names itself; the tool answers with a redirect to the platform's
+    authorization endpoint carrying a fresh state (cookie) and nonce (cache)."""
+    try:
+        return library.oidc_login(request).redirect(request.build_absolute_uri(reverse("lti:launch")))
+    except LtiException as error:
+        return _refused(request, f"The login request could not be matched to a registered platform: {error}")
+
+
+def _module_slug(data: dict) -> str:
+    """The module a resource link opens: its `module` custom parameter, else the module page it targets."""
+    custom = claim(data, "custom", {})
+    if isinstance(custom, dict) and custom.get("module"):
+        return str(custom["module"])
+    path = urlsplit(str(claim(data, "target_link_uri", ""))).path
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return ""
+    return match.kwargs.get("slug", "") if match.view_name == "courseapp:module" else ""
+
+
+def _teaches(launch) -> bool:
+    return launch.check_teacher_access() or launch.check_staff_access() or launch.check_designer_access()
+
+
+@csrf_exempt
+@require_POST
+def launch(request):
+    launch = library.message_launch(request)
+    try:
+        data = launch.get_launch_data()  # validates everything, or raises
+    except LtiException as error:
+        return _refused(request, f"The launch could not be verified: {error}")
+    library.consume_nonce(launch)
+    if launch.is_deep_link_launch():
+        return _deep_link_picker(request, launch)
+    if not launch.is_resource_launch():
+        return _refused(request, "This tool accepts resource-link and deep-linking launches only.")
+    module = None
+    slug = _module_slug(data)
+    if slug:
+        module = Module.objects.published().filter(slug=slug).first()
+        if module is None:
+            return _refused(request, f"The link names the module “{slug}”, which is not published here.",
+                            status=404)
+    user, context = admit(data, teaches=_teaches(launch))
+    if context is not None and module is not None:
+        remember_link(data, context, module, user)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect(module.get_absolute_url() if module else reverse("courseapp:index"))
+
+
+def _framed_by_platform(response, return_url: str):
+    """Let the platform (only it) frame this page and receive its form: the picker opens in the LMS's dialog."""
+    parts = urlsplit(return_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    response["Content-Security-Policy"] = "; ".join([
+        "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data:",
+        "object-src 'none'", "base-uri 'self'", f"form-action 'self' {origin}", f"frame-ancestors 'self' {origin}",
+    ])
+    return xframe_options_exempt(lambda: response)()
+
+
+def _deep_link_picker(request, launch):
+    if not _teaches(launch):
+        return _refused(request, "Only an instructor can add modules from the LMS.", status=403)
+    settings = claim(launch.get_launch_data(), "deep_linking_settings", {})
+    response = render(request, "lti/deep_link_pick.html", {
+        "launch_id": launch.get_launch_id(),
+        "modules": Module.objects.published().in_course_order(),
+        "multiple": str(settings.get("accept_multiple", "true")).lower() != "false",
+    })
+    return _framed_by_platform(response, settings.get("deep_link_return_url", ""))
+
+
+def _resource(request, module: Module) -> DeepLinkResource:
+    resource = (DeepLinkResource().set_url(request.build_absolute_uri(module.get_absolute_url()))
+                .set_title(module.title).set_custom_params({"module": module.slug}))
+    questions = module.questions.count()
+    if questions:  # a grade column for its quiz, so launches from the link carry the line item
+        resource.set_lineitem(LineItem().set_score_maximum(questions).set_label(module.title)
+                              .set_resource_id(module.slug))
+    return resource
+
+
+@csrf_exempt  # the picker is shown inside the LMS; the launch id (only in this page) and its cache entry guard it
+@require_POST
+def deep_link_return(request):
+    try:
+        launch = library.restored_launch(request, request.POST.get("launch_id", ""))
+    except LtiException:
+        return _refused(request, "This module picker has expired: open it again from the LMS.")
+    if not launch.is_deep_link_launch() or not _teaches(launch):
+        return _refused(request, "This launch cannot add modules.", status=403)
+    slugs = request.POST.getlist("module")
+    modules = list(Module.objects.published().in_course_order().filter(slug__in=slugs))
+    if not modules or len(modules) != len(set(slugs)):
+        raise Http404("Pick at least one published module.")
+    deep_link = launch.get_deep_link()
+    settings = claim(launch.get_launch_data(), "deep_linking_settings", {})
+    response = render(request, "lti/deep_link_return.html", {
+        "return_url": settings["deep_link_return_url"],
+        "jwt": deep_link.get_response_jwt([_resource(request, module) for module in modules]),
+        "modules": modules,
+    })
+    return _framed_by_platform(response, settings["deep_link_return_url"])
