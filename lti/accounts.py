@@ -90,8 +90,9 @@ def admit(data: dict, *, teaches: bool):
     return user, context
 
 
-def remember_link(data: dict, context: Context, module, user) -> ResourceLink | None:
-    """Record which module the resource link opens and its grade-service claim (for posting scores back)."""
+def remember_link(data: dict, context: Context, module, student=None) -> ResourceLink | None:
+    """Record which module the resource link opens and its grade-service claim; `student` (None for an
+    instructor's launch) is owed score posts for the module's quiz through it."""
     link = claim(data, "resource_link", {})
     if not isinstance(link, dict) or not link.get("id"):
         return None
@@ -99,5 +100,6 @@ def remember_link(data: dict, context: Context, module, user) -> ResourceLink | 
     resource_link, _ = ResourceLink.objects.update_or_create(
         context=context, resource_link_id=str(link["id"]),
         defaults={"module": module, "ags": ags if isinstance(ags, dict) else {}})
-    resource_link.launched_by.add(user)
+    if student is not None:
+        resource_link.launched_by.add(student)
     return resource_link

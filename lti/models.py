@@ -52,7 +52,8 @@ class Context(models.Model):
 
 class ResourceLink(models.Model):
     """A link placed in an LMS course that opens `module`; `ags` is the launch's grade-service claim (its
-    `lineitem` is the grade column scores go to), refreshed on every launch."""
+    `lineitem` is the grade column scores go to), refreshed on every launch; `launched_by` are the students
+    who opened it (instructors never), each owed a score post when they pass the module's quiz."""
 
     context = models.ForeignKey(Context, on_delete=models.CASCADE, related_name="resource_links")
     resource_link_id = models.CharField(max_length=255)

@@ -22,6 +22,7 @@ from pylti1p3.deep_link_resource import DeepLinkResource
 from pylti1p3.exception import LtiException
 from pylti1p3.lineitem import LineItem
 
+from classes.access import is_teacher
 from courseapp.models import Module
 
 from . import library
@@ -29,6 +30,7 @@ from .accounts import admit, claim, remember_link
 from .keys import tool_key
 
 log = logging.getLogger(__name__)
+DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
 
 
 def _refused(request, reason: str, *, status: int = 400):
@@ -91,9 +93,10 @@ def launch(request):
         if module is None:
             return _refused(request, f"The link names the module “{slug}”, which is not published here.",
                             status=404)
-    user, context = admit(data, teaches=_teaches(launch))
+    teaches = _teaches(launch)
+    user, context = admit(data, teaches=teaches)
     if context is not None and module is not None:
-        remember_link(data, context, module, user)
+        remember_link(data, context, module, None if teaches or is_teacher(user) else user)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     return redirect(module.get_absolute_url() if module else reverse("courseapp:index"))
 
@@ -101,10 +104,11 @@ def launch(request):
 def _framed_by_platform(response, return_url: str):
     """Let the platform (only it) frame this page and receive its form: the picker opens in the LMS's dialog."""
     parts = urlsplit(return_url)
-    origin = f"{parts.scheme}://{parts.netloc}"
+    origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
     response["Content-Security-Policy"] = "; ".join([
         "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data:",
-        "object-src 'none'", "base-uri 'self'", f"form-action 'self' {origin}", f"frame-ancestors 'self' {origin}",
+        "object-src 'none'", "base-uri 'self'", f"form-action 'self' {origin}".strip(),
+        f"frame-ancestors 'self' {origin}".strip(),
     ])
     return xframe_options_exempt(lambda: response)()
 
@@ -112,7 +116,7 @@ def _framed_by_platform(response, return_url: str):
 def _deep_link_picker(request, launch):
     if not _teaches(launch):
         return _refused(request, "Only an instructor can add modules from the LMS.", status=403)
-    settings = claim(launch.get_launch_data(), "deep_linking_settings", {})
+    settings = launch.get_launch_data().get(DEEP_LINKING_SETTINGS) or {}
     response = render(request, "lti/deep_link_pick.html", {
         "launch_id": launch.get_launch_id(),
         "modules": Module.objects.published().in_course_order(),
@@ -145,7 +149,7 @@ def deep_link_return(request):
     if not modules or len(modules) != len(set(slugs)):
         raise Http404("Pick at least one published module.")
     deep_link = launch.get_deep_link()
-    settings = claim(launch.get_launch_data(), "deep_linking_settings", {})
+    settings = launch.get_launch_data()[DEEP_LINKING_SETTINGS]  # the library checked it is there
     response = render(request, "lti/deep_link_return.html", {
         "return_url": settings["deep_link_return_url"],
         "jwt": deep_link.get_response_jwt([_resource(request, module) for module in modules]),

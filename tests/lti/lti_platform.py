@@ -203,5 +203,6 @@ def post_quiz(client, slug: str, answers: dict):
         if values is None:
             continue
         shown = [c.order for c in shuffled(question, seed)]
-        data[question.field_name] = [str(shown.index(int(v)) + 1) for v in ([values] if isinstance(values, str) else values)]
+        picks = [values] if isinstance(values, str) else values
+        data[question.field_name] = [str(shown.index(int(v)) + 1) for v in picks]
     return client.post(reverse("courseapp:quiz", args=[slug]), data)

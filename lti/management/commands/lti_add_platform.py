@@ -13,7 +13,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--title", required=True)
-        parser.add_argument("--issuer", required=True, help="The platform's issuer (iss), e.g. https://canvas.instructure.com")
+        parser.add_argument("--issuer", required=True,
+                            help="The platform's issuer (iss), e.g. https://canvas.instructure.com")
         parser.add_argument("--client-id", required=True)
         parser.add_argument("--login-url", required=True, help="The platform's OIDC authorization endpoint")
         parser.add_argument("--token-url", required=True, help="The platform's OAuth2 access token endpoint")
