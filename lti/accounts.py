@@ -15,6 +15,7 @@ import hashlib
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from pylti1p3.contrib.django.lti1p3_tool_config.models import LtiTool
+from pylti1p3.roles import DesignerRole, StaffRole, StudentRole, TeacherRole
 
 from classes.access import is_teacher
 from classes.models import Cohort, Enrollment
@@ -23,6 +24,16 @@ from .models import Context, Identity, ResourceLink
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+
+
+def teaches(roles: list) -> bool:
+    """An instructor role (Instructor, Administrator, ContentDeveloper; institution faculty or staff)."""
+    body = {CLAIM + "roles": roles if isinstance(roles, list) else []}
+    return TeacherRole(body).check() or StaffRole(body).check() or DesignerRole(body).check()
+
+
+def learns(roles: list) -> bool:
+    return StudentRole({CLAIM + "roles": roles if isinstance(roles, list) else []}).check()
 
 
 def claim(data: dict, name: str, default=None):
@@ -75,18 +86,26 @@ def context_for(data: dict, platform: LtiTool) -> Context | None:
                                   title=title[:255], cohort=cohort)
 
 
+def join(context: Context, user, *, teacher: bool) -> bool:
+    """Name `user` among the cohort's instructors, or enroll them as a student; True if newly enrolled."""
+    if teacher:
+        context.cohort.instructors.add(user)
+        return False
+    if is_teacher(user):  # a site instructor or staff account linked to an LMS student: never in class figures
+        return False
+    _, created = Enrollment.objects.get_or_create(cohort=context.cohort, user=user,
+                                                  defaults={"source": Enrollment.Source.LTI})
+    return created
+
+
 @transaction.atomic
-def admit(data: dict, *, teaches: bool):
+def admit(data: dict, *, teacher: bool):
     """Account, cohort and enrollment for a validated launch; returns (user, context or None)."""
     platform = platform_of(data)
     user = account_for(data)
     context = context_for(data, platform)
     if context is not None:
-        if teaches:
-            context.cohort.instructors.add(user)
-        elif not is_teacher(user):
-            Enrollment.objects.get_or_create(cohort=context.cohort, user=user,
-                                             defaults={"source": Enrollment.Source.LTI})
+        join(context, user, teacher=teacher)
     return user, context
 
 

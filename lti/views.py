@@ -26,7 +26,8 @@ from classes.access import is_teacher
 from courseapp.models import Module
 
 from . import library
-from .accounts import admit, claim, remember_link
+from .accounts import admit, claim, remember_link, teaches
+from .roster import sync_roster
 from .keys import tool_key
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def _module_slug(data: dict) -> str:
 
 
 def _teaches(launch) -> bool:
-    return launch.check_teacher_access() or launch.check_staff_access() or launch.check_designer_access()
+    return teaches(claim(launch.get_launch_data(), "roles", []))
 
 
 @csrf_exempt
@@ -93,10 +94,12 @@ def launch(request):
         if module is None:
             return _refused(request, f"The link names the module “{slug}”, which is not published here.",
                             status=404)
-    teaches = _teaches(launch)
-    user, context = admit(data, teaches=teaches)
+    teacher = _teaches(launch)
+    user, context = admit(data, teacher=teacher)
     if context is not None and module is not None:
-        remember_link(data, context, module, None if teaches or is_teacher(user) else user)
+        remember_link(data, context, module, None if teacher or is_teacher(user) else user)
+    if teacher and context is not None and launch.has_nrps():
+        sync_roster(request, launch, context)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     return redirect(module.get_absolute_url() if module else reverse("courseapp:index"))
 

@@ -21,6 +21,7 @@ DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+NRPS = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 ACCESS_TOKEN = "platform-access-token"
 
 
@@ -45,6 +46,8 @@ class Platform:
         self.down = False
         self.token_requests: list[dict] = []
         self.scores: list[dict] = []
+        self.roster: list[list[dict]] = []  # the membership service's pages
+        self.nrps_down = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.base = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -79,7 +82,8 @@ class Platform:
         return jwt.encode(body, pem(key or self.key), algorithm="RS256", headers={"kid": self.kid})
 
     def resource_claims(self, sub: str, role: str, *, module: str | None = None, target: str = "",
-                        link_id: str = "link-1", context_id: str = "course-101", lineitem: str | None = "7") -> dict:
+                        link_id: str = "link-1", context_id: str = "course-101", lineitem: str | None = "7",
+                        nrps: bool = False) -> dict:
         claims = {
             "sub": sub, "given_name": sub.title(), "family_name": "Tester", "email": f"{sub}@school.example",
             CLAIM + "message_type": "LtiResourceLinkRequest",
@@ -93,6 +97,9 @@ class Platform:
         if lineitem:
             claims[AGS] = {"scope": [SCORE_SCOPE], "lineitems": f"{self.base}/lineitems",
                            "lineitem": f"{self.base}/lineitems/{lineitem}"}
+        if nrps:
+            claims[NRPS] = {"context_memberships_url": f"{self.base}/memberships?page=0",
+                            "service_versions": ["2.0"]}
         return claims
 
     def deep_link_claims(self, sub: str, role: str) -> dict:
@@ -133,7 +140,22 @@ class Platform:
                     return self._send(503, {"error": "down"})
                 if self.path == "/jwks":
                     return self._send(200, platform.jwks())
+                if self.path.startswith("/memberships?page="):
+                    return self._memberships(int(self.path.rsplit("=", 1)[1]))
                 return self._send(404, {})
+
+            def _memberships(self, page: int) -> None:
+                if platform.nrps_down or self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
+                    return self._send(503, {"error": "unavailable"})
+                data = json.dumps({"id": "m", "context": {"id": "course-101"},
+                                   "members": platform.roster[page]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.ims.lti-nrps.v2.membershipcontainer+json")
+                if page + 1 < len(platform.roster):
+                    self.send_header("Link", f'<{platform.base}/memberships?page={page + 1}>; rel="next"')
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):
                 body = self._body()
