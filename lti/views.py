@@ -19,7 +19,7 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pylti1p3.deep_link_resource import DeepLinkResource
-from pylti1p3.exception import LtiException
+from pylti1p3.exception import LtiException, OIDCException
 from pylti1p3.lineitem import LineItem
 
 from classes.access import is_teacher
@@ -53,7 +53,7 @@ def login_initiation(request):
     authorization endpoint carrying a fresh state (cookie) and nonce (cache)."""
     try:
         return library.oidc_login(request).redirect(request.build_absolute_uri(reverse("lti:launch")))
-    except LtiException as error:
+    except (LtiException, OIDCException) as error:  # the library's two families: neither subclasses the other
         return _refused(request, f"The login request could not be matched to a registered platform: {error}")
 
 

@@ -2,6 +2,8 @@
 platform's JWKS fetched over HTTP by the library."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.contrib.auth.models import User
 from lti_platform import INSTRUCTOR, LEARNER, launch, login_and_nonce, new_key
@@ -22,6 +24,17 @@ def test_login_initiation_for_an_unknown_platform_is_refused(client, db):
     response = client.get("/lti/login/", {"iss": "https://unknown.example", "login_hint": "x", "client_id": "y"})
     assert response.status_code == 400
     assert "could not be matched to a registered platform" in response.content.decode()
+
+
+def test_login_initiation_without_a_login_hint_is_refused(client, platform):
+    response = client.post("/lti/login/", {"iss": platform.issuer, "client_id": platform.client_id})
+    assert response.status_code == 400 and "Could not find login hint" in response.content.decode()
+
+
+def test_a_launch_that_is_not_a_jwt_is_refused(client, course, platform):
+    _, state, _ = login_and_nonce(client, platform)
+    _refused(client.post("/lti/launch/", {"id_token": "not-a-token", "state": state}), "JWT must contain 3 parts")
+    _refused(client.post("/lti/launch/", {"state": state}), "Missing id_token")
 
 
 def test_student_launch_lands_in_the_module_and_creates_and_enrolls_them(client, course, platform):
@@ -83,6 +96,11 @@ def _refused(response, words: str) -> None:
 def test_a_token_signed_by_another_key_is_refused(client, course, platform):
     response = launch(client, platform, platform.resource_claims("stu-5", LEARNER, module="intro"), key=new_key())
     _refused(response, "Signature verification failed")
+
+
+def test_an_expired_token_is_refused(client, course, platform):
+    claims = {**platform.resource_claims("stu-exp", LEARNER, module="intro"), "exp": int(time.time()) - 60}
+    _refused(launch(client, platform, claims), "Signature has expired")
 
 
 def test_a_token_for_another_audience_is_refused(client, course, platform):
