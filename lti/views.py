@@ -77,11 +77,15 @@ def _teaches(launch) -> bool:
 @csrf_exempt
 @require_POST
 def launch(request):
-    launch = library.message_launch(request)
     try:
+        launch = library.message_launch(request)  # refuses a launch without the browser's launch cookie
         data = launch.get_launch_data()  # validates everything, or raises
     except LtiException as error:
-        return _refused(request, f"The launch could not be verified: {error}")
+        reason = str(error).replace("Missing %s cookie", "Missing cookie")  # the library's own typo
+        if "cookie" in reason or "State not found" in reason:
+            reason += (" (the browser did not send back the cookie set when the launch began: cookies blocked, "
+                       "or a launch shown in a frame; open the link in a new window)")
+        return _refused(request, f"The launch could not be verified: {reason}")
     library.consume_nonce(launch)
     if launch.is_deep_link_launch():
         return _deep_link_picker(request, launch)

@@ -205,10 +205,10 @@ def login_and_nonce(client, platform: Platform, *, secure: bool = False) -> tupl
     return query["redirect_uri"], query["state"], query["nonce"]
 
 
-def launch(client, platform: Platform, claims: dict, **token_options):
-    redirect_uri, state, nonce = login_and_nonce(client, platform)
+def launch(client, platform: Platform, claims: dict, *, secure: bool = False, **token_options):
+    redirect_uri, state, nonce = login_and_nonce(client, platform, secure=secure)
     token = platform.id_token(nonce, claims, **token_options)
-    return client.post(urlsplit(redirect_uri).path, {"id_token": token, "state": state})
+    return client.post(urlsplit(redirect_uri).path, {"id_token": token, "state": state}, secure=secure)
 
 
 def post_quiz(client, slug: str, answers: dict):

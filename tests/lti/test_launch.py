@@ -137,9 +137,30 @@ def test_a_launch_without_the_login_state_is_refused(client, course, platform):
     _refused(client.post("/lti/launch/", {"id_token": token, "state": "state-forged"}), "State not found")
 
 
-@pytest.mark.parametrize("secure", [True])
-def test_on_https_the_launch_cookies_work_cross_site(client, course, platform, secure):
-    login_and_nonce(client, platform, secure=secure)
-    state_cookies = [c for name, c in client.cookies.items() if name.startswith("lti1p3-")]
-    assert state_cookies and all(c["samesite"] == "None" and c["secure"] for c in state_cookies)
-    assert "sessionid" not in client.cookies  # the site's own session cookie is untouched
+def test_on_https_the_launch_state_rides_on_cross_site_cookies(client, course, platform):
+    """The LMS's POST is cross-site: the library's own cookies carry the launch (SameSite=None; Secure), and the
+    site's session cookie keeps its defaults."""
+    login_and_nonce(client, platform, secure=True)
+    lti_cookies = {name: c for name, c in client.cookies.items() if name.startswith("lti1p3-")}
+    assert "lti1p3-session-id" in lti_cookies
+    assert all(c["samesite"] == "None" and c["secure"] for c in lti_cookies.values())
+    assert "sessionid" not in client.cookies
+
+    client.cookies.clear()
+    response = launch(client, platform, platform.resource_claims("stu-https", LEARNER, module="intro"), secure=True)
+    assert response.status_code == 302 and response["Location"] == "/modules/intro/"
+    assert client.cookies["sessionid"]["samesite"] == "Lax"  # the site's default, untouched
+
+
+def test_an_https_launch_without_the_browser_cookie_is_refused(client, course, platform):
+    redirect_uri, state, nonce = login_and_nonce(client, platform, secure=True)
+    token = platform.id_token(nonce, platform.resource_claims("stu-x", LEARNER, module="intro"))
+    client.cookies.clear()  # another browser, or cookies blocked
+    _refused(client.post("/lti/launch/", {"id_token": token, "state": state}, secure=True), "Missing")
+
+
+def test_an_lms_user_never_takes_over_a_local_account_with_their_email(client, course, platform):
+    User.objects.create_user("local-student", email="stu-mail@school.example", password="x-password-123")
+    launch(client, platform, platform.resource_claims("stu-mail", LEARNER, module="intro"))
+    user = Identity.objects.get(subject="stu-mail").user
+    assert user.username != "local-student" and user.email == ""
