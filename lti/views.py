@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
+from django.conf import settings as django_settings
 from django.contrib.auth import login
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
-from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pylti1p3.deep_link_resource import DeepLinkResource
@@ -78,18 +78,18 @@ def _teaches(launch) -> bool:
 @require_POST
 def launch(request):
     try:
-        launch = library.message_launch(request)  # refuses a launch without the browser's launch cookie
-        data = launch.get_launch_data()  # validates everything, or raises
+        message = library.message_launch(request)  # refuses a launch without the browser's launch cookie
+        data = message.get_launch_data()  # validates everything, or raises
     except LtiException as error:
         reason = str(error).replace("Missing %s cookie", "Missing cookie")  # the library's own typo
         if "cookie" in reason or "State not found" in reason:
             reason += (" (the browser did not send back the cookie set when the launch began: cookies blocked, "
                        "or a launch shown in a frame; open the link in a new window)")
         return _refused(request, f"The launch could not be verified: {reason}")
-    library.consume_nonce(launch)
-    if launch.is_deep_link_launch():
-        return _deep_link_picker(request, launch)
-    if not launch.is_resource_launch():
+    library.consume_nonce(message)
+    if message.is_deep_link_launch():
+        return _deep_link_picker(request, message)
+    if not message.is_resource_launch():
         return _refused(request, "This tool accepts resource-link and deep-linking launches only.")
     module = None
     slug = _module_slug(data)
@@ -98,26 +98,27 @@ def launch(request):
         if module is None:
             return _refused(request, f"The link names the module “{slug}”, which is not published here.",
                             status=404)
-    teacher = _teaches(launch)
+    teacher = _teaches(message)
     user, context = admit(data, teacher=teacher)
     if context is not None and module is not None:
         remember_link(data, context, module, None if teacher or is_teacher(user) else user)
-    if teacher and context is not None and launch.has_nrps():
-        sync_roster(request, launch, context)
+    if teacher and context is not None and message.has_nrps():
+        sync_roster(request, message, context)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     return redirect(module.get_absolute_url() if module else reverse("courseapp:index"))
 
 
 def _framed_by_platform(response, return_url: str):
-    """Let the platform (only it) frame this page and receive its form: the picker opens in the LMS's dialog."""
+    """Let the platform (only it) frame this page and receive its form: the picker opens in the LMS's dialog.
+    The site's policy otherwise applies unchanged."""
     parts = urlsplit(return_url)
     origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
-    response["Content-Security-Policy"] = "; ".join([
-        "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data:",
-        "object-src 'none'", "base-uri 'self'", f"form-action 'self' {origin}".strip(),
-        f"frame-ancestors 'self' {origin}".strip(),
-    ])
-    return xframe_options_exempt(lambda: response)()
+    kept = [d.strip() for d in django_settings.CONTENT_SECURITY_POLICY.split(";")
+            if d.strip() and d.split()[0] not in ("form-action", "frame-ancestors")]
+    response["Content-Security-Policy"] = "; ".join(
+        kept + [f"form-action 'self' {origin}".strip(), f"frame-ancestors 'self' {origin}".strip()])
+    response.xframe_options_exempt = True  # what Django's decorator sets: no X-Frame-Options: DENY here
+    return response
 
 
 def _deep_link_picker(request, launch):

@@ -29,6 +29,9 @@ def test_deep_linking_returns_a_signed_link_to_the_picked_module(client, course,
     assert picker.status_code == 200
     assert 'value="intro"' in page and 'value="cache"' in page  # published modules to pick
     assert f"frame-ancestors 'self' {platform.base}" in picker["Content-Security-Policy"]  # shown in the LMS
+    assert "X-Frame-Options" not in picker and "script-src 'self';" in picker["Content-Security-Policy"]
+    lesson = client.get("/modules/intro/")  # every other page keeps the site's defaults
+    assert lesson["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in lesson["Content-Security-Policy"]
 
     answer = client.post("/lti/deep-link/", {"launch_id": _field(page, "launch_id"), "module": ["intro"]})
     page = answer.content.decode()
