@@ -60,6 +60,7 @@ class Enrollment(models.Model):
     class Source(models.TextChoices):
         INVITE = "invite", "Invite code"
         IMPORT = "import", "Added by an instructor"
+        LTI = "lti", "Launched from the LMS"
 
     cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="enrollments")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="enrollments")

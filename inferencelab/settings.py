@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "demos",
     "serverprofile",
     "classes",
+    "lti.apps.PlatformRegistrationsConfig",  # LTI platform registrations and the tool's key (docs/lti.md)
+    "lti",
 ]
 
 MIDDLEWARE = [

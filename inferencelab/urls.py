@@ -6,5 +6,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("demos/", include("demos.urls")),
     path("classes/", include("classes.urls")),
+    path("lti/", include("lti.urls")),
     path("", include("courseapp.urls")),
 ]

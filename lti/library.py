@@ -1,0 +1,58 @@
+"""The one place the tool builds `pylti1p3` objects: the registrations come from the database, launch state
+(state, nonce, the launch itself) lives in Django's cache, and every call to a platform has a timeout.
+
+Launch state is kept in the cache, not in Django's session, because the platform's POST to the launch URL is
+cross-site: a `SameSite=Lax` session cookie does not come with it. On HTTPS the library pairs the cache entries
+with its own `lti1p3-session-id` cookie (`SameSite=None; Secure`), so the site's session cookie keeps its
+defaults. Several web processes need a shared cache (`CACHES`, e.g. Redis) for a login and its launch to meet.
+"""
+from __future__ import annotations
+
+import requests
+from pylti1p3.contrib.django import DjangoCacheDataStorage, DjangoMessageLaunch, DjangoOIDCLogin
+from pylti1p3.contrib.django.lti1p3_tool_config import DjangoDbToolConf
+
+PLATFORM_TIMEOUT = 5  # seconds, for each call to a platform (its JWKS, token and score endpoints)
+PLATFORM_KEYS_CACHE = 300  # seconds a platform's JWKS is reused before it is fetched again
+LAUNCH_LIFETIME = 3600  # seconds a launch stays restorable (the deep-linking picker posts back within it)
+
+
+class PlatformSession(requests.Session):
+    """A requests session whose every call gives up after PLATFORM_TIMEOUT seconds."""
+
+    def request(self, *args, **kwargs):
+        kwargs.setdefault("timeout", PLATFORM_TIMEOUT)
+        return super().request(*args, **kwargs)
+
+
+def tool_conf() -> DjangoDbToolConf:
+    return DjangoDbToolConf()
+
+
+def storage() -> DjangoCacheDataStorage:
+    return DjangoCacheDataStorage(cache_name="default")
+
+
+def oidc_login(request) -> DjangoOIDCLogin:
+    return DjangoOIDCLogin(request, tool_conf(), launch_data_storage=storage())
+
+
+def message_launch(request) -> DjangoMessageLaunch:
+    data = storage()
+    launch = DjangoMessageLaunch(request, tool_conf(), launch_data_storage=data, requests_session=PlatformSession())
+    launch.set_public_key_caching(data, cache_lifetime=PLATFORM_KEYS_CACHE)
+    launch.set_launch_data_lifetime(LAUNCH_LIFETIME)
+    return launch
+
+
+def restored_launch(request, launch_id: str) -> DjangoMessageLaunch:
+    """A launch validated earlier (by `message_launch`), from the cache; LtiException when it is gone."""
+    return DjangoMessageLaunch.from_cache(launch_id, request, tool_conf(), launch_data_storage=storage(),
+                                         requests_session=PlatformSession())
+
+
+def consume_nonce(launch: DjangoMessageLaunch) -> None:
+    """Forget the launch's nonce, so the same id_token posted again is refused ("Invalid Nonce")."""
+    nonce = launch.get_launch_data().get("nonce")
+    if nonce:
+        launch.get_session_service().data_storage.set_value(f"lti1p3-nonce-{nonce}", None, 1)

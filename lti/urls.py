@@ -1,0 +1,12 @@
+from django.urls import path
+
+from . import views
+
+app_name = "lti"
+
+urlpatterns = [
+    path("jwks/", views.jwks, name="jwks"),
+    path("login/", views.login_initiation, name="login"),
+    path("launch/", views.launch, name="launch"),
+    path("deep-link/", views.deep_link_return, name="deep_link_return"),
+]

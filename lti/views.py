@@ -1,0 +1,166 @@
+"""The tool's endpoints: JWKS, OIDC login initiation, the launch (resource link or deep linking), and the
+deep-linking picker's answer.
+
+The login and launch requests come from the platform, cross-site, so they are exempt from Django's CSRF check:
+what protects them is the library's validation (state cookie, nonce, the id_token's signature against the
+platform's JWKS, its issuer/audience registration and deployment). Any failure is a 400 page saying what was
+wrong and nothing is written.
+"""
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from django.conf import settings as django_settings
+from django.contrib.auth import login
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve, reverse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from pylti1p3.deep_link_resource import DeepLinkResource
+from pylti1p3.exception import LtiException, OIDCException
+from pylti1p3.lineitem import LineItem
+
+from classes.access import is_teacher
+from courseapp.models import Module
+
+from . import library
+from .accounts import admit, claim, remember_link, teaches
+from .roster import sync_roster
+from .keys import tool_key
+
+log = logging.getLogger(__name__)
+DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
+
+
+def _refused(request, reason: str, *, status: int = 400):
+    log.info("LTI request refused: %s", reason)
+    return render(request, "lti/refused.html", {"reason": reason}, status=status)
+
+
+@require_GET
+def jwks(request):
+    """This install's public key as a JSON Web Key Set: what platforms verify the tool's signatures with."""
+    tool_key()
+    return JsonResponse(library.tool_conf().get_jwks())
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def login_initiation(request):
+    """OIDC third-party login: the platform names itself; the tool answers with a redirect to the platform's
+    authorization endpoint carrying a fresh state (cookie) and nonce (cache)."""
+    try:
+        return library.oidc_login(request).redirect(request.build_absolute_uri(reverse("lti:launch")))
+    except (LtiException, OIDCException) as error:  # the library's two families: neither subclasses the other
+        return _refused(request, f"The login request could not be matched to a registered platform: {error}")
+
+
+def _module_slug(data: dict) -> str:
+    """The module a resource link opens: its `module` custom parameter, else the module page it targets."""
+    custom = claim(data, "custom", {})
+    if isinstance(custom, dict) and custom.get("module"):
+        return str(custom["module"])
+    path = urlsplit(str(claim(data, "target_link_uri", ""))).path
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return ""
+    return match.kwargs.get("slug", "") if match.view_name == "courseapp:module" else ""
+
+
+def _teaches(launch) -> bool:
+    return teaches(claim(launch.get_launch_data(), "roles", []))
+
+
+@csrf_exempt
+@require_POST
+def launch(request):
+    try:
+        message = library.message_launch(request)  # refuses a launch without the browser's launch cookie
+        data = message.get_launch_data()  # validates everything, or raises
+    except LtiException as error:
+        reason = str(error).replace("Missing %s cookie", "Missing cookie")  # the library's own typo
+        if "cookie" in reason or "State not found" in reason:
+            reason += (" (the browser did not send back the cookie set when the launch began: cookies blocked, "
+                       "or a launch shown in a frame; open the link in a new window)")
+        return _refused(request, f"The launch could not be verified: {reason}")
+    library.consume_nonce(message)
+    if message.is_deep_link_launch():
+        return _deep_link_picker(request, message)
+    if not message.is_resource_launch():
+        return _refused(request, "This tool accepts resource-link and deep-linking launches only.")
+    module = None
+    slug = _module_slug(data)
+    if slug:
+        module = Module.objects.published().filter(slug=slug).first()
+        if module is None:
+            return _refused(request, f"The link names the module “{slug}”, which is not published here.",
+                            status=404)
+    teacher = _teaches(message)
+    user, context = admit(data, teacher=teacher)
+    if context is not None and module is not None:
+        remember_link(data, context, module, None if teacher or is_teacher(user) else user)
+    if teacher and context is not None and message.has_nrps():
+        sync_roster(request, message, context)
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    return redirect(module.get_absolute_url() if module else reverse("courseapp:index"))
+
+
+def _framed_by_platform(response, return_url: str):
+    """Let the platform (only it) frame this page and receive its form: the picker opens in the LMS's dialog.
+    The site's policy otherwise applies unchanged."""
+    parts = urlsplit(return_url)
+    origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
+    kept = [d.strip() for d in django_settings.CONTENT_SECURITY_POLICY.split(";")
+            if d.strip() and d.split()[0] not in ("form-action", "frame-ancestors")]
+    response["Content-Security-Policy"] = "; ".join(
+        kept + [f"form-action 'self' {origin}".strip(), f"frame-ancestors 'self' {origin}".strip()])
+    response.xframe_options_exempt = True  # what Django's decorator sets: no X-Frame-Options: DENY here
+    return response
+
+
+def _deep_link_picker(request, launch):
+    if not _teaches(launch):
+        return _refused(request, "Only an instructor can add modules from the LMS.", status=403)
+    settings = launch.get_launch_data().get(DEEP_LINKING_SETTINGS) or {}
+    response = render(request, "lti/deep_link_pick.html", {
+        "launch_id": launch.get_launch_id(),
+        "modules": Module.objects.published().in_course_order(),
+        "multiple": str(settings.get("accept_multiple", "true")).lower() != "false",
+    })
+    return _framed_by_platform(response, settings.get("deep_link_return_url", ""))
+
+
+def _resource(request, module: Module) -> DeepLinkResource:
+    resource = (DeepLinkResource().set_url(request.build_absolute_uri(module.get_absolute_url()))
+                .set_title(module.title).set_custom_params({"module": module.slug}))
+    questions = module.questions.count()
+    if questions:  # a grade column for its quiz, so launches from the link carry the line item
+        resource.set_lineitem(LineItem().set_score_maximum(questions).set_label(module.title)
+                              .set_resource_id(module.slug))
+    return resource
+
+
+@csrf_exempt  # the picker is shown inside the LMS; the launch id (only in this page) and its cache entry guard it
+@require_POST
+def deep_link_return(request):
+    try:
+        launch = library.restored_launch(request, request.POST.get("launch_id", ""))
+    except LtiException:
+        return _refused(request, "This module picker has expired: open it again from the LMS.")
+    if not launch.is_deep_link_launch() or not _teaches(launch):
+        return _refused(request, "This launch cannot add modules.", status=403)
+    slugs = request.POST.getlist("module")
+    modules = list(Module.objects.published().in_course_order().filter(slug__in=slugs))
+    if not modules or len(modules) != len(set(slugs)):
+        raise Http404("Pick at least one published module.")
+    deep_link = launch.get_deep_link()
+    settings = launch.get_launch_data()[DEEP_LINKING_SETTINGS]  # the library checked it is there
+    response = render(request, "lti/deep_link_return.html", {
+        "return_url": settings["deep_link_return_url"],
+        "jwt": deep_link.get_response_jwt([_resource(request, module) for module in modules]),
+        "modules": modules,
+    })
+    return _framed_by_platform(response, settings["deep_link_return_url"])
