@@ -45,11 +45,16 @@ class FusedStep:
 
     def forward_rows(self, tokens: torch.Tensor, positions: torch.Tensor, seq: torch.Tensor, tables: torch.Tensor,
                      k_pool: torch.Tensor, v_pool: torch.Tensor, rows: torch.Tensor,
-                     n_layers: int | None = None) -> torch.Tensor:
+                     n_layers: int | None = None, k_scale: torch.Tensor | None = None,
+                     v_scale: torch.Tensor | None = None) -> torch.Tensor:
         """A flattened step of several sequences over a paged pool: row i is token `tokens[i]` at `positions[i]`
-        of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`."""
+        of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`.
+        Pages are fp32, or int8 with their fp16 scales `k_scale`, `v_scale` (an int8 PagedKVPool's), which the
+        native step dequantizes as it reads them and fills as it writes new K/V, exactly as the pool's
+        `write` quantizes."""
         x = self.model.tok_embeddings.weight.index_select(0, tokens)
-        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers)
+        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers,
+                                   k_scale, v_scale)
 
 
 def _linear(kernels, layer: nn.Module):
