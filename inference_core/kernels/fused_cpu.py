@@ -3,8 +3,9 @@
 `Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one or
 more sequences over the paged pool (`forward_rows`; the runner's only way in),
 for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant/linears.py, reading each weight once per
-step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch). Tested
-token-identical (greedy) against the reference and transformers.
+step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch), over fp32 pages
+or an int8 pool's (dequantized inside the attention loop). Tested token-identical (greedy) against the reference and
+transformers, and over int8 pages against the reference's int8 step, page for page.
 
 `build(model)` returns a `FusedStep`, or None with the reason (compiled kernels unavailable,
 `INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8, llm-int8,

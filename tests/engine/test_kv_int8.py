@@ -218,6 +218,18 @@ def test_fused_step_over_int8_pages_matches_the_torch_step_page_for_page(model, 
 
 
 @needs_kernels
+def test_int8_pages_without_their_fp16_scales_are_a_clear_error(model):
+    cfg = model.config
+    pool = PagedKVPool(cfg.n_layers, 2, cfg.n_kv_heads, 4, cfg.head_dim, kv_dtype="int8")
+    step = runner_for(model).fused
+    args = (torch.tensor([5]), torch.tensor([0]), torch.tensor([0]), torch.tensor([[0]]), pool.k, pool.v, torch.tensor([0]))
+    for scales in ({}, {"k_scale": pool.k_scale.float(), "v_scale": pool.v_scale}):
+        with pytest.raises(RuntimeError, match="int8 pages need contiguous fp16 scales"):
+            step.forward_rows(*args, **scales)
+    assert not pool.k.any() and not pool.k_scale.any()  # checked before anything was written
+
+
+@needs_kernels
 def test_scheduled_generation_over_int8_pages_is_token_identical_fused_or_torch(model, monkeypatch):
     prompts = [[3, 17, 42, 5, 9, 11, 20], [8, 8, 30, 3, 60], [50, 51, 52, 53, 54, 55, 56, 57, 58]]
     fused, seen = run_engine(model, prompts, "int8")

@@ -6,8 +6,13 @@
 // phases, too many for the runtime's sleeping barrier). Each projection splits its output rows across the
 // threads, so every weight byte is read once per step whatever T is (see linear.h).
 //
+// The pool's pages are fp32, or int8 with an fp16 scale per token and head (engine/paged.py's int8 pool): the
+// step is compiled once for each (Pages<E>), the int8 one widening keys and values in registers as attention
+// reads them and quantizing new K/V as the pool's own write does.
+//
 // Invariants: on return every row's K/V sits in its sequence's slot for its position in every layer that ran;
-// rows of one sequence are its consecutive new positions. Results equal the reference up to fp32 summation order.
+// rows of one sequence are its consecutive new positions. Results equal the reference up to fp32 summation order;
+// int8 pages hold bit for bit what the reference's PagedKVPool.write stores for the same K/V.
 #include <linux/futex.h>
 #include <omp.h>
 #include <sys/syscall.h>
