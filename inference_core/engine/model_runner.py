@@ -176,17 +176,17 @@ class ModelRunner:
             # The fused step reads and writes fp32 pages and an int8 pool's pages with their scales alike.
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
-            pages = dict(k_pool=pool.k, v_pool=pool.v, k_scale=pool.k_scale, v_scale=pool.v_scale, n_layers=n_layers)
+            scales = (pool.k_scale, pool.v_scale)  # None, None for fp32 pages
             self.path_counts[self.fused.kernel + kv_int8] += 1
             if n <= MAX_FUSED_POSITIONS:
-                return self.fused.forward_rows(tokens, positions, seq, tables, rows=rows, **pages)
+                return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows, n_layers, *scales)
             # Consecutive chunks of the flattened row: a chunk's tokens see the K/V earlier chunks wrote.
             out = []
             for a in range(0, n, MAX_FUSED_POSITIONS):
                 b = min(n, a + MAX_FUSED_POSITIONS)
                 local = rows[(rows >= a) & (rows < b)] - a  # may be empty: the chunk only writes K/V
-                out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, rows=local,
-                                                   **pages))
+                out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
+                                                   local, n_layers, *scales))
             return torch.cat(out)
         if self.use_step_graphs and (n_layers or self.model.config.n_layers) == pool.k.shape[0]:
             graphs = self.step_graphs(pool)  # an early-exit draft's steps too, over its shallower pool
