@@ -173,20 +173,22 @@ class ModelRunner:
         """Logits [len(step.rows), vocab] at the step's rows; K/V of every new token written to `pool`.
         `n_layers` < depth runs only the first layers (an early-exit draft) before the head."""
         n = len(step.tokens)
-        # The fused step reads fp32 pages only: an int8 pool takes the torch paths below, named "(int8 KV)".
-        if self.fused is not None and not pool.quantized and (n <= MAX_FUSED_POSITIONS or self.quantized):
+        kv_int8 = " (int8 KV)" if pool.quantized else ""  # path names say when the pages are int8
+        if self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized):
+            # The fused step reads and writes fp32 pages and an int8 pool's pages with their scales alike.
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
-            self.path_counts[self.fused.kernel] += 1
+            scales = (pool.k_scale, pool.v_scale)  # None, None for fp32 pages
+            self.path_counts[self.fused.kernel + kv_int8] += 1
             if n <= MAX_FUSED_POSITIONS:
-                return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows, n_layers)
+                return self.fused.forward_rows(tokens, positions, seq, tables, pool.k, pool.v, rows, n_layers, *scales)
             # Consecutive chunks of the flattened row: a chunk's tokens see the K/V earlier chunks wrote.
             out = []
             for a in range(0, n, MAX_FUSED_POSITIONS):
                 b = min(n, a + MAX_FUSED_POSITIONS)
                 local = rows[(rows >= a) & (rows < b)] - a  # may be empty: the chunk only writes K/V
                 out.append(self.fused.forward_rows(tokens[a:b], positions[a:b], seq[a:b], tables, pool.k, pool.v,
-                                                   local, n_layers))
+                                                   local, n_layers, *scales))
             return torch.cat(out)
         if self.use_step_graphs and (n_layers or self.model.config.n_layers) == pool.k.shape[0]:
             graphs = self.step_graphs(pool)  # an early-exit draft's steps too, over its shallower pool
@@ -195,7 +197,7 @@ class ModelRunner:
                 return graphs.run(step)
         onednn = self._onednn and n >= onednn_linears.MIN_ROWS
         path = onednn_linears.KERNEL if onednn else "torch reference"
-        self.path_counts[path + (" (int8 KV)" if pool.quantized else "")] += 1
+        self.path_counts[path + kv_int8] += 1
         backend = PagedBackend(pool)
         backend.begin_step(step.slices)
         with onednn_linears.OneDnnLinears() if onednn else nullcontext():

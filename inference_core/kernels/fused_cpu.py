@@ -3,8 +3,9 @@
 `Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one or
 more sequences over the paged pool (`forward_rows`; the runner's only way in),
 for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant/linears.py, reading each weight once per
-step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch). Tested
-token-identical (greedy) against the reference and transformers.
+step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch), over fp32 pages
+or an int8 pool's (dequantized inside the attention loop). Tested token-identical (greedy) against the reference and
+transformers, and over int8 pages against the reference's int8 step, page for page.
 
 `build(model)` returns a `FusedStep`, or None with the reason (compiled kernels unavailable,
 `INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8, llm-int8,
@@ -45,11 +46,16 @@ class FusedStep:
 
     def forward_rows(self, tokens: torch.Tensor, positions: torch.Tensor, seq: torch.Tensor, tables: torch.Tensor,
                      k_pool: torch.Tensor, v_pool: torch.Tensor, rows: torch.Tensor,
-                     n_layers: int | None = None) -> torch.Tensor:
+                     n_layers: int | None = None, k_scale: torch.Tensor | None = None,
+                     v_scale: torch.Tensor | None = None) -> torch.Tensor:
         """A flattened step of several sequences over a paged pool: row i is token `tokens[i]` at `positions[i]`
-        of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`."""
+        of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`.
+        Pages are fp32, or int8 with their fp16 scales `k_scale`, `v_scale` (an int8 PagedKVPool's), which the
+        native step dequantizes as it reads them and fills as it writes new K/V, exactly as the pool's
+        `write` quantizes."""
         x = self.model.tok_embeddings.weight.index_select(0, tokens)
-        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers)
+        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers,
+                                   k_scale, v_scale)
 
 
 def _linear(kernels, layer: nn.Module):

@@ -1,9 +1,10 @@
 """The int8 KV pool (engine/paged.py, `kv_dtype="int8"`): storage, capacity, and generation that really reads it.
 
-Every path that reads the pool is checked over an int8 pool: the runner's reference step (the path a CPU engine
-with int8 KV takes: the fused C++ step reads fp32 pages only), the step graphs' torch gather forced on the CPU,
-and the Triton paged-decode kernel in its interpreter. Generation is checked by the pool it ran on (its dtype and
-its scales), never by its output alone.
+Every path that reads the pool is checked over an int8 pool: the fused C++ step (the path a CPU engine with int8
+KV takes) against the runner's torch reference step, token for token and page for page; the step graphs' torch
+gather forced on the CPU, and the Triton paged-decode kernel in its interpreter, against that reference.
+Generation is checked by the pool it ran on (its dtype and its scales) and the path the runner counted, never by
+its output alone.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from inference_core.engine.model_runner import ModelRunner, runner_for
 from inference_core.engine.paged import PagedKVPool, SeqSlice, dequantize, pool_bytes_per_token, quantize_rows
 from inference_core.engine.request import StepRows
 from inference_core.engine.scheduler import Request, SchedulerConfig
+from inference_core.kernels import quant_kernels
 from inference_core.kernels.paged_graphs import StepGraphs
 from inference_core.model.config import tiny_config
 from inference_core.model.loader import build_model
@@ -28,6 +30,15 @@ if not torch.cuda.is_available():  # Triton decides at import whether kernels ru
 
 # SmolLM2-135M's KV shape (30 layers, 3 kv heads, head_dim 64): int8 + an fp16 scale is 66 bytes per head vector
 SMOL = dict(n_layers=30, n_kv_heads=3, head_dim=64)
+
+
+needs_kernels = pytest.mark.skipif(quant_kernels.load() is None,
+                                   reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
+
+
+def int8_path(model) -> str:
+    """The path the runner names for an int8 pool's steps: the fused step's where it has one."""
+    return f"{runner_for(model).kernel} (int8 KV)"
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +99,7 @@ def test_generation_reads_and_writes_an_int8_pool(model):
     before = runner_for(model).path_counts.copy()
     tokens, seen = run_engine(model, prompts, "int8")
     assert seen and all(dtype == torch.int8 and scaled for dtype, scaled in seen)
-    assert runner_for(model).path_counts["torch reference (int8 KV)"] - before["torch reference (int8 KV)"] == len(seen)
+    assert runner_for(model).path_counts[int8_path(model)] - before[int8_path(model)] == len(seen)
     ref, seen_ref = run_engine(model, prompts, "auto")
     assert all(dtype == torch.float32 for dtype, _ in seen_ref)
     # random weights: greedy argmaxes are close calls, so only most tokens need agree (SmolLM2's figure is below)
@@ -105,8 +116,12 @@ def test_prefix_cache_hits_carry_their_scales(model):
     assert cached == plain  # the hit reads the same int8 blocks and scales a recomputation would write
 
 
-def prefilled_int8(model, lengths):
+def prefilled_int8(model, lengths, fused=True):
+    """A runner (with its fused step, or `fused=False`: the torch reference only) and an int8 pool of 4-slot
+    blocks holding a prefill of each length, one sequence each; their block tables have room for a decode token."""
     runner = ModelRunner(model)
+    if not fused:
+        runner.fused = None
     pool = runner.new_kv_pool(32, 4, kv_dtype="int8")
     gen = torch.Generator().manual_seed(1)
     tables, free = [], iter(range(32))
@@ -125,7 +140,7 @@ def test_step_graph_paths_dequantize_on_read(model, use_triton):
         if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
             model = copy.deepcopy(model).to("cuda")  # compiled Triton reads CUDA memory only
     lengths = [5, 13, 9]
-    runner, pool, tables = prefilled_int8(model, lengths)
+    runner, pool, tables = prefilled_int8(model, lengths, fused=False)
     step = StepRows([7, 8, 9], lengths, [0, 1, 2], [0, 1, 2],
                     [SeqSlice(i, 1, n + 1, t) for i, (n, t) in enumerate(zip(lengths, tables))])
     ref_pool = copy.copy(pool)  # the same pages and scales, in tensors of its own
@@ -143,6 +158,87 @@ def test_step_graph_paths_dequantize_on_read(model, use_triton):
     for a, b in [(pool.k, ref_pool.k), (pool.v, ref_pool.v)]:
         assert (a.int() - b.int()).abs().max().item() <= steps
     torch.testing.assert_close(pool.k_scale, ref_pool.k_scale, atol=0 if steps == 0 else 1e-3, rtol=0 if steps == 0 else 1e-2)
+
+
+@needs_kernels
+def test_fused_step_quantizes_new_kv_as_the_pool_does_bit_for_bit():
+    """The fused step's quantizer (the one it writes new K/V with) against `quantize_rows`, on rows of every scale:
+    zero rows and tiny ones (the 2^-24 floor), huge ones (the fp16 ceiling, values clamped to ±127), and exact
+    halves of the scale, which round to even."""
+    gen = torch.Generator().manual_seed(2)
+    steps = torch.tensor([0.5, 0.25, 1 / 64, 3.0, 2.0 ** -14]).unsqueeze(1)
+    ties = torch.cat([torch.arange(-63, 63).float()[::2] + 0.5, torch.arange(0, 32).float() + 0.5])[:63]
+    rows = [
+        torch.randn(4000, 64, generator=gen) * torch.logspace(-9, 5, 4000).unsqueeze(1),
+        torch.zeros(2, 64), torch.randn(50, 64, generator=gen) * 1e-9, torch.randn(50, 64, generator=gen) * 1e7,
+        torch.cat([ties.expand(5, -1), torch.full((5, 1), 127.0)], dim=1) * steps,  # absmax 127 steps: scale = step
+    ]
+    native = quant_kernels.load()
+    for x in rows:
+        want_q, want_scale = quantize_rows(x)
+        got_q, got_scale = native.quantize_kv_rows(x.contiguous())
+        assert torch.equal(got_q, want_q)
+        assert torch.equal(got_scale.view(torch.int16), want_scale.view(torch.int16))  # bit for bit, ±0 apart
+
+
+@needs_kernels
+@pytest.mark.parametrize("threads", [1, 3])
+def test_fused_step_over_int8_pages_matches_the_torch_step_page_for_page(model, threads):
+    """Prefills crossing block boundaries, then batched decode steps and a verify-sized step, through the fused
+    step over one int8 pool and the torch reference over another: the same logits up to fp32 summation order, the
+    same greedy tokens, and bit-identical int8 pages and scales."""
+    lengths = [5, 13, 9]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        (fused, fused_pool, tables), (ref, ref_pool, _) = (prefilled_int8(model, lengths, f) for f in (True, False))
+        assert fused_pool.k.dtype == torch.int8 and fused_pool.k_scale.dtype == torch.float16
+        counted = fused.path_counts[int8_path(model)]
+        assert counted == len(lengths) and int8_path(model) == "cpu-fused-step fp32 (int8 KV)"
+        lens, feed = list(lengths), [7, 8, 9]
+        for _ in range(3):  # batched decode: one new token per sequence
+            step = StepRows(feed, lens, [0, 1, 2], [0, 1, 2],
+                            [SeqSlice(i, 1, n + 1, t) for i, (n, t) in enumerate(zip(lens, tables))])
+            got, want = fused.forward_batch(step, fused_pool), ref.forward_batch(step, ref_pool)
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+            assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
+            feed, lens = want.argmax(-1).tolist(), [n + 1 for n in lens]
+        # a speculative verify's shape: 4 positions of sequence 0 (into its spare block), every row scored
+        n0 = lens[0]
+        tables[0] += [31]
+        step = StepRows([1, 2, 3, 4], list(range(n0, n0 + 4)), [0] * 4, [0, 1, 2, 3], [SeqSlice(0, 4, n0 + 4, tables[0])])
+        got, want = fused.forward_batch(step, fused_pool), ref.forward_batch(step, ref_pool)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
+    finally:
+        torch.set_num_threads(before)
+    assert fused.path_counts[int8_path(model)] == counted + 4 and ref.path_counts["torch reference (int8 KV)"] == 7
+    for name in ("k", "v", "k_scale", "v_scale"):
+        assert torch.equal(getattr(fused_pool, name), getattr(ref_pool, name)), name
+
+
+@needs_kernels
+def test_int8_pages_without_their_fp16_scales_are_a_clear_error(model):
+    cfg = model.config
+    pool = PagedKVPool(cfg.n_layers, 2, cfg.n_kv_heads, 4, cfg.head_dim, kv_dtype="int8")
+    step = runner_for(model).fused
+    args = (torch.tensor([5]), torch.tensor([0]), torch.tensor([0]), torch.tensor([[0]]), pool.k, pool.v, torch.tensor([0]))
+    for scales in ({}, {"k_scale": pool.k_scale.float(), "v_scale": pool.v_scale}):
+        with pytest.raises(RuntimeError, match="int8 pages need contiguous fp16 scales"):
+            step.forward_rows(*args, **scales)
+    assert not pool.k.any() and not pool.k_scale.any()  # checked before anything was written
+
+
+@needs_kernels
+def test_scheduled_generation_over_int8_pages_is_token_identical_fused_or_torch(model, monkeypatch):
+    prompts = [[3, 17, 42, 5, 9, 11, 20], [8, 8, 30, 3, 60], [50, 51, 52, 53, 54, 55, 56, 57, 58]]
+    fused, seen = run_engine(model, prompts, "int8")
+    assert all(dtype == torch.int8 and scaled for dtype, scaled in seen)
+    monkeypatch.setattr(runner_for(model), "fused", None)
+    before = runner_for(model).path_counts["torch reference (int8 KV)"]
+    ref, seen_ref = run_engine(model, prompts, "int8")
+    assert runner_for(model).path_counts["torch reference (int8 KV)"] - before == len(seen_ref)
+    assert fused == ref
 
 
 def test_4k_context_run_holds_1_9x_the_tokens_of_bf16_in_the_same_bytes():
@@ -194,7 +290,7 @@ def test_real_model_greedy_tokens_agree_with_fp32_kv(engine):
     params = GenerationParams(max_new_tokens=32, stop_at_eos=False)
     int8 = LoadedModel(engine.name, engine.model, engine.tokenizer, engine.device, kv_dtype="int8")
     runner = runner_for(engine.model)
-    before = runner.path_counts["torch reference (int8 KV)"]
+    before = runner.path_counts[int8_path(engine.model)]
     same = total = 0
     for prompt in AGREEMENT_PROMPTS:
         ids = engine.encode_prompt(prompt, chat=False)
@@ -202,8 +298,23 @@ def test_real_model_greedy_tokens_agree_with_fp32_kv(engine):
         same += sum(a == b for a, b in zip(ref, got))
         total += len(ref)
     print(f"int8 KV greedy agreement: {same}/{total}")
-    assert runner.path_counts["torch reference (int8 KV)"] - before == len(AGREEMENT_PROMPTS) * 32  # every step
+    assert runner.path_counts[int8_path(engine.model)] - before == len(AGREEMENT_PROMPTS) * 32  # every step
     assert same / total >= 0.9
+
+
+@pytest.mark.model
+@needs_kernels
+def test_real_model_fused_int8_kv_is_token_identical_to_the_torch_step(engine, monkeypatch):
+    """SmolLM2 over int8 pages: the fused step's greedy tokens are the torch reference step's."""
+    params = GenerationParams(max_new_tokens=16, stop_at_eos=False)
+    int8 = LoadedModel(engine.name, engine.model, engine.tokenizer, engine.device, kv_dtype="int8")
+    runner = runner_for(engine.model)
+    prompts = [engine.encode_prompt(p, chat=False) for p in AGREEMENT_PROMPTS[:2]]
+    before = runner.path_counts["cpu-fused-step fp32 (int8 KV)"]
+    fused = [int8.generate_ids(ids, params) for ids in prompts]
+    assert runner.path_counts["cpu-fused-step fp32 (int8 KV)"] - before == 2 * 16
+    monkeypatch.setattr(runner, "fused", None)
+    assert [int8.generate_ids(ids, params) for ids in prompts] == fused
 
 
 @pytest.mark.model
@@ -214,7 +325,7 @@ def test_quantize_report_kv_int8_row_measures_the_int8_pool():
     rows = {r["format"]: r for r in report(formats=["fp32"], max_tokens=64, window=64, new_tokens=3, repeats=1,
                                            kv_int8=True)}
     row = rows[KV_INT8]
-    assert row["kernels"] == ["torch reference (int8 KV)"]
+    assert row["kernels"] == ["cpu-fused-step fp32 (int8 KV)" if quant_kernels.load() else "torch reference (int8 KV)"]
     assert row["kv_bytes_per_token"] == 11_880 and rows["fp32"]["kv_bytes_per_token"] == 46_080
     assert row["kv_capacity_vs_model_dtype"] == pytest.approx(3.88, abs=0.01)
     assert 0 < row["kl_vs_fp32"] < 0.01 and row["decode_tokens_per_s"] > 0

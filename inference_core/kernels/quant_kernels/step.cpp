@@ -6,8 +6,13 @@
 // phases, too many for the runtime's sleeping barrier). Each projection splits its output rows across the
 // threads, so every weight byte is read once per step whatever T is (see linear.h).
 //
+// The pool's pages are fp32, or int8 with an fp16 scale per token and head (engine/paged.py's int8 pool): the
+// step is compiled once for each (Pages<E>), the int8 one widening keys and values in registers as attention
+// reads them and quantizing new K/V as the pool's own write does.
+//
 // Invariants: on return every row's K/V sits in its sequence's slot for its position in every layer that ran;
-// rows of one sequence are its consecutive new positions. Results equal the reference up to fp32 summation order.
+// rows of one sequence are its consecutive new positions. Results equal the reference up to fp32 summation order;
+// int8 pages hold bit for bit what the reference's PagedKVPool.write stores for the same K/V.
 #include <linux/futex.h>
 #include <omp.h>
 #include <sys/syscall.h>
@@ -18,6 +23,7 @@
 #include <cmath>
 #include <climits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "linear.h"
@@ -56,25 +62,36 @@ struct SpinBarrier {
 
 inline std::pair<int64_t, int64_t> share(int64_t n, int t, int nt) { return {n * t / nt, n * (t + 1) / nt}; }
 
-inline float dot(const float* a, const float* b, int64_t n) {
+// Eight consecutive page values as fp32. fp32 pages are read as they are; int8 pages (paged.py's int8 pool) are
+// widened here, in registers, and their per-token scale is applied by the caller once per key or value vector.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+template <typename E>
+inline float dot(const float* a, const E* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
   return hsum(acc);
 }
 
 // out[j] = (q · keys[j]) · scale for n consecutive keys (row stride d): as dot() sums each, four keys at a time
-// so four independent chains hide the multiply-add latency.
-inline void dots(const float* q, const float* keys, int64_t n, int64_t d, float scale, float* out) {
+// so four independent chains hide the multiply-add latency. int8 keys: the dot of their int8 values, times
+// scale · key_scale[j] (a dequantized key is its int8 values times its fp16 scale, exactly, in fp32).
+template <typename E>
+inline void dots(const float* q, const E* keys, const uint16_t* key_scale, int64_t n, int64_t d, float scale,
+                 float* out) {
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k = keys + j * d;
+    const E* k = keys + j * d;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < d; i += 8) {
       const __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + i), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + d + i), a1);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * d + i), a2);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * d + i), a3);
+      a0 = _mm256_fmadd_ps(qv, load8(k + i), a0);
+      a1 = _mm256_fmadd_ps(qv, load8(k + d + i), a1);
+      a2 = _mm256_fmadd_ps(qv, load8(k + 2 * d + i), a2);
+      a3 = _mm256_fmadd_ps(qv, load8(k + 3 * d + i), a3);
     }
     out[j] = hsum(a0) * scale;
     out[j + 1] = hsum(a1) * scale;
@@ -82,6 +99,30 @@ inline void dots(const float* q, const float* keys, int64_t n, int64_t d, float 
     out[j + 3] = hsum(a3) * scale;
   }
   for (; j < n; ++j) out[j] = dot(q, keys + j * d, d) * scale;
+  if constexpr (std::is_same_v<E, int8_t>)
+    for (j = 0; j < n; ++j) out[j] *= _cvtsh_ss(key_scale[j]);
+}
+
+// One K or V vector of d values (d a multiple of 8) → int8 values and their fp16 scale, bit for bit as
+// paged.quantize_rows computes them: scale = fp16(clamp(absmax / 127, 2^-24, 65504)), rounded to fp16 before
+// dividing, then q = round-half-to-even(x / scale) clamped to ±127 (a true division, as torch's, not a multiply
+// by the reciprocal, which rounds differently).
+inline uint16_t quantize_row(const float* x, int64_t d, int8_t* q) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 amax = _mm256_setzero_ps();
+  for (int64_t i = 0; i < d; i += 8) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, amax);
+  const float absmax = *std::max_element(lanes, lanes + 8);
+  const uint16_t half = _cvtss_sh(std::min(std::max(absmax / 127.0f, 0x1p-24f), 65504.0f), _MM_FROUND_TO_NEAREST_INT);
+  const __m256 s = _mm256_set1_ps(_cvtsh_ss(half)), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  for (int64_t i = 0; i < d; i += 8) {
+    __m256 v = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i n = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+    const __m128i n16 = _mm_packs_epi32(_mm256_castsi256_si128(n), _mm256_extracti128_si256(n, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(n16, n16));
+  }
+  return half;
 }
 
 // e^x for eight floats (Cephes' expf: x = n·ln2 + r, |r| ≤ ln2/2, a degree-6 polynomial for e^r, then 2^n);
@@ -213,6 +254,17 @@ struct Layer {
   Linear qkv, o, gate_up, down;
 };
 
+// The K and V pages of a paged pool, [layers, blocks, kv_heads, block_size, head_dim] each: fp32 values (E = float),
+// or int8 values (E = int8_t) with one fp16 scale per token and head, [layers, blocks, kv_heads, block_size],
+// whose element i scales values i·head_dim .. (i+1)·head_dim − 1.
+template <typename E>
+struct Pages {
+  E* k;
+  E* v;
+  uint16_t* k_scale = nullptr;
+  uint16_t* v_scale = nullptr;
+};
+
 class FusedModel {
  public:
   FusedModel(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t ffn_dim, double eps, std::vector<Layer> layers,
@@ -234,14 +286,38 @@ class FusedModel {
 
   // One flattened step over a paged KV pool. x: [N, D] embedded tokens; positions [N] and seq [N] (int64) give
   // each row's position and its sequence, whose block table is tables[seq] (int64 [S, W]); k_pool, v_pool:
-  // fp32 [layers, blocks, kv_heads, block_size, head_dim] (a contiguous cache is the one-block case). A row
+  // [layers, blocks, kv_heads, block_size, head_dim], fp32, or int8 with fp16 scales k_scale, v_scale
+  // [layers, blocks, kv_heads, block_size] (paged.py's int8 pool; a contiguous cache is the one-block case). A row
   // attends to its sequence's positions 0 .. its own, new rows included. Returns logits [R, vocab] of `rows`.
   torch::Tensor forward(torch::Tensor x, torch::Tensor positions, torch::Tensor seq, torch::Tensor tables,
-                        torch::Tensor k_pool, torch::Tensor v_pool, torch::Tensor rows, int64_t n_layers) {
-    TORCH_CHECK(x.dim() == 2 && x.size(1) == dim_ && x.scalar_type() == torch::kFloat32, "x: fp32 [N, dim]");
-    TORCH_CHECK(k_pool.is_contiguous() && v_pool.is_contiguous() && k_pool.scalar_type() == torch::kFloat32 &&
+                        torch::Tensor k_pool, torch::Tensor v_pool, torch::Tensor rows, int64_t n_layers,
+                        std::optional<torch::Tensor> k_scale, std::optional<torch::Tensor> v_scale) {
+    TORCH_CHECK(k_pool.is_contiguous() && v_pool.is_contiguous() && k_pool.scalar_type() == v_pool.scalar_type() &&
                     k_pool.sizes() == v_pool.sizes() && k_pool.dim() == 5 && k_pool.size(2) == hkv_ &&
-                    k_pool.size(4) == hd_, "pools: contiguous fp32 [layers, blocks, kv_heads, block_size, head_dim]");
+                    k_pool.size(4) == hd_, "pools: contiguous [layers, blocks, kv_heads, block_size, head_dim]");
+    if (k_pool.scalar_type() == torch::kInt8) {
+      const auto scale_shape = k_pool.sizes().slice(0, 4);
+      for (const auto& sc : {k_scale, v_scale})
+        TORCH_CHECK(sc && sc->scalar_type() == torch::kHalf && sc->is_contiguous() && sc->sizes() == scale_shape,
+                    "int8 pages need contiguous fp16 scales [layers, blocks, kv_heads, block_size]");
+      return step(x, positions, seq, tables, k_pool,
+                  Pages<int8_t>{k_pool.data_ptr<int8_t>(), v_pool.data_ptr<int8_t>(),
+                                reinterpret_cast<uint16_t*>(k_scale->data_ptr<at::Half>()),
+                                reinterpret_cast<uint16_t*>(v_scale->data_ptr<at::Half>())},
+                  rows, n_layers);
+    }
+    TORCH_CHECK(k_pool.scalar_type() == torch::kFloat32, "pools: fp32, or int8 with scales");
+    TORCH_CHECK(!k_scale && !v_scale, "scales belong to int8 pages");
+    return step(x, positions, seq, tables, k_pool, Pages<float>{k_pool.data_ptr<float>(), v_pool.data_ptr<float>()},
+                rows, n_layers);
+  }
+
+ private:
+  // forward() for pages of one kind (k_pool only gives the pool's shape)
+  template <typename E>
+  torch::Tensor step(torch::Tensor x, torch::Tensor positions, torch::Tensor seq, torch::Tensor tables,
+                     const torch::Tensor& k_pool, Pages<E> pages, torch::Tensor rows, int64_t n_layers) {
+    TORCH_CHECK(x.dim() == 2 && x.size(1) == dim_ && x.scalar_type() == torch::kFloat32, "x: fp32 [N, dim]");
     const int64_t T = x.size(0), n_blocks = k_pool.size(1), bs = k_pool.size(3);
     TORCH_CHECK(positions.scalar_type() == torch::kLong && seq.scalar_type() == torch::kLong &&
                     tables.scalar_type() == torch::kLong && rows.scalar_type() == torch::kLong &&
@@ -271,17 +347,17 @@ class FusedModel {
     const int64_t nqkv = (hq_ + 2 * hkv_) * hd_;
     std::vector<float> qkv(T * nqkv), attn(T * dim_), proj(T * dim_), gu(T * 2 * ffn_), act(T * ffn_);
     float* xs = residual.data_ptr<float>();
-    float* kp = k_pool.data_ptr<float>();
-    float* vp = v_pool.data_ptr<float>();
     const float* cos = cos_.data_ptr<float>();
     const float* sin = sin_.data_ptr<float>();
     const float scale = 1.0f / std::sqrt(float(hd_));
     const int64_t group = hq_ / hkv_;
     const int64_t block_stride = hkv_ * bs * hd_, layer_stride = n_blocks * block_stride;
-    // where position p of row r's sequence keeps kv head h of layer l
-    auto slot = [&](float* pool, int64_t l, int64_t r, int64_t p, int64_t h) {
-      return pool + l * layer_stride + table[seq_of[r] * width + p / bs] * block_stride + (h * bs + p % bs) * hd_;
+    // where position p of row r's sequence keeps kv head h of layer l: the index of its first value in the pages
+    // (an int8 page's scale for it is at slot / head_dim)
+    auto slot = [&](int64_t l, int64_t r, int64_t p, int64_t h) {
+      return l * layer_stride + table[seq_of[r] * width + p / bs] * block_stride + (h * bs + p % bs) * hd_;
     };
+    constexpr bool kInt8 = std::is_same_v<E, int8_t>;
     SpinBarrier barrier;
     const int requested = std::max(1, at::get_num_threads());
 
@@ -304,10 +380,15 @@ class FusedModel {
           float* head = qkv.data() + r * nqkv + h * hd_;
           rope(head, cos + p * hd_, sin + p * hd_, hd_);
           if (h >= hq_) {
-            const int64_t kv = h - hq_;
-            std::copy(head, head + hd_, slot(kp, li, r, p, kv));
+            const int64_t kv = h - hq_, at = slot(li, r, p, kv);
             const float* v = qkv.data() + r * nqkv + (hq_ + hkv_ + kv) * hd_;
-            std::copy(v, v + hd_, slot(vp, li, r, p, kv));
+            if constexpr (kInt8) {  // quantized as the torch path's PagedKVPool.write quantizes
+              pages.k_scale[at / hd_] = quantize_row(head, hd_, pages.k + at);
+              pages.v_scale[at / hd_] = quantize_row(v, hd_, pages.v + at);
+            } else {
+              std::copy(head, head + hd_, pages.k + at);
+              std::copy(v, v + hd_, pages.v + at);
+            }
           }
         }
         barrier.wait();
@@ -316,8 +397,9 @@ class FusedModel {
           const int64_t r = item / hq_, h = item % hq_, kv = h / group, n_keys = pos[r] + 1;
           const float* q = qkv.data() + r * nqkv + h * hd_;
           for (int64_t j0 = 0; j0 < n_keys; j0 += bs) {
-            const float* keys = slot(kp, li, r, j0, kv);
-            dots(q, keys, std::min(n_keys, j0 + bs) - j0, hd_, scale, scores.data() + j0);
+            const int64_t at = slot(li, r, j0, kv);
+            dots(q, pages.k + at, kInt8 ? pages.k_scale + at / hd_ : nullptr, std::min(n_keys, j0 + bs) - j0, hd_, scale,
+                 scores.data() + j0);
           }
           float best = -INFINITY;
           for (int64_t j = 0; j < n_keys; ++j) best = std::max(best, scores[j]);
@@ -327,17 +409,21 @@ class FusedModel {
           for (int64_t j = 0; j < n_keys; ++j) total += scores[j];
           float* out = attn.data() + r * dim_ + h * hd_;
           // Σ_j p_j·v_j, eight 8-value chunks of the head at a time: eight independent accumulators per key
-          // rather than one chain per chunk (each chunk still sums over j in order)
+          // rather than one chain per chunk (each chunk still sums over j in order). An int8 value vector's scale
+          // goes into its weight: p_j·scale_j·q_j.
           for (int64_t d0 = 0; d0 < hd_; d0 += 64) {
             const int64_t chunks = std::min<int64_t>(8, (hd_ - d0) / 8);
             __m256 acc[8];
             for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
             for (int64_t j0 = 0; j0 < n_keys; j0 += bs) {
-              const float* values = slot(vp, li, r, j0, kv) + d0;
+              const int64_t at = slot(li, r, j0, kv);
+              const E* values = pages.v + at + d0;
               for (int64_t j = j0; j < std::min(n_keys, j0 + bs); ++j) {
-                const __m256 p = _mm256_set1_ps(scores[j]);
-                const float* v = values + (j - j0) * hd_;
-                for (int c = 0; c < chunks; ++c) acc[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * c), acc[c]);
+                float weight = scores[j];
+                if constexpr (kInt8) weight *= _cvtsh_ss(pages.v_scale[at / hd_ + (j - j0)]);
+                const __m256 p = _mm256_set1_ps(weight);
+                const E* v = values + (j - j0) * hd_;
+                for (int c = 0; c < chunks; ++c) acc[c] = _mm256_fmadd_ps(p, load8(v + 8 * c), acc[c]);
               }
             }
             for (int c = 0; c < chunks; ++c)
@@ -374,7 +460,6 @@ class FusedModel {
     return logits;
   }
 
- private:
   int64_t hq_, hkv_, hd_, ffn_, dim_ = 0;
   float eps_;
   std::vector<Layer> layers_;
@@ -404,5 +489,16 @@ void register_step(pybind11::module& m) {
                     torch::Tensor>())
       .def("forward", &FusedModel::forward, py::arg("x"), py::arg("positions"), py::arg("seq"), py::arg("tables"),
            py::arg("k_pool"), py::arg("v_pool"), py::arg("rows"), py::arg("n_layers") = -1,
-           py::call_guard<py::gil_scoped_release>());
+           py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(), py::call_guard<py::gil_scoped_release>());
+  m.def("quantize_kv_rows", [](torch::Tensor x) {
+    TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.is_contiguous() && x.dim() >= 1 && x.size(-1) % 8 == 0,
+                "x: contiguous fp32 [..., d], d a multiple of 8");
+    const int64_t d = x.size(-1), n = x.numel() / std::max<int64_t>(d, 1);
+    auto q = torch::empty(x.sizes(), x.options().dtype(torch::kInt8));
+    auto scale = torch::empty(x.sizes().slice(0, x.dim() - 1), x.options().dtype(torch::kHalf));
+    auto* s = reinterpret_cast<uint16_t*>(scale.data_ptr<at::Half>());
+    for (int64_t i = 0; i < n; ++i) s[i] = quantize_row(x.data_ptr<float>() + i * d, d, q.data_ptr<int8_t>() + i * d);
+    return std::make_tuple(q, scale);
+  }, "x [..., d] → (int8 [..., d], fp16 scale [...]): the fused step's K/V quantizer (tests compare it with "
+     "paged.quantize_rows bit for bit)", py::arg("x"));
 }
