@@ -9,4 +9,4 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 app = Celery("inferencelab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["demos"])  # demos/tasks.py: `run_demo`; courseapp registers its own in ready()
+app.autodiscover_tasks(["workers"])  # workers/tasks.py: `run_demo`, the narration tasks and the start-up hooks

@@ -223,7 +223,7 @@ CELERY_TASK_DEFAULT_QUEUE = "cpu"
 # lists of the queue its ticket came through, so a run always lands on a worker of its route.
 DEMO_TASK_QUEUE = os.environ.get("DEMO_TASK_QUEUE", "gpu")
 CELERY_TASK_ROUTES = {
-    "demos.tasks.run_demo": {"queue": DEMO_TASK_QUEUE},
+    "demos.tasks.run_demo": {"queue": DEMO_TASK_QUEUE},  # demos.admission.RUN_DEMO_TASK (workers/tasks.py runs it)
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

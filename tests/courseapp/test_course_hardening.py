@@ -123,8 +123,8 @@ def test_range_answers_are_clamped_and_streamed(client, course, instructor, monk
 @pytest.mark.django_db
 def test_replacing_a_live_narration_asks_first(client, course, instructor, monkeypatch):
     queued = []
-    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
-                        lambda **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
+    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+                        lambda name, **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
     client.force_login(instructor)
     assert upload(client).status_code == 302
     first = Narration.objects.get(module__slug="intro").audio.name

@@ -35,8 +35,8 @@ def header_of(frames) -> dict:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(240)
 async def test_free_slot_runs_live_and_a_forced_replay_is_labelled_with_date_device_and_version(demo_stack):
-    from demos.consumers.replay import engine_version
-    from demos.consumers.runs import has_free_slot, worker_slots
+    from demos.versions import engine_version
+    from demos.admission import has_free_slot, worker_slots
 
     from demos.runstate import sync_redis
 

@@ -1,7 +1,7 @@
 """Measure this machine from a demo worker, only while it is idle, and publish it as a `MachineProfile`.
 
 Started by Celery's `worker_ready` as a thread of its own, so it never delays the worker's warm-up nor a run:
-it waits until the worker is warm (demos.tasks `_warm_up`) and runs nothing, then takes `MACHINE_PROFILE_REPEATS`
+it waits until the worker is warm (workers.startup `warm_up`) and runs nothing, then takes `MACHINE_PROFILE_REPEATS`
 measurements, each kept only when the worker stayed idle throughout (`Stats.idle_token` the same before and after:
 a run that starts meanwhile voids it, and it is taken again once the worker is idle). The stored figures are the
 medians with their spread (largest minus smallest). The profile is measured again once it is older than
@@ -17,12 +17,18 @@ import logging
 import os
 import statistics
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 
 from celery.signals import worker_ready
 from django.conf import settings
+
+from demos.versions import engine_version
+from serverprofile.models import MachineProfile
+
+from .engine import get_engine
+from .startup import runs_demos
+from .stats import STATS, WORKER_NAME
 
 log = logging.getLogger(__name__)
 KEEP = 100  # rows kept: the history of measurements, newest first
@@ -79,9 +85,6 @@ def measure_while_idle(engine, idle: Callable[[], object], *, repeats: int, quic
 
 def store(samples: list[dict], *, worker: str = ""):
     """The medians (and spreads) of `samples` as the newest `MachineProfile`; the oldest beyond KEEP go."""
-    from demos.consumers import engine_version
-
-    from .models import MachineProfile
 
     last = samples[-1]
     bandwidth, bandwidth_spread = _median_and_spread([s["bandwidth_gbps"] for s in samples])
@@ -104,8 +107,6 @@ def store(samples: list[dict], *, worker: str = ""):
 def profile_loop(*, once: bool = False, stop: threading.Event | None = None) -> None:
     """Measure while idle and store; then again each time the profile turns MACHINE_PROFILE_MAX_AGE_H old."""
     from django.db import close_old_connections
-
-    from demos.tasks import STATS, WORKER_NAME, get_engine
 
     stop = stop or threading.Event()
     quick = flag("MACHINE_PROFILE_QUICK", False)
@@ -132,8 +133,6 @@ def start(target: Callable[[], None]) -> threading.Thread:
 
 @worker_ready.connect
 def publish_machine_profile(sender=None, **kwargs):
-    from demos.tasks import runs_demos
-
     if sender is not None and not runs_demos(sender):
         return None  # a `cpu`-only worker has no engine: its machine is not the one the demos run on
     if not flag("MACHINE_PROFILE", True):
