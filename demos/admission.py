@@ -18,12 +18,12 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
 from inferencelab.celery import app
 
-from . import conf
 from .models import Run
 from .runstate import async_redis, fair_pop, fair_push, redis_retry, worker_key
 
@@ -66,7 +66,7 @@ def address_share(address: str, slots: int, real_active) -> int:
     """How many runs `address` may have queued or running: its fair share of the worker slots,
     max(1, slots // addresses with active runs, this one counted), and never more than DEMO_MAX_RUNS_PER_ADDRESS."""
     addresses = set(real_active.order_by().values_list("client", flat=True).distinct()) | {address[:64]}
-    return min(int(conf.get("DEMO_MAX_RUNS_PER_ADDRESS")), max(1, slots // len(addresses)))
+    return min(settings.DEMO_MAX_RUNS_PER_ADDRESS, max(1, slots // len(addresses)))
 
 
 def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tuple[str, str, int] | None:
@@ -88,9 +88,9 @@ def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tu
     recent_active = real.filter(status__in=Run.ACTIVE, created_at__gte=now - timedelta(minutes=15))
     minute_ago = now - timedelta(seconds=60)
     share = address_share(address, slots, recent_active)
-    scopes = [(Q(owner__in=owners), int(conf.get("DEMO_MAX_CONCURRENT_RUNS")), int(conf.get("DEMO_RUNS_PER_MINUTE")),
+    scopes = [(Q(owner__in=owners), settings.DEMO_MAX_CONCURRENT_RUNS, settings.DEMO_RUNS_PER_MINUTE,
                ""),
-              (Q(client=address[:64]), share, int(conf.get("DEMO_RUNS_PER_MINUTE_PER_ADDRESS")),
+              (Q(client=address[:64]), share, settings.DEMO_RUNS_PER_MINUTE_PER_ADDRESS,
                " from your network address")]
     for who, max_active, per_minute, where in scopes:
         if recent_active.filter(who).count() >= max_active:
@@ -101,7 +101,7 @@ def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tu
         if len(recent) >= per_minute:
             retry = max(1, math.ceil((recent[0] + timedelta(seconds=60) - now).total_seconds()))
             return ("rate_limited", f"At most {per_minute} runs per minute{where}.", retry)
-    max_queued = int(conf.get("DEMO_MAX_QUEUED"))
+    max_queued = settings.DEMO_MAX_QUEUED
     if real.filter(status=Run.Status.QUEUED, created_at__gte=now - timedelta(minutes=15)).count() >= max_queued:
         return ("busy", f"The demo server is busy: {max_queued} runs are waiting for it. Try again in a minute.", 30)
     return None
@@ -110,7 +110,7 @@ def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tu
 async def worker_slots() -> int:
     """How many runs the workers can run at once: DEMO_WORKER_SLOTS when set, else the sum of the slots the live
     workers report (`slots` in their stats, their -c; 16 for a worker that does not say). No worker: 0."""
-    configured = int(conf.get("DEMO_WORKER_SLOTS"))
+    configured = settings.DEMO_WORKER_SLOTS
     if configured > 0:
         return configured
     cached = SLOTS_SEEN.fresh()
@@ -177,7 +177,7 @@ def next_run(queue: str | None) -> str | None:
 async def replay_reason(*, live: bool, wants_replay: bool, deterministic: bool) -> str:
     """Why a start would be served from a stored identical run: "requested" (the student asked), "busy" (a
     deterministic run while no worker slot is free), or "" (live: the default, and always when `live`)."""
-    if live or not conf.get("DEMO_REPLAY_CACHE"):
+    if live or not settings.DEMO_REPLAY_CACHE:
         return ""
     if wants_replay:
         return "requested"

@@ -8,7 +8,8 @@ import time
 
 import redis
 
-from demos import conf
+from django.conf import settings
+
 from demos.runstate import cancel_key, heartbeat_key, sync_redis, unwatched_for
 
 from .stats import WORKER_NAME
@@ -25,8 +26,8 @@ class Heartbeat:
         self.thread = threading.Thread(target=self._loop, name=f"hb-{run_id[:8]}", daemon=True)
 
     def _loop(self):
-        interval = float(conf.get("DEMO_HEARTBEAT_INTERVAL"))
-        ttl_ms = int(float(conf.get("DEMO_HEARTBEAT_TTL")) * 1000)
+        interval = settings.DEMO_HEARTBEAT_INTERVAL
+        ttl_ms = int(settings.DEMO_HEARTBEAT_TTL * 1000)
         r = sync_redis()
         while not self.stop.is_set():
             try:
@@ -36,7 +37,7 @@ class Heartbeat:
             self.stop.wait(interval)
 
     def __enter__(self):
-        sync_redis().set(self.key, WORKER_NAME, px=int(float(conf.get("DEMO_HEARTBEAT_TTL")) * 1000))
+        sync_redis().set(self.key, WORKER_NAME, px=int(settings.DEMO_HEARTBEAT_TTL * 1000))
         self.thread.start()
         return self
 
@@ -58,7 +59,7 @@ class CancelCheck:
     def __init__(self, run_id: str):
         self.run_id = run_id
         self.key = cancel_key(run_id)
-        self.grace = float(conf.get("DEMO_ORPHAN_GRACE"))
+        self.grace = settings.DEMO_ORPHAN_GRACE
         self.reason: str | None = None
         self.watch_checked = 0.0
 
@@ -89,4 +90,4 @@ def owner_gone(run_id: str) -> bool:
         gone = unwatched_for(run_id)
     except redis.exceptions.RedisError:
         return False
-    return gone is not None and gone > float(conf.get("DEMO_ORPHAN_GRACE"))
+    return gone is not None and gone > settings.DEMO_ORPHAN_GRACE

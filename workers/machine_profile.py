@@ -7,14 +7,13 @@ a run that starts meanwhile voids it, and it is taken again once the worker is i
 medians with their spread (largest minus smallest). The profile is measured again once it is older than
 `MACHINE_PROFILE_MAX_AGE_H` hours. One measurement costs about a second (`inference_core.engine.machine_profile.SIZES`).
 
-Settings, each a Django setting or else an environment variable: `MACHINE_PROFILE` (default on; "0" skips it),
+Settings (inferencelab/settings.py, from the environment): `MACHINE_PROFILE` (default on; "0" skips it),
 `MACHINE_PROFILE_QUICK` (smaller, fewer measurements: the tests' setting), `MACHINE_PROFILE_REPEATS` (5) and
 `MACHINE_PROFILE_MAX_AGE_H` (24).
 """
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import threading
 from collections.abc import Callable
@@ -35,20 +34,6 @@ KEEP = 100  # rows kept: the history of measurements, newest first
 FIELDS = ("device", "device_name", "threads", "dtype", "torch_version", "decode_bytes_per_step")
 IDLE_POLL_S = 1.0
 QUIET_S = 3.0  # how long the worker must have been idle before a measurement starts
-
-
-def setting(name: str, default):
-    value = getattr(settings, name, os.environ.get(name))
-    return default if value is None else value
-
-
-def flag(name: str, default: bool) -> bool:
-    value = setting(name, None)
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _median_and_spread(values: list) -> tuple:
@@ -109,9 +94,9 @@ def profile_loop(*, once: bool = False, stop: threading.Event | None = None) -> 
     from django.db import close_old_connections
 
     stop = stop or threading.Event()
-    quick = flag("MACHINE_PROFILE_QUICK", False)
-    repeats = max(1, int(setting("MACHINE_PROFILE_REPEATS", 5)))
-    max_age_s = float(setting("MACHINE_PROFILE_MAX_AGE_H", 24)) * 3600
+    quick = settings.MACHINE_PROFILE_QUICK
+    repeats = max(1, settings.MACHINE_PROFILE_REPEATS)
+    max_age_s = settings.MACHINE_PROFILE_MAX_AGE_H * 3600
     while not stop.is_set():
         try:
             samples = measure_while_idle(get_engine(), STATS.idle_token, repeats=repeats, quick=quick, stop=stop)
@@ -135,6 +120,6 @@ def start(target: Callable[[], None]) -> threading.Thread:
 def publish_machine_profile(sender=None, **kwargs):
     if sender is not None and not runs_demos(sender):
         return None  # a `cpu`-only worker has no engine: its machine is not the one the demos run on
-    if not flag("MACHINE_PROFILE", True):
+    if not settings.MACHINE_PROFILE:
         return None
     return start(profile_loop)

@@ -11,7 +11,6 @@ import time
 
 from django.conf import settings
 
-from demos import conf
 from demos.runstate import sync_redis, worker_key
 
 from .engine import ENGINE, batch_fields, engine_fields
@@ -94,7 +93,7 @@ class Stats:
             }
 
     def publish(self):
-        interval = float(conf.get("DEMO_STATS_INTERVAL"))
+        interval = settings.DEMO_STATS_INTERVAL
         try:
             sync_redis().set(worker_key(WORKER_NAME), json.dumps(self.snapshot()), ex=max(5, int(interval * 5)))
         except Exception as exc:  # noqa: BLE001 - stats are best effort
@@ -105,7 +104,7 @@ class Stats:
             return
 
         def loop():
-            interval = float(conf.get("DEMO_STATS_INTERVAL"))
+            interval = settings.DEMO_STATS_INTERVAL
             while True:
                 self.publish()
                 time.sleep(interval)

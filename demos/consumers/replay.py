@@ -17,7 +17,8 @@ import logging
 from functools import lru_cache
 from pathlib import Path
 
-from .. import conf
+from django.conf import settings
+
 from ..models import Run, public_summary
 from ..registry import get_spec
 from .common import ACTIVE, events_between, get_run, set_status
@@ -81,7 +82,7 @@ class ReplayMixin:
         try:
             source = await get_run(w.source_id)
             events = await events_between(w.source_id, w.last_seq)
-            speed = float(conf.get("DEMO_REPLAY_SPEED")) or 1.0
+            speed = settings.DEMO_REPLAY_SPEED or 1.0
             prev_t = None
             for seq, t, event in events:
                 if prev_t is not None and t > prev_t:
