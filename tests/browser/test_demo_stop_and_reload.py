@@ -84,7 +84,7 @@ LONG_WORKLOAD = ", ".join(["32@0"] * 8)
 
 @pytest.mark.django_db(transaction=True)
 def test_reload_mid_run_resumes_a_course_demo(live_stack, demo_page):
-    """The shared demo shell (every demo but kv-cache): a reload between the two modes of a batching run picks
+    """The shared demo shell (every demo): a reload between the two modes of a batching run picks
     the run up again and draws both modes' results, the first one redrawn from the stored events, with the form
     showing the run's own settings."""
     page = demo_page

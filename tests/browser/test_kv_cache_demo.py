@@ -41,7 +41,7 @@ def test_kv_cache_demo_streams_tokens_and_charts(live_stack, browser_page):
     page.evaluate(RECORDER)
 
     state = run_and_wait(page)
-    assert state == "done", page.locator(".ilab-kv__status").inner_text() + live_stack.log(live_stack.worker)[-3000:]
+    assert state == "done", page.locator(".ilab-calc__status").inner_text() + live_stack.log(live_stack.worker)[-3000:]
     tokens = page.locator(".ilab-kv__text .t")
     assert tokens.count() == 8
     generated = "".join(tokens.all_inner_texts())
@@ -103,7 +103,7 @@ def test_dropped_connection_resumes_and_stop_cancels(live_stack, browser_page):
     page.get_by_role("button", name="Stop").click()
     page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'cancelled'", timeout=30_000)
     assert page.locator(".ilab-kv__text .t").count() < 100
-    assert "Stopped" in page.locator(".ilab-kv__status").inner_text()
+    assert "Stopped" in page.locator(".ilab-calc__status").inner_text()
     assert not page.errors, page.errors
 
 
@@ -209,7 +209,7 @@ def test_kv_cache_lesson_page_runs_its_embedded_demo(live_stack, browser_page):
     demo.get_by_role("button", name="Run").click()
     page.wait_for_function("() => ['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=90_000)
-    assert demo.get_attribute("data-state") == "done", demo.locator(".ilab-kv__status").inner_text()
+    assert demo.get_attribute("data-state") == "done", demo.locator(".ilab-calc__status").inner_text()
     assert demo.locator(".ilab-kv__text .t").count() == 6
     assert page.evaluate("document.querySelector('.ilab-demo .ilab-kv__kvchart').data.length") == 30
     assert not page.errors, page.errors

@@ -14,14 +14,14 @@ COMPARE = "() => { const c = document.querySelector('[data-testid=compare-chart]
           "return c && c.data ? c.data.map(t => [t.name, t.y.length]) : []; }"
 
 
-def wait_shared(page, status=".ilab-kv__status"):
+def wait_shared(page, status=".ilab-calc__status"):
     try:
         page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'shared'", timeout=30_000)
     except Exception:
         raise AssertionError(f"{page.locator(status).first.inner_text()!r} {page.errors}") from None
 
 
-def run_and_wait(page, stack, status=".ilab-kv__status"):
+def run_and_wait(page, stack, status=".ilab-calc__status"):
     page.get_by_role("button", name="Run", exact=True).click()
     page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'running'", timeout=10_000)
     page.wait_for_function(FINAL, timeout=120_000)
