@@ -6,5 +6,5 @@ class CourseappConfig(AppConfig):
     verbose_name = "Course"
 
     def ready(self) -> None:
-        # Signal receivers (progress merge on login) and the Celery task registration.
-        from . import signals, tasks  # noqa: F401
+        # Signal receivers (progress merge on login). The narration tasks run in workers/narration.py.
+        from . import signals  # noqa: F401

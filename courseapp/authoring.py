@@ -30,7 +30,7 @@ from .loader import (CourseLoadError, export_course, normalize_newlines, not_exp
 from .models import QUIZ_MARKER, Module, ModuleDraft, Narration, Track
 from .quiz import pass_mark
 from .rendering import ContentError, render_markdown
-from .tasks import attach_upload, enqueue_narration
+from .narration_jobs import attach_upload, enqueue_narration
 
 PERMISSION = "courseapp.instructor"
 

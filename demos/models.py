@@ -22,6 +22,7 @@ class Run(models.Model):
         ERROR = "error"
 
     FINAL = (Status.DONE, Status.CANCELLED, Status.ERROR)
+    ACTIVE = (Status.QUEUED, Status.RUNNING)  # holding or waiting for a worker slot
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     demo = models.CharField(max_length=64, db_index=True)

@@ -20,10 +20,10 @@ import redis
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
-from . import conf
 from .models import Run
 from .runstate import REDIS_HEALTH, cancel_key, heartbeat_key, judge_heartbeat, run_group, sync_redis
 
@@ -48,8 +48,8 @@ def _fail(run_id, code: str, message: str, from_status: str) -> bool:
 def reap_once(now=None) -> list[str]:
     """Fail the runs whose worker is gone or never came; returns their ids."""
     now = now or timezone.now()
-    ttl = float(conf.get("DEMO_HEARTBEAT_TTL"))
-    grace = float(conf.get("DEMO_HEARTBEAT_GRACE"))
+    ttl = settings.DEMO_HEARTBEAT_TTL
+    grace = settings.DEMO_HEARTBEAT_GRACE
     client = sync_redis()
     reaped = []
     running = [str(run_id) for run_id in Run.objects.filter(
@@ -66,7 +66,7 @@ def reap_once(now=None) -> list[str]:
             _missing[run_id] = since
         if lost and _fail(run_id, "worker_lost", WORKER_LOST, Run.Status.RUNNING):
             reaped.append(run_id)
-    stale = now - timedelta(seconds=float(conf.get("DEMO_QUEUE_TIMEOUT")))
+    stale = now - timedelta(seconds=settings.DEMO_QUEUE_TIMEOUT)
     for run_id in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=stale).values_list("id", flat=True):
         client.set(cancel_key(run_id), "queue_timeout", ex=3600)  # a worker that gets to it later skips it
         if _fail(run_id, "queue_timeout", QUEUE_TIMEOUT, Run.Status.QUEUED):
@@ -77,7 +77,7 @@ def reap_once(now=None) -> list[str]:
 
 
 def _loop(stop: threading.Event) -> None:
-    interval = float(conf.get("DEMO_REAPER_INTERVAL"))
+    interval = settings.DEMO_REAPER_INTERVAL
     while not stop.wait(interval):
         try:
             reap_once()

@@ -311,3 +311,22 @@ def async_redis() -> aioredis.Redis:
         entry = (url, aioredis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5))
         _async_clients[loop] = entry
     return entry[1]
+
+
+async def redis_retry(fn, *args, attempts: int = 5, delay: float = 0.2):
+    """`await fn(*args)` (an idempotent Redis or channel-layer call), again after a pause if the Redis
+    connection was lost.
+
+    After Redis restarts, the first command on a pooled (or the channel layer's pub/sub) connection
+    fails with "Connection lost"; the next one reconnects. The pub/sub layer's own receive task
+    reconnects at the same time, and a SUBSCRIBE racing it fails with asyncio's RuntimeError
+    "readuntil() called while another coroutine is already waiting". Without this, the first resume
+    after a restart would answer `internal_error`.
+    """
+    for attempt in range(attempts):
+        try:
+            return await fn(*args)
+        except (redis.exceptions.ConnectionError, ConnectionError, RuntimeError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(delay * (attempt + 1))

@@ -11,12 +11,4 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 app = Celery("inferencelab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["demos"])  # demos/tasks.py: `run_demo`; courseapp registers its own in ready()
-
-
-@worker_init.connect
-def _short_gil_turns(**kwargs):
-    """The worker's threads take turns on the GIL every settings.GIL_SWITCH_INTERVAL (see there)."""
-    from django.conf import settings
-
-    sys.setswitchinterval(settings.GIL_SWITCH_INTERVAL)
+app.autodiscover_tasks(["workers"])  # workers/tasks.py: `run_demo`, the narration tasks and the start-up hooks

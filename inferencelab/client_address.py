@@ -48,7 +48,7 @@ def resolve(peer: str | None, forwarded: str | None, trusted: int) -> str:
 
 
 def trusted_proxies() -> int:
-    return max(0, int(getattr(settings, "TRUSTED_PROXIES", 0)))
+    return max(0, settings.TRUSTED_PROXIES)
 
 
 def for_request(request) -> str:

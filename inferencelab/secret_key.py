@@ -17,8 +17,9 @@ from django.core.exceptions import ImproperlyConfigured
 KEY_FILE = Path(__file__).resolve().parent.parent / "var" / "secret_key"
 
 
-def secret_key(path: Path = KEY_FILE) -> str:
-    configured = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+def secret_key(path: Path = KEY_FILE, configured: str = "") -> str:
+    """`configured` (DJANGO_SECRET_KEY, as settings.py read it) when set, else the key file's key."""
+    configured = configured.strip()
     if configured:
         return configured
     try:

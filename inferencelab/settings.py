@@ -1,7 +1,8 @@
 """Settings for Inference Lab, read from the environment (12-factor).
 
-Every knob a deployment changes is an environment variable; the defaults give a working
-single-machine setup (SQLite, Redis on the project port started by `make run`).
+Every knob a deployment changes is an environment variable, read here once through inferencelab/env.py (one
+parser per type, one true/false parser); the code reads `django.conf.settings`, never the environment. The
+defaults give a working single-machine setup (SQLite, Redis on the project port started by `make run`).
 """
 from __future__ import annotations
 
@@ -12,25 +13,18 @@ import dj_database_url
 
 from inference_core import DEFAULT_MODEL
 
+from .env import env_bool, env_float, env_int, env_list, env_str
 from .redis_auth import local_url as local_redis_url
 from .secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-def env_bool(name: str, default: bool) -> bool:
-    return os.environ.get(name, str(default)).lower() in {"1", "true", "yes", "on"}
-
-
-def env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
-
-
 # Off unless a developer opts in: a debug page shows settings, the URLconf and tracebacks to anyone.
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = secret_key(BASE_DIR / "var" / "secret_key")
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+SECRET_KEY = secret_key(BASE_DIR / "var" / "secret_key", env_str("DJANGO_SECRET_KEY", ""))
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
@@ -122,7 +116,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Tests start a real Celery worker in another process: the test database must be a file it can open.
     # One file per test process: several test runs may share a checkout.
     DATABASES["default"]["TEST"] = {
-        "NAME": os.environ.get("DJANGO_TEST_DB", str(BASE_DIR / "var" / f"test_db_{os.getpid()}.sqlite3"))
+        "NAME": env_str("DJANGO_TEST_DB", str(BASE_DIR / "var" / f"test_db_{os.getpid()}.sqlite3"))
     }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -145,7 +139,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 # Scripts only from this origin (no inline script, no eval): a stored <script> in any page cannot run.
 # Styles allow inline because Plotly styles its SVG through style attributes.
-CONTENT_SECURITY_POLICY = os.environ.get("DJANGO_CSP", "; ".join([
+CONTENT_SECURITY_POLICY = env_str("DJANGO_CSP", "; ".join([
     "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:",
     "media-src 'self' blob:", "font-src 'self' data:", "connect-src 'self'", "object-src 'none'",
     "base-uri 'self'", "form-action 'self'", "frame-ancestors 'none'",
@@ -160,8 +154,8 @@ UPLOAD_BODY_PATHS = [r"^/author/[-\w]+/narration/upload/$", r"^/author/import/$"
 # A body over REQUEST_MAX_BODY_BYTES on those paths is read only from a session whose user has this permission
 # (checked at the socket before the body is read: inferencelab/upload_guard.py); anyone else gets 403 at once.
 UPLOAD_BODY_PERMISSION = "courseapp.instructor"
-REQUEST_HEADER_TIMEOUT = float(os.environ.get("REQUEST_HEADER_TIMEOUT", 10))
-REQUEST_BODY_TIMEOUT = float(os.environ.get("REQUEST_BODY_TIMEOUT", 60))
+REQUEST_HEADER_TIMEOUT = env_float("REQUEST_HEADER_TIMEOUT", 10.0)
+REQUEST_BODY_TIMEOUT = env_float("REQUEST_BODY_TIMEOUT", 60.0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BODY_BYTES  # non-file form data Django will hold in memory
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploaded files stream to a temporary file
 NARRATION_MAX_AUDIO_BYTES = env_int("NARRATION_MAX_AUDIO_BYTES", 200 * 1024 * 1024)
@@ -210,12 +204,12 @@ STATICFILES_FINDERS = [
     "inferencelab.staticfinders.PlotlyBundleFinder",  # /static/vendor/plotly.min.js, from the plotly package
 ]
 MEDIA_URL = "/media/"
-MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", BASE_DIR / "var" / "media"))
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
 WHITENOISE_USE_FINDERS = True
 
 # --- Redis, Channels, Celery -------------------------------------------------------------
 # An explicit REDIS_URL wins; else the Redis `make run` starts, with this install's password (var/redis_password).
-REDIS_URL = os.environ.get("REDIS_URL") or local_redis_url(env_int("REDIS_PORT", 6390))
+REDIS_URL = env_str("REDIS_URL", "") or local_redis_url(env_int("REDIS_PORT", 6390))
 
 # The pub/sub layer keeps no idle sockets to time out (django/channels_redis#422).
 CHANNEL_LAYERS = {
@@ -231,9 +225,9 @@ CELERY_TASK_DEFAULT_QUEUE = "cpu"
 # The queue demo runs go to: one per accelerator type (e.g. DEMO_TASK_QUEUE=gpu-h100 on the Daphne processes that
 # serve those students, `-Q gpu-h100` on the workers of those machines). A worker takes runs only from the fair
 # lists of the queue its ticket came through, so a run always lands on a worker of its route.
-DEMO_TASK_QUEUE = os.environ.get("DEMO_TASK_QUEUE", "gpu")
+DEMO_TASK_QUEUE = env_str("DEMO_TASK_QUEUE", "gpu")
 CELERY_TASK_ROUTES = {
-    "demos.tasks.run_demo": {"queue": DEMO_TASK_QUEUE},
+    "demos.tasks.run_demo": {"queue": DEMO_TASK_QUEUE},  # demos.admission.RUN_DEMO_TASK (workers/tasks.py runs it)
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -243,7 +237,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # tell a dead worker's task from a live one's, so the timeout must outlast the longest task this broker carries, or
 # a live one is delivered a second time: a narration synthesis (minutes on two shared cores) or a demo run with its
 # comparison (two to three minutes with a full batch of 16 there). Ten minutes covers both with margin. A demo
-# ticket delivered twice would be harmless anyway: a run is claimed once (demos/tasks.py `_claim`), so the copy
+# ticket delivered twice would be harmless anyway: a run is claimed once (workers/run.py), so the copy
 # takes the next fair run or skips.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 600),
@@ -256,20 +250,53 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Daphne. A worker's publishing threads share one GIL with the engine's Python-heavy threads (a batched step, a
 # run's comparison, 16 runs' database writes), and Daphne's event loop with its database threads: measured here, a
 # message into a process whose other thread runs Python waited 12-13 ms (median) at 5 ms and 5 ms at 1 ms.
-GIL_SWITCH_INTERVAL = float(os.environ.get("GIL_SWITCH_INTERVAL", 0.001))
+GIL_SWITCH_INTERVAL = env_float("GIL_SWITCH_INTERVAL", 0.001)
 
 # --- Engine and demo limits ---------------------------------------------------------------
-ENGINE_MODEL = os.environ.get("ENGINE_MODEL", DEFAULT_MODEL)
+ENGINE_MODEL = env_str("ENGINE_MODEL", DEFAULT_MODEL)
 DEMO_MAX_PROMPT_TOKENS = env_int("DEMO_MAX_PROMPT_TOKENS", 512)
 DEMO_MAX_NEW_TOKENS = env_int("DEMO_MAX_NEW_TOKENS", 128)
 DEMO_MAX_MESSAGE_BYTES = env_int("DEMO_MAX_MESSAGE_BYTES", 16_384)
+# Run limits and admission (demos/admission.py)
+DEMO_MAX_CONCURRENT_RUNS = env_int("DEMO_MAX_CONCURRENT_RUNS", 2)  # queued + running runs per user/session
+DEMO_RUNS_PER_MINUTE = env_int("DEMO_RUNS_PER_MINUTE", 12)  # started runs per user/session in any 60 s window
+# Queued + running runs per client address (inferencelab/client_address.py; every address counts, loopback
+# included): at most this, and at most the address's fair share of the worker slots (demos/admission.py).
+DEMO_MAX_RUNS_PER_ADDRESS = env_int("DEMO_MAX_RUNS_PER_ADDRESS", 20)
+DEMO_RUNS_PER_MINUTE_PER_ADDRESS = env_int("DEMO_RUNS_PER_MINUTE_PER_ADDRESS", 60)  # per client address, any 60 s
+DEMO_MAX_QUEUED = env_int("DEMO_MAX_QUEUED", 100)  # runs waiting for a worker, all visitors together; beyond: `busy`
+# Worker slots (runs the workers can run at once); 0 = the sum the live workers report (their -c). A start
+# runs live while fewer real runs than this are queued or running; otherwise a stored run may be replayed.
+DEMO_WORKER_SLOTS = env_int("DEMO_WORKER_SLOTS", 0)
+DEMO_REPLAY_CACHE = env_bool("DEMO_REPLAY_CACHE", True)  # a stored identical run may be replayed (asked, or busy)
+DEMO_REPLAY_SPEED = env_float("DEMO_REPLAY_SPEED", 1.0)  # 1.0 = paced like the original run
+# Sockets
+DEMO_DASHBOARD_SOCKETS_PER_ADDRESS = env_int("DEMO_DASHBOARD_SOCKETS_PER_ADDRESS", 4)  # per Daphne process
+DEMO_MESSAGE_RATE = env_float("DEMO_MESSAGE_RATE", 20.0)  # messages per second one socket may send (sustained)…
+DEMO_MESSAGE_BURST = env_float("DEMO_MESSAGE_BURST", 60.0)  # …and in a burst; beyond that each gets `slow_down`
+DEMO_STALL_SECONDS = env_float("DEMO_STALL_SECONDS", 3.0)  # quiet this long → the consumer checks the run's state
+DEMO_STATS_INTERVAL = env_float("DEMO_STATS_INTERVAL", 1.0)  # worker stats and dashboard refresh period
+# Worker liveness (workers/heartbeat.py) and the web side's reaper (demos/reaper.py)
+DEMO_REAPER_INTERVAL = env_float("DEMO_REAPER_INTERVAL", 5.0)  # how often the server looks for runs whose worker died
+DEMO_HEARTBEAT_INTERVAL = env_float("DEMO_HEARTBEAT_INTERVAL", 1.0)  # the worker refreshes a run's heartbeat this often
+DEMO_HEARTBEAT_TTL = env_float("DEMO_HEARTBEAT_TTL", 4.0)  # a heartbeat key expires this long after its last refresh…
+# …and a run is failed (`worker_lost`) once it has been missing this long while Redis answered promptly:
+# a Redis pause or restart (no heartbeat can be written then) never fails a healthy run.
+DEMO_HEARTBEAT_GRACE = env_float("DEMO_HEARTBEAT_GRACE", 2.0)
+DEMO_QUEUE_TIMEOUT = env_float("DEMO_QUEUE_TIMEOUT", 300.0)  # queued this long without a worker → error
+DEMO_ORPHAN_GRACE = env_float("DEMO_ORPHAN_GRACE", 15.0)  # a run whose socket closed is cancelled unless resumed
+# The machine profile a demo worker measures while idle (workers/machine_profile.py)
+MACHINE_PROFILE = env_bool("MACHINE_PROFILE", True)  # off: never measured
+MACHINE_PROFILE_QUICK = env_bool("MACHINE_PROFILE_QUICK", False)  # smaller, fewer measurements: the tests' setting
+MACHINE_PROFILE_REPEATS = env_int("MACHINE_PROFILE_REPEATS", 5)
+MACHINE_PROFILE_MAX_AGE_H = env_float("MACHINE_PROFILE_MAX_AGE_H", 24.0)  # measured again once this old
 
-CONTENT_DIR = Path(os.environ.get("CONTENT_DIR", BASE_DIR / "content"))
+CONTENT_DIR = Path(env_str("CONTENT_DIR", str(BASE_DIR / "content")))
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"axes": {"level": "WARNING"}},  # a line per sign-in otherwise; failures and lockouts still show
 }

@@ -177,7 +177,7 @@ class Supervisor:
 
     def announce_ready(self, started: float) -> None:
         """Say "demos ready" once a demo worker has warmed up (its stats in Redis say `ready`: kernels built,
-        engine loaded, one decode done; demos/tasks.py `_warm_up`). Its own thread, like publish_loop."""
+        engine loaded, one decode done; workers/startup.py `warm_up`). Its own thread, like publish_loop."""
         import redis
 
         client = None

@@ -3,7 +3,7 @@
 A lesson writes `{{ server.NAME }}` where a figure of this server belongs (NAMES below), in its text or as a
 whole JSON string value of a calculator's props (`"machine": "{{ server.machine }}"` gives the roofline
 calculator this server's row). The stored lesson HTML keeps the placeholders; `fill` replaces them when a
-page is served, from the newest profile a demo worker published (serverprofile/worker.py), or, before any
+page is served, from the newest profile a demo worker published (workers/machine_profile.py), or, before any
 worker has, from the recorded fallback (`recorded.json`, made by `bench/machine_roofline.py --json`), which
 `provenance` then labels with its command, date and device. Narration speaks the recorded figures (`spoken`):
 its audio is synthesized once, not per request.

@@ -5,7 +5,6 @@ replay.py: serving repeats from stored runs; dashboard.py: the stats broadcaster
 """
 from .dashboard import DashboardConsumer, collect_stats
 from .protocol import DemoConsumer, NotFoundConsumer
-from .replay import cache_key_for, engine_version
+from .replay import cache_key_for
 
-__all__ = ["DashboardConsumer", "DemoConsumer", "NotFoundConsumer", "cache_key_for", "collect_stats",
-           "engine_version"]
+__all__ = ["DashboardConsumer", "DemoConsumer", "NotFoundConsumer", "cache_key_for", "collect_stats"]

@@ -13,8 +13,9 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from ..models import Run, RunEvent
+from ..runstate import redis_retry  # noqa: F401 - the consumers' Redis retry, re-exported
 
-ACTIVE = (Run.Status.QUEUED, Run.Status.RUNNING)
+ACTIVE = Run.ACTIVE
 
 
 class ProtocolError(Exception):
@@ -42,25 +43,6 @@ class Watch:
     hb_missing_since: float | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     task: asyncio.Task | None = None
-
-
-async def redis_retry(fn, *args, attempts: int = 5, delay: float = 0.2):
-    """`await fn(*args)` (an idempotent Redis or channel-layer call), again after a pause if the Redis
-    connection was lost.
-
-    After Redis restarts, the first command on a pooled (or the channel layer's pub/sub) connection
-    fails with "Connection lost"; the next one reconnects. The pub/sub layer's own receive task
-    reconnects at the same time, and a SUBSCRIBE racing it fails with asyncio's RuntimeError
-    "readuntil() called while another coroutine is already waiting". Without this, the first resume
-    after a restart would answer `internal_error`.
-    """
-    for attempt in range(attempts):
-        try:
-            return await fn(*args)
-        except (redis.exceptions.ConnectionError, ConnectionError, RuntimeError):
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(delay * (attempt + 1))
 
 
 @database_sync_to_async
@@ -136,7 +118,7 @@ _warmup_seen: list = [0.0, None]  # [valid until (monotonic), warmup_state()]
 
 async def warmup_state() -> dict | None:
     """None when a demo worker takes runs; else what the demo workers are doing meanwhile, from the stats they
-    publish (`demos:worker:*`, demos.tasks.Stats): `{"phase", "warming_s"}` of the one furthest along, or phase
+    publish (`demos:worker:*`, workers.stats.Stats): `{"phase", "warming_s"}` of the one furthest along, or phase
     `starting` when none has reported yet. A worker of an older version (no `ready` field) counts as ready
     once its engine is loaded. Redis unreachable: None (the queue position is all that can be said)."""
     from ..runstate import async_redis, worker_key

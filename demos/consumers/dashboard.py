@@ -17,12 +17,12 @@ from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
 from inferencelab import client_address
 
-from .. import conf
 from ..models import Run
 from ..runstate import CPU_QUEUE, async_redis, demo_queue, supervisor_key
 
@@ -53,7 +53,7 @@ class Broadcaster:
             self.task = None
 
     async def _loop(self) -> None:
-        interval = float(conf.get("DEMO_STATS_INTERVAL"))
+        interval = settings.DEMO_STATS_INTERVAL
         while self.sockets:
             try:
                 stats = await collect_stats()
@@ -82,7 +82,7 @@ class DashboardConsumer(AsyncWebsocketConsumer):
         user = self.scope.get("user")
         self.is_staff = bool(getattr(user, "is_staff", False))
         await self.accept()
-        cap = int(conf.get("DEMO_DASHBOARD_SOCKETS_PER_ADDRESS"))
+        cap = settings.DEMO_DASHBOARD_SOCKETS_PER_ADDRESS
         if BROADCASTER.per_address()[self.client_addr] >= cap:
             await self.send(text_data=json.dumps({"type": "error", "code": "too_many_sockets", "message":
                             f"At most {cap} dashboard connections per address: close another tab first."}))

@@ -21,7 +21,6 @@ from django.conf import settings
 
 from inferencelab import client_address
 
-from .. import conf
 from ..identity import owners_for_scope
 from ..models import Run
 from ..registry import DemoParamError
@@ -59,8 +58,8 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
         self.owners = await database_sync_to_async(owners_for_scope)(self.scope, self.client_addr)
         self.owner = self.owners[0]  # what new runs are stored under; resume and limits accept all of them
         self.watches: dict[str, Watch] = {}
-        self.rate = float(conf.get("DEMO_MESSAGE_RATE"))
-        self.tokens = self.burst = float(conf.get("DEMO_MESSAGE_BURST"))
+        self.rate = settings.DEMO_MESSAGE_RATE
+        self.tokens = self.burst = settings.DEMO_MESSAGE_BURST
         self.tokens_at = time.monotonic()
         await self.accept()
         self.watchdog = asyncio.create_task(self._watchdog())
@@ -255,8 +254,8 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
 
     async def _watchdog(self) -> None:
         """Never a silent hang: a quiet run is checked against the database and its heartbeat."""
-        stall = float(conf.get("DEMO_STALL_SECONDS"))
-        queue_timeout = float(conf.get("DEMO_QUEUE_TIMEOUT"))
+        stall = settings.DEMO_STALL_SECONDS
+        queue_timeout = settings.DEMO_QUEUE_TIMEOUT
         while True:
             await asyncio.sleep(min(1.0, stall / 2))
             for w in list(self.watches.values()):
@@ -296,7 +295,7 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
                 log.warning("heartbeat of run %s unreadable, Redis unavailable: %s", w.run_id, exc)
                 return
             lost, w.hb_missing_since = judge_heartbeat(present, asked, w.hb_missing_since,
-                                                       float(conf.get("DEMO_HEARTBEAT_GRACE")))
+                                                       settings.DEMO_HEARTBEAT_GRACE)
             if present:
                 # Alive but quiet here: catch up from storage in case live messages went missing.
                 async with w.lock:

@@ -1,7 +1,7 @@
 """Serving a run from the stored events of an identical finished run.
 
 Runs are live by default. A replay is served only when the student asks for one (`start` with `replay: true`) or,
-for a deterministic run, when no worker slot is free (runs.has_free_slot); a replay needs no worker, so a busy class
+for a deterministic run, when no worker slot is free (admission.has_free_slot); a replay needs no worker, so a busy class
 still sees a preset's numbers at once. Every replay is labelled (the `header` frame: the original run's time,
 device, dtype and engine version). Invariants: the cache key includes the engine's own source version and the demo's
 code version (its catalog module: a changed engine or runner never replays old results); a visitor is replayed
@@ -12,32 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import logging
 from functools import lru_cache
 from pathlib import Path
 
-from .. import conf
+from django.conf import settings
+
 from ..models import Run, public_summary
 from ..registry import get_spec
 from .common import ACTIVE, events_between, get_run, set_status
 
 log = logging.getLogger(__name__)
 PUBLIC_SOURCE = "shared"  # `replayed_from` when the stored run was another visitor's (of public inputs)
-
-
-@lru_cache(maxsize=1)
-def engine_version() -> str:
-    """A hash of the engine's source files (Python and kernels): changes whenever the engine does."""
-    spec = importlib.util.find_spec("inference_core")
-    if spec is None or not spec.submodule_search_locations:
-        return "unavailable"
-    root = Path(next(iter(spec.submodule_search_locations)))
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.suffix in {".py", ".cpp", ".h", ".json"} and p.is_file()):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 @lru_cache(maxsize=None)
@@ -95,7 +82,7 @@ class ReplayMixin:
         try:
             source = await get_run(w.source_id)
             events = await events_between(w.source_id, w.last_seq)
-            speed = float(conf.get("DEMO_REPLAY_SPEED")) or 1.0
+            speed = settings.DEMO_REPLAY_SPEED or 1.0
             prev_t = None
             for seq, t, event in events:
                 if prev_t is not None and t > prev_t:

@@ -1,74 +1,24 @@
-"""Starting, limiting, resuming and cancelling runs (the `start`, `resume` and `cancel` actions)."""
+"""Starting, resuming and cancelling runs (the `start`, `resume` and `cancel` actions); what may start is
+demos.admission's call."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
-import time
-from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
-from .. import conf
+from ..admission import Refused, admit, enqueue, replay_reason
 from ..models import Run
 from ..registry import is_deterministic, validate
-from ..runstate import async_redis, attach, cancel_key, fair_push, run_group, worker_key
-from .common import ACTIVE, ProtocolError, Watch, get_run, redis_retry, set_status
-from .replay import cache_key_for, engine_version, replay_source
+from ..runstate import async_redis, attach, cancel_key, redis_retry, run_group
+from .common import ACTIVE, ProtocolError, Watch, get_run, set_status
+from ..versions import engine_version
+from .replay import cache_key_for, replay_source
 
 log = logging.getLogger(__name__)
-
-START_LOCK = "demos:start-lock"  # one start at a time across every Daphne: the limit check and the insert are atomic
-
-
-def address_share(address: str, slots: int, real_active) -> int:
-    """How many runs `address` may have queued or running: its fair share of the worker slots,
-    max(1, slots // addresses with active runs, this one counted), and never more than DEMO_MAX_RUNS_PER_ADDRESS."""
-    addresses = set(real_active.order_by().values_list("client", flat=True).distinct()) | {address[:64]}
-    return min(int(conf.get("DEMO_MAX_RUNS_PER_ADDRESS")), max(1, slots // len(addresses)))
-
-
-def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tuple[str, str, int] | None:
-    """(code, message, retry_after) when a new run would break a limit, else None. Call under START_LOCK.
-
-    Per owner (user, session, or for a cookie-less socket its address): DEMO_MAX_CONCURRENT_RUNS active,
-    DEMO_RUNS_PER_MINUTE started per minute. Per client address (inferencelab/client_address.py; every address,
-    loopback and `unknown` included): its fair share of the `slots` worker slots active (address_share) and
-    DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute. All visitors: DEMO_MAX_QUEUED waiting.
-
-    Invariant: a run is admitted only while its address holds fewer than its share at that moment, so one
-    address never holds more than max(1, slots // active addresses) runs it started after the others arrived
-    (runs it already held are not pre-empted: a newcomer lowers the share, and the address gets no more until
-    it is under it); with fair admission (runstate.fair_pop), a newcomer's run is the next one started when a
-    slot frees, however many runs another address sent, and the global queue fills only with many addresses.
-    """
-    now = now or timezone.now()
-    real = Run.objects.filter(replay_of__isnull=True)
-    recent_active = real.filter(status__in=ACTIVE, created_at__gte=now - timedelta(minutes=15))
-    minute_ago = now - timedelta(seconds=60)
-    share = address_share(address, slots, recent_active)
-    scopes = [(Q(owner__in=owners), int(conf.get("DEMO_MAX_CONCURRENT_RUNS")), int(conf.get("DEMO_RUNS_PER_MINUTE")),
-               ""),
-              (Q(client=address[:64]), share, int(conf.get("DEMO_RUNS_PER_MINUTE_PER_ADDRESS")),
-               " from your network address")]
-    for who, max_active, per_minute, where in scopes:
-        if recent_active.filter(who).count() >= max_active:
-            runs = "run" if max_active == 1 else "runs"
-            return ("too_many_runs", f"At most {max_active} {runs} at a time{where}: wait for one to finish.", 2)
-        recent = list(Run.objects.filter(who, created_at__gte=minute_ago).order_by("created_at")
-                      .values_list("created_at", flat=True)[:per_minute])
-        if len(recent) >= per_minute:
-            retry = max(1, math.ceil((recent[0] + timedelta(seconds=60) - now).total_seconds()))
-            return ("rate_limited", f"At most {per_minute} runs per minute{where}.", retry)
-    max_queued = int(conf.get("DEMO_MAX_QUEUED"))
-    if real.filter(status=Run.Status.QUEUED, created_at__gte=now - timedelta(minutes=15)).count() >= max_queued:
-        return ("busy", f"The demo server is busy: {max_queued} runs are waiting for it. Try again in a minute.", 30)
-    return None
 
 
 class RunsMixin:
@@ -86,22 +36,14 @@ class RunsMixin:
         if live and wants_replay:
             raise ProtocolError("invalid_message", "a start is either live or a replay, not both")
         # Live by default. A stored identical run is replayed only when the student asks for one ("replay":
-        # true) or, for a deterministic run, when no worker slot is free (docs/protocol.md).
-        source, reason = None, ""
-        if conf.get("DEMO_REPLAY_CACHE") and not live:
-            if wants_replay:
-                reason = "requested"
-            elif deterministic and not await has_free_slot():
-                reason = "busy"
-            if reason:
-                source = await database_sync_to_async(replay_source)(demo, cleaned, key, self.owners)
+        # true) or, for a deterministic run, when no worker slot is free (docs/protocol.md; admission.replay_reason).
+        source = None
+        reason = await replay_reason(live=live, wants_replay=wants_replay, deterministic=deterministic)
+        if reason:
+            source = await database_sync_to_async(replay_source)(demo, cleaned, key, self.owners)
         user = self.scope.get("user")
-        slots = await known_worker_slots()
 
         def create() -> Run:
-            hit = limit_hit(self.owners, self.client_addr, slots)
-            if hit:
-                raise ProtocolError(hit[0], hit[1], retry_after=hit[2])
             return Run.objects.create(
                 demo=demo, params=cleaned, owner=self.owner, client=self.client_addr[:64],
                 user=user if getattr(user, "is_authenticated", False) else None,
@@ -111,17 +53,10 @@ class RunsMixin:
                 worker="replay" if source else "", started_at=timezone.now() if source else None,
             )
 
-        lock = async_redis().lock(START_LOCK, timeout=10, blocking_timeout=10)
-        if not await redis_retry(lock.acquire):
-            raise ProtocolError("busy", "The demo server is busy starting other runs. Try again in a moment.",
-                                retry_after=2)
         try:
-            run = await database_sync_to_async(create)()
-        finally:
-            try:
-                await lock.release()
-            except Exception:  # noqa: BLE001 - expired after its timeout: nothing left to release
-                log.warning("start lock expired before release")
+            run = await admit(self.owners, self.client_addr, create)
+        except Refused as refused:
+            raise ProtocolError(refused.code, refused.message, retry_after=refused.retry_after) from None
         run_id = str(run.id)
         w = Watch(run_id=run_id, source_id=str(source.id) if source else run_id, replay=bool(source))
         self.watches[run_id] = w
@@ -213,63 +148,3 @@ class RunsMixin:
                 if w:
                     await self._finish(w, {"type": "done", "run_id": run_id, "status": "cancelled",
                                            "summary": {"finish_reason": "cancelled", "n_generated": 0}})
-
-
-async def worker_slots() -> int:
-    """How many runs the workers can run at once: DEMO_WORKER_SLOTS when set, else the sum of the slots the live
-    workers report (`slots` in their stats, their -c; 16 for a worker that does not say). No worker: 0."""
-    configured = int(conf.get("DEMO_WORKER_SLOTS"))
-    if configured > 0:
-        return configured
-    now = time.monotonic()
-    if _slots_seen[0] > now:  # one keyspace scan per process per second, however many starts
-        return _slots_seen[1]
-    r = async_redis()
-    keys = [k async for k in r.scan_iter(match=worker_key("*"), count=100)]
-    total = 0
-    for raw in (await r.mget(keys) if keys else []):
-        try:
-            total += max(0, int(json.loads(raw).get("slots") or 16)) if raw else 0
-        except (ValueError, TypeError, AttributeError):
-            continue
-    _slots_seen[:] = [now + 1.0, total]
-    return total
-
-
-_slots_seen: list = [0.0, 0]  # [valid until (monotonic), slots]
-
-
-def _busy_runs() -> int:
-    """Real runs (not replays) holding or waiting for a worker slot."""
-    recent = timezone.now() - timedelta(minutes=15)
-    return Run.objects.filter(replay_of__isnull=True, status__in=ACTIVE, created_at__gte=recent).count()
-
-
-async def known_worker_slots() -> int:
-    """worker_slots(), or 0 when Redis cannot say (then each address's share is one run)."""
-    try:
-        return await worker_slots()
-    except Exception:  # noqa: BLE001
-        log.warning("worker slots unknown; each address gets one run")
-        return 0
-
-
-async def has_free_slot() -> bool:
-    """Whether a new run would get a worker slot at once (nothing queued ahead of it, a slot idle). When Redis
-    cannot say, assume it would: a run is live unless the server is known to be full."""
-    try:
-        capacity = await worker_slots()
-    except Exception:  # noqa: BLE001
-        log.warning("worker slots unknown; starting live")
-        return True
-    return await database_sync_to_async(_busy_runs)() < capacity
-
-
-def enqueue(run_id: str, address: str) -> None:
-    """Queue the run fairly (its client address's list, runstate.fair_push) and send one ticket to a worker on the
-    queue CELERY_TASK_ROUTES names for `demos.tasks.run_demo` (DEMO_TASK_QUEUE, `gpu` by default; no queue is
-    forced here, and the fair lists are that queue's)."""
-    from inferencelab.celery import app  # the configured app, not whatever app is "current"
-
-    fair_push(address, run_id)
-    app.send_task("demos.tasks.run_demo", args=[run_id], task_id=run_id)

@@ -1,10 +1,46 @@
-"""Fixtures the browser tests share: the real course loaded behind a live server, CSP violations on a page."""
+"""Fixtures the browser tests share: the real course loaded behind a live server, the live demo stack, a demo page
+that records errors, CSP violations on a page."""
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
 from courseapp.loader import load_course
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
+from demo_stack import Stack  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def live_stack(django_db_setup, tmp_path_factory, request):
+    """Real Redis, one Celery worker (the real engine) and Daphne on free ports, for one test module, on the test
+    database; `.url` is Daphne's, `.log(.worker)` the worker's log."""
+    name = request.module.__name__.rpartition(".")[2]
+    stack = Stack(tmp_path_factory.mktemp(f"{name}-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
+    stack.worker = f"{name}-worker"
+    try:
+        stack.start_redis()
+        stack.start_worker(name=stack.worker)
+        stack.url = stack.start_daphne()
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def demo_page(chromium):
+    """A page that records uncaught exceptions and console errors (a demo handler's exception is logged,
+    not thrown; a CSP violation is a console error too)."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)  # wait_for_function evals
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
+    yield page
+    context.close()
 
 
 @pytest.fixture

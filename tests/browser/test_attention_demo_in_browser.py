@@ -4,18 +4,14 @@ the same numbers are in a table; the primer is the first module of the course.""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
-
-from courseapp.loader import load_course  # noqa: E402
-from courseapp.models import Module  # noqa: E402
-from demos.catalog.attention import SPEC  # noqa: E402
+from courseapp.loader import load_course
+from courseapp.models import Module
+from demos.catalog.attention import SPEC
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -30,18 +26,6 @@ HEATMAP = """() => {
           xtitle: gd.layout.xaxis.title.text, ytitle: gd.layout.yaxis.title.text,
           role: gd.getAttribute('role'), label: gd.getAttribute('aria-label')};
 }"""
-
-
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("attention-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(name="attention-worker")
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -61,7 +45,7 @@ def test_the_primer_comes_first_and_draws_the_real_attention_weights(live_stack,
     demo.get_by_role("button", name="Run", exact=True).click()
     page.wait_for_function(f"() => ['done','error','cancelled'].includes({STATE})", timeout=150_000)
     assert page.evaluate(STATE) == "done", demo.locator(".ilab-calc__status").inner_text() + live_stack.log(
-        "attention-worker")[-3000:]
+        live_stack.worker)[-3000:]
 
     heat = page.evaluate(HEATMAP)
     n = len(heat["x"])

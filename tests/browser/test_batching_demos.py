@@ -2,30 +2,14 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
-
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
 SCREENSHOTS = Path(os.environ.get("DEMO_SCREENSHOT_DIR", settings.BASE_DIR / "var" / "screenshots"))
-
-
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("batching-demo-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(name="batching-demo-worker")
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
 
 
 def run_and_wait(page, stack, timeout=240_000) -> None:
@@ -33,7 +17,7 @@ def run_and_wait(page, stack, timeout=240_000) -> None:
     page.wait_for_function("() => ['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=timeout)
     state = page.evaluate("document.querySelector('.ilab-demo').dataset.state")
-    assert state == "done", page.locator(".ilab-calc__status").first.inner_text() + stack.log("batching-demo-worker")[-3000:]
+    assert state == "done", page.locator(".ilab-calc__status").first.inner_text() + stack.log(stack.worker)[-3000:]
 
 
 def out(page, key: str) -> str:

@@ -3,14 +3,10 @@ real stack (Daphne + Celery worker + Redis), with small settings so each run tak
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -22,24 +18,12 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("course-demo-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(name="course-demo-worker")
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
-
-
 def run_and_wait(page, stack, timeout=150_000) -> None:
     page.get_by_role("button", name="Run").click()
     page.wait_for_function("() => ['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=timeout)
     state = page.evaluate("document.querySelector('.ilab-demo').dataset.state")
-    assert state == "done", page.locator(".ilab-calc__status").first.inner_text() + stack.log("course-demo-worker")[-3000:]
+    assert state == "done", page.locator(".ilab-calc__status").first.inner_text() + stack.log(stack.worker)[-3000:]
 
 
 def out(page, key: str) -> str:

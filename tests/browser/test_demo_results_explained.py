@@ -4,16 +4,10 @@ from the run's numbers (and a result that agrees gets none), and "What to try ne
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
-
-from demos.registry import DEMOS  # noqa: E402
+from demos.registry import DEMOS
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -21,34 +15,11 @@ STATE = "document.querySelector('.ilab-demo').dataset.state"
 FINISHED = f"() => ['done','error','cancelled'].includes({STATE})"
 
 
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("explained-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(name="explained-worker")
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
-
-
-@pytest.fixture
-def demo_page(chromium):
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)  # wait_for_function evals
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
-    yield page
-    context.close()
-
-
 def run_and_wait(page, stack) -> None:
     page.get_by_role("button", name="Run", exact=True).click()
     page.wait_for_function(FINISHED, timeout=240_000)
     assert page.evaluate(STATE) == "done", (page.locator(".ilab-demo [role=status]").first.inner_text(),
-                                            stack.log("explained-worker")[-3000:])
+                                            stack.log(stack.worker)[-3000:])
 
 
 def out(page, key: str) -> str:

@@ -2,47 +2,15 @@
 a page error, and a page reload mid-run picks the run up again (run id kept in sessionStorage)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
-
-from demos.registry import DEMOS  # noqa: E402
-from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
+from demos.registry import DEMOS
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
 STATE = "document.querySelector('.ilab-demo').dataset.state"
 FINISHED = f"() => ['done','error','cancelled'].includes({STATE})"
-
-
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("stop-reload-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(name="stop-reload-worker")
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
-
-
-@pytest.fixture
-def demo_page(chromium):
-    """A page that records uncaught exceptions and console errors (a demo handler's exception is logged,
-    not thrown; a CSP violation is a console error too)."""
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)  # wait_for_function evals
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
-    yield page
-    context.close()
 
 
 def status_text(page) -> str:
@@ -65,7 +33,7 @@ def test_stop_works_on_every_demo(live_stack, demo_page):
         page.wait_for_function(FINISHED, timeout=120_000)
         state = states[name] = page.evaluate(STATE)
         assert state in ("cancelled", "done"), (name, state, status_text(page),
-                                                 live_stack.log("stop-reload-worker")[-2000:])
+                                                 live_stack.log(live_stack.worker)[-2000:])
         if state == "cancelled":
             assert "Stopped" in status_text(page), (name, status_text(page))
         assert page.get_by_role("button", name="Run", exact=True).is_enabled()
@@ -116,7 +84,7 @@ LONG_WORKLOAD = ", ".join(["32@0"] * 8)
 
 @pytest.mark.django_db(transaction=True)
 def test_reload_mid_run_resumes_a_course_demo(live_stack, demo_page):
-    """The shared demo shell (every demo but kv-cache): a reload between the two modes of a batching run picks
+    """The shared demo shell (every demo): a reload between the two modes of a batching run picks
     the run up again and draws both modes' results, the first one redrawn from the stored events, with the form
     showing the run's own settings."""
     page = demo_page

@@ -2,30 +2,14 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
-
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(300)]
 
 SCREENSHOTS = Path(os.environ.get("DEMO_SCREENSHOT_DIR", settings.BASE_DIR / "var" / "screenshots"))
-
-
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("browser-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(name="browser-worker")
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
 
 
 RECORDER = """() => {
@@ -57,7 +41,7 @@ def test_kv_cache_demo_streams_tokens_and_charts(live_stack, browser_page):
     page.evaluate(RECORDER)
 
     state = run_and_wait(page)
-    assert state == "done", page.locator(".ilab-kv__status").inner_text() + live_stack.log("browser-worker")[-3000:]
+    assert state == "done", page.locator(".ilab-calc__status").inner_text() + live_stack.log(live_stack.worker)[-3000:]
     tokens = page.locator(".ilab-kv__text .t")
     assert tokens.count() == 8
     generated = "".join(tokens.all_inner_texts())
@@ -119,7 +103,7 @@ def test_dropped_connection_resumes_and_stop_cancels(live_stack, browser_page):
     page.get_by_role("button", name="Stop").click()
     page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'cancelled'", timeout=30_000)
     assert page.locator(".ilab-kv__text .t").count() < 100
-    assert "Stopped" in page.locator(".ilab-kv__status").inner_text()
+    assert "Stopped" in page.locator(".ilab-calc__status").inner_text()
     assert not page.errors, page.errors
 
 
@@ -225,7 +209,7 @@ def test_kv_cache_lesson_page_runs_its_embedded_demo(live_stack, browser_page):
     demo.get_by_role("button", name="Run").click()
     page.wait_for_function("() => ['done','error','cancelled'].includes(document.querySelector('.ilab-demo').dataset.state)",
                            timeout=90_000)
-    assert demo.get_attribute("data-state") == "done", demo.locator(".ilab-kv__status").inner_text()
+    assert demo.get_attribute("data-state") == "done", demo.locator(".ilab-calc__status").inner_text()
     assert demo.locator(".ilab-kv__text .t").count() == 6
     assert page.evaluate("document.querySelector('.ilab-demo .ilab-kv__kvchart').data.length") == 30
     assert not page.errors, page.errors

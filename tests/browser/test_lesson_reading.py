@@ -108,7 +108,7 @@ def attach_sentence_narration(slug: str, seconds_per_sentence: float = 0.6):
 
     from courseapp import narration
     from courseapp.models import Module
-    from courseapp.tasks import attach_upload
+    from courseapp.narration_jobs import attach_upload
 
     module = Module.objects.get(slug=slug)
     timed, clock = [], 0.0

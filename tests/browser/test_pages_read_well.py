@@ -18,7 +18,7 @@ from test_demos_with_recorded_runs import recorded_runs, run_every_demo, stand_i
 
 from courseapp.loader import load_course
 from courseapp.models import Module
-from courseapp.tasks import attach_upload
+from courseapp.narration_jobs import attach_upload
 from demos.models import Run, RunEvent
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]

@@ -4,14 +4,8 @@ read-only (no model runs)."""
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -20,31 +14,19 @@ COMPARE = "() => { const c = document.querySelector('[data-testid=compare-chart]
           "return c && c.data ? c.data.map(t => [t.name, t.y.length]) : []; }"
 
 
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("compare-share-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(name="compare-worker")
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
-
-
-def wait_shared(page, status=".ilab-kv__status"):
+def wait_shared(page, status=".ilab-calc__status"):
     try:
         page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'shared'", timeout=30_000)
     except Exception:
         raise AssertionError(f"{page.locator(status).first.inner_text()!r} {page.errors}") from None
 
 
-def run_and_wait(page, stack, status=".ilab-kv__status"):
+def run_and_wait(page, stack, status=".ilab-calc__status"):
     page.get_by_role("button", name="Run", exact=True).click()
     page.wait_for_function("() => document.querySelector('.ilab-demo').dataset.state === 'running'", timeout=10_000)
     page.wait_for_function(FINAL, timeout=120_000)
     state = page.evaluate("document.querySelector('.ilab-demo').dataset.state")
-    assert state == "done", page.locator(status).first.inner_text() + stack.log("compare-worker")[-3000:]
+    assert state == "done", page.locator(status).first.inner_text() + stack.log(stack.worker)[-3000:]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -502,8 +502,9 @@ def test_anonymous_is_sent_to_log_in(client, seeded, name):
 def test_the_authoring_list_links_each_module_to_its_class_dashboard(author):
     html = author.get(reverse("courseapp:author_list")).content.decode()
     for slug in ("intro", "cache", "batching"):
-        link = re.search(rf'href="([^"]*{slug}/class/)"', html).group(1)
-        assert author.get(link, follow=True).redirect_chain[-1][0] == reverse("classes:module_dashboard", args=[slug])
+        link = reverse("classes:module_dashboard", args=[slug])
+        assert f'href="{link}"' in html
+        assert author.get(link).status_code == 200
 
 
 @pytest.mark.parametrize("old, new", [("courseapp:author_class", "classes:module_dashboard"),

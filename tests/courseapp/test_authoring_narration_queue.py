@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from courseapp import narration
 from courseapp.models import Module, Narration
-from courseapp.tasks import generate_narration, run_narration
+from courseapp.narration_jobs import GENERATE_TASK, run_narration
+from workers.narration import generate_narration
 
 from test_course_narration import FakeVoice
 
@@ -22,8 +23,13 @@ def tickets(monkeypatch):
     """The Celery messages sent to the `cpu` queue, kept here (no broker in these tests): a worker would
     run `generate_narration` once per message, in any order."""
     sent = []
-    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
-                        lambda args, **kw: sent.append(args[0]) or type("R", (), {"id": f"t{len(sent)}"})())
+
+    def send(task, args, kwargs=None):
+        assert task == GENERATE_TASK
+        sent.append(args[0])
+        return type("R", (), {"id": f"t{len(sent)}"})()
+
+    monkeypatch.setattr("courseapp.narration_jobs.send", send)
     monkeypatch.setattr(narration, "load_voice", FakeVoice)
     return sent
 

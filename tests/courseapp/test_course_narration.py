@@ -14,7 +14,7 @@ from django.urls import reverse
 from courseapp import narration
 from courseapp.models import Module, Narration
 from courseapp.rendering import render_markdown
-from courseapp.tasks import run_narration
+from courseapp.narration_jobs import run_narration
 
 # MPEG audio frame headers: bitrate (kbit/s) by index for MPEG-2/2.5 layer III, sample rates by version.
 MP3_BITRATES_V2 = [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160]
@@ -187,8 +187,8 @@ def test_narration_job_and_module_page(client, course, monkeypatch):
 @pytest.mark.django_db
 def test_instructor_generate_upload_and_status(client, course, instructor, monkeypatch):
     queued = []
-    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
-                        lambda **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
+    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+                        lambda name, **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
     client.force_login(instructor)
     response = client.post(reverse("courseapp:author_narrate", args=["intro"]))
     assert response.status_code == 302 and queued[0]["queue"] == "cpu"
@@ -222,10 +222,10 @@ def test_instructor_generate_upload_and_status(client, course, instructor, monke
 
 @pytest.mark.django_db
 def test_generate_with_broker_down_is_reported(client, course, instructor, monkeypatch):
-    def refuse(**kwargs):
+    def refuse(name, **kwargs):
         raise ConnectionRefusedError("no broker")
 
-    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async", refuse)
+    monkeypatch.setattr("courseapp.narration_jobs.app.send_task", refuse)
     client.force_login(instructor)
     response = client.post(reverse("courseapp:author_narrate", args=["intro"]), follow=True)
     assert "task queue is not reachable" in response.content.decode()
@@ -271,8 +271,8 @@ def test_narrate_queue_skips_current_narration(course, monkeypatch, capsys):
     monkeypatch.setattr(narration, "load_voice", FakeVoice)
     call_command("narrate", "intro")  # intro now has current narration
     queued = []
-    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
-                        lambda args, **kw: queued.append(args[0]) or type("R", (), {"id": "t"})())
+    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+                        lambda name, args, **kw: queued.append(args[0]) or type("R", (), {"id": "t"})())
     call_command("narrate", "--all", "--queue")
     intro = Module.objects.get(slug="intro")
     assert intro.pk not in queued
@@ -438,7 +438,7 @@ def test_make_run_queues_wav_narrations_for_mp3(course, monkeypatch, capsys):
     from django.core.files.base import ContentFile
     from django.core.management import call_command
 
-    from courseapp.tasks import convert_narration
+    from workers.narration import convert_narration
 
     module = Module.objects.get(slug="intro")
     record = Narration.objects.create(module=module, status=Narration.Status.READY, origin=Narration.Origin.UPLOAD,
@@ -447,12 +447,11 @@ def test_make_run_queues_wav_narrations_for_mp3(course, monkeypatch, capsys):
     record.vtt.save("narration/up.vtt", ContentFile(UPLOAD_VTT), save=False)
     record.save()
     sent = []
-    monkeypatch.setattr("courseapp.tasks.convert_narration.apply_async",
-                        lambda args, **kw: sent.append((args, kw)) or type("R", (), {"id": "t"})())
-    monkeypatch.setattr("courseapp.tasks.generate_narration.apply_async",
-                        lambda args, **kw: type("R", (), {"id": "t"})())
+    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+                        lambda name, args, **kw: sent.append((name, args, kw)) or type("R", (), {"id": "t"})())
     call_command("narrate", "--all", "--queue")
-    assert sent == [([record.pk], {"queue": "cpu", "retry": False})]
+    converted = [item for item in sent if item[0] == "courseapp.convert_narration"]
+    assert converted == [("courseapp.convert_narration", [record.pk], {"kwargs": {}, "queue": "cpu", "retry": False})]
     assert "intro: WAV narration queued for re-encoding as MP3" in capsys.readouterr().out
     convert_narration(record.pk)
     record.refresh_from_db()

@@ -28,9 +28,9 @@ def demo_stack(django_db_setup, tmp_path_factory):
 
 
 @pytest.fixture
-def fast_watchdog(monkeypatch):
+def fast_watchdog(settings):
     """The consumer checks a quiet run after 1.5 s (the stack's worker heartbeat expires after 3 s)."""
-    monkeypatch.setenv("DEMO_STALL_SECONDS", "1.5")
+    settings.DEMO_STALL_SECONDS = 1.5
 
 
 @pytest.fixture

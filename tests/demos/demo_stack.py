@@ -82,7 +82,7 @@ class Stack:
                 "OMP_NUM_THREADS": self.env.get("OMP_NUM_THREADS", "1"),
                 "DEMO_HEARTBEAT_INTERVAL": "0.5",
                 "DEMO_HEARTBEAT_TTL": "3",
-                # The worker measures its machine at start (serverprofile/worker.py): for real, the short way.
+                # The worker measures its machine at start (workers/machine_profile.py): for real, the short way.
                 "MACHINE_PROFILE_QUICK": "1",
             }
         )
@@ -124,7 +124,7 @@ class Stack:
         return proc
 
     def wait_worker_ready(self, proc: subprocess.Popen, name: str, timeout: float) -> None:
-        """Ready = the worker published stats saying it is warm: engine loaded, one decode done (demos.tasks._warm_up)."""
+        """Ready = the worker published stats saying it is warm: engine loaded, one decode done (workers.startup.warm_up)."""
         r = redis.Redis.from_url(self.redis_url)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

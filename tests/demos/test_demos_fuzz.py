@@ -59,8 +59,8 @@ def hostile_messages(rng: random.Random, n: int):
             yield b"".join(bytes([rng.randrange(256)]) for _ in range(rng.randint(1, 64)))
 
 
-async def test_fuzzed_messages_each_get_one_error_and_the_server_stays_up(demo_stack, settings, monkeypatch):
-    monkeypatch.setenv("DEMO_MESSAGE_RATE", "100000")  # this test is about content, not rate
+async def test_fuzzed_messages_each_get_one_error_and_the_server_stays_up(demo_stack, settings):
+    settings.DEMO_MESSAGE_RATE = 100000.0  # this test is about content, not rate
     rng = random.Random(1234)
     comm = await connect()
     try:
@@ -82,9 +82,9 @@ async def test_fuzzed_messages_each_get_one_error_and_the_server_stays_up(demo_s
         await comm.disconnect()
 
 
-async def test_a_message_flood_gets_slow_down_and_the_socket_recovers(demo_stack, monkeypatch):
-    monkeypatch.setenv("DEMO_MESSAGE_RATE", "5")
-    monkeypatch.setenv("DEMO_MESSAGE_BURST", "10")
+async def test_a_message_flood_gets_slow_down_and_the_socket_recovers(demo_stack, settings):
+    settings.DEMO_MESSAGE_RATE = 5.0
+    settings.DEMO_MESSAGE_BURST = 10.0
     comm = await connect()
     try:
         for _ in range(40):

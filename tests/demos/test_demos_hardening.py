@@ -13,7 +13,6 @@ from channels.testing import WebsocketCommunicator
 from demo_helpers import HOST, ORIGIN, collect, connect, from_address, recv, send, start
 from django.utils import timezone
 
-from demos import conf
 from demos.models import Run
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
@@ -38,8 +37,8 @@ async def cancel_all(comms, frames) -> None:
         await comm.disconnect()
 
 
-async def test_simultaneous_starts_on_one_session_respect_the_limit(demo_stack, session_cookie, monkeypatch):
-    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "2")
+async def test_simultaneous_starts_on_one_session_respect_the_limit(demo_stack, session_cookie, settings):
+    settings.DEMO_MAX_CONCURRENT_RUNS = 2
     cookie, owner = session_cookie
     comms = [(await open_socket(cookie))[0] for _ in range(12)]
     long_run = {**LONG, "prompt": "Tell me a long story about a lighthouse keeper"}  # still active at the 12th
@@ -65,8 +64,8 @@ def fresh_session_cookie() -> tuple[bytes, bytes]:
     return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={s.session_key}".encode())
 
 
-async def test_cookie_less_sockets_from_one_address_are_one_owner(demo_stack, monkeypatch):
-    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "2")
+async def test_cookie_less_sockets_from_one_address_are_one_owner(demo_stack, settings):
+    settings.DEMO_MAX_CONCURRENT_RUNS = 2
     comms = [(await open_socket(address="198.51.100.3"))[0] for _ in range(4)]  # no cookie
     frames = [await start_frame(comm, params=LONG) for comm in comms]
     assert [f["type"] for f in frames].count("accepted") == 2, frames
@@ -78,9 +77,9 @@ async def test_cookie_less_sockets_from_one_address_are_one_owner(demo_stack, mo
     await cancel_all([*comms, other], [*frames, {"type": "none"}])
 
 
-async def test_dropping_the_cookie_does_not_escape_the_per_address_cap(demo_stack, monkeypatch):
-    monkeypatch.setenv("DEMO_MAX_RUNS_PER_ADDRESS", "3")
-    monkeypatch.setenv("DEMO_WORKER_SLOTS", "16")
+async def test_dropping_the_cookie_does_not_escape_the_per_address_cap(demo_stack, settings):
+    settings.DEMO_MAX_RUNS_PER_ADDRESS = 3
+    settings.DEMO_WORKER_SLOTS = 16
     cookies = [await sync_to_async(fresh_session_cookie)() for _ in range(6)]  # a new session each
     comms = [(await open_socket(cookie, address="198.51.100.4"))[0] for cookie in cookies]
     frames = []
@@ -96,11 +95,11 @@ async def test_dropping_the_cookie_does_not_escape_the_per_address_cap(demo_stac
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1", "unknown", "10.1.2.3"])
-async def test_loopback_private_and_unknown_addresses_are_capped_like_any(demo_stack, monkeypatch, address):
+async def test_loopback_private_and_unknown_addresses_are_capped_like_any(demo_stack, address, settings):
     """The exemption for addresses that "stand for many visitors" is gone: a spoofed or proxied 127.0.0.1 or
     `unknown` got unlimited runs. Now each is one address with its share."""
-    monkeypatch.setenv("DEMO_MAX_RUNS_PER_ADDRESS", "2")
-    monkeypatch.setenv("DEMO_WORKER_SLOTS", "16")
+    settings.DEMO_MAX_RUNS_PER_ADDRESS = 2
+    settings.DEMO_WORKER_SLOTS = 16
     cookies = [await sync_to_async(fresh_session_cookie)() for _ in range(3)]
     comms = [(await open_socket(cookie, address=address))[0] for cookie in cookies]
     frames = [await start_frame(comm, params=LONG) for comm in comms]
@@ -109,10 +108,10 @@ async def test_loopback_private_and_unknown_addresses_are_capped_like_any(demo_s
     await cancel_all(comms, frames)
 
 
-async def test_one_address_holds_at_most_its_fair_share_of_the_worker_slots(demo_stack, monkeypatch):
+async def test_one_address_holds_at_most_its_fair_share_of_the_worker_slots(demo_stack, settings):
     """Share = max(1, slots // addresses with active runs): alone, all of them; once another address is active,
     half; and the other address is admitted even while the first holds more than its new share."""
-    monkeypatch.setenv("DEMO_WORKER_SLOTS", "4")
+    settings.DEMO_WORKER_SLOTS = 4
     cookies = [await sync_to_async(fresh_session_cookie)() for _ in range(6)]
     flood = [(await open_socket(cookie, address="192.0.2.40"))[0] for cookie in cookies]
     frames = [await start_frame(comm, params=LONG) for comm in flood]
@@ -134,8 +133,8 @@ async def start_frame(comm, demo="kv-cache", params=SHORT, **extra) -> dict:
     return await recv(comm)
 
 
-async def test_a_full_queue_answers_busy(demo_stack, monkeypatch):
-    monkeypatch.setenv("DEMO_MAX_QUEUED", "0")
+async def test_a_full_queue_answers_busy(demo_stack, settings):
+    settings.DEMO_MAX_QUEUED = 0
     comm = await connect()
     try:
         frame = await start_frame(comm, params={"prompt": "Busy?", "max_new_tokens": 2})
@@ -218,10 +217,10 @@ async def test_replays_never_reveal_another_visitors_prompt(demo_stack):
     assert shared["replayed_from"] == "shared" and done["replayed_from"] == "shared"  # no run id of Alice's
 
 
-async def test_reaper_fails_runs_whose_worker_died_and_frees_the_slot(demo_stack, monkeypatch):
+async def test_reaper_fails_runs_whose_worker_died_and_frees_the_slot(demo_stack, settings):
     from demos.reaper import reap_once
 
-    monkeypatch.setenv("DEMO_HEARTBEAT_GRACE", "0.5")
+    settings.DEMO_HEARTBEAT_GRACE = 0.5
 
     def seed():
         old = timezone.now() - timedelta(minutes=1)
@@ -270,10 +269,10 @@ async def test_a_run_started_before_login_resumes_after_it(demo_stack, client):
     assert frames[0]["type"] == "resumed" and frames[-1]["type"] == "done", frames[:2]
 
 
-async def test_dashboard_is_computed_once_for_all_sockets_capped_and_anonymous(demo_stack, monkeypatch):
+async def test_dashboard_is_computed_once_for_all_sockets_capped_and_anonymous(demo_stack, settings):
     from demos.consumers.dashboard import BROADCASTER
 
-    monkeypatch.setenv("DEMO_DASHBOARD_SOCKETS_PER_ADDRESS", "3")
+    settings.DEMO_DASHBOARD_SOCKETS_PER_ADDRESS = 3
     sockets = [await open_socket(address="192.0.2.8", path="/ws/demos/dashboard/") for _ in range(4)]
     try:
         assert [s[1] for s in sockets] == [True] * 4
@@ -308,11 +307,11 @@ async def test_queued_runs_are_taken_round_robin_across_owners(demo_stack):
                                             "flood-3", None]
 
 
-async def test_a_flood_does_not_delay_another_visitor_behind_all_of_it(demo_stack, monkeypatch):
+async def test_a_flood_does_not_delay_another_visitor_behind_all_of_it(demo_stack, settings):
     """Six runs of one address queued ahead of one run of another, on the stack's two worker slots: the late
     visitor's run starts as soon as a slot frees, not after the whole flood."""
-    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "10")
-    monkeypatch.setenv("DEMO_WORKER_SLOTS", "16")  # the flood's share is 16 (only its runs are active at first)
+    settings.DEMO_MAX_CONCURRENT_RUNS = 10
+    settings.DEMO_WORKER_SLOTS = 16  # the flood's share is 16 (only its runs are active at first)
     flooder, _, _ = await open_socket(address="192.0.2.50")
     late, _, _ = await open_socket(address="192.0.2.51")  # no cookies: two addresses, two owners
     try:

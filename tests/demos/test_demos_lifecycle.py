@@ -174,7 +174,7 @@ async def test_cancelling_a_batched_run_stops_it_within_a_second_and_frees_its_k
     await wait_for(drained, timeout=5)
 
 
-async def test_closed_tab_cancels_after_the_grace_period(demo_stack, session_cookie, monkeypatch):
+async def test_closed_tab_cancels_after_the_grace_period(demo_stack, session_cookie):
     cookie, _ = session_cookie
     comm = await connect(cookie)
     run_id = await start(comm, LONG)
@@ -228,10 +228,10 @@ async def test_worker_killed_mid_run_gives_an_error_frame_not_a_hang(demo_stack,
     assert (await get_run(run_id)).status == "error"
 
 
-async def test_concurrency_and_rate_limits_answer_with_retry_after(demo_stack, session_cookie, monkeypatch):
+async def test_concurrency_and_rate_limits_answer_with_retry_after(demo_stack, session_cookie, settings):
     cookie, owner = session_cookie
-    monkeypatch.setenv("DEMO_MAX_CONCURRENT_RUNS", "1")
-    monkeypatch.setenv("DEMO_RUNS_PER_MINUTE", "3")
+    settings.DEMO_MAX_CONCURRENT_RUNS = 1
+    settings.DEMO_RUNS_PER_MINUTE = 3
     comm = await connect(cookie)
     try:
         run_id = await start(comm, LONG)

@@ -35,8 +35,8 @@ def header_of(frames) -> dict:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(240)
 async def test_free_slot_runs_live_and_a_forced_replay_is_labelled_with_date_device_and_version(demo_stack):
-    from demos.consumers.replay import engine_version
-    from demos.consumers.runs import has_free_slot, worker_slots
+    from demos.versions import engine_version
+    from demos.admission import has_free_slot, worker_slots
 
     from demos.runstate import sync_redis
 
@@ -83,11 +83,11 @@ async def test_free_slot_runs_live_and_a_forced_replay_is_labelled_with_date_dev
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(240)
-async def test_no_free_slot_replays_a_deterministic_run_and_says_why(demo_stack, monkeypatch):
+async def test_no_free_slot_replays_a_deterministic_run_and_says_why(demo_stack, settings):
     comm = await connect()
     try:
         stored, _ = await start_frames(comm)
-        monkeypatch.setenv("DEMO_WORKER_SLOTS", "1")
+        settings.DEMO_WORKER_SLOTS = 1
         # Another visitor's run holds the only slot.
         busy = await sync_to_async(Run.objects.create)(demo="kv-cache", owner="s:someone", params={},
                                                        status=Run.Status.RUNNING, started_at=timezone.now())

@@ -83,7 +83,7 @@ class MakeRun:
         return redis.Redis(port=int(self.env["REDIS_PORT"]), password=password, socket_timeout=2)
 
     def wait_worker_ready(self, timeout: float) -> None:
-        """The `gpu` worker published stats saying it is warm (demos.tasks._warm_up)."""
+        """The `gpu` worker published stats saying it is warm (workers.startup.warm_up)."""
         pid = self.child("-Q gpu").pid
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from courseapp.models import Module
 from courseapp import narration_queue
-from courseapp.tasks import convert_narration, convert_to_mp3, enqueue_narration, is_wav, run_narration
+from courseapp.narration_jobs import CONVERT_TASK, convert_to_mp3, enqueue_narration, is_wav, run_narration, send
 
 
 class Command(BaseCommand):
@@ -36,7 +36,7 @@ class Command(BaseCommand):
             kept = existing is not None and (existing.origin == existing.Origin.UPLOAD or not existing.is_stale)
             if queue and is_wav(existing) and kept and not force:  # a stale synthesized one is made again, as MP3
                 try:
-                    convert_narration.apply_async(args=[existing.pk], queue="cpu", retry=False)
+                    send(CONVERT_TASK, [existing.pk])
                 except Exception as exc:  # kombu raises a variety of connection errors
                     self.stderr.write(f"{module.slug}: WAV narration not queued for MP3 ({exc.__class__.__name__})")
                 else:

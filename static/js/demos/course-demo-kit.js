@@ -1,4 +1,4 @@
-// A small harness shared by the course's own live demos (prefill-decode, flash-attention, serving-load):
+// The shell every live demo shares (kv-cache, prefill-decode, flash-attention, serving-load and the others):
 // a settings form with Run/Stop, a status line, and one websocket run at a time. Each demo supplies its
 // fields, reads their values into params, and handles the trace events.
 import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from "../ws-client.js";
@@ -9,7 +9,7 @@ import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
 /**
  * Build the shell inside `root`. fields: label elements from ui.js; getParams(): params or throws Error
  * (shown to the student); handlers.onStart(), onEvent(ev), onDone(frame).
- * Returns {body, setStatus, plotly (Promise)} — append the demo's outputs to `body`.
+ * Returns {body, setStatus, plotly (Promise), run, socket} — append the demo's outputs to `body`.
  * A run still going when the page reloads is resumed: onStart(params) again, then its events from the first.
  * Every demo also gets (run-history.js): "Replay a stored run instead of running live", the line saying what
  * measured the numbers (live/replay, device, dtype, engine version, date), a share link once a run is done,
@@ -138,6 +138,11 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
   stopBtn.addEventListener("click", () => {
     if (current && current.handle) { current.handle.cancel(); setStatus("Stopping…"); }
   });
+  socket.onState((state, detail) => { // the socket resumes the run once back (onResumed says so)
+    if (state === "reconnecting" && root.dataset.state === "running") {
+      setStatus(`Connection lost; reconnecting (attempt ${detail.attempt})…`, true);
+    }
+  });
   socket.connect();
   setRunning(false);
   const stored = storedRun(key);
@@ -174,7 +179,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     root.dataset.state = "shared";
     root.dataset.sharedRun = data.share_id;
   }
-  return { body, setStatus, plotly, run };
+  return { body, setStatus, plotly, run, socket };
 }
 
 /** A labelled textarea for the prompt; Ctrl/Cmd+Enter submits its form. */

@@ -1,4 +1,5 @@
-"""Narration jobs: the Celery task (always sent to the `cpu` queue) and the database bookkeeping around `narration.synthesize`."""
+"""Narration jobs: the database bookkeeping around `narration.synthesize`, and queueing it (and MP3 re-encoding) on
+the `cpu` workers, whose tasks (workers/narration.py) call back into `run_narration` and `convert_to_mp3`."""
 from __future__ import annotations
 
 import logging
@@ -11,6 +12,7 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
+from demos.runstate import CPU_QUEUE
 from inferencelab.celery import app
 
 from . import narration, narration_audio, narration_queue
@@ -20,6 +22,14 @@ from .narration_files import stored_name
 logger = logging.getLogger(__name__)
 
 PROGRESS_WRITE_INTERVAL_S = 0.5
+# The `cpu` workers' tasks (workers/narration.py), by name: the web side sends them without importing the worker.
+GENERATE_TASK = "courseapp.generate_narration"
+CONVERT_TASK = "courseapp.convert_narration"
+
+
+def send(task: str, args: list, kwargs: dict | None = None):
+    """Queue `task` on the `cpu` workers; raises what the broker client raises when it cannot be reached."""
+    return app.send_task(task, args=args, kwargs=kwargs or {}, queue=CPU_QUEUE, retry=False)
 
 
 def run_narration(module_id: int, *, force: bool = False) -> Narration:
@@ -59,15 +69,6 @@ def run_narration(module_id: int, *, force: bool = False) -> Narration:
     return record
 
 
-@app.task(name="courseapp.generate_narration", ignore_result=True)
-def generate_narration(module_id: int, force: bool = False) -> None:
-    """A ticket: runs the pending narration that comes first (`narration_queue`), which is `module_id`'s
-    unless an instructor's job or an older one is waiting; nothing when no job is pending any more."""
-    record = narration_queue.claim_next()
-    if record is not None:
-        run_narration(record.module_id, force=record.force)
-
-
 def enqueue_narration(module: Module, *, force: bool = False,
                       priority: int = narration_queue.INSTRUCTOR) -> Narration:
     """Queue synthesis on the `cpu` workers, at `priority` (an instructor's job goes ahead of `BULK` ones);
@@ -77,7 +78,7 @@ def enqueue_narration(module: Module, *, force: bool = False,
     record.priority, record.force, record.queued_at = priority, force, timezone.now()
     record.save()
     try:
-        result = generate_narration.apply_async(args=[module.pk], kwargs={"force": force}, queue="cpu", retry=False)
+        result = send(GENERATE_TASK, [module.pk], {"force": force})
     except Exception as exc:  # kombu raises a variety of connection errors
         record.status = Narration.Status.FAILED
         record.error = (f"The task queue is not reachable ({exc.__class__.__name__}). Start the workers "
@@ -105,21 +106,6 @@ def convert_to_mp3(record: Narration) -> tuple[int, int] | None:
     record.audio.name = name
     source.unlink(missing_ok=True)
     return before, after
-
-
-@app.task(name="courseapp.convert_narration", ignore_result=True)
-def convert_narration(narration_id: int) -> None:
-    """`convert_to_mp3` on the `cpu` workers (what `narrate --queue`, run by `make run`, asks for)."""
-    record = Narration.objects.filter(pk=narration_id).first()
-    if record is None:
-        return
-    try:
-        sizes = convert_to_mp3(record)
-    except ValueError as exc:
-        logger.warning("Narration of %s kept as WAV: %s", record.module.slug, exc)
-        return
-    if sizes:
-        logger.info("Narration of %s re-encoded: %d bytes of WAV → %d bytes of MP3", record.module.slug, *sizes)
 
 
 def is_wav(record: Narration | None) -> bool:

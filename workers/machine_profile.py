@@ -1,48 +1,39 @@
 """Measure this machine from a demo worker, only while it is idle, and publish it as a `MachineProfile`.
 
 Started by Celery's `worker_ready` as a thread of its own, so it never delays the worker's warm-up nor a run:
-it waits until the worker is warm (demos.tasks `_warm_up`) and runs nothing, then takes `MACHINE_PROFILE_REPEATS`
+it waits until the worker is warm (workers.startup `warm_up`) and runs nothing, then takes `MACHINE_PROFILE_REPEATS`
 measurements, each kept only when the worker stayed idle throughout (`Stats.idle_token` the same before and after:
 a run that starts meanwhile voids it, and it is taken again once the worker is idle). The stored figures are the
 medians with their spread (largest minus smallest). The profile is measured again once it is older than
 `MACHINE_PROFILE_MAX_AGE_H` hours. One measurement costs about a second (`inference_core.engine.machine_profile.SIZES`).
 
-Settings, each a Django setting or else an environment variable: `MACHINE_PROFILE` (default on; "0" skips it),
+Settings (inferencelab/settings.py, from the environment): `MACHINE_PROFILE` (default on; "0" skips it),
 `MACHINE_PROFILE_QUICK` (smaller, fewer measurements: the tests' setting), `MACHINE_PROFILE_REPEATS` (5) and
 `MACHINE_PROFILE_MAX_AGE_H` (24).
 """
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 
 from celery.signals import worker_ready
 from django.conf import settings
 
+from demos.versions import engine_version
+from serverprofile.models import MachineProfile
+
+from .engine import get_engine
+from .startup import runs_demos
+from .stats import STATS, WORKER_NAME
+
 log = logging.getLogger(__name__)
 KEEP = 100  # rows kept: the history of measurements, newest first
 FIELDS = ("device", "device_name", "threads", "dtype", "torch_version", "decode_bytes_per_step")
 IDLE_POLL_S = 1.0
 QUIET_S = 3.0  # how long the worker must have been idle before a measurement starts
-
-
-def setting(name: str, default):
-    value = getattr(settings, name, os.environ.get(name))
-    return default if value is None else value
-
-
-def flag(name: str, default: bool) -> bool:
-    value = setting(name, None)
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    return str(value).strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _median_and_spread(values: list) -> tuple:
@@ -79,9 +70,6 @@ def measure_while_idle(engine, idle: Callable[[], object], *, repeats: int, quic
 
 def store(samples: list[dict], *, worker: str = ""):
     """The medians (and spreads) of `samples` as the newest `MachineProfile`; the oldest beyond KEEP go."""
-    from demos.consumers import engine_version
-
-    from .models import MachineProfile
 
     last = samples[-1]
     bandwidth, bandwidth_spread = _median_and_spread([s["bandwidth_gbps"] for s in samples])
@@ -105,12 +93,10 @@ def profile_loop(*, once: bool = False, stop: threading.Event | None = None) -> 
     """Measure while idle and store; then again each time the profile turns MACHINE_PROFILE_MAX_AGE_H old."""
     from django.db import close_old_connections
 
-    from demos.tasks import STATS, WORKER_NAME, get_engine
-
     stop = stop or threading.Event()
-    quick = flag("MACHINE_PROFILE_QUICK", False)
-    repeats = max(1, int(setting("MACHINE_PROFILE_REPEATS", 5)))
-    max_age_s = float(setting("MACHINE_PROFILE_MAX_AGE_H", 24)) * 3600
+    quick = settings.MACHINE_PROFILE_QUICK
+    repeats = max(1, settings.MACHINE_PROFILE_REPEATS)
+    max_age_s = settings.MACHINE_PROFILE_MAX_AGE_H * 3600
     while not stop.is_set():
         try:
             samples = measure_while_idle(get_engine(), STATS.idle_token, repeats=repeats, quick=quick, stop=stop)
@@ -132,10 +118,8 @@ def start(target: Callable[[], None]) -> threading.Thread:
 
 @worker_ready.connect
 def publish_machine_profile(sender=None, **kwargs):
-    from demos.tasks import runs_demos
-
     if sender is not None and not runs_demos(sender):
         return None  # a `cpu`-only worker has no engine: its machine is not the one the demos run on
-    if not flag("MACHINE_PROFILE", True):
+    if not settings.MACHINE_PROFILE:
         return None
     return start(profile_loop)

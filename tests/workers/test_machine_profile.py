@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def no_stats_reporter(monkeypatch):
     """The startup hooks also start the dashboard stats reporter, which talks to Redis: not here."""
-    from demos import tasks
+    from workers.stats import STATS
 
-    monkeypatch.setattr(tasks.STATS, "start_reporter", lambda: None)
-    monkeypatch.setattr(tasks.STATS, "publish", lambda: None)
+    monkeypatch.setattr(STATS, "start_reporter", lambda: None)
+    monkeypatch.setattr(STATS, "publish", lambda: None)
 
 
 def test_quick_measurement_without_a_model_is_real_and_cheap():
@@ -44,22 +44,23 @@ def test_the_bench_runs_the_shared_measuring_code():
 @pytest.mark.model
 @pytest.mark.django_db
 def test_worker_start_warms_up_then_measures_while_idle_and_stores_medians(settings, no_stats_reporter, monkeypatch):
-    from demos import tasks
-    from demos.consumers import engine_version
-    from serverprofile import worker
+    from demos.versions import engine_version
+    from workers import machine_profile as worker
+    from workers.engine import get_engine
+    from workers.stats import STATS
 
     settings.MACHINE_PROFILE_QUICK = True
     settings.MACHINE_PROFILE_REPEATS = 3
     threads = []
     monkeypatch.setattr(worker, "start", lambda target: threads.append(target))
-    monkeypatch.setattr(tasks.STATS, "phase", "starting")
+    monkeypatch.setattr(STATS, "phase", "starting")
     worker_ready.send(sender=None)  # what Celery sends when the worker is up: every receiver runs
-    assert tasks.STATS.ready  # warm-up done (kernels, engine, one decode) before the worker takes runs
+    assert STATS.ready  # warm-up done (kernels, engine, one decode) before the worker takes runs
     assert threads == [worker.profile_loop] and not MachineProfile.objects.exists()  # measured apart, later
 
     worker.profile_loop(once=True)  # what the thread does (here in the test's database transaction)
     row = MachineProfile.objects.get()
-    engine = tasks.get_engine()
+    engine = get_engine()
     assert row.model == settings.ENGINE_MODEL and row.device == str(engine.device) and row.dtype == "float32"
     assert row.bandwidth_gbps > 0.1 and row.matmul_gflops > 0.1 and row.repeats == 3
     assert row.bandwidth_spread_gbps >= 0 and row.matmul_spread_gflops >= 0 and row.decode_step_spread_ms >= 0
@@ -71,7 +72,7 @@ def test_worker_start_warms_up_then_measures_while_idle_and_stores_medians(setti
 
 def test_the_profile_is_measured_only_while_the_worker_is_idle(monkeypatch):
     """Warming up or running: no measurement starts. A run that starts during one voids it; it is taken again."""
-    from serverprofile import worker
+    from workers import machine_profile as worker
 
     monkeypatch.setattr(worker, "IDLE_POLL_S", 0.01)
     monkeypatch.setattr(worker, "QUIET_S", 0.01)
@@ -86,7 +87,7 @@ def test_the_profile_is_measured_only_while_the_worker_is_idle(monkeypatch):
 
 
 def test_the_stored_figures_are_medians_with_their_spread(db):
-    from serverprofile import worker
+    from workers import machine_profile as worker
 
     base = {"measured_at": "2026-11-26T10:00:00+00:00", "model": "m", "device": "cpu", "device_name": "x",
             "threads": 2, "dtype": "float32", "torch_version": "2", "decode_bytes_per_step": 1, "duration_s": 1.0}
@@ -111,11 +112,11 @@ def test_a_cpu_only_worker_measures_nothing(settings, no_stats_reporter):
 
 @pytest.mark.django_db
 def test_profile_can_be_switched_off(settings, no_stats_reporter, monkeypatch):
-    from demos import tasks
+    from workers import machine_profile
 
-    monkeypatch.setattr(tasks, "get_engine", lambda: pytest.fail("no engine needed"))
+    monkeypatch.setattr(machine_profile, "get_engine", lambda: pytest.fail("no engine needed"))
     settings.MACHINE_PROFILE = False
-    from serverprofile.worker import publish_machine_profile
+    from workers.machine_profile import publish_machine_profile
 
     publish_machine_profile(sender=None)
     assert not MachineProfile.objects.exists()
