@@ -49,7 +49,7 @@ class Preview:
 
 
 def _directory() -> Path:
-    return Path(getattr(settings, "COURSE_IMPORT_PENDING_DIR", settings.BASE_DIR / "var" / "pending-imports"))
+    return Path(settings.COURSE_IMPORT_PENDING_DIR)
 
 
 def path_of(token: str) -> Path | None:

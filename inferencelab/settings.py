@@ -205,6 +205,9 @@ STATICFILES_FINDERS = [
 ]
 MEDIA_URL = "/media/"
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
+# Uploaded course zips wait here for the instructor to confirm them: outside MEDIA_ROOT, which a web server may
+# serve as it is.
+COURSE_IMPORT_PENDING_DIR = Path(env_str("COURSE_IMPORT_PENDING_DIR", str(BASE_DIR / "var" / "pending-imports")))
 WHITENOISE_USE_FINDERS = True
 
 # --- Redis, Channels, Celery -------------------------------------------------------------

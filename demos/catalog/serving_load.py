@@ -263,8 +263,6 @@ SPEC = DemoSpec(
         "tpot_slo_s": ParamSpec("float", default=0.5, label="TPOT target (s)", min_value=0.01, max_value=10.0),
     },
     try_next=(
-        "Switch “Scheduling” to sequential with the same settings and compare the runs: the first request is "
-        "served as fast, every later one queues behind it, and throughput falls.",
         "Set “Seconds between arrivals” to 2: each request is done before the next arrives, nothing shares a "
         "forward pass, and the two modes run the same passes.",
         "Tighten the TPOT target to 0.05 s: goodput falls while throughput stays the same.",

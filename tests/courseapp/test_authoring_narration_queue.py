@@ -24,12 +24,13 @@ def tickets(monkeypatch):
     run `generate_narration` once per message, in any order."""
     sent = []
 
-    def send(task, args, kwargs=None):
-        assert task == GENERATE_TASK
+    def send_task(name, args, **kwargs):
+        assert name == GENERATE_TASK and kwargs["queue"] == "cpu"
         sent.append(args[0])
         return type("R", (), {"id": f"t{len(sent)}"})()
 
-    monkeypatch.setattr("courseapp.narration_jobs.send", send)
+    # The broker client itself, not `narration_jobs.send`: the narrate command holds its own reference to that.
+    monkeypatch.setattr("courseapp.narration_jobs.app.send_task", send_task)
     monkeypatch.setattr(narration, "load_voice", FakeVoice)
     return sent
 
