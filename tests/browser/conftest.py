@@ -1,5 +1,5 @@
 """Fixtures the browser tests share: the real course loaded behind a live server, the live demo stack, a demo page
-that records errors, CSP violations on a page."""
+that records errors, recorded demo runs with a page that replays them, CSP violations on a page."""
 from __future__ import annotations
 
 import sys
@@ -12,6 +12,7 @@ from courseapp.loader import load_course
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
 from demo_stack import Stack  # noqa: E402
+from stand_in import record_runs, stand_in_page  # noqa: E402  (this folder: pytest puts it on the path)
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +29,22 @@ def live_stack(django_db_setup, tmp_path_factory, request):
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def recorded_runs() -> dict[str, list[dict]]:
+    """Each demo's events from one small run of its real runner, recorded once per test session."""
+    return record_runs()
+
+
+@pytest.fixture
+def stand_in(chromium, recorded_runs):
+    """A desktop page whose demo socket replays `recorded_runs` (stand_in.py); `.server` is the stand-in and
+    `.errors` the page's uncaught exceptions and console errors."""
+    context, page, server = stand_in_page(chromium, recorded_runs, viewport={"width": 1280, "height": 900})
+    page.server = server
+    yield page
+    context.close()
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ real demo runners in this process (no Redis, no worker): the charts on a phone, 
 a first run, one look for every Stop button, and a rate limit's countdown."""
 from __future__ import annotations
 
-import json
-import uuid
 from pathlib import Path
 
 import pytest
@@ -12,80 +10,11 @@ import pytest
 from courseapp.loader import load_course
 from courseapp.models import Module
 
+from stand_in import stand_in_page
+
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
 
 REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
-
-# Small settings: every chart gets data, quickly.
-SMALL_PARAMS = {
-    "attention": {},
-    "kv-cache": {"prompt": "The capital of France is", "max_new_tokens": 6},
-    "prefill-decode": {"max_new_tokens": 6},
-    "flash-attention": {},
-    "serving-load": {},
-    "speculative": {"max_new_tokens": 12},
-    "paged-attention": {"max_new_tokens": 6},
-    "batching": {},
-    "prefix-caching": {"max_new_tokens": 2},
-    "quantization": {"max_new_tokens": 2},
-}
-
-
-@pytest.fixture(scope="module")
-def recorded_runs() -> dict[str, list[dict]]:
-    """Each demo's trace events from one small run of its real runner (what a worker would publish)."""
-    from demos.registry import DEMOS, validate
-
-    assert set(SMALL_PARAMS) == set(DEMOS), "a new demo: give it small params here"
-    runs = {}
-    for name, params in SMALL_PARAMS.items():
-        events = list(DEMOS[name].load_runner()(validate(name, params)))
-        runs[name] = json.loads(json.dumps(events))
-    return runs
-
-
-class StandInServer:
-    """Answers the page's demo socket (docs/protocol.md): a `start` is accepted and its recorded events
-    follow, then `done`; with `refuse` set, a `start` gets that error frame instead."""
-
-    def __init__(self, runs: dict[str, list[dict]]):
-        self.runs = runs
-        self.refuse: dict | None = None
-        self.started: list[str] = []
-
-    def __call__(self, ws) -> None:
-        ws.on_message(lambda message: self.answer(ws, json.loads(message)))
-
-    def answer(self, ws, message: dict) -> None:
-        if message.get("action") == "ping":
-            ws.send(json.dumps({"type": "pong", "t": 0}))
-        if message.get("action") != "start":
-            return
-        demo, ref = message["demo"], message.get("ref")
-        self.started.append(demo)
-        if self.refuse:
-            ws.send(json.dumps({"type": "error", "ref": ref, **self.refuse}))
-            return
-        run_id = str(uuid.uuid4())
-        ws.send(json.dumps({"type": "accepted", "run_id": run_id, "demo": demo, "params": message["params"],
-                            "ref": ref}))
-        events = self.runs[demo]
-        for seq, event in enumerate(events):
-            ws.send(json.dumps({"type": "event", "run_id": run_id, "seq": seq, "event": event}))
-        summary = {k: v for k, v in events[-1].items() if k != "token_ids"} if events[-1]["type"] == "run_finished" else {}
-        ws.send(json.dumps({"type": "done", "run_id": run_id, "status": "done", "summary": summary}))
-
-
-def stand_in_page(chromium, runs, **context_options):
-    context = chromium.new_context(bypass_csp=True, **context_options)
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
-    server = StandInServer(runs)
-    page.route_web_socket("**/ws/demos/", server)
-    return context, page, server
-
 
 @pytest.fixture
 def phone(chromium, recorded_runs):

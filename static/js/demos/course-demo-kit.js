@@ -5,18 +5,22 @@ import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from 
 import { el, ensurePlotly, injectStyle } from "../calculators/ui.js";
 import { compareMetrics } from "./compare-metrics.js";
 import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
+import { stepTimeline } from "./timeline.js";
 
 /**
  * Build the shell inside `root`. fields: label elements from ui.js; getParams(): params or throws Error
  * (shown to the student); handlers.onStart(), onEvent(ev), onDone(frame).
- * Returns {body, setStatus, plotly (Promise), run, socket} — append the demo's outputs to `body`.
+ * Returns {body, setStatus, plotly (Promise), run, socket, timeline} — append the demo's outputs to `body`.
  * A run still going when the page reloads is resumed: onStart(params) again, then its events from the first.
  * Every demo also gets (run-history.js): "Replay a stored run instead of running live", the line saying what
  * measured the numbers (live/replay, device, dtype, engine version, date), a share link once a run is done,
  * "Compare runs" (series from compare-metrics.js, or `compare` here) and a shared run drawn read-only (its
  * share page, or ?run=<share id>) through the same onStart/onEvent/onDone.
+ * steps (optional): {fromEvent(ev) → a step, a list of steps or null; draw(step, index, steps)} gives the demo a
+ * step timeline (timeline.js) above its outputs: every event of a live, replayed or shared run goes through
+ * fromEvent, and the student scrubs through the steps it made. `ilab:seek` dispatched on `root` moves it.
  */
-export function demoShell(root, config, { title, fields, getParams, onStart, onEvent, onDone, compare }) {
+export function demoShell(root, config, { title, fields, getParams, onStart, onEvent, onDone, compare, steps }) {
   injectStyle();
   const socket = getSocket(config.wsPath || "/ws/demos/");
   const key = runKey(root, config.demo);
@@ -29,7 +33,23 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
       el("div", {}, runBtn, " ", stopBtn)));
   const status = el("p", { class: "ilab-calc__status", role: "status", "aria-live": "polite" });
   const body = el("div");
-  root.append(el("div", { class: "ilab-calc" }, form, status, extras.provenance, extras.share, body, extras.panel));
+  const timeline = steps ? stepTimeline({ label: title, draw: steps.draw }) : null;
+  root.append(el("div", { class: "ilab-calc" }, form, status, extras.provenance, extras.share,
+    timeline && timeline.element, body, extras.panel));
+  if (timeline) {
+    root.addEventListener("ilab:seek", (e) => { if (e.target === root) timeline.seek(e.detail && e.detail.step); });
+  }
+  /** Every event, live or stored, feeds the demo and then its timeline. */
+  const handle = (ev) => {
+    onEvent(ev);
+    if (!timeline) return;
+    const made = steps.fromEvent(ev);
+    for (const step of Array.isArray(made) ? made : made ? [made] : []) timeline.push(step);
+  };
+  const begin = (params) => {
+    if (timeline) timeline.reset();
+    onStart && onStart(params);
+  };
 
   let current = null;
   const setStatus = (msg, isError = false) => {
@@ -67,7 +87,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
       : "Queued… (the course server runs one demo at a time on its CPU)");
     const options = runId ? {} : extras.startOptions();
     extras.onStart();
-    onStart && onStart(params);
+    begin(params);
     const handlers = {
       onAccepted(frame) {
         root.dataset.runId = frame.run_id;
@@ -88,7 +108,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
         if (current !== token) return;
         if (token.waiting) { token.waiting = false; setStatus("Running…"); }
         extras.onEvent(ev);
-        onEvent(ev);
+        handle(ev);
       },
       onDone(frame) {
         forgetRun(key);
@@ -167,9 +187,9 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     }
     if (data.demo !== config.demo || current) { if (!current) setStatus(""); return; }
     extras.onStart();
-    onStart && onStart(data.params || {});
+    begin(data.params || {});
     for (const ev of data.events || []) {
-      try { onEvent(ev); } catch (err) { console.error(err); }
+      try { handle(ev); } catch (err) { console.error(err); }
     }
     const frame = { type: "done", status: "done", summary: data.summary || {}, run_id: null };
     onDone && onDone(frame);
@@ -179,7 +199,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     root.dataset.state = "shared";
     root.dataset.sharedRun = data.share_id;
   }
-  return { body, setStatus, plotly, run, socket };
+  return { body, setStatus, plotly, run, socket, timeline };
 }
 
 /** A labelled textarea for the prompt; Ctrl/Cmd+Enter submits its form. */
