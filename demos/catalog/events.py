@@ -56,6 +56,23 @@ class AttentionCompare(TraceEvent):
     last_row_weights: list[float]  # the last token's attention over the prompt, averaged over heads
 
 
+@event("flash_tile_walk")
+class FlashTileWalk(TraceEvent):
+    """The online softmax tile by tile for one head of the captured layer: after each computed
+    (query tile, key tile), that query tile's running max `m`, running sum `l` and unnormalized output
+    accumulator `acc` per query row, and the factor exp(m_old − m_new) that rescaled `l` and `acc` first."""
+
+    head: int  # the query head walked (its KV head is head // (n_heads / n_kv_heads))
+    n_tokens: int
+    block_q: int
+    block_k: int
+    n_q_blocks: int
+    n_k_blocks: int
+    acc_dims: int  # the first acc_dims of the head's dimensions are kept in `acc`
+    q_blocks: list[int]  # the query tiles walked, in order: every one, or as many as the size budget allows
+    tiles: list[dict]  # per computed tile, in walk order: q_block, k_block, m, l, rescale (one per row), acc (rows × acc_dims)
+
+
 @event("attention_memory_curve")
 class AttentionMemoryCurve(TraceEvent):
     """Modelled memory for one head of one layer as the sequence grows (see flash_attention.hbm_traffic)."""

@@ -3,7 +3,8 @@
 A capturing attention backend runs the real model up to the chosen layer and keeps that layer's post-RoPE
 q, k, v; both implementations then attend over them. Emits `attention_compare` (agreement, timings, the
 bytes of the N×N matrix vs one tile), the two timed in alternating repeats (`comparison_sample`…, `comparison`,
-see `comparison.py`), and `attention_memory_curve` (how those grow with N).
+see `comparison.py`), `attention_memory_curve` (how those grow with N) and `flash_tile_walk` (the online softmax's
+running max, running sum and output accumulator after every tile of one head, for the page's step timeline).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .comparison import Side, compare
-from .events import AttentionCompare, AttentionMemoryCurve
+from .events import AttentionCompare, AttentionMemoryCurve, FlashTileWalk
 
 if TYPE_CHECKING:
     import torch
@@ -59,6 +60,82 @@ def capture_qkv(engine, token_ids: list[int], layer: int) -> tuple[torch.Tensor,
         engine.model(tokens, torch.arange(len(token_ids), device=engine.device), backend, last_only=True,
                      n_layers=layer + 1)
     return backend.q, backend.k, backend.v
+
+
+# The tile walk's size budget (values per row: m, l, rescale and WALK_ACC_DIMS of acc): the largest run the spec
+# allows (512 tokens in tiles of 4: 8,256 tiles) would be megabytes of trace and a timeline too long to scrub, so
+# a long walk keeps evenly spaced query tiles (the last always) and says which.
+WALK_MAX_ROWS = 4096  # Σ over recorded tiles of the query rows in the tile
+WALK_MAX_TILES = 512
+WALK_ACC_DIMS = 8
+WALK_HEAD = 0
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def causal_tiles(n_tokens: int, block_q: int, block_k: int, q_block: int) -> int:
+    """Key tiles a causal pass computes for query tile `q_block` (the others lie wholly after its last query)."""
+    last_query = min((q_block + 1) * block_q, n_tokens) - 1
+    return last_query // block_k + 1
+
+
+def walked_query_blocks(n_tokens: int, block_q: int, block_k: int) -> list[int]:
+    """Every query tile when the walk fits the budget, else as many evenly spaced ones as fit, ending at the last."""
+    n_q = -(-n_tokens // block_q)
+
+    def cost(blocks):
+        tiles = [causal_tiles(n_tokens, block_q, block_k, b) for b in blocks]
+        rows = sum(t * (min((b + 1) * block_q, n_tokens) - b * block_q) for t, b in zip(tiles, blocks))
+        return sum(tiles), rows
+
+    for count in range(n_q, 0, -1):
+        blocks = sorted({round(i * (n_q - 1) / max(count - 1, 1)) for i in range(count)} | {n_q - 1})
+        tiles, rows = cost(blocks)
+        if tiles <= WALK_MAX_TILES and rows <= WALK_MAX_ROWS:
+            return blocks
+    return [n_q - 1]
+
+
+def tile_walk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: int, block_k: int,
+              head: int = WALK_HEAD) -> FlashTileWalk:
+    """The causal online softmax of `tiled_attention`, for one query head, recording the state after each tile.
+
+    Same invariant: after key tiles 0..j of a query tile, m = the largest score per row so far, l = Σ exp(s − m),
+    acc = Σ exp(s − m) · v; a larger max first rescales l and acc by exp(m_old − m_new). acc / l after the last
+    tile is the attention output (tested against naive attention)."""
+    import torch
+
+    n = q.shape[2]
+    kv_head = head // (q.shape[1] // k.shape[1])
+    qh = q[0, head].float() / q.shape[-1] ** 0.5
+    kh, vh = k[0, kv_head].float(), v[0, kv_head].float()
+    dims = min(WALK_ACC_DIMS, vh.shape[-1])
+    blocks = walked_query_blocks(n, block_q, block_k)
+    tiles = []
+    for qb in blocks:
+        qs, qe = qb * block_q, min((qb + 1) * block_q, n)
+        m = torch.full((qe - qs, 1), float("-inf"))
+        l = torch.zeros((qe - qs, 1))
+        acc = torch.zeros((qe - qs, vh.shape[-1]))
+        for kb in range(causal_tiles(n, block_q, block_k, qb)):
+            ks, ke = kb * block_k, min((kb + 1) * block_k, n)
+            s = qh[qs:qe] @ kh[ks:ke].T
+            mask = torch.arange(ks, ke).unsqueeze(0) > torch.arange(qs, qe).unsqueeze(1)
+            s = s.masked_fill(mask, float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            rescale = torch.exp(m - m_new)  # 0 on the first key tile: nothing accumulated yet
+            l = l * rescale + p.sum(dim=-1, keepdim=True)
+            acc = acc * rescale + p @ vh[ks:ke]
+            m = m_new
+            tiles.append({"q_block": qb, "k_block": kb, "m": [_sig(x) for x in m[:, 0].tolist()],
+                          "l": [_sig(x) for x in l[:, 0].tolist()],
+                          "rescale": [_sig(x) for x in rescale[:, 0].tolist()],
+                          "acc": [[_sig(x) for x in row] for row in acc[:, :dims].tolist()]})
+    return FlashTileWalk(head=head, n_tokens=n, block_q=block_q, block_k=block_k, n_q_blocks=-(-n // block_q),
+                         n_k_blocks=-(-n // block_k), acc_dims=dims, q_blocks=blocks, tiles=tiles)
 
 
 NAIVE, TILED = "naive", "tiled"
@@ -138,6 +215,8 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
         tile_bytes=stats.tile_bytes, tiles_computed=stats.tiles_computed, tiles_skipped=stats.tiles_skipped,
         last_row_weights=[float(x) for x in last[0, :, 0].mean(dim=0)],
     ).to_dict()
+    with torch.inference_mode():
+        yield tile_walk(q, k, v, block, block).to_dict()
     yield from samples
     curve_block = 128  # a typical GPU tile edge for head_dim 64
     traffic = [hbm_traffic(n, cfg.head_dim, CURVE_BYTES_PER_VALUE, curve_block) for n in CURVE_N]

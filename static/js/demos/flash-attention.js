@@ -1,6 +1,8 @@
 // FlashAttention demo: the real q/k/v of one layer for your prompt, attended naively (whole N×N matrix)
 // and tile by tile with an online softmax; shows they agree, which tiles a causal pass skips, and how the
-// N×N matrix outgrows a tile as the sequence gets longer.
+// N×N matrix outgrows a tile as the sequence gets longer. A step timeline walks the tiles of one head
+// (flash-steps.js): the lit tile on the grid, and that query tile's running max, running sum and output
+// accumulator after it, with the caption saying what rescaled.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, fixed } from "../calculators/ui.js";
 import { bytesLogTicks, formatBytes, logTicks } from "../units.js";
@@ -9,6 +11,7 @@ import { flashNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
 import { comparisonBlock } from "./comparison.js";
+import { flashFromEvent } from "./flash-steps.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/flash_attention.py), embedded in the page.
@@ -21,6 +24,7 @@ export function mount(root, config = {}) {
     ["tiles", "Tiles computed / skipped"], ["times", "Time naive / tiled (CPU, medians of the repeats)"]], "Naive vs tiled attention");
   const weights = chartBlock("Bar chart: how much the last token attends to each earlier token");
   const grid = chartBlock("Grid: which query-by-key tiles a causal tiled pass computes and which it skips");
+  const stats = chartBlock("Bar charts and heatmap: for the lit query tile, each query's running max m and running sum l, and the first dimensions of its output accumulator, after the lit key tile");
   const curve = chartBlock("Log-log line chart: bytes of the N by N score matrix and of memory traffic against sequence length, naive against tiled");
   const why = whyNote();
   let Plotly = null;
@@ -45,11 +49,15 @@ export function mount(root, config = {}) {
       if (ev.type === "attention_compare") showCompare(ev);
       else if (ev.type === "comparison") showTiming(ev);
       else if (ev.type === "attention_memory_curve") showCurve(ev);
+      else if (ev.type === "flash_tile_walk") describeWalk(ev);
     },
+    steps: { fromEvent: flashFromEvent, draw: drawTile },
   });
-  shell.body.append(out.node, why, weights.figure, el("div", { class: "ilab-calc__charts" }, grid.figure, curve.figure));
+  shell.body.append(out.node, why, weights.figure,
+    el("div", { class: "ilab-calc__charts" }, grid.figure, stats.figure, curve.figure));
   shell.body.append(cmp.node);
-  shell.plotly.then((P) => { Plotly = P; });
+  let pending = null; // a step the timeline drew before the chart library had loaded
+  shell.plotly.then((P) => { Plotly = P; if (pending) drawTile(pending); });
 
   let lastN = null;
   let lastCompare = null;
@@ -94,6 +102,45 @@ export function mount(root, config = {}) {
       hovertemplate: "query block %{y}, key block %{x}: %{z}<extra>1 = computed</extra>" }],
     { ...BASE_LAYOUT, title: { text: "Tiles computed and skipped<br><sub>blue: computed · grey: skipped</sub>" }, xaxis: { title: { text: "key block" }, dtick: 1 },
       yaxis: { title: { text: "query block" }, autorange: "reversed", dtick: 1 } }, PLOT_CONFIG);
+  }
+
+  function describeWalk(ev) {
+    const some = ev.q_blocks.length < ev.n_q_blocks;
+    stats.summary.textContent = `The online softmax of head ${ev.head}, tile by tile: ${ev.tiles.length} tiles of ` +
+      (some ? `query tiles ${ev.q_blocks.join(", ")} (${ev.q_blocks.length} of ${ev.n_q_blocks}, evenly spaced, to keep the trace small)`
+        : `all ${ev.n_q_blocks} query tiles`) + `. Move the timeline: orange rows are those whose max rose at the lit tile, ` +
+      `so their l and accumulator were scaled down by exp(m_old − m_new) first.`;
+  }
+
+  /** One step of the tile walk: light its tile (and the key tiles its query tile has done) on the grid, and draw
+   * that query tile's m, l and accumulator at the scale of its whole walk. Small traces: well under a frame. */
+  function drawTile(step) {
+    if (!Plotly) { pending = step; return; }
+    pending = null;
+    const { qBlock: qb, kBlock: kb } = step;
+    Plotly.relayout(grid.chart, { shapes: [
+      { type: "rect", x0: -0.5, x1: kb - 0.5, y0: qb - 0.5, y1: qb + 0.5, fillcolor: "rgba(249, 115, 22, 0.25)", line: { width: 0 } },
+      { type: "rect", x0: kb - 0.5, x1: kb + 0.5, y0: qb - 0.5, y1: qb + 0.5, fillcolor: "rgba(249, 115, 22, 0.6)",
+        line: { color: "#c2410c", width: 3 } },
+    ] });
+    const rows = step.m.map((_, i) => step.rowStart + i);
+    const colors = step.rescale.map((r) => (r > 0 && r < 1 ? "#f97316" : "#1f77b4"));
+    const dims = Array.from({ length: step.walk.acc_dims }, (_, i) => i);
+    const { m: [mlo, mhi], l: [, lhi], acc: amax } = step.scale;
+    const pad = 0.05 * (Math.max(mhi, 0) - Math.min(mlo, 0) || 1);
+    Plotly.react(stats.chart, [
+      { type: "bar", orientation: "h", x: step.m, y: rows, marker: { color: colors }, xaxis: "x", yaxis: "y",
+        hovertemplate: "query %{y}: m = %{x:.3f}<extra></extra>" },
+      { type: "bar", orientation: "h", x: step.l, y: rows, marker: { color: colors }, xaxis: "x2", yaxis: "y",
+        hovertemplate: "query %{y}: l = %{x:.3f}<extra></extra>" },
+      { type: "heatmap", z: step.acc, x: dims, y: rows, xaxis: "x3", yaxis: "y", zmin: -amax, zmax: amax, zmid: 0,
+        colorscale: "RdBu", showscale: false, hovertemplate: "query %{y}, dim %{x}: %{z:.3f}<extra></extra>" },
+    ], { ...BASE_LAYOUT, showlegend: false, bargap: 0.15,
+      title: { text: `Query tile ${qb} after key tile ${kb}<br><sub>head ${step.walk.head} · orange: max rose, rescaled</sub>` },
+      xaxis: { domain: [0, 0.3], range: [Math.min(mlo, 0) - pad, Math.max(mhi, 0) + pad], title: { text: "max m" } },
+      xaxis2: { domain: [0.36, 0.64], range: [0, (lhi || 1) * 1.05], title: { text: "sum l" } },
+      xaxis3: { domain: [0.7, 1], title: { text: "acc (dims)" }, dtick: 2 },
+      yaxis: { title: { text: "query" }, autorange: "reversed" } }, PLOT_CONFIG);
   }
 
   function showCurve(ev) {

@@ -1,6 +1,7 @@
-// Speculative decoding, round by round: the draft's guesses appear tentatively, then are marked accepted
-// (green, underlined), rejected (red, struck through, followed by the target's replacement) or topped up with
-// a bonus token. Charts: acceptance per draft position, target passes per token as the run goes, and plain vs
+// Speculative decoding, round by round: a step timeline (one step per round, speculative-steps.js) shows the text
+// so far with that round's guesses marked accepted (green, underlined), rejected (red, struck through, followed by
+// the target's replacement), discarded after a rejection (grey) or topped up with a bonus token, and the round's
+// p/q table. Charts: acceptance per draft position, target passes per token as the run goes, and plain vs
 // speculative time as the alternating repeats measured it (medians with their spread, comparison.js: the speedup is
 // theirs, never one streamed run's). Every number comes from the run's trace.
 // Notation: p = the draft's distribution, q = the target's (docs/trace-schema/speculative.md).
@@ -11,6 +12,7 @@ import { showWhy, speculativeNote, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
 import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
+import { speculativeSteps } from "./speculative-steps.js";
 
 const STYLE_ID = "ilab-spec-style";
 const CSS = `
@@ -18,14 +20,14 @@ const CSS = `
 .ilab-spec__text .p { color: #666; }
 .ilab-spec__text .tok { border-radius: 2px; }
 .ilab-spec__legend .tok { border-radius: 2px; padding: 0 .2rem; }
-.ilab-spec__text .draft, .ilab-spec__legend .draft { background: #e5e7eb; color: #374151; outline: 1px dashed #9ca3af; }
 .ilab-spec__text .acc, .ilab-spec__legend .acc { background: #bbf7d0; text-decoration: underline; text-decoration-color: #15803d; }
 .ilab-spec__text .rej, .ilab-spec__legend .rej { background: #fecaca; color: #7f1d1d; text-decoration: line-through; }
+.ilab-spec__text .skip, .ilab-spec__legend .skip { background: #f3f4f6; color: #9ca3af; text-decoration: line-through; }
+.ilab-spec__text .done { border-bottom: 1px solid #d1d5db; }
 .ilab-spec__text .res, .ilab-spec__legend .res { background: #fde68a; font-weight: 600; }
 .ilab-spec__text .bonus, .ilab-spec__legend .bonus { background: #bfdbfe; font-weight: 600; }
 .ilab-spec__text .bonus::after, .ilab-spec__legend .bonus::after { content: "+"; font-size: .7em; vertical-align: super; color: #1d4ed8; }
 .ilab-spec__text .res::after, .ilab-spec__legend .res::after { content: "↺"; font-size: .7em; vertical-align: super; color: #92400e; }
-.ilab-spec__sr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 .ilab-spec__round caption { text-align: left; font-weight: 600; padding: .3rem 0; }
 `;
 
@@ -71,13 +73,12 @@ export function mount(root, config = {}) {
   prompt.input.addEventListener("input", () => { preset.input.value = ""; });
 
   const legend = el("ul", { class: "ilab-spec__legend", "aria-label": "How tokens are marked" },
-    el("li", {}, el("span", { class: "tok draft", text: "guess" }), " drafted, not yet checked"),
     el("li", {}, el("span", { class: "tok acc", text: "accepted" }), " target agreed"),
     el("li", {}, el("span", { class: "tok rej", text: "rejected" }), " target disagreed"),
+    el("li", {}, el("span", { class: "tok skip", text: "discarded" }), " guessed after a rejection"),
     el("li", {}, el("span", { class: "tok res", text: "fix" }), " target's replacement (residual)"),
     el("li", {}, el("span", { class: "tok bonus", text: "bonus" }), " extra token when all k were accepted"));
-  const text = el("div", { class: "ilab-calc__text ilab-spec__text", role: "log", "aria-live": "off", "aria-label": "Generated text with each round's guesses marked" });
-  const live = el("p", { class: "ilab-spec__sr", "aria-live": "polite" });
+  const text = el("div", { class: "ilab-calc__text ilab-spec__text", role: "group", "aria-label": "The text so far, with this round's guesses marked" });
   const out = outputs([["rounds", "Rounds (target passes)"], ["accept", "Guesses accepted"], ["perPass", "Tokens per target pass"],
     ["passPerTok", "Target passes per token"], ["draftCost", "Draft cost / verify pass"], ["plain", "Plain decoding, per token"],
     ["spec", "Speculative, per token"], ["speedup", "Speedup (medians of the repeats)"], ["same", "Same tokens as plain?"]],
@@ -113,7 +114,6 @@ export function mount(root, config = {}) {
       clearComparison(Plotly, timeChart, params.baseline ? undefined : "Plain decoding is not timed in this run.");
       text.replaceChildren();
       roundTable.replaceChildren();
-      live.textContent = "";
       for (const key of ["rounds", "accept", "perPass", "passPerTok", "draftCost", "plain", "spec", "speedup", "same"]) out.set(key, "–");
       posChart.summary.textContent = "";
       speedChart.summary.textContent = "";
@@ -124,8 +124,6 @@ export function mount(root, config = {}) {
       cmp.onEvent(ev);
       if (ev.type === "comparison") {
         onComparison(ev);
-      } else if (ev.type === "run_started") {
-        text.append(el("span", { class: "p", text: ev.prompt_tokens.join("") }));
       } else if (ev.type === "spec_baseline") {
         s.baselineIds = ev.token_ids; // its time is one sample: the repeats after the run give the times
       } else if (ev.type === "spec_started") {
@@ -138,8 +136,9 @@ export function mount(root, config = {}) {
         onFinished(ev);
       }
     },
+    steps: { fromEvent: speculativeSteps(), draw: drawRound },
   });
-  shell.body.append(legend, text, live, out.node, why, roundTable,
+  shell.body.append(legend, text, out.node, why, roundTable,
     el("div", { class: "ilab-calc__charts" }, posChart.figure, speedChart.figure, timeChart.figure));
   shell.body.append(cmp.node);
   shell.plotly.then((P) => {
@@ -149,26 +148,6 @@ export function mount(root, config = {}) {
   });
 
   function onRound(ev) {
-    // tentative guesses first, then the verdict a moment later (the target checked them all in one pass)
-    const spans = ev.drafted_text.map((t, i) => el("span", { class: "tok draft", text: t,
-      title: `guess ${i + 1}: p(draft) = ${fmt(ev.p_draft[i], 3)}` }));
-    text.append(...spans);
-    setTimeout(() => {
-      ev.outcome.forEach((o, i) => {
-        const sp = spans[i];
-        if (o === "accepted") { sp.className = "tok acc"; }
-        else if (o === "rejected") { sp.className = "tok rej"; }
-        else { sp.remove(); return; }
-        sp.title = `guess ${i + 1}: p(draft) = ${fmt(ev.p_draft[i], 3)}, q(target) = ${fmt(ev.q_target[i], 3)}, ` +
-          `accept with min(1, q/p) = ${fmt(ev.accept_prob[i], 3)} → ${OUTCOME_LABEL[o]}`;
-      });
-      const used = ev.emitted.length;
-      if (used > ev.n_accepted) {
-        text.append(el("span", { class: `tok ${ev.next_kind === "bonus" ? "bonus" : "res"}`, text: ev.next_text,
-          title: ev.next_kind === "bonus" ? "bonus token sampled from the target's last distribution"
-            : "the target's replacement, sampled from norm(max(0, q − p))" }));
-      }
-    }, 120);
     for (let i = 0; i < ev.drafted.length; i += 1) {
       s.drafted[i] += 1;
       if (ev.outcome[i] === "accepted") s.accepted[i] += 1;
@@ -182,18 +161,37 @@ export function mount(root, config = {}) {
     out.set("accept", `${s.acc} / ${s.nDrafted}`);
     out.set("perPass", fmt(ev.n_generated / s.rounds));
     out.set("passPerTok", fmt(s.rounds / ev.n_generated));
-    const rejected = ev.outcome.indexOf("rejected");
-    live.textContent = `Round ${ev.round + 1}: ${ev.drafted.length} guessed, ${ev.n_accepted} accepted` +
-      (rejected >= 0 ? `; the target replaced ${show(ev.drafted_text[rejected])} with ${show(ev.next_text)}.`
-        : `; bonus token ${show(ev.next_text)}.`);
-    showRound(ev);
     drawCharts();
+  }
+
+  /** The timeline's picture of one round: the text before it, its guesses marked, the correction or bonus token,
+   * and its p/q table. A 64-round run redraws well under a frame (a few dozen spans). */
+  function drawRound(step) {
+    const ev = step.ev;
+    const spans = [el("span", { class: "p", text: step.prompt })];
+    for (let i = 0; i < step.upto; i += 1) {
+      const x = step.before[i];
+      spans.push(el("span", { class: "tok done", text: x.text, title: `round ${x.round + 1}` }));
+    }
+    step.guesses.forEach((g, i) => {
+      const cls = { accepted: "acc", rejected: "rej", not_reached: "skip" }[g.outcome];
+      spans.push(el("span", { class: `tok ${cls}`, "data-outcome": g.outcome, text: g.text,
+        title: `guess ${i + 1}: p(draft) = ${fmt(ev.p_draft[i], 3)}, q(target) = ${fmt(ev.q_target[i], 3)}, ` +
+          `accept with min(1, q/p) = ${fmt(ev.accept_prob[i], 3)} → ${OUTCOME_LABEL[g.outcome]}` }));
+    });
+    if (step.next) {
+      spans.push(el("span", { class: `tok ${step.next.kind === "bonus" ? "bonus" : "res"}`, "data-outcome": step.next.kind,
+        text: step.next.text, title: step.next.kind === "bonus" ? "bonus token sampled from the target's last distribution"
+          : "the target's replacement, sampled from norm(max(0, q − p))" }));
+    }
+    text.replaceChildren(...spans);
+    showRound(ev);
   }
 
   function showRound(ev) {
     const greedy = ev.uniform.every((u) => u === null);
     roundTable.replaceChildren(
-      el("caption", { text: `Last round (${ev.round + 1}): p = draft, q = target${greedy ? " (greedy: both one-hot)" : ""}` }),
+      el("caption", { text: `Round ${ev.round + 1}: p = draft, q = target${greedy ? " (greedy: both one-hot)" : ""}` }),
       el("thead", {}, el("tr", {}, ...["position", "guess", "p(guess)", "q(guess)", "min(1, q/p)", "r ~ U(0,1)", "outcome"]
         .map((h) => el("th", { scope: "col", text: h })))),
       el("tbody", {}, ...ev.drafted.map((_, i) => el("tr", {},

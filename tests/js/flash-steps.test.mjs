@@ -1,0 +1,38 @@
+// The FlashAttention tile walk → timeline steps: one per computed tile, with captions that say what rescaled.
+import assert from "node:assert/strict";
+import test from "node:test";
+
+import { flashFromEvent, flashSteps, tileCaption } from "../../static/js/demos/flash-steps.js";
+
+// 6 tokens in tiles of 3: query tile 0 computes key tile 0; query tile 1 computes key tiles 0 and 1.
+const walk = { type: "flash_tile_walk", head: 0, n_tokens: 6, block_q: 3, block_k: 3, n_q_blocks: 2, n_k_blocks: 2,
+  acc_dims: 2, q_blocks: [0, 1], tiles: [
+    { q_block: 0, k_block: 0, m: [1, 2, 3], l: [1, 1.5, 2], rescale: [0, 0, 0], acc: [[1, 2], [3, 4], [5, 6]] },
+    { q_block: 1, k_block: 0, m: [0.5, 0.5, 0.5], l: [3, 3, 3], rescale: [0, 0, 0], acc: [[1, -1], [1, 1], [0, 0]] },
+    { q_block: 1, k_block: 1, m: [2.5, 0.5, 1.5], l: [1.5, 4, 2], rescale: [0.1353, 1, 0.3679], acc: [[1, -9], [2, 1], [0, 1]] },
+  ] };
+
+test("one step per computed tile, with its query tile's state and that tile's whole-walk scale", () => {
+  const steps = flashSteps(walk);
+  assert.equal(steps.length, 3);
+  assert.deepEqual(steps.map((s) => [s.qBlock, s.kBlock, s.rowStart]), [[0, 0, 0], [1, 0, 3], [1, 1, 3]]);
+  assert.deepEqual(steps[2].m, [2.5, 0.5, 1.5]);
+  assert.deepEqual(steps[1].scale, steps[2].scale);
+  assert.deepEqual(steps[2].scale.m, [0.5, 2.5]);
+  assert.equal(steps[2].scale.acc, 9);
+  assert.equal(flashFromEvent({ type: "attention_compare" }), null);
+  assert.equal(flashFromEvent(walk).length, 3);
+});
+
+test("captions: the first tile starts the state, a risen max rescales, the last tile finishes the query tile", () => {
+  const [a, b, c] = flashSteps(walk).map((s) => s.caption);
+  assert.equal(a, "Query tile 0 × key tile 0 (queries 0–2, keys 0–2, masked above the diagonal): the first tile: m, l and " +
+    "the accumulator start from its scores, nothing to rescale. Query tile 0 is done: its output is acc / l.");
+  assert.match(b, /^Query tile 1 × key tile 0 \(queries 3–5, keys 0–2\): the first tile/);
+  assert.doesNotMatch(b, /done/);
+  assert.equal(c, "Query tile 1 × key tile 1 (queries 3–5, keys 3–5, masked above the diagonal): the running max rose in 2 " +
+    "of 3 rows, so their l and accumulator were multiplied by exp(m_old − m_new), down to 0.14, before adding this tile. " +
+    "Query tile 1 is done: its output is acc / l.");
+  const flat = { ...walk.tiles[2], rescale: [1, 1, 1] };
+  assert.match(tileCaption(walk, flat, false), /no row's max rose: l and the accumulator just add this tile \(rescale 1\)\.$/);
+});
