@@ -97,10 +97,10 @@ def tile_shown(page) -> dict:
       const root = document.querySelector('[data-demo="flash-attention"]');
       const charts = [...root.querySelectorAll('.ilab-calc__chart')];
       const grid = charts.find((c) => c.getAttribute('aria-label').startsWith('Grid:'));
-      const stats = charts.find((c) => c.getAttribute('aria-label').startsWith('Bar charts and heatmap'));
+      const stats = charts.find((c) => c.getAttribute('aria-label').startsWith('Profiles and heatmap'));
       const lit = grid.layout.shapes[1];
       return {lit: [Math.round(lit.y0 + 0.5), Math.round(lit.x0 + 0.5)], m: stats.data[0].x, l: stats.data[1].x,
-              acc: stats.data[2].z, rows: stats.data[0].y, colors: stats.data[0].marker.color,
+              acc: stats.data[2].z, rows: stats.data[0].y, rose: stats.data[3].y,
               title: stats.layout.title.text};
     }""")
 
@@ -123,7 +123,8 @@ def check_tile(page, events: list[dict]) -> None:
     assert shown["rows"][0] == tile["q_block"] * walk["block_q"]
     assert shown["title"].startswith(f"Query tile {tile['q_block']} after key tile {tile['k_block']}")
     rose = [r for r in tile["rescale"] if 0 < r < 1]
-    assert shown["colors"].count("#f97316") == len(rose)  # the rows whose max rose are marked
+    start = tile["q_block"] * walk["block_q"]
+    assert shown["rose"] == [start + j for j, r in enumerate(tile["rescale"]) if 0 < r < 1]  # rows whose max rose
     caption = state["caption"]
     assert caption.startswith(f"Query tile {tile['q_block']} × key tile {tile['k_block']} "), caption
     if tile["k_block"] == 0:

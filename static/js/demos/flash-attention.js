@@ -24,7 +24,7 @@ export function mount(root, config = {}) {
     ["tiles", "Tiles computed / skipped"], ["times", "Time naive / tiled (CPU, medians of the repeats)"]], "Naive vs tiled attention");
   const weights = chartBlock("Bar chart: how much the last token attends to each earlier token");
   const grid = chartBlock("Grid: which query-by-key tiles a causal tiled pass computes and which it skips");
-  const stats = chartBlock("Bar charts and heatmap: for the lit query tile, each query's running max m and running sum l, and the first dimensions of its output accumulator, after the lit key tile");
+  const stats = chartBlock("Profiles and heatmap: for the lit query tile, each query's running max m and running sum l, and the first dimensions of its output accumulator, after the lit key tile");
   const curve = chartBlock("Log-log line chart: bytes of the N by N score matrix and of memory traffic against sequence length, naive against tiled");
   const why = whyNote();
   let Plotly = null;
@@ -108,7 +108,7 @@ export function mount(root, config = {}) {
     const some = ev.q_blocks.length < ev.n_q_blocks;
     stats.summary.textContent = `The online softmax of head ${ev.head}, tile by tile: ${ev.tiles.length} tiles of ` +
       (some ? `query tiles ${ev.q_blocks.join(", ")} (${ev.q_blocks.length} of ${ev.n_q_blocks}, evenly spaced, to keep the trace small)`
-        : `all ${ev.n_q_blocks} query tiles`) + `. Move the timeline: orange rows are those whose max rose at the lit tile, ` +
+        : `all ${ev.n_q_blocks} query tiles`) + `. Move the timeline: rows marked ◆ are those whose max rose at the lit tile, ` +
       `so their l and accumulator were scaled down by exp(m_old − m_new) first.`;
   }
 
@@ -124,19 +124,25 @@ export function mount(root, config = {}) {
         line: { color: "#c2410c", width: 3 } },
     ] });
     const rows = step.m.map((_, i) => step.rowStart + i);
-    const colors = step.rescale.map((r) => (r > 0 && r < 1 ? "#f97316" : "#1f77b4"));
+    const rose = rows.filter((_, i) => step.rescale[i] > 0 && step.rescale[i] < 1);
+    const pick = (values) => values.filter((_, i) => step.rescale[i] > 0 && step.rescale[i] < 1);
     const dims = Array.from({ length: step.walk.acc_dims }, (_, i) => i);
     const { m: [mlo, mhi], l: [, lhi], acc: amax } = step.scale;
     const pad = 0.05 * (Math.max(mhi, 0) - Math.min(mlo, 0) || 1);
+    // One filled step line per statistic, not a bar per row: a 128-row tile stays one path (smooth scrubbing).
+    const profile = (x, axis, name) => ({ type: "scatter", mode: "lines", x, y: rows, xaxis: axis, yaxis: "y",
+      fill: "tozerox", line: { shape: "vh", color: "#1f77b4", width: 1.5 }, hovertemplate: `query %{y}: ${name} = %{x:.3f}<extra></extra>` });
+    const marks = (x, axis) => ({ type: "scatter", mode: "markers", x, y: rose, xaxis: axis, yaxis: "y",
+      marker: { color: "#f97316", size: 7, symbol: "diamond" }, hovertemplate: "query %{y}: max rose, rescaled<extra></extra>" });
     Plotly.react(stats.chart, [
-      { type: "bar", orientation: "h", x: step.m, y: rows, marker: { color: colors }, xaxis: "x", yaxis: "y",
-        hovertemplate: "query %{y}: m = %{x:.3f}<extra></extra>" },
-      { type: "bar", orientation: "h", x: step.l, y: rows, marker: { color: colors }, xaxis: "x2", yaxis: "y",
-        hovertemplate: "query %{y}: l = %{x:.3f}<extra></extra>" },
+      profile(step.m, "x", "m"),
+      profile(step.l, "x2", "l"),
       { type: "heatmap", z: step.acc, x: dims, y: rows, xaxis: "x3", yaxis: "y", zmin: -amax, zmax: amax, zmid: 0,
         colorscale: "RdBu", showscale: false, hovertemplate: "query %{y}, dim %{x}: %{z:.3f}<extra></extra>" },
-    ], { ...BASE_LAYOUT, showlegend: false, bargap: 0.15,
-      title: { text: `Query tile ${qb} after key tile ${kb}<br><sub>head ${step.walk.head} · orange: max rose, rescaled</sub>` },
+      marks(pick(step.m), "x"),
+      marks(pick(step.l), "x2"),
+    ], { ...BASE_LAYOUT, showlegend: false,
+      title: { text: `Query tile ${qb} after key tile ${kb}<br><sub>head ${step.walk.head} · ◆ max rose, rescaled</sub>` },
       xaxis: { domain: [0, 0.3], range: [Math.min(mlo, 0) - pad, Math.max(mhi, 0) + pad], title: { text: "max m" } },
       xaxis2: { domain: [0.36, 0.64], range: [0, (lhi || 1) * 1.05], title: { text: "sum l" } },
       xaxis3: { domain: [0.7, 1], title: { text: "acc (dims)" }, dtick: 2 },
