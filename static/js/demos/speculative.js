@@ -22,7 +22,7 @@ const CSS = `
 .ilab-spec__legend .tok { border-radius: 2px; padding: 0 .2rem; }
 .ilab-spec__text .acc, .ilab-spec__legend .acc { background: #bbf7d0; text-decoration: underline; text-decoration-color: #15803d; }
 .ilab-spec__text .rej, .ilab-spec__legend .rej { background: #fecaca; color: #7f1d1d; text-decoration: line-through; }
-.ilab-spec__text .skip, .ilab-spec__legend .skip { background: #f3f4f6; color: #9ca3af; text-decoration: line-through; }
+.ilab-spec__text .skip, .ilab-spec__legend .skip { background: #e5e7eb; color: #4b5563; text-decoration: line-through; }
 .ilab-spec__text .done { border-bottom: 1px solid #d1d5db; }
 .ilab-spec__text .res, .ilab-spec__legend .res { background: #fde68a; font-weight: 600; }
 .ilab-spec__text .bonus, .ilab-spec__legend .bonus { background: #bfdbfe; font-weight: 600; }
