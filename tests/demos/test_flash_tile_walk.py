@@ -1,0 +1,65 @@
+"""The FlashAttention demo's tile walk (`flash_tile_walk`): the running statistics it records are the online
+softmax's, so acc / l after a query tile's last key tile is the attention output; a long walk stays within its
+size budget and says which query tiles it kept."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import demos.catalog.events  # noqa: F401 (registers the course's events)
+from demos.catalog.flash_attention import (WALK_MAX_ROWS, WALK_MAX_TILES, causal_tiles, tile_walk,
+                                           walked_query_blocks)
+from inference_core.engine.trace import validate_event
+from inference_core.kernels.flash_attention import naive_attention
+
+
+def qkv(n: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    # 9 query heads on 3 KV heads, as SmolLM2's GQA; a spread of scores so maxima rise along the walk
+    return (3 * torch.randn(1, 9, n, 64, generator=g), torch.randn(1, 3, n, 64, generator=g),
+            torch.randn(1, 3, n, 64, generator=g))
+
+
+@pytest.mark.parametrize("n, block", [(62, 16), (40, 7), (5, 4), (3, 128)])
+def test_the_walk_ends_at_the_attention_output_and_covers_every_computed_tile(n, block):
+    q, k, v = qkv(n)
+    walk = tile_walk(q, k, v, block, block, head=4)
+    out, _ = naive_attention(q, k, v, causal=True)
+    assert walk.q_blocks == list(range(-(-n // block)))  # small: every query tile
+    assert [(t["q_block"], t["k_block"]) for t in walk.tiles] == [
+        (qb, kb) for qb in walk.q_blocks for kb in range(causal_tiles(n, block, block, qb))]
+    for i, tile in enumerate(walk.tiles):
+        rows = len(tile["m"])
+        assert rows == min(block, n - tile["q_block"] * block) == len(tile["l"]) == len(tile["acc"])
+        assert all(len(row) == walk.acc_dims == 8 for row in tile["acc"])
+        if tile["k_block"] == 0:
+            assert tile["rescale"] == [0.0] * rows  # nothing accumulated yet
+        else:
+            prev = walk.tiles[i - 1]
+            # the factor is exp(m_old − m_new): 1 where the max held, below 1 where it rose
+            for r, m_old, m_new in zip(tile["rescale"], prev["m"], tile["m"]):
+                assert 0 < r <= 1 and (r == 1) == (m_new == m_old)
+                assert r == pytest.approx(torch.exp(torch.tensor(m_old - m_new)).item(), rel=2e-3, abs=1e-6)
+        last = i == len(walk.tiles) - 1 or walk.tiles[i + 1]["q_block"] != tile["q_block"]
+        if last:
+            start = tile["q_block"] * block
+            got = torch.tensor(tile["acc"]) / torch.tensor(tile["l"]).unsqueeze(1)
+            torch.testing.assert_close(got, out[0, 4, start:start + rows, :8], rtol=2e-3, atol=2e-3)
+    validate_event(json.loads(json.dumps(walk.to_dict())))
+
+
+def test_the_largest_run_keeps_evenly_spaced_query_tiles_within_the_budget():
+    for block in (4, 8, 16, 128):
+        blocks = walked_query_blocks(512, block, block)
+        n_q = -(-512 // block)
+        tiles = sum(causal_tiles(512, block, block, b) for b in blocks)
+        rows = sum(causal_tiles(512, block, block, b) * block for b in blocks)
+        assert blocks[-1] == n_q - 1 and blocks == sorted(set(blocks))
+        assert tiles <= WALK_MAX_TILES and rows <= WALK_MAX_ROWS
+        assert len(blocks) >= 4, block  # still a walk down the grid, not one row
+    q, k, v = qkv(512, seed=1)
+    walk = tile_walk(q, k, v, 4, 4)
+    assert walk.n_q_blocks == 128 and walk.q_blocks == walked_query_blocks(512, 4, 4)
+    assert len(json.dumps(walk.to_dict())) < 400_000  # a trace a browser loads at once
