@@ -55,13 +55,14 @@ def warm_up(sender=None, **kwargs):
         return  # a `cpu`-only worker never runs the engine
     from inference_core.engine.machine_profile import warm_up as first_decode
     from inference_core.kernels import quant_kernels
+    from inference_core.model.config import engine_settings
 
     STATS.slots = concurrency(sender)
     STATS.warmup_started = time.time()
     STATS.start_reporter()
     try:
         STATS.enter_phase("kernels")
-        quant_kernels.load()  # built by `make run`/`make test` beforehand; compiled here only when they were not
+        quant_kernels.load(engine_settings())  # built by `make run`/`make test` beforehand; compiled here only when they were not
         STATS.enter_phase("loading")
         engine = get_engine()
         STATS.enter_phase("first_decode")

@@ -10,6 +10,8 @@ import importlib
 
 from .args import OPTION_HELP, OneLineParser, check_arguments
 
+# The table of sub-commands is the entry point's (inference_core/__main__.py): this parser sits below the features.
+
 
 def _fill_help(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:
@@ -17,20 +19,12 @@ def _fill_help(parser: argparse.ArgumentParser) -> None:
             action.help = OPTION_HELP[action.dest]
 
 
-# Each feature module contributes one sub-command: (module, function that adds its parser).
-SUBCOMMANDS: list[tuple[str, str]] = [
-    ("inference_core.cli.generate", "add_generate"),
-    ("inference_core.quant.report", "add_quantize_report"),
-    ("inference_core.cli.speculate", "add_speculate"),
-    ("inference_core.cli.batch", "add_batch"),
-]
-
-
-def main(argv: list[str] | None = None) -> int:
+def run(subcommands: list[tuple[str, str]], argv: list[str] | None = None) -> int:
+    """Parse `argv` with one sub-command per (module, function adding its parser), check it, run it."""
     parser = OneLineParser(prog="python -m inference_core", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for module, func in SUBCOMMANDS:
+    for module, func in subcommands:
         getattr(importlib.import_module(module), func)(sub)
     for subparser in sub.choices.values():
         _fill_help(subparser)

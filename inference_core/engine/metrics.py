@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import statistics
 
-from .request import Request
 
-
-def request_metrics(req: Request) -> dict:
-    """vLLM's per-request definitions: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
+def request_metrics(req) -> dict:
+    """Of a `request.Request` (its arrival, scheduling and token times), vLLM's per-request definitions: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
     times = req.token_times
     ttft = times[0] - req.arrival_time if times else None
     e2e = (req.finished_time or (times[-1] if times else req.arrival_time)) - req.arrival_time

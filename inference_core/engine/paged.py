@@ -8,14 +8,16 @@ more than one partly filled block (the waste is < block_size slots per sequence)
 `PagedBackend` implements the model's `AttentionBackend` for a *flattened variable-length batch*: the
 scheduler feeds every running sequence's new tokens as one row [1, N_total] with per-token positions, after
 `begin_step(...)` told the backend which slice of the row belongs to which sequence. Per layer the backend
-scatters all N_total new K/V into their slots with one indexed write, then attends:
-  * decode sequences (one new token each) together: one gather of their blocks, one masked SDPA;
-  * prefill sequences one by one (their lengths differ too much to pad), each causal over its own context.
+scatters all N_total new K/V into their slots with one indexed write, then attends through `paged_attention`
+(the torch paged attention, shared with the step graphs): decode sequences (one new token each) together, a
+prefill with a cached prefix one by one; a fresh prefill over an fp pool attends over its new keys as they are.
 
 An int8 pool (`kv_dtype="int8"`) stores each token's key and value vector per head as int8 plus one fp16 scale
-(absmax / 127): head_dim + 2 bytes instead of 2·head_dim (bf16) or 4·head_dim (fp32). Every reader goes through
-`PagedKVPool.write` / `read`, which quantize and dequantize to the model's dtype, and every attention over an
-int8 pool reads the pool (a fresh prefill too), so each path sees the same rounded keys and values.
+(absmax / 127): head_dim + 2 bytes instead of 2·head_dim (bf16) or 4·head_dim (fp32). Writes quantize
+(`PagedKVPool.write`), every read dequantizes to the model's dtype, and every attention over an int8 pool reads
+the pool (a fresh prefill too), so each path sees the same rounded keys and values.
+
+This module imports nothing of the engine: the scheduler's requests, the runner and the kernels build on it.
 """
 from __future__ import annotations
 
@@ -24,8 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-
-from ..model.kv_cache import sdpa
+import torch.nn.functional as F
 
 
 class NoFreeBlocks(RuntimeError):
@@ -137,6 +138,24 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torc
     return q.to(dtype) * scale.unsqueeze(-1).to(dtype)
 
 
+def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor,
+                    k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention through block tables, in torch: the one implementation every torch path uses (a scheduled step's
+    decodes and cached prefills, the step graphs' rows). q [B, Hq, T, D] over one layer's pool k, v
+    [NB, Hkv, BS, D] (int8 with scales [NB, Hkv, BS], dequantized to q's dtype after the gather) through
+    tables [B, W]; query t of sequence b sees positions < lens[b, t]. Shapes depend only on B, T and W (the whole
+    table width is gathered and masked), so a CUDA graph can capture it. Returns [B, Hq, T, D]."""
+    b, w = tables.shape
+    hkv, bs, d = k.shape[1:]
+    kg, vg = k[tables], v[tables]
+    if k_scale is not None:
+        kg, vg = dequantize(kg, k_scale[tables], q.dtype), dequantize(vg, v_scale[tables], q.dtype)
+    kg = kg.transpose(1, 2).reshape(b, hkv, w * bs, d)
+    vg = vg.transpose(1, 2).reshape(b, hkv, w * bs, d)
+    mask = torch.arange(w * bs, device=q.device) < lens.unsqueeze(-1)  # [B, T, W·BS]
+    return F.scaled_dot_product_attention(q, kg, vg, attn_mask=mask.unsqueeze(1), enable_gqa=True)
+
+
 class PagedKVPool:
     """The physical K/V storage: [layers, num_blocks, kv_heads, block_size, head_dim] each for K and V.
 
@@ -199,14 +218,6 @@ class PagedKVPool:
             self.v_scale[layer][blocks, :, offsets] = vs
         self.k[layer][blocks, :, offsets] = k
         self.v[layer][blocks, :, offsets] = v
-
-    def read(self, layer: int, block_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V of the blocks `block_ids` (any shape S) of `layer`: [*S, Hkv, BS, D] each, in `dtype`."""
-        k, v = self.k[layer][block_ids], self.v[layer][block_ids]
-        if self.quantized:
-            k = dequantize(k, self.k_scale[layer][block_ids], self.dtype)
-            v = dequantize(v, self.v_scale[layer][block_ids], self.dtype)
-        return k, v
 
 
 def pool_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype: torch.dtype,
@@ -289,11 +300,9 @@ class PagedBackend:
         if decode:
             width = max(-(-s.context_len // bs) for s in decode)
             table = [s.blocks[: -(-s.context_len // bs)] for s in decode]
-            table = [t + [t[0]] * (width - len(t)) for t in table]  # pad with a valid id; masked below
+            table = [t + [t[0]] * (width - len(t)) for t in table]  # pad with a valid id; masked out
             self.decode_table = torch.tensor(table, dtype=torch.long, device=device)
-            lens = torch.tensor([s.context_len for s in decode], device=device)
-            cols = torch.arange(width * bs, device=device)
-            self.decode_mask = (cols.unsqueeze(0) < lens.unsqueeze(1))[:, None, None, :]  # [Bd, 1, 1, W]
+            self.decode_lens = torch.tensor([[s.context_len] for s in decode], device=device)  # [Bd, 1]
         else:
             self.decode_table = None
 
@@ -302,36 +311,24 @@ class PagedBackend:
         pool = self.pool
         pool.write(layer, self.slot_block, self.slot_offset, k[0].transpose(0, 1), v[0].transpose(0, 1))
         out = torch.empty_like(q)
-        if self.decode_table is not None:
-            # One gather for every decode sequence: [Bd, W, Hkv, BS, D] → [Bd, Hkv, W·BS, D].
-            kg, vg = (t.transpose(1, 2).flatten(2, 3) for t in pool.read(layer, self.decode_table))
+        scales = (pool.k_scale[layer], pool.v_scale[layer]) if pool.quantized else (None, None)
+        if self.decode_table is not None:  # every decode sequence in one gather
             qd = q[0, :, self.decode_rows].transpose(0, 1).unsqueeze(2)  # [Bd, Hq, 1, D]
-            od = torch.nn.functional.scaled_dot_product_attention(
-                qd, kg, vg, attn_mask=self.decode_mask, enable_gqa=True)
+            od = paged_attention(qd, pool.k[layer], pool.v[layer], self.decode_table, self.decode_lens, *scales)
             out[0, :, self.decode_rows] = od.squeeze(2).transpose(0, 1)
         for s in self.prefills:
             end = s.start + s.n_new
             qs = q[:, :, s.start:end]
             if s.context_len == s.n_new and not pool.quantized:  # nothing cached before: the new keys as they are
-                ks, vs = k[:, :, s.start:end], v[:, :, s.start:end]
+                out[:, :, s.start:end] = F.scaled_dot_product_attention(
+                    qs, k[:, :, s.start:end], v[:, :, s.start:end], is_causal=True, enable_gqa=True)
             else:  # cached prefix, or an int8 pool's rounded keys: read the whole context through the table
-                n_blk = -(-s.context_len // pool.block_size)
-                ids = torch.tensor(s.blocks[:n_blk], dtype=torch.long, device=q.device)
-                ks, vs = (flatten_blocks(t, s.context_len) for t in pool.read(layer, ids))
-            out[:, :, s.start:end] = sdpa(qs, ks, vs)
+                table = torch.tensor([s.blocks[: -(-s.context_len // pool.block_size)]], device=q.device)
+                lens = torch.arange(s.context_len - s.n_new + 1, s.context_len + 1, device=q.device)[None]
+                out[:, :, s.start:end] = paged_attention(qs, pool.k[layer], pool.v[layer], table, lens, *scales)
         return out
 
     def advance(self, n_tokens: int) -> None:
         if n_tokens != self.n_total:
             raise ValueError(f"forward fed {n_tokens} tokens but the step declared {self.n_total}")
 
-
-def flatten_blocks(blocks: torch.Tensor, length: int) -> torch.Tensor:
-    """[nb, Hkv, BS, D] blocks of one sequence → its first `length` positions, [1, Hkv, length, D]."""
-    nb, hkv, bs, d = blocks.shape
-    return blocks.transpose(0, 1).reshape(1, hkv, nb * bs, d)[:, :, :length]
-
-
-def gather_context(cache_layer: torch.Tensor, block_ids: torch.Tensor, length: int) -> torch.Tensor:
-    """[NB, Hkv, BS, D] pool layer + block ids → [1, Hkv, length, D] contiguous K (or V) of one sequence."""
-    return flatten_blocks(cache_layer[block_ids], length)

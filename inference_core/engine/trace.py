@@ -1,8 +1,8 @@
 """Typed trace events: the versioned contract between the engine and the pages.
 
-Each event is a frozen dataclass registered under a `type` name. `to_dict()` gives the JSON form
-(`type`, `schema_version`, then the fields); `validate_event()` checks a dict against the registry,
-so producers and consumers are tested against one definition. Documented in docs/trace-schema.md.
+Each event is a frozen dataclass subclass of `TraceEvent` with a `type` name. `to_dict()` gives the JSON form
+(`type`, `schema_version`, then the fields); `validate_event()` checks a dict against its class (the subclasses
+are the registry: `event_types()`), so producers and consumers are tested against one definition. Documented in docs/trace-schema.md.
 Bump SCHEMA_VERSION when a field changes meaning or disappears; adding an event type is additive.
 """
 from __future__ import annotations
@@ -13,8 +13,6 @@ import typing
 from typing import Any, ClassVar, Union
 
 SCHEMA_VERSION = 1
-
-EVENT_TYPES: dict[str, type["TraceEvent"]] = {}
 
 
 class TraceEventError(ValueError):
@@ -32,15 +30,26 @@ class TraceEvent:
         return out
 
 
+def event_types() -> dict[str, type[TraceEvent]]:
+    """Every event type by name: the `TraceEvent` subclasses named by `event`, in every module imported so far."""
+    found: dict[str, type[TraceEvent]] = {}
+    stack = [TraceEvent]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            if "type" in sub.__dict__:
+                found[sub.type] = sub
+    return found
+
+
 def event(name: str):
-    """Class decorator: make a frozen dataclass event and register it under `name`."""
+    """Class decorator: make a frozen dataclass event of type `name` (a `TraceEvent` subclass)."""
 
     def wrap(cls):
+        if name in event_types():
+            raise TraceEventError(f"event type {name!r} defined twice")
         cls = dataclasses.dataclass(frozen=True)(cls)
         cls.type = name
-        if name in EVENT_TYPES:
-            raise TraceEventError(f"event type {name!r} registered twice")
-        EVENT_TYPES[name] = cls
         return cls
 
     return wrap
@@ -74,7 +83,7 @@ def validate_event(data: dict[str, Any]) -> dict[str, Any]:
     """Raise TraceEventError unless `data` is a well-formed event of a known type; returns it."""
     if not isinstance(data, dict):
         raise TraceEventError("event must be an object")
-    cls = EVENT_TYPES.get(data.get("type"))
+    cls = event_types().get(data.get("type"))
     if cls is None:
         raise TraceEventError(f"unknown event type {data.get('type')!r}")
     if data.get("schema_version") != SCHEMA_VERSION:

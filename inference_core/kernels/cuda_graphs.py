@@ -12,14 +12,11 @@ from __future__ import annotations
 import torch
 
 from ..model.config import engine_settings
-from ..quant.linears import quantized_linears
 
 
 def graphable(model, device: torch.device) -> bool:
-    """A CUDA device, and every quantized linear (if any) runs a fused Triton kernel: the others may synchronise
-    (LLM.int8 counts its outliers on the host) or dequantize per call."""
-    fused = all(layer.kernel.startswith("triton-") for layer in quantized_linears(model).values())
-    return device.type == "cuda" and fused
+    """A CUDA device, and every layer a graph may record: each quantized linear says whether it is `capturable`."""
+    return device.type == "cuda" and all(getattr(m, "capturable", True) for m in model.modules())
 
 
 def graphs_enabled(model, device: torch.device) -> bool:

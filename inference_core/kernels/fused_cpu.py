@@ -19,8 +19,6 @@ import torch
 from torch import nn
 
 from ..model.config import engine_settings
-from ..model.transformer import Transformer
-from ..quant.linears import QuantizedLinear
 from . import quant_kernels
 
 # The longest fp32 step the runner sends to the fused step in one call (longer ones take the reference, see
@@ -28,8 +26,6 @@ from . import quant_kernels
 # wall time, a prefill in one fused call vs the reference's MKL GEMMs + SDPA: 74 vs 138 ms at 45 tokens, 100 vs 179 at 64,
 # 230 vs 348 at 128 (the chat template alone is ~30 tokens, so most prompts were on the slower path at 32).
 MAX_FUSED_POSITIONS = 128
-
-_KIND = {"fp32": 0, "int8": 1, "fp8": 2, "nf4": 3, "int4": 4}
 
 
 def enabled() -> bool:
@@ -39,7 +35,7 @@ def enabled() -> bool:
 class FusedStep:
     """One model's weights as views for the native forward. Holds no copy of any weight."""
 
-    def __init__(self, model: Transformer, native, kernel: str) -> None:
+    def __init__(self, model, native, kernel: str) -> None:
         self.model = model
         self.native = native
         self.kernel = kernel  # e.g. "cpu-fused-step int8": named in reports and run headers
@@ -59,42 +55,32 @@ class FusedStep:
 
 
 def _linear(kernels, layer: nn.Module):
-    """A native weight view of an nn.Linear or a weight-only quantized layer; None when it has no fused kernel."""
-    bias = getattr(layer, "bias", None)
-    bias = None if bias is None else bias.detach().float().contiguous()
-    if isinstance(layer, nn.Linear):
-        weight = layer.weight
-        if weight.dtype != torch.float32:
-            return None
-        if not weight.is_contiguous():
-            weight.data = weight.data.contiguous()  # undo store_wide_weights_column_major: the kernels read rows
-        return kernels.make_linear(0, weight.detach(), None, bias, 0, None)
-    if not isinstance(layer, QuantizedLinear) or layer.fmt.kind not in _KIND:
+    """A native weight view of an fp32 nn.Linear, or of a quantized layer (which makes its own: `fused_view`, so
+    this module names no quantized layer); None when the step has no kernel for it."""
+    if not isinstance(layer, nn.Linear):
+        return layer.fused_view(kernels) if hasattr(layer, "fused_view") else None
+    weight, bias = layer.weight, layer.bias
+    if weight.dtype != torch.float32:
         return None
-    kind = layer.fmt.kind
-    if kind == "int8":
-        return kernels.make_linear(1, layer.qweight, layer.scale, bias, 0, None)
-    if kind == "fp8":
-        return kernels.make_linear(2, layer.qweight.view(torch.uint8), layer.scale, bias, 0, None)
-    if kind == "int4":
-        return kernels.make_linear(4, layer.packed, layer.scale, bias, layer.fmt.group, None)
-    return kernels.make_linear(3, layer.packed, layer.absmax, bias, layer.fmt.group, layer.codebook.half())
+    if not weight.is_contiguous():
+        weight.data = weight.data.contiguous()  # undo store_wide_weights_column_major: the kernels read rows
+    return kernels.make_linear(0, weight.detach(), None, None if bias is None else bias.detach().contiguous(), 0, None)
 
 
-def _format_name(model: Transformer) -> str:
+def _format_name(model) -> str:
     fmt = getattr(model, "quant_format", None)
     return fmt.name if fmt is not None else "fp32"
 
 
-def build(model: Transformer) -> tuple[FusedStep | None, str]:
+def build(model) -> tuple[FusedStep | None, str]:
     """The model's fused step and "", or None and why there is none."""
     if not enabled():
         return None, "disabled by INFERENCE_CPU_FASTPATH=0"
     if model.tok_embeddings.weight.device.type != "cpu" or model.tok_embeddings.weight.dtype != torch.float32:
         return None, "the fused step runs fp32 activations on the CPU"
-    kernels = quant_kernels.load()
+    kernels = quant_kernels.load(engine_settings())
     if kernels is None:
-        return None, f"compiled kernels unavailable ({quant_kernels.why_unavailable()})"
+        return None, f"compiled kernels unavailable ({quant_kernels.why_unavailable(engine_settings())})"
     cfg = model.config
     layers = []
     for block in model.layers:

@@ -25,11 +25,8 @@ import weakref
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
-from ..engine.paged import PagedKVPool, SeqSlice, dequantize
-from ..engine.request import StepRows
-from ..model.transformer import Transformer
+from ..engine.paged import PagedKVPool, SeqSlice, paged_attention
 from . import triton_kernels
 from .graph_capture import capture
 
@@ -40,21 +37,14 @@ def bucket_for(n: int) -> int:
     return next(b for b in BUCKETS if b >= n)
 
 
-def paged_decode_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor,
-                       lens: torch.Tensor, k_scale: torch.Tensor | None = None,
-                       v_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """q [B, Hq, D] over one layer's pool [NB, Hkv, BS, D] through tables [B, W] → [B, Hq, D] (fixed shapes:
-    the whole table width is gathered and masked past each context length). An int8 layer comes with its
-    scales [NB, Hkv, BS] and is dequantized to q's dtype after the gather."""
-    b, w = tables.shape
-    hkv, bs, d = k.shape[1:]
-    kg, vg = k[tables], v[tables]
-    if k_scale is not None:
-        kg, vg = dequantize(kg, k_scale[tables], q.dtype), dequantize(vg, v_scale[tables], q.dtype)
-    kg = kg.transpose(1, 2).reshape(b, hkv, w * bs, d)
-    vg = vg.transpose(1, 2).reshape(b, hkv, w * bs, d)
-    mask = (torch.arange(w * bs, device=q.device) < lens.unsqueeze(1))[:, None, None, :]
-    return F.scaled_dot_product_attention(q.unsqueeze(2), kg, vg, attn_mask=mask, enable_gqa=True).squeeze(2)
+@dataclass
+class _WarmUp:
+    """What `_fill` reads of a step: token i at `positions[i]` of sequence `seq[i]`, whose blocks are in `slices`."""
+
+    tokens: list[int]
+    positions: list[int]
+    seq: list[int]
+    slices: list[SeqSlice]
 
 
 @dataclass
@@ -97,7 +87,7 @@ class _BucketBackend:
 
             out = paged_decode(qd, kc, vc, b.tables, b.lens, k_scale=ks, v_scale=vs)
         else:
-            out = paged_decode_torch(qd, kc, vc, b.tables, b.lens, ks, vs)
+            out = paged_attention(qd.unsqueeze(2), kc, vc, b.tables, b.lens.unsqueeze(1), ks, vs).squeeze(2)
         return out.transpose(0, 1).unsqueeze(0)
 
     def advance(self, n_tokens: int) -> None:
@@ -113,7 +103,7 @@ class StepGraphs:
     norms) before the capture, so a graph holds fewer, larger kernels; it compiles once per bucket, when built.
     """
 
-    def __init__(self, model: Transformer, pool: PagedKVPool, capture: bool, use_triton: bool | None = None,
+    def __init__(self, model, pool: PagedKVPool, capture: bool, use_triton: bool | None = None,
                  compile: bool = False) -> None:
         self.model, self.capture = model, capture
         # the unbound function: a bound method kept on self would be a cycle, holding the graphs past their pool
@@ -143,12 +133,13 @@ class StepGraphs:
             attention += ", int8 KV"
         return f"{'cuda graph' if self.capture else 'eager'} paged step ({attention})"
 
-    def applies(self, step: StepRows) -> bool:
+    def applies(self, step) -> bool:
         return 0 < len(step.tokens) <= BUCKETS[-1] and max(len(s.blocks) for s in step.slices) <= self.width
 
     @torch.inference_mode()
-    def run(self, step: StepRows) -> torch.Tensor:
-        """Logits [len(step.rows), vocab] at the step's rows; every new token's K/V written to the pool."""
+    def run(self, step) -> torch.Tensor:
+        """Logits [len(step.rows), vocab] at the step's rows (a `request.StepRows`: the runner's flattened step);
+        every new token's K/V written to the pool."""
         size = bucket_for(len(step.tokens))
         bucket = self._bucket(size)
         self._fill(bucket, step, size)
@@ -169,7 +160,7 @@ class StepGraphs:
         whose K/V it writes (a later holder writes a position before it reads it)."""
         for size in BUCKETS:
             bucket = self._bucket(size)
-            self._fill(bucket, StepRows([0] * size, [0] * size, [0] * size, [0], [SeqSlice(0, size, 1, [0])]), size)
+            self._fill(bucket, _WarmUp([0] * size, [0] * size, [0] * size, [SeqSlice(0, size, 1, [0])]), size)
             if not self.capture:
                 bucket.logits = self._step(bucket)
             elif bucket.graph is None:
@@ -181,7 +172,7 @@ class StepGraphs:
             bucket = self.buckets[size] = _Bucket.allocate(size, self.width, self.pool.k.device)
         return bucket
 
-    def _fill(self, b: _Bucket, step: StepRows, size: int) -> None:
+    def _fill(self, b: _Bucket, step, size: int) -> None:
         """Copy the step into the bucket's buffers. Host work is per sequence plus a few tensor ops (it runs
         before every replay, beside a ~2 ms step of 32 rows on a GPU): each sequence's table is built once and
         indexed per row, and only the table columns the widest sequence uses are written. Columns past them keep

@@ -78,7 +78,8 @@ def _flag(value: str | None, default: bool) -> bool:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """The engine's switches, read from the environment once per process (`engine_settings()`)."""
+    """The engine's switches, as the environment says now (`engine_settings()`: a few lookups, so no copy is kept
+    that could go stale or need an owner; the environment belongs to whoever starts the process)."""
 
     device: str | None = None  # INFERENCE_DEVICE (cpu, cuda, cuda:1); None: CUDA when available
     dtype: str | None = None  # INFERENCE_DTYPE: weights' and activations' dtype; None: bfloat16 on CUDA, else float32
@@ -104,25 +105,32 @@ class EngineSettings:
             cache_dir=Path(env.get("INFERENCE_LAB_CACHE") or cls.cache_dir),
         )
 
-
-_settings: EngineSettings | None = None
+    def to_env(self) -> dict[str, str]:
+        """The environment that `from_env` reads back as these settings."""
+        return {"INFERENCE_DEVICE": self.device or "", "INFERENCE_DTYPE": self.dtype or "",
+                "INFERENCE_CPU_FASTPATH": str(int(self.cpu_fastpath)),
+                "INFERENCE_QUANT_KERNELS": "" if self.quant_kernels else "torch",
+                "INFERENCE_CUDA_GRAPHS": str(int(self.cuda_graphs)), "INFERENCE_COMPILE": str(int(self.compile)),
+                "INFERENCE_LAB_CACHE": str(self.cache_dir)}
 
 
 def engine_settings() -> EngineSettings:
-    """The process's settings (read from the environment at first use)."""
-    global _settings
-    if _settings is None:
-        _settings = EngineSettings.from_env()
-    return _settings
+    """The process's settings, read from its environment."""
+    return EngineSettings.from_env()
 
 
 @contextmanager
 def settings_override(**changes) -> Iterator[EngineSettings]:
-    """Run a block with some settings changed (benches comparing paths, tests), then restore them."""
-    global _settings
-    before = engine_settings()
-    _settings = replace(before, **changes)
+    """Run a block with some settings changed (benches comparing paths, tests), then restore them: their
+    environment variables are set for the block, the process-wide place the settings live."""
+    new = replace(engine_settings(), **changes)
+    saved = {k: os.environ.get(k) for k in new.to_env()}
+    os.environ.update(new.to_env())
     try:
-        yield _settings
+        yield new
     finally:
-        _settings = before
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

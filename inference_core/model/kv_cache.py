@@ -8,7 +8,7 @@ what past keys the new queries see. Three backends share that one protocol:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -61,10 +61,6 @@ class KVCache:
     k: torch.Tensor  # [layers, batch, kv_heads, capacity, head_dim]
     v: torch.Tensor
     length: int = 0
-    bytes_per_value: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.bytes_per_value = self.k.element_size()
 
     @classmethod
     def allocate(cls, n_layers: int, batch: int, n_kv_heads: int, capacity: int, head_dim: int,
@@ -93,14 +89,3 @@ class KVCache:
         if not 0 <= length <= self.length:
             raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
         self.length = length
-
-    def bytes_per_layer(self) -> int:
-        """Bytes of valid K and V in one layer (what the cache holds, not what it reserved)."""
-        _, batch, heads, _, dim = self.k.shape
-        return 2 * batch * heads * self.length * dim * self.bytes_per_value
-
-    def bytes_used(self) -> int:
-        return self.k.shape[0] * self.bytes_per_layer()
-
-    def bytes_reserved(self) -> int:
-        return 2 * self.k.numel() * self.bytes_per_value

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..kernels import quant_kernels, triton_kernels
+from ..model.config import engine_settings
 from .formats import (INT4_LUT, NF4_CODEBOOK, QuantFormat, dequantize_fp8, dequantize_int4, dequantize_int8,
                       dequantize_nf4, parse_format, quantize_fp8, quantize_int4, quantize_int8, quantize_nf4)
 
@@ -49,6 +50,17 @@ class QuantizedLinear(nn.Module):
     def weight_bytes(self) -> int:
         return sum(b.nbytes for b in self.buffers())
 
+    @property
+    def capturable(self) -> bool:
+        """A CUDA graph may record this layer: it runs a fused Triton kernel. The others may synchronise (LLM.int8
+        counts its outliers on the host) or dequantize per call. Read by kernels/cuda_graphs.py, which names no layer."""
+        return self.kernel.startswith("triton-")
+
+    def fused_view(self, native):
+        """This layer's weights as a view for the fused CPU step (`native.make_linear`, kernels/fused_cpu.py), or
+        None when the step has no kernel for its format (w8a8, LLM.int8, bitsandbytes)."""
+        return None
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.product(x)
         return y if self.bias is None else y + self.bias.to(y.dtype)
@@ -73,7 +85,7 @@ class QuantizedLinear(nn.Module):
 
 
 def _kernels():
-    return quant_kernels.load()
+    return quant_kernels.load(engine_settings())
 
 
 def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = "torch-dequant") -> str:
@@ -101,6 +113,9 @@ class Int8Linear(QuantizedLinear):
         k = _kernels()
         return k.int8_gemv(x2, self.qweight, self.scale) if k else None
 
+    def fused_view(self, native):
+        return native.make_linear(1, self.qweight, self.scale, self.bias, 0, None)
+
 
 class FP8Linear(QuantizedLinear):
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
@@ -116,6 +131,9 @@ class FP8Linear(QuantizedLinear):
     def _gemv(self, x2):
         k = _kernels()
         return k.fp8_gemv(x2, self.qweight.view(torch.uint8), self.scale) if k else None
+
+    def fused_view(self, native):
+        return native.make_linear(2, self.qweight.view(torch.uint8), self.scale, self.bias, 0, None)
 
 
 class Int4Linear(QuantizedLinear):
@@ -133,6 +151,9 @@ class Int4Linear(QuantizedLinear):
         k = _kernels()
         return k.lut4_gemv(x2, self.packed, self.scale, self.fmt.group, INT4_LUT) if k else None
 
+    def fused_view(self, native):
+        return native.make_linear(4, self.packed, self.scale, self.bias, self.fmt.group, None)
+
 
 class NF4Linear(QuantizedLinear):
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
@@ -149,6 +170,9 @@ class NF4Linear(QuantizedLinear):
     def _gemv(self, x2):
         k = _kernels()
         return k.lut4_gemv(x2, self.packed, self.absmax, self.fmt.group, self.codebook.half()) if k else None
+
+    def fused_view(self, native):
+        return native.make_linear(3, self.packed, self.absmax, self.bias, self.fmt.group, self.codebook.half())
 
 
 def fbgemm_available() -> bool:

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
+from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine, quantized_engine
 from ..engine.model_runner import kernels_used, runner_for
 from ..engine.paged import pool_bytes_per_token
 from ..engine.trace import RunFinished
@@ -22,7 +22,7 @@ from ..model.config import DEFAULT_MODEL
 from .formats import DEFAULT_FORMATS, parse_format
 from .linears import quantized_linears
 from .perplexity import compare, heldout_ids, paged_backend
-from .quantize import matmul_weight_bytes, quantize_model, resident_bytes
+from .quantize import matmul_weight_bytes, resident_bytes
 
 SAMPLE_PROMPT = "The old lighthouse keeper looked out at the sea and"
 
@@ -56,7 +56,8 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
     base = load_engine(model_name)
     cfg = base.config
     fmts = [parse_format(f) for f in formats]
-    models = {f.name: base.model if f.kind == "fp32" else quantize_model(base.model, f) for f in fmts}
+    engines = {f.name: base if f.kind == "fp32" else quantized_engine(base, f) for f in fmts}
+    models = {name: e.model for name, e in engines.items()}
     backends = {}
     if kv_int8:
         models[KV_INT8] = base.model
@@ -69,8 +70,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
     rows = []
     for f in fmts:
         model = models[f.name]
-        speed, text = decode_speed(LoadedModel(f"{model_name}:{f.name}", model, base.tokenizer, base.device),
-                                   new_tokens=new_tokens, repeats=repeats)
+        speed, text = decode_speed(engines[f.name], new_tokens=new_tokens, repeats=repeats)
         rows.append({
             "format": f.name, "label": f.label, "kernels": kernels_used(model),
             "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),

@@ -108,11 +108,11 @@ def test_the_engine_keeps_no_course_code_and_no_django():
 
 def test_course_events_are_registered_with_the_engines_registry():
     from demos.catalog import events
-    from inference_core.engine.trace import EVENT_TYPES
+    from inference_core.engine.trace import event_types
 
     declared = {cls.type for cls in vars(events).values() if isinstance(cls, type) and getattr(cls, "type", "")}
     assert {"prefill_decode_summary", "attention_compare", "load_summary", "quant_layer", "quant_formats"} <= declared
-    assert all(EVENT_TYPES[name].__module__ == "demos.catalog.events" for name in declared)
+    assert all(event_types()[name].__module__ == "demos.catalog.events" for name in declared)
 
 
 def _quoted_controls(text: str) -> list[str]:

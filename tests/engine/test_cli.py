@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from inference_core.cli.main import main
+from inference_core.__main__ import main
 from inference_core.engine.loaded_model import GenerationParams
 
 PROMPT = "The capital of France is"
@@ -118,7 +118,8 @@ def test_every_option_of_every_command_has_help(capsys):
     import argparse
 
     from inference_core.cli.args import OneLineParser
-    from inference_core.cli.main import SUBCOMMANDS, _fill_help
+    from inference_core.__main__ import SUBCOMMANDS
+    from inference_core.cli.main import _fill_help
 
     parser = OneLineParser(prog="x")
     sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)

@@ -14,11 +14,12 @@ from torch import nn
 
 from inference_core import GenerationParams
 from inference_core.kernels import fused_cpu, quant_kernels
+from inference_core.model.config import engine_settings
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import LoadedModel
 from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import KVCache
-from inference_core.engine.paged import PagedSequence, gather_context
+from inference_core.engine.paged import PagedSequence
 from inference_core.quant.linears import QuantizedLinear
 from inference_core.quant.quantize import PROJECTIONS, quantize_model
 from inference_core.engine.model_runner import ModelRunner, runner_for
@@ -26,7 +27,7 @@ from inference_core.engine.llm_engine import drive
 from inference_core.model.sampling import SamplingParams
 from inference_core.engine.scheduler import Request, SchedulerConfig
 
-pytestmark = pytest.mark.skipif(quant_kernels.load() is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
+pytestmark = pytest.mark.skipif(quant_kernels.load(engine_settings()) is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable(engine_settings())}")
 
 PROMPT = "The KV cache stores keys and values so that each decode step"
 
@@ -60,8 +61,8 @@ def fused_logits(model, tokens: list[int], seq: PagedSequence, n_layers: int | N
 def contiguous_kv(seq: PagedSequence) -> tuple[torch.Tensor, torch.Tensor]:
     """The sequence's K and V as a contiguous cache lays them out: [layers, 1, kv_heads, length, head_dim]."""
     ids = torch.tensor(seq.table.blocks)
-    return tuple(torch.stack([gather_context(pool[layer], ids, seq.length) for layer in range(pool.shape[0])])
-                 for pool in (seq.pool.k, seq.pool.v))
+    return tuple(torch.stack([pool[layer][ids].transpose(0, 1).flatten(1, 2)[None, :, :seq.length]
+                              for layer in range(pool.shape[0])]) for pool in (seq.pool.k, seq.pool.v))
 
 
 @pytest.mark.parametrize("qkv_bias", [False, True])

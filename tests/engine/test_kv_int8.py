@@ -21,6 +21,7 @@ from inference_core.engine.paged import PagedKVPool, SeqSlice, dequantize, pool_
 from inference_core.engine.request import StepRows
 from inference_core.engine.scheduler import Request, SchedulerConfig
 from inference_core.kernels import quant_kernels
+from inference_core.model.config import engine_settings
 from inference_core.kernels.paged_graphs import StepGraphs
 from inference_core.model.config import tiny_config
 from inference_core.model.loader import build_model
@@ -32,8 +33,8 @@ if not torch.cuda.is_available():  # Triton decides at import whether kernels ru
 SMOL = dict(n_layers=30, n_kv_heads=3, head_dim=64)
 
 
-needs_kernels = pytest.mark.skipif(quant_kernels.load() is None,
-                                   reason=f"no compiled kernels: {quant_kernels.why_unavailable()}")
+needs_kernels = pytest.mark.skipif(quant_kernels.load(engine_settings()) is None,
+                                   reason=f"no compiled kernels: {quant_kernels.why_unavailable(engine_settings())}")
 
 
 def int8_path(model) -> str:
@@ -173,7 +174,7 @@ def test_fused_step_quantizes_new_kv_as_the_pool_does_bit_for_bit():
         torch.zeros(2, 64), torch.randn(50, 64, generator=gen) * 1e-9, torch.randn(50, 64, generator=gen) * 1e7,
         torch.cat([ties.expand(5, -1), torch.full((5, 1), 127.0)], dim=1) * steps,  # absmax 127 steps: scale = step
     ]
-    native = quant_kernels.load()
+    native = quant_kernels.load(engine_settings())
     for x in rows:
         want_q, want_scale = quantize_rows(x)
         got_q, got_scale = native.quantize_kv_rows(x.contiguous())
@@ -325,7 +326,7 @@ def test_quantize_report_kv_int8_row_measures_the_int8_pool():
     rows = {r["format"]: r for r in report(formats=["fp32"], max_tokens=64, window=64, new_tokens=3, repeats=1,
                                            kv_int8=True)}
     row = rows[KV_INT8]
-    assert row["kernels"] == ["cpu-fused-step fp32 (int8 KV)" if quant_kernels.load() else "torch reference (int8 KV)"]
+    assert row["kernels"] == ["cpu-fused-step fp32 (int8 KV)" if quant_kernels.load(engine_settings()) else "torch reference (int8 KV)"]
     assert row["kv_bytes_per_token"] == 11_880 and rows["fp32"]["kv_bytes_per_token"] == 46_080
     assert row["kv_capacity_vs_model_dtype"] == pytest.approx(3.88, abs=0.01)
     assert 0 < row["kl_vs_fp32"] < 0.01 and row["decode_tokens_per_s"] > 0

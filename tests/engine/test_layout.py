@@ -21,7 +21,7 @@ import pytest
 PACKAGE = "inference_core"
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LEVELS = 7  # the issue's goal
-LEVELS_TODAY = 10  # a ratchet: 11 before the subpackages; lower it as layers flatten, never raise it
+LEVELS_TODAY = 7  # a ratchet: 11 before the subpackages, 10 with them; lower it as layers flatten, never raise it
 MAX_FILE_LINES = 400
 
 
@@ -143,6 +143,7 @@ def figures() -> dict:
         "levels": lv[deepest], "deepest_chain": chain, "largest_file": [largest, counts[largest]],
         "python_lines": sum(counts.values()),
         "files_over_limit": {m: n for m, n in sorted(counts.items()) if n > MAX_FILE_LINES},
+        "module_state": {m: sorted(s) for m, s in package_state().items()},
     }
 
 
@@ -155,9 +156,6 @@ def test_the_import_graph_is_no_deeper_than_today():
     assert f["levels"] <= LEVELS_TODAY, f["deepest_chain"]
 
 
-@pytest.mark.xfail(strict=True, reason="10 levels, one per real layer: settings < C++ loader < quantized layers < "
-                   "kernel paths < runner < loop < loaded model < features (speculative, report) < sub-commands < "
-                   "CLI table < __main__; reaching 7 needs the one-loop work (speculative rounds in the step)")
 def test_the_import_graph_is_at_most_seven_levels_deep():
     f = figures()
     assert f["levels"] <= MAX_LEVELS, f["deepest_chain"]
@@ -179,9 +177,8 @@ def test_the_graph_sees_function_local_imports_and_cycles():
     """The walk itself: a function-local import is an edge, and a two-module loop is reported as a cycle."""
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert levels({"a": {"b"}, "b": {"c"}, "c": set()}) == {"a": 2, "b": 1, "c": 0}
-    cli = f"{PACKAGE}.cli.main"
-    assert f"{PACKAGE}.cli.speculate" in graph()[cli]  # named in the sub-command table, imported by name
-    assert f"{PACKAGE}.model.weights" in graph()[cli]  # imported inside `main`
+    assert f"{PACKAGE}.cli.speculate" in graph()[f"{PACKAGE}.__main__"]  # named in the sub-command table
+    assert f"{PACKAGE}.model.weights" in graph()[f"{PACKAGE}.cli.main"]  # imported inside `run`
 
 
 def test_importing_the_package_sets_no_environment_variable():
@@ -199,6 +196,77 @@ def test_importing_the_package_sets_no_environment_variable():
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=ROOT,
                          timeout=240, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {}
+
+
+# --- Module-level state --------------------------------------------------------------------------------------
+
+MUTATORS = {"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "add", "discard",
+            "remove", "appendleft", "popleft", "__setitem__"}
+CACHES = {"lru_cache", "cache"}
+# Module-level state still in the package, by module: a ratchet (remove entries as state moves onto its owners,
+# never add one). The goal is none (the test below).
+STATE_TODAY = {
+    "inference_core.engine.loaded_model": {"load_engine()"},  # a worker's loaded models: the worker should own them
+    "inference_core.engine.serving": {"_services"},  # the worker's batching service per model: likewise
+    "inference_core.kernels.quant_kernels": {"_state"},  # the compiled extension, loaded once per process
+    "inference_core.model.weights": {"load_tokenizer()"},  # the web side's tokenizer per model
+}
+
+
+def module_state(name: str) -> set[str]:
+    """What module `name` keeps at module level and changes later: a name rebound through `global`, a module-level
+    container or object mutated in place (item assignment, `del`, a mutating method), or a cached function
+    (`functools.lru_cache` / `cache`: a process-wide table of results)."""
+    tree = ast.parse(modules()[name].read_text())
+    top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+           for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                d = d.func if isinstance(d, ast.Call) else d
+                if (d.attr if isinstance(d, ast.Attribute) else getattr(d, "id", "")) in CACHES:
+                    found.add(f"{node.name}()")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            found.update(node.names)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            targets = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in top:
+                    found.add(t.value.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            if isinstance(node.func.value, ast.Name) and node.func.value.id in top:
+                found.add(node.func.value.id)
+    return found
+
+
+def package_state() -> dict[str, set[str]]:
+    return {name: state for name in sorted(modules()) if (state := module_state(name))}
+
+
+def test_module_state_only_shrinks():
+    assert {m: s for m, s in package_state().items() if not s <= STATE_TODAY.get(m, set())} == {}
+
+
+@pytest.mark.xfail(strict=True, reason="process-wide caches still at module level (see STATE_TODAY)")
+def test_no_mutable_module_state():
+    """State lives on objects with owners (an LLMEngine, a ModelRunner, a worker's service), not in modules."""
+    assert package_state() == {}
+
+
+def test_the_state_walk_finds_globals_mutations_and_caches(tmp_path):
+    src = ("import functools\nX = {}\nY = []\nZ = (1, 2)\n_s = None\n"
+           "def f():\n    X['a'], b = 1, 2\n    Y.append(2)\n    global _s\n    _s = 3\n    return Z[0]\n"
+           "@functools.lru_cache(maxsize=2)\ndef g(n):\n    return n\n")
+    path = tmp_path / "probe.py"
+    path.write_text(src)
+    modules()["probe"] = path
+    try:
+        assert module_state("probe") == {"X", "Y", "_s", "g()"}
+    finally:
+        del modules()["probe"]
 
 
 if __name__ == "__main__":

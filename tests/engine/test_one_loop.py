@@ -297,7 +297,7 @@ def test_the_engine_api_service_batches_and_speculation_on_every_device_path(tra
 
 
 def cli_json(capsys, argv: list[str]) -> dict:
-    from inference_core.cli.main import main
+    from inference_core.__main__ import main
 
     capsys.readouterr()
     assert main(argv) == 0
@@ -306,7 +306,7 @@ def cli_json(capsys, argv: list[str]) -> dict:
 
 @pytest.mark.model
 def test_the_cli_generates_through_step(trace, capsys, tmp_path):
-    from inference_core.cli.main import main
+    from inference_core.__main__ import main
 
     argv = ["generate", "--prompt", "The capital of France is", "--max-new-tokens", "5", "--json"]
     m = mark(trace)

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from inference_core.quant import formats, linears, quantize
 from inference_core.kernels import quant_kernels
+from inference_core.model.config import engine_settings
 
 SHAPES = [(96, 576), (40, 1536), (33, 64)]  # K = 576 leaves a short last group for g128
 
@@ -112,17 +113,18 @@ def test_quantized_linear_equals_dequantize_then_matmul(fmt, rows, n, k):
 
 def test_kernels_compiled_on_this_machine():
     """The machine has g++ and AVX2: the extension must build (otherwise the fast paths silently vanish)."""
-    assert quant_kernels.load() is not None, quant_kernels.why_unavailable()
+    assert quant_kernels.load(engine_settings()) is not None, quant_kernels.why_unavailable(engine_settings())
     assert linears.quantize_linear(_w(8, 64), "nf4").kernel == "avx2-nf4-lut-gemv"
     assert linears.quantize_linear(_w(8, 64), "int4-g32").kernel == "avx2-int4-lut-gemv"
 
 
 def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_load():
     """torch's build lock is a plain file; a build killed mid-compile leaves it and later loads waited forever."""
-    assert quant_kernels.load() is not None, quant_kernels.why_unavailable()
-    module_file = Path(quant_kernels.load().__file__)
+    assert quant_kernels.load(engine_settings()) is not None, quant_kernels.why_unavailable(engine_settings())
+    module_file = Path(quant_kernels.load(engine_settings()).__file__)
     (module_file.parent / "lock").write_text("")  # what a SIGKILLed build leaves behind
-    probe = "from inference_core.kernels import quant_kernels as q; print(q.load() is not None, q.why_unavailable())"
+    probe = ("from inference_core.kernels import quant_kernels as q; from inference_core.model.config import "
+             "engine_settings as e; print(q.load(e()) is not None, q.why_unavailable(e()))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.split()[0] == "True", out.stdout + out.stderr
     assert not (module_file.parent / "lock").exists()
@@ -260,7 +262,7 @@ REAL_MODEL_BOUNDS = {"nf4": 0.50, "int4-g128": 1.20}
 def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
     import json
 
-    from inference_core.cli.main import main
+    from inference_core.__main__ import main
 
     assert main(["generate", "--prompt", "The capital of France is", "--max-new-tokens", "3", "--quant", "int8",
                  "--json"]) == 0

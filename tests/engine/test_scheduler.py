@@ -272,7 +272,7 @@ def test_real_model_batched_equals_generate_ids(engine):
 def test_batch_cli_json(engine, tmp_path, capsys):
     import json
 
-    from inference_core.cli.main import main
+    from inference_core.__main__ import main
 
     prompts = tmp_path / "prompts.jsonl"  # JSON lines because of the extension (or --jsonl)
     prompts.write_text('{"prompt": "The capital of France is"}\n'

@@ -321,7 +321,7 @@ def test_demo_runner_streams_valid_events(engine):
 def test_speculate_cli_json(engine, capsys):
     import json
 
-    from inference_core.cli.main import main
+    from inference_core.__main__ import main
 
     assert main(["speculate", "--draft", "ngram", "--k", "3", "--prompt", "a b c a b c a b", "--max-new-tokens", "5",
                  "--json"]) == 0

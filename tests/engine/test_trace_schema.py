@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import inference_core
-from inference_core.engine.trace import EVENT_TYPES, SCHEMA_VERSION, TokenStep, TraceEventError, validate_event
+from inference_core.engine.trace import SCHEMA_VERSION, event_types, TokenStep, TraceEventError, validate_event
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def test_every_event_type_and_field_is_documented():
     _import_all_engine_modules()
     text = _all_docs()
     assert f"version {SCHEMA_VERSION}" in text
-    for name, cls in EVENT_TYPES.items():
+    for name, cls in event_types().items():
         assert f"`{name}`" in text, f"event {name!r} is not documented in docs/trace-schema*"
         for field in dataclasses.fields(cls):
             assert f"`{field.name}`" in text, f"{name}.{field.name} is not documented"

@@ -23,7 +23,7 @@ from inference_core.quant import formats, linears  # noqa: E402
 from inference_core.kernels import triton_kernels as tk  # noqa: E402
 from inference_core.engine.paged import PagedBackend, PagedKVPool, SeqSlice  # noqa: E402
 from inference_core.kernels.triton_kernels import quant_matmul as qm  # noqa: E402
-from inference_core.kernels.triton_kernels.paged_decode import paged_decode, paged_decode_reference  # noqa: E402
+from inference_core.kernels.triton_kernels.paged_decode import paged_decode  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -108,8 +108,17 @@ def test_fp8_decodes_every_code():
     assert torch.equal(y[0].cpu(), bits.view(torch.float8_e4m3fn).float())
 
 
-def test_linear_dispatches_on_the_layer_and_adds_its_bias():
-    """`linear(x, layer)` = the layer's own forward, for every format with a kernel; others are refused."""
+def reference(x: torch.Tensor, layer) -> torch.Tensor:
+    """The torch answer: dequantize, multiply in fp32, add the bias, cast to x's dtype."""
+    y = x.float() @ layer.dequantize().float().T
+    if layer.bias is not None:
+        y = y + layer.bias
+    return y.to(x.dtype)
+
+
+def test_product_dispatches_on_the_layer():
+    """`product(x, layer)` + the bias = the layer's own forward, for every format with a kernel; others are refused;
+    on a GPU the layer names the Triton kernel it runs."""
     gen = torch.Generator().manual_seed(0)
     lin = nn.Linear(256, N, bias=True).to(DEVICE)
     with torch.no_grad():
@@ -119,20 +128,36 @@ def test_linear_dispatches_on_the_layer_and_adds_its_bias():
     names = {}
     for fmt in ("int8", "fp8", "int4-g128", "int4-g32", "nf4"):
         layer = linears.quantize_linear(lin, fmt)
-        y = qm.linear(x, layer)
+        y = qm.product(x, layer) + layer.bias
         assert y.shape == (2, 3, N)
-        close(y, qm.reference(x, layer), torch.float32)
+        close(y, reference(x, layer), torch.float32)
         close(y, layer(x), torch.float32)
-        names[fmt] = qm.kernel_name(layer)
-    assert names == {"int8": "triton-int8", "fp8": "triton-fp8", "int4-g128": "triton-int4-g128",
-                     "int4-g32": "triton-int4-g32", "nf4": "triton-nf4"}
-    w8a8 = linears.quantize_linear(lin, "w8a8")
-    assert qm.kernel_name(w8a8) is None
+        names[fmt] = layer.kernel
+    if DEVICE.type == "cuda":
+        assert names == {"int8": "triton-int8", "fp8": "triton-fp8", "int4-g128": "triton-int4-g128",
+                         "int4-g32": "triton-int4-g32", "nf4": "triton-nf4"}
     with pytest.raises(TypeError):
-        qm.linear(x, w8a8)
+        qm.product(x, linears.quantize_linear(lin, "w8a8"))
 
 
 # ------------------------------------------------------------------------------------- paged decode
+
+def paged_decode_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables: torch.Tensor,
+                           context_lens: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """The torch answer, one sequence at a time: its blocks in order, SDPA with GQA in fp32, zeros for a
+    context_len 0 row."""
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    bs = k.shape[2]
+    for row, ctx in enumerate(context_lens.tolist()):
+        if ctx == 0:
+            continue
+        ids = block_tables[row, : -(-ctx // bs)].long()
+        ks, vs = (t[ids].transpose(0, 1).flatten(1, 2)[None, :, :ctx].float() for t in (k, v))  # [1, Hkv, ctx, D]
+        o = torch.nn.functional.scaled_dot_product_attention(q[row].float()[None, :, None, :], ks, vs, scale=scale,
+                                                             enable_gqa=True)
+        out[row] = o[0, :, 0]
+    return out.to(q.dtype)
+
 
 def paged_case(block_size: int, head_dim: int, dtype: torch.dtype, lens: list[int], seed: int = 0):
     """A shuffled pool (slots past each context filled with NaN: they must never be read), GQA 6 q / 2 kv

@@ -1,9 +1,9 @@
 """The AVX2 CPU kernels, compiled on first use with torch.utils.cpp_extension: the low-bit GEMV ops
 (gemv.cpp) and the fused whole-step forward (step.cpp), sharing the row kernels of linear.h.
 
-`load()` returns the compiled module, or None when it cannot be built or run here (no compiler, no AVX2,
+`load(settings)` returns the compiled module, or None when it cannot be built or run here (no compiler, no AVX2,
 INFERENCE_QUANT_KERNELS=torch set): callers then fall back to dequantize-then-matmul in PyTorch, which
-gives the same numbers, only slower. `why_unavailable()` says why, for reports and the demo page.
+gives the same numbers, only slower. `why_unavailable(settings)` says why, for reports and the demo page.
 The build lands in the inference-lab cache (~/.cache/inference-lab/torch_extensions), keyed by the
 source's hash, so a changed kernel rebuilds and an unchanged one loads in milliseconds.
 
@@ -20,8 +20,6 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from ...model.config import engine_settings
-
 _HERE = Path(__file__).parent
 _SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
 _HEADERS = [_HERE / "linear.h"]
@@ -37,31 +35,33 @@ def _cpu_has_avx2() -> bool:
     return all(f" {f}" in flags for f in ("avx2", "fma", "f16c"))
 
 
-def load() -> ModuleType | None:
-    """The compiled kernels, built once per source version; None (with a reason) when unavailable."""
+def load(settings) -> ModuleType | None:
+    """The compiled kernels, built once per source version; None (with a reason) when unavailable. `settings`: the
+    engine's (`model.config.engine_settings()`, passed in by the caller so that this loader imports nothing of the
+    engine and the quantized layers above it stay one level up)."""
     with _lock:
         if "module" in _state:
             return _state["module"]  # type: ignore[return-value]
         module, reason = None, ""
-        if not engine_settings().quant_kernels:
+        if not settings.quant_kernels:
             reason = "disabled by INFERENCE_QUANT_KERNELS=torch"
         elif not _cpu_has_avx2():
             reason = "CPU lacks AVX2/FMA/F16C"
         else:
             try:
-                module = _build()
+                module = _build(settings.cache_dir)
             except Exception as exc:  # compiler missing, headers missing, link error…
                 reason = f"build failed: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
         _state["module"], _state["reason"] = module, reason
         return module
 
 
-def why_unavailable() -> str:
-    load()
+def why_unavailable(settings) -> str:
+    load(settings)
     return str(_state.get("reason", ""))
 
 
-def _build() -> ModuleType:
+def _build(cache_dir: Path) -> ModuleType:
     from torch.utils.cpp_extension import load as cpp_load
 
     import torch
@@ -71,7 +71,7 @@ def _build() -> ModuleType:
     # other's copy, and a worker started after the other checkout's build compiled again at its warm-up.
     where = str(Path(torch.__file__).parent).encode()  # as the build file names it (not resolved)
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES + _HEADERS) + where).hexdigest()[:12]
-    build_dir = engine_settings().cache_dir / "torch_extensions" / f"quant_gemv_{digest}"
+    build_dir = cache_dir / "torch_extensions" / f"quant_gemv_{digest}"
     build_dir.mkdir(parents=True, exist_ok=True)
     with open(build_dir.with_name(build_dir.name + ".flock"), "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)  # released by the kernel if this process dies

@@ -33,9 +33,6 @@ import torch
 import triton
 import triton.language as tl
 
-from . import KERNEL_PAGED_DECODE
-
-KERNEL_NAME = KERNEL_PAGED_DECODE
 BLOCK_N = 64  # positions per tile: several 16-slot pages per load, so each program has more reads in flight
 MAX_SPLITS = 32
 
@@ -182,22 +179,3 @@ def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables
                                           SPLITS=n_splits, BLOCK_S=triton.next_power_of_2(n_splits), BLOCK_D=block_d)
     return out
 
-
-def paged_decode_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables: torch.Tensor,
-                           context_lens: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-    """The torch answer, one sequence at a time: gather its blocks (`paged.gather_context`), SDPA with GQA in
-    fp32, zeros for a context_len 0 row. Slow (host loop, .tolist()); for tests only."""
-    from ...engine.paged import gather_context
-
-    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    bs = k.shape[2]
-    for row, ctx in enumerate(context_lens.tolist()):
-        if ctx == 0:
-            continue
-        ids = block_tables[row, : -(-ctx // bs)].long()
-        ks = gather_context(k, ids, ctx).float()  # [1, Hkv, ctx, D]
-        vs = gather_context(v, ids, ctx).float()
-        qs = q[row].float()[None, :, None, :]  # [1, Hq, 1, D]
-        o = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, scale=scale, enable_gqa=True)
-        out[row] = o[0, :, 0]
-    return out.to(q.dtype)

@@ -27,11 +27,11 @@ Block sizes are fixed, not autotuned: autotuning benchmarks on first call, which
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
-
-from . import KERNEL_FP8, KERNEL_INT4, KERNEL_INT8, KERNEL_NF4, interpreted
 
 BLOCK_N = 32  # columns per program: N = 576 gives 18 programs, N = 4096 gives 128 (an H100 has 132 SMs)
 BLOCK_K = 128  # K per iteration for per-channel formats: 4 KiB of int8 weight per tile at BLOCK_N = 32
@@ -44,7 +44,8 @@ def _block_m(m: int) -> int:
 
 
 def _dot_f32(x: torch.Tensor) -> bool:
-    return x.dtype == torch.float32 or interpreted()
+    # under TRITON_INTERPRET (as `triton_kernels.interpreted()` reads it; not imported: this module stays a leaf)
+    return x.dtype == torch.float32 or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 # ------------------------------------------------------------------------------------------- kernels
@@ -211,17 +212,6 @@ def nf4_matmul(x: torch.Tensor, packed: torch.Tensor, absmax: torch.Tensor, code
 # --------------------------------------------------------------------------- the hook for the runner
 
 
-def kernel_name(layer) -> str | None:
-    """The Triton kernel `linear` runs for this quantized layer (for reports), or None when it has none.
-
-    A layer is read by its format's kind and its buffers (`quant/linears.py` lays them out), not by its class:
-    the kernels sit below the quantized layers that call them, so they import none of them."""
-    kind = layer.fmt.kind
-    if kind == "int4":
-        return KERNEL_INT4.format(group=layer.fmt.group)
-    return {"int8": KERNEL_INT8, "fp8": KERNEL_FP8, "nf4": KERNEL_NF4}.get(kind)
-
-
 def product(x: torch.Tensor, layer) -> torch.Tensor:
     """x @ dequant(W).T through the fused kernel (what `QuantizedLinear.product` runs on a GPU)."""
     kind = layer.fmt.kind
@@ -237,16 +227,3 @@ def product(x: torch.Tensor, layer) -> torch.Tensor:
         raise TypeError(f"no Triton kernel for {type(layer).__name__} ({layer.fmt.name})")
     return y
 
-
-def linear(x: torch.Tensor, layer) -> torch.Tensor:
-    """`layer(x)` through the fused kernel: the product, plus the layer's fp32 bias when it has one."""
-    y = product(x, layer)
-    return y if layer.bias is None else y + layer.bias.to(y.dtype)
-
-
-def reference(x: torch.Tensor, layer) -> torch.Tensor:
-    """The torch answer: dequantize, multiply in fp32, add the bias, cast to x's dtype."""
-    y = x.float() @ layer.dequantize().float().T
-    if layer.bias is not None:
-        y = y + layer.bias
-    return y.to(x.dtype)
