@@ -14,7 +14,8 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
-from test_demos_with_recorded_runs import recorded_runs, run_every_demo, stand_in_page  # noqa: F401 (a fixture)
+from stand_in import stand_in_page
+from test_demos_with_recorded_runs import run_every_demo
 
 from courseapp.loader import load_course
 from courseapp.models import Module
