@@ -12,8 +12,8 @@ import { batchingNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
 import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
-import { BatchQueues, CELL, ganttUpTo } from "./queue-steps.js";
-import { CELL_NAMES, GANTT_COLORS, queueLanes, stepHighlight } from "./queue-lanes.js";
+import { BatchQueues, ganttUpTo } from "./queue-steps.js";
+import { CELL_NAMES, GANTT_COLORS, queueLanes, stepShapes } from "./queue-lanes.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/batching.py), embedded in the page.
@@ -44,6 +44,7 @@ export function mount(root, config = {}) {
   let Plotly = null;
   let s = null;
   let shown = null; // [step, index, steps] last asked for: drawn again once Plotly has loaded
+  let figure = null; // the Gantt of the steps so far: {steps, n, traces, layout, panels} (ganttFigure)
 
   const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
@@ -69,7 +70,9 @@ export function mount(root, config = {}) {
       cmp.reset();
       queues.reset();
       shown = null;
+      figure = null;
       lanes.show(null);
+      if (Plotly) Plotly.react(gantt.chart, [], { ...BASE_LAYOUT, title: { text: "Who runs at each step" } }, PLOT_CONFIG);
       fillForm({ workload, batch_size: batch.input, modes: modes.input }, params); // a resumed run's own settings
       s = { runs: [], cur: null, comparison: null, timed: params.modes === "both" };
       clearComparison(Plotly, timing, s.timed ? undefined : "Only with both modes are the two timed, in alternating repeats.");
@@ -160,49 +163,49 @@ export function mount(root, config = {}) {
     requestAnimationFrame(() => { drawPending = false; draw(); });
   }
 
-  /** The step timeline's picture: each mode's Gantt up to the step shown (its column outlined) and the queues. */
+  /** The step timeline's picture: each mode's whole Gantt, covered after the step shown with that step's column
+   * outlined, and the queues. The heatmaps are rebuilt only when steps arrive; scrubbing moves two shapes. */
   function drawStep(step, index, steps) {
     lanes.show(step);
     if (!Plotly) return;
-    const runs = [];
-    for (const st of steps) if (!runs[st.run]) runs[st.run] = { mode: st.mode };
+    if (!figure || figure.steps !== steps || figure.n !== steps.length) figure = ganttFigure(steps);
+    const shapes = figure.panels.flatMap((p, i) => stepShapes(i < step.run ? p.last + 1 : i > step.run ? -1 : step.step, p.last,
+      `x${p.ax}`, `y${p.ax}`));
+    Plotly.react(gantt.chart, figure.traces, { ...figure.layout, shapes }, PLOT_CONFIG);
+    gantt.summary.textContent = figure.panels.filter((p, i) => i <= step.run).map((p, i) => {
+      const at = i === step.run ? step : p.final;
+      return `${p.mode}${i === step.run ? ` up to step ${step.step}` : ""}: ` + at.order.map((id, r) =>
+        `${id} waited ${at.waited[r]}${at.heldFor[r] ? `, held a finished slot ${at.heldFor[r]}` : ""}`).join("; ");
+    }).join(". ");
+  }
+
+  /** Every run's Gantt over all its steps so far, with the layout that stays while the student scrubs. */
+  function ganttFigure(steps) {
+    const finals = [];
+    for (const st of steps) finals[st.run] = st;
     const traces = [];
+    const panels = [];
     // Each panel: its request rows plus room for its tick labels; the title and colour key on top.
-    const panels = runs.reduce((h, run, i) => h + 24 * Math.max(3, ganttRows(steps, i)) + 60, 0);
-    const layout = { ...BASE_LAYOUT, title: { text: `Who runs at each step (step ${step.step} of the ${step.mode} run outlined)` },
-      height: 150 + Math.max(160, panels), grid: { rows: Math.max(1, runs.length), columns: 1, pattern: "independent", ygap: 0.3 },
-      showlegend: false, annotations: [], shapes: [] };
-    const lines = [];
-    runs.forEach((run, i) => {
-      const { z, x, rows } = ganttUpTo(steps, i, index);
+    const height = finals.reduce((h, st) => h + 24 * Math.max(3, st.order.length) + 60, 0);
+    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each step" }, height: 150 + Math.max(160, height),
+      grid: { rows: Math.max(1, finals.length), columns: 1, pattern: "independent", ygap: 0.3 }, showlegend: false };
+    finals.forEach((final, i) => {
+      const { z, x, rows } = ganttUpTo(steps, i, steps.length - 1);
       const ax = i === 0 ? "" : String(i + 1);
       traces.push({ type: "heatmap", z, x, y: rows, zmin: 0, zmax: 4, colorscale: GANTT_COLORS, showscale: false, xgap: 1, ygap: 2,
         xaxis: `x${ax}`, yaxis: `y${ax}`, text: z.map((r) => r.map((v) => CELL_NAMES[v])),
-        hovertemplate: `${run.mode}: %{y}, step %{x}: %{text}<extra></extra>` });
-      layout[`yaxis${ax}`] = { title: { text: run.mode }, autorange: "reversed" };
-      const last = i === runs.length - 1; // one "step" title, under the bottom panel
-      layout[`xaxis${ax}`] = { title: { text: last ? "step" : "" }, dtick: stepTick(x.length), range: [-0.5, x.length - 0.5] };
-      if (i === step.run) layout.shapes.push(stepHighlight(step.step, `x${ax}`, `y${ax}`));
-      if (i <= step.run) {
-        lines.push(`${run.mode}${i === step.run ? ` up to step ${step.step}` : ""}: ` + rows.map((id, r) => {
-          const waited = z[r].filter((v) => v === CELL.waiting).length;
-          const held = z[r].filter((v) => v === CELL.held).length;
-          return `${id} waited ${waited}${held ? `, held a finished slot ${held}` : ""}`;
-        }).join("; "));
-      }
+        hovertemplate: `${final.mode}: %{y}, step %{x}: %{text}<extra></extra>` });
+      layout[`yaxis${ax}`] = { title: { text: final.mode }, autorange: "reversed" };
+      const bottom = i === finals.length - 1; // one "step" title, under the bottom panel
+      layout[`xaxis${ax}`] = { title: { text: bottom ? "step" : "" }, dtick: stepTick(x.length), range: [-0.5, x.length - 0.5] };
+      panels.push({ last: x.length - 1, ax, mode: final.mode, final });
     });
     // The colour key sits between the title and the plot, never on the x-axis ticks.
     layout.margin = { ...BASE_LAYOUT.margin, t: 84 };
-    layout.annotations.push({ text: "grey waiting · orange prefill · blue decode<br>pink finished but holding its slot", xref: "paper",
-      yref: "paper", x: 0, y: 1, yanchor: "bottom", yshift: 6, showarrow: false, xanchor: "left", align: "left", font: { size: 11 } });
-    Plotly.react(gantt.chart, traces, layout, PLOT_CONFIG);
-    gantt.summary.textContent = lines.join(". ");
-  }
-
-  /** Rows of run `i`'s Gantt: its requests, as its latest step lists them. */
-  function ganttRows(steps, i) {
-    for (let k = steps.length - 1; k >= 0; k -= 1) if (steps[k].run === i) return steps[k].order.length;
-    return 0;
+    layout.annotations = [{ text: "grey waiting · orange prefill · blue decode<br>pink finished but holding its slot · outlined: the step shown",
+      xref: "paper", yref: "paper", x: 0, y: 1, yanchor: "bottom", yshift: 6, showarrow: false, xanchor: "left", align: "left",
+      font: { size: 11 } }];
+    return { steps, n: steps.length, traces, layout, panels };
   }
 
   /** The batch occupancy per step, whole runs (the timeline's steps are outlined on the Gantt). */

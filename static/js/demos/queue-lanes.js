@@ -24,10 +24,21 @@ export const GANTT_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"],
   [0.6, "#2563eb"], [0.8, "#2563eb"], [0.8, "#fca5a5"], [1, "#fca5a5"]];
 export const CELL_NAMES = Object.fromEntries(Object.entries(CELL).map(([name, v]) => [v, { none: "", held: "done, slot held" }[name] ?? name]));
 
-/** A rectangle around column `x` of the subplot on axes `xref`/`yref`: the step being shown. */
-export function stepHighlight(x, xref = "x", yref = "y") {
-  return { type: "rect", xref, yref: `${yref} domain`, x0: x - 0.5, x1: x + 0.5, y0: 0, y1: 1,
-    line: { color: "#111", width: 2 }, fillcolor: "rgba(0,0,0,0)" };
+/** The shapes that turn a whole Gantt panel (columns 0 … `last`) into the picture of step `x`: an outline around
+ * its column and a white cover over the columns after it, so the panel reads as drawn up to that step. Scrubbing
+ * then moves two shapes instead of redrawing the heatmap (smooth over the longest runs). `x` below 0 covers the
+ * whole panel (a run the timeline has not reached); `x` past `last` covers nothing. */
+export function stepShapes(x, last, xref = "x", yref = "y") {
+  const shapes = [];
+  if (x < last) {
+    shapes.push({ type: "rect", xref, yref: `${yref} domain`, x0: x + 0.5, x1: last + 0.5, y0: 0, y1: 1, layer: "above",
+      line: { width: 0 }, fillcolor: "#ffffff", name: "not yet" });
+  }
+  if (x >= 0 && x <= last) {
+    shapes.push({ type: "rect", xref, yref: `${yref} domain`, x0: x - 0.5, x1: x + 0.5, y0: 0, y1: 1, layer: "above",
+      line: { color: "#111", width: 2 }, fillcolor: "rgba(0,0,0,0)", name: "this step" });
+  }
+  return shapes;
 }
 
 /** Three lanes; `show(lanes, label)` draws one step's (label turns a request id into its chip's text). */

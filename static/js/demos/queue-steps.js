@@ -41,7 +41,7 @@ export class BatchQueues {
   /** One event → a step (on `batch_step`) or null. */
   fromEvent(ev) {
     if (ev.type === "batch_run_started") {
-      this.run = { index: this.runs.length, mode: ev.mode, slots: ev.max_num_seqs, order: [], status: {}, ran: {} };
+      this.run = { index: this.runs.length, mode: ev.mode, slots: ev.max_num_seqs, order: [], status: {}, ran: {}, waited: {}, held: {} };
       this.runs.push(this.run);
       this.preempted = [];
       return null;
@@ -80,6 +80,8 @@ export class BatchQueues {
     };
     const column = run.order.map((id) => (inPass.has(id) ? (running.find((r) => r.id === id).phase === "prefill" ? CELL.prefill : CELL.decode)
       : held.has(id) ? CELL.held : lanes.waiting.includes(id) ? CELL.waiting : CELL.none));
+    for (const id of lanes.waiting) run.waited[id] = (run.waited[id] || 0) + 1;
+    for (const id of lanes.held) run.held[id] = (run.held[id] || 0) + 1;
     const preempted = this.preempted.filter((id) => !inPass.has(id));
     this.preempted = [];
     for (const x of ev.entries) run.status[x.request_id] = x.finished ? "finished" : "running";
@@ -88,7 +90,11 @@ export class BatchQueues {
     const heldNote = lanes.held.length ? `; ${plural(lanes.held.length, "finished request holds its slot", "finished requests hold their slots")} idle` : "";
     const caption = `Step ${ev.step} (${run.mode}): ${changes({ joined, rejoined, finishing, preempted }, who)} (${counts(lanes)})` +
       `; one forward pass serves ${plural(running.length, "sequence", "sequences")}${heldNote}`;
-    return { caption, run: run.index, mode: run.mode, slots: run.slots, step: ev.step, order: run.order.slice(), column, lanes };
+    // Steps each request spent waiting, and holding an idle slot, up to this one (the Gantt's text alternative).
+    const waited = run.order.map((id) => run.waited[id] || 0);
+    const heldFor = run.order.map((id) => run.held[id] || 0);
+    return { caption, run: run.index, mode: run.mode, slots: run.slots, step: ev.step, order: run.order.slice(), column, lanes,
+      waited, heldFor };
   }
 }
 

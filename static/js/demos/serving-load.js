@@ -11,8 +11,8 @@ import { fillForm } from "./restore-form.js";
 import { demoShell, intIn, numIn } from "./course-demo-kit.js";
 import { specParams } from "./spec-params.js";
 import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
-import { LoadQueues, ganttUpTo } from "./queue-steps.js";
-import { CELL_NAMES, GANTT_COLORS, queueLanes, stepHighlight } from "./queue-lanes.js";
+import { CELL, LoadQueues, ganttUpTo } from "./queue-steps.js";
+import { CELL_NAMES, GANTT_COLORS, queueLanes, stepShapes } from "./queue-lanes.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/serving_load.py), embedded in the page.
@@ -40,6 +40,7 @@ export function mount(root, config = {}) {
   const queues = new LoadQueues();
   const lanes = queueLanes("The scheduler's queues at the forward pass shown");
   let shown = null; // [step, index, steps] last asked for: drawn again once Plotly has loaded
+  let figure = null; // the Gantt of the passes so far: {steps, n, traces, layout, z, rows, last} (passesFigure)
   let Plotly = null;
   let state = null;
   let runNo = 0;
@@ -60,6 +61,7 @@ export function mount(root, config = {}) {
     onStart(params) {
       queues.reset();
       shown = null;
+      figure = null;
       lanes.show(null);
       fillForm({ n_requests: nReq.input, max_new_tokens: newTok.input, spacing_s: spacing.input, mode: mode.input,
         ttft_slo_s: ttftSlo.input, tpot_slo_s: tpotSlo.input }, params); // a resumed run's own settings
@@ -69,7 +71,11 @@ export function mount(root, config = {}) {
       clearComparison(Plotly, modes);
       requests.querySelector("tbody").replaceChildren();
       for (const k of ["mode", "throughput", "goodput", "ttft", "tpot", "itl", "wall"]) out.set(k, "–");
-      if (Plotly) { Plotly.react(tokens.chart, [], tokensLayout()); Plotly.react(timeline.chart, [], timelineLayout()); }
+      if (Plotly) {
+        Plotly.react(tokens.chart, [], tokensLayout());
+        Plotly.react(timeline.chart, [], timelineLayout());
+        Plotly.react(passes.chart, [], { ...BASE_LAYOUT, title: { text: "Who runs at each forward pass" } }, PLOT_CONFIG);
+      }
     },
     onEvent(ev) {
       cmp.onEvent(ev);
@@ -121,22 +127,30 @@ export function mount(root, config = {}) {
     if (shown) drawStep(...shown);
   });
 
-  /** The step timeline's picture: the Gantt of forward passes up to the one shown (outlined) and the queues. */
+  /** The step timeline's picture: the Gantt of every forward pass so far, covered after the pass shown with that
+   * pass's column outlined, and the queues. The heatmap is rebuilt only when passes arrive; scrubbing moves shapes. */
   function drawStep(step, index, steps) {
     lanes.show(step, (id) => `#${id}`);
     if (!Plotly) return;
-    const { z, x, rows } = ganttUpTo(steps, undefined, index);
-    const y = rows.map((id) => `#${id}`);
-    Plotly.react(passes.chart, [{ type: "heatmap", z, x, y, zmin: 0, zmax: 4, colorscale: GANTT_COLORS, showscale: false,
-      xgap: 1, ygap: 2, text: z.map((r) => r.map((v) => CELL_NAMES[v])), hovertemplate: "%{y}, pass %{x}: %{text}<extra></extra>" }],
-    { ...BASE_LAYOUT, title: { text: `Who runs at each forward pass (pass ${step.step} outlined)` }, height: 150 + 26 * Math.max(3, rows.length),
-      margin: { ...BASE_LAYOUT.margin, t: 84 }, showlegend: false, shapes: x.length ? [stepHighlight(step.step)] : [],
+    if (!figure || figure.steps !== steps || figure.n !== steps.length) figure = passesFigure(steps);
+    Plotly.react(passes.chart, figure.traces, { ...figure.layout, shapes: stepShapes(step.step, figure.last) }, PLOT_CONFIG);
+    passes.summary.textContent = `Up to pass ${step.step}: ` + figure.rows.map((id, r) => {
+      const row = figure.z[r].slice(0, step.step + 1);
+      return `#${id} waited ${row.filter((v) => v === CELL.waiting).length} passes, ran ${row.filter((v) => v === CELL.prefill || v === CELL.decode).length}`;
+    }).join("; ") + ".";
+  }
+
+  function passesFigure(steps) {
+    const { z, x, rows } = ganttUpTo(steps, undefined, steps.length - 1);
+    const traces = [{ type: "heatmap", z, x, y: rows.map((id) => `#${id}`), zmin: 0, zmax: 4, colorscale: GANTT_COLORS, showscale: false,
+      xgap: 1, ygap: 2, text: z.map((r) => r.map((v) => CELL_NAMES[v])), hovertemplate: "%{y}, pass %{x}: %{text}<extra></extra>" }];
+    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each forward pass" }, height: 150 + 26 * Math.max(3, rows.length),
+      margin: { ...BASE_LAYOUT.margin, t: 84 }, showlegend: false,
       xaxis: { title: { text: "forward pass" }, range: [-0.5, x.length - 0.5], dtick: x.length > 40 ? 10 : x.length > 16 ? 5 : 1 },
       yaxis: { title: { text: "request" }, autorange: "reversed" },
-      annotations: [{ text: "grey waiting · orange prefill · blue decode", xref: "paper", yref: "paper", x: 0, y: 1, yanchor: "bottom",
-        yshift: 6, showarrow: false, xanchor: "left", align: "left", font: { size: 11 } }] }, PLOT_CONFIG);
-    passes.summary.textContent = `Up to pass ${step.step}: ` + rows.map((id, r) => `#${id} waited ${z[r].filter((v) => v === 1).length} ` +
-      `passes, ran ${z[r].filter((v) => v === 2 || v === 3).length}`).join("; ") + ".";
+      annotations: [{ text: "grey waiting · orange prefill · blue decode · outlined: the pass shown", xref: "paper", yref: "paper",
+        x: 0, y: 1, yanchor: "bottom", yshift: 6, showarrow: false, xanchor: "left", align: "left", font: { size: 11 } }] };
+    return { steps, n: steps.length, traces, layout, z, rows, last: x.length - 1 };
   }
 
   function tokensLayout() {
