@@ -115,6 +115,10 @@ class LoadStep(TraceEvent):
     n_running: int
     n_waiting: int
     tokens_total: int  # generated so far, all requests
+    # The scheduler's queues at this forward, by request id (requests that have not arrived are in none):
+    running_ids: list[int]  # in this forward pass (each gained one token)
+    waiting_ids: list[int]  # arrived, not finished, not in this pass
+    finished_ids: list[int]  # had their last token by the end of this pass (this pass's included)
 
 
 @event("load_summary")

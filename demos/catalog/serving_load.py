@@ -115,8 +115,10 @@ def _sequential(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_
                 r.token_s.append(now)
                 r.token_ids.append(ev.token_id)
                 total += 1
-                waiting = sum(1 for x in reqs[i + 1:] if x.arrival_s <= now)
-                yield "step", LoadStep(t_s=now, n_running=1, n_waiting=waiting, tokens_total=total)
+                waiting = [x.rid for x in reqs[i + 1:] if x.arrival_s <= now]
+                done = [x.rid for x in reqs[:i]] + ([r.rid] if len(r.token_ids) >= max_new else [])
+                yield "step", LoadStep(t_s=now, n_running=1, n_waiting=len(waiting), tokens_total=total,
+                                       running_ids=[r.rid], waiting_ids=waiting, finished_ids=done)
         if should_stop is not None and should_stop():
             return
         yield "done", r
@@ -150,14 +152,20 @@ def _batched(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_sto
         for rid in started:
             if sched.requests[rid].output_ids:
                 by_id[rid].start_s = t_step
+        served = []
         for rid, r in by_id.items():
             req = sched.requests[rid]
+            if len(r.token_ids) < len(req.output_ids):
+                served.append(r.rid)
             while len(r.token_ids) < len(req.output_ids):  # tokens produced by this step
                 r.token_ids.append(req.output_ids[len(r.token_ids)])
                 r.token_s.append(now)
                 total += 1
+        # The queues as the scheduler holds them after this forward (requests not yet arrived are in none).
         yield "step", LoadStep(t_s=now, n_running=len(sched.running), n_waiting=len(sched.waiting) + len(pending),
-                               tokens_total=total)
+                               tokens_total=total, running_ids=served,
+                               waiting_ids=[int(r.request_id) for r in sched.waiting],
+                               finished_ids=[r.rid for rid, r in by_id.items() if sched.requests[rid].status == "finished"])
         for rid, r in by_id.items():
             if sched.requests[rid].status == "finished" and not getattr(r, "_reported", False):
                 r._reported = True  # type: ignore[attr-defined]

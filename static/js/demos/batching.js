@@ -1,5 +1,7 @@
-// Continuous vs static batching: the same requests run in both modes. Per mode, a step-by-step Gantt chart
-// (waiting, prefill, decode, finished-but-holding-a-slot) and the batch occupancy per step; a table puts the
+// Continuous vs static batching: the same requests run in both modes. A step timeline walks through every forward
+// pass of both runs: per mode a Gantt chart (waiting, prefill, decode, finished-but-holding-a-slot) drawn up to the
+// step shown, its column outlined, and the scheduler's waiting / running / finished queues at that step
+// (queue-steps.js, from the trace alone). Beside it the batch occupancy per step; a table puts the
 // step counts side by side with the time to first token as the alternating repeats measured it (median and spread,
 // comparison.js; a streamed run's own times share the worker with other runs, so the page shows none of them). All
 // numbers come from the trace (batch_step, batch_run_finished, comparison).
@@ -10,10 +12,8 @@ import { batchingNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
 import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
-
-const STATES = ["", "waiting", "prefill", "decode", "done, slot held"];
-const STATE_COLORS = [[0, "#ffffff"], [0.2, "#ffffff"], [0.2, "#d1d5db"], [0.4, "#d1d5db"], [0.4, "#f59e0b"], [0.6, "#f59e0b"],
-  [0.6, "#2563eb"], [0.8, "#2563eb"], [0.8, "#fca5a5"], [1, "#fca5a5"]];
+import { BatchQueues, ganttUpTo } from "./queue-steps.js";
+import { CELL_NAMES, GANTT_COLORS, queueLanes, stepShapes } from "./queue-lanes.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/batching.py), embedded in the page.
@@ -39,8 +39,12 @@ export function mount(root, config = {}) {
   const note = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
   const why = whyNote();
 
+  const queues = new BatchQueues();
+  const lanes = queueLanes("The scheduler's queues at the step shown");
   let Plotly = null;
   let s = null;
+  let shown = null; // [step, index, steps] last asked for: drawn again once Plotly has loaded
+  let figure = null; // the Gantt of the steps so far: {steps, n, traces, layout, panels} (ganttFigure)
 
   const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
@@ -58,8 +62,17 @@ export function mount(root, config = {}) {
       return { workload: workload.value, batch_size: intIn(batch.input, "Batch size", sp.min("batch_size"), sp.max("batch_size")),
         modes: modes.input.value };
     },
+    steps: {
+      fromEvent: (ev) => queues.fromEvent(ev),
+      draw(step, index, steps) { shown = [step, index, steps]; drawStep(step, index, steps); },
+    },
     onStart(params) {
       cmp.reset();
+      queues.reset();
+      shown = null;
+      figure = null;
+      lanes.show(null);
+      if (Plotly) Plotly.react(gantt.chart, [], { ...BASE_LAYOUT, title: { text: "Who runs at each step" } }, PLOT_CONFIG);
       fillForm({ workload, batch_size: batch.input, modes: modes.input }, params); // a resumed run's own settings
       s = { runs: [], cur: null, comparison: null, timed: params.modes === "both" };
       clearComparison(Plotly, timing, s.timed ? undefined : "Only with both modes are the two timed, in alternating repeats.");
@@ -125,34 +138,15 @@ export function mount(root, config = {}) {
     showWhy(why, batchingNote(s.runs.map((r) => r.measured).filter(Boolean), ev));
   }
 
-  shell.body.append(el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note, why,
+  shell.body.append(lanes.node, el("div", { class: "ilab-calc__charts" }, gantt.figure, occ.figure), results, note, why,
     el("div", { class: "ilab-calc__charts" }, timing.figure));
   shell.body.append(cmp.node);
   shell.plotly.then((P) => {
     Plotly = P;
     draw();
+    if (shown) drawStep(...shown);
     if (s && s.comparison) drawComparison(Plotly, timing, s.comparison);
   });
-
-  function matrix(run) {
-    const nSteps = run.steps.length ? run.steps[run.steps.length - 1].step + 1 : 1;
-    const z = run.order.map(() => new Array(nSteps).fill(0));
-    const row = Object.fromEntries(run.order.map((id, i) => [id, i]));
-    const started = {};
-    for (const e of run.steps) {
-      for (const x of e.entries) {
-        z[row[x.request_id]][e.step] = x.phase === "prefill" ? 2 : 3;
-        started[x.request_id] = started[x.request_id] ?? e.step;
-      }
-      for (const id of e.idle) z[row[id]][e.step] = 4;
-    }
-    for (const id of run.order) {
-      const end = started[id] ?? nSteps;
-      for (let t = run.queued[id]; t < end; t += 1) if (z[row[id]][t] === 0) z[row[id]][t] = 1;
-    }
-    // Waiting again after a preemption: between two scheduled steps with nothing in between.
-    return { z, nSteps };
-  }
 
   /** A step tick every 1, 2, 5 or 10 steps: about one label per 28 px of the chart's width. */
   function stepTick(nSteps) {
@@ -169,37 +163,54 @@ export function mount(root, config = {}) {
     requestAnimationFrame(() => { drawPending = false; draw(); });
   }
 
-  function draw() {
-    if (!Plotly || !s) return;
+  /** The step timeline's picture: each mode's whole Gantt, covered after the step shown with that step's column
+   * outlined, and the queues. The heatmaps are rebuilt only when steps arrive; scrubbing moves two shapes. */
+  function drawStep(step, index, steps) {
+    lanes.show(step);
+    if (!Plotly) return;
+    if (!figure || figure.steps !== steps || figure.n !== steps.length) figure = ganttFigure(steps);
+    const shapes = figure.panels.flatMap((p, i) => stepShapes(i < step.run ? p.last + 1 : i > step.run ? -1 : step.step, p.last,
+      `x${p.ax}`, `y${p.ax}`));
+    Plotly.react(gantt.chart, figure.traces, { ...figure.layout, shapes }, PLOT_CONFIG);
+    gantt.summary.textContent = figure.panels.filter((p, i) => i <= step.run).map((p, i) => {
+      const at = i === step.run ? step : p.final;
+      return `${p.mode}${i === step.run ? ` up to step ${step.step}` : ""}: ` + at.order.map((id, r) =>
+        `${id} waited ${at.waited[r]}${at.heldFor[r] ? `, held a finished slot ${at.heldFor[r]}` : ""}`).join("; ");
+    }).join(". ");
+  }
+
+  /** Every run's Gantt over all its steps so far, with the layout that stays while the student scrubs. */
+  function ganttFigure(steps) {
+    const finals = [];
+    for (const st of steps) finals[st.run] = st;
     const traces = [];
+    const panels = [];
     // Each panel: its request rows plus room for its tick labels; the title and colour key on top.
-    const panels = s.runs.reduce((h, run) => h + 24 * Math.max(3, run.order.length) + 60, 0);
-    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each step" }, height: 150 + Math.max(160, panels),
-      grid: { rows: Math.max(1, s.runs.length), columns: 1, pattern: "independent", ygap: 0.3 }, showlegend: false,
-      annotations: [] };
-    const lines = [];
-    s.runs.forEach((run, i) => {
-      const { z, nSteps } = matrix(run);
+    const height = finals.reduce((h, st) => h + 24 * Math.max(3, st.order.length) + 60, 0);
+    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each step" }, height: 150 + Math.max(160, height),
+      grid: { rows: Math.max(1, finals.length), columns: 1, pattern: "independent", ygap: 0.3 }, showlegend: false };
+    finals.forEach((final, i) => {
+      const { z, x, rows } = ganttUpTo(steps, i, steps.length - 1);
       const ax = i === 0 ? "" : String(i + 1);
-      traces.push({ type: "heatmap", z, x: [...Array(nSteps).keys()], y: run.order, zmin: 0, zmax: 4, colorscale: STATE_COLORS,
-        showscale: false, xgap: 1, ygap: 2, xaxis: `x${ax}`, yaxis: `y${ax}`,
-        text: z.map((r) => r.map((v) => STATES[v])), hovertemplate: `${run.mode}: %{y}, step %{x}: %{text}<extra></extra>` });
-      layout[`yaxis${ax}`] = { title: { text: run.mode }, autorange: "reversed" };
-      const last = i === s.runs.length - 1; // one "step" title, under the bottom panel
-      layout[`xaxis${ax}`] = { title: { text: last ? "step" : "" }, dtick: stepTick(nSteps) };
-      lines.push(`${run.mode}: ${nSteps} steps; ` + run.order.map((id) => {
-        const row = z[run.order.indexOf(id)];
-        const waited = row.filter((v) => v === 1).length;
-        const held = row.filter((v) => v === 4).length;
-        return `${id} waited ${waited}${held ? `, held a finished slot ${held}` : ""}`;
-      }).join("; "));
+      traces.push({ type: "heatmap", z, x, y: rows, zmin: 0, zmax: 4, colorscale: GANTT_COLORS, showscale: false, xgap: 1, ygap: 2,
+        xaxis: `x${ax}`, yaxis: `y${ax}`, text: z.map((r) => r.map((v) => CELL_NAMES[v])),
+        hovertemplate: `${final.mode}: %{y}, step %{x}: %{text}<extra></extra>` });
+      layout[`yaxis${ax}`] = { title: { text: final.mode }, autorange: "reversed" };
+      const bottom = i === finals.length - 1; // one "step" title, under the bottom panel
+      layout[`xaxis${ax}`] = { title: { text: bottom ? "step" : "" }, dtick: stepTick(x.length), range: [-0.5, x.length - 0.5] };
+      panels.push({ last: x.length - 1, ax, mode: final.mode, final });
     });
     // The colour key sits between the title and the plot, never on the x-axis ticks.
     layout.margin = { ...BASE_LAYOUT.margin, t: 84 };
-    layout.annotations.push({ text: "grey waiting · orange prefill · blue decode<br>pink finished but holding its slot", xref: "paper",
-      yref: "paper", x: 0, y: 1, yanchor: "bottom", yshift: 6, showarrow: false, xanchor: "left", align: "left", font: { size: 11 } });
-    Plotly.react(gantt.chart, traces, layout, PLOT_CONFIG);
-    gantt.summary.textContent = lines.join(". ");
+    layout.annotations = [{ text: "grey waiting · orange prefill · blue decode<br>pink finished but holding its slot · outlined: the step shown",
+      xref: "paper", yref: "paper", x: 0, y: 1, yanchor: "bottom", yshift: 6, showarrow: false, xanchor: "left", align: "left",
+      font: { size: 11 } }];
+    return { steps, n: steps.length, traces, layout, panels };
+  }
+
+  /** The batch occupancy per step, whole runs (the timeline's steps are outlined on the Gantt). */
+  function draw() {
+    if (!Plotly || !s) return;
     const occTraces = s.runs.map((run) => ({ x: run.steps.map((e) => e.step), y: run.steps.map((e) => e.entries.length),
       name: `${run.mode}: sequences computed`, mode: "lines+markers", line: { shape: "hv" } }));
     if (s.runs.length) {

@@ -2,12 +2,17 @@
 // tokens over time (throughput), a timeline per request (queueing, first token, decode), TTFT/TPOT/ITL
 // percentiles, goodput against your latency targets, and a table comparing your runs. Then both modes are timed in
 // alternating repeats (comparison.js): their medians and spreads, charted, with the forward passes that explain them.
+// A step timeline walks through the engine's forward passes: a Gantt of requests × passes drawn up to the pass
+// shown (its column outlined) and the scheduler's waiting / running / finished queues at that pass
+// (queue-steps.js, from `load_step`'s request ids).
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { fillForm } from "./restore-form.js";
 import { demoShell, intIn, numIn } from "./course-demo-kit.js";
 import { specParams } from "./spec-params.js";
 import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
+import { CELL, LoadQueues, ganttUpTo } from "./queue-steps.js";
+import { CELL_NAMES, GANTT_COLORS, queueLanes, stepShapes } from "./queue-lanes.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/serving_load.py), embedded in the page.
@@ -31,6 +36,11 @@ export function mount(root, config = {}) {
     el("thead", {}, el("tr", {}, ...["#", "Prompt", "TTFT", "TPOT", "Met both targets", "Output"].map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
   const runs = el("table", {}, el("caption", { text: "Your runs, for comparison" }),
     el("thead", {}, el("tr", {}, ...["Run", "Mode", "Requests × tokens", "Throughput (tokens/s)", "Goodput (req/s)", "TTFT p50", "TPOT p50", "Timed both ways: batched / sequential (medians)"].map((t) => el("th", { scope: "col", text: t })))), el("tbody"));
+  const passes = chartBlock("Gantt chart: one row per request, one column per forward pass, coloured by the request's state");
+  const queues = new LoadQueues();
+  const lanes = queueLanes("The scheduler's queues at the forward pass shown");
+  let shown = null; // [step, index, steps] last asked for: drawn again once Plotly has loaded
+  let figure = null; // the Gantt of the passes so far: {steps, n, traces, layout, z, rows, last} (passesFigure)
   let Plotly = null;
   let state = null;
   let runNo = 0;
@@ -44,7 +54,15 @@ export function mount(root, config = {}) {
         spacing_s: numberIn(spacing, "Seconds between arrivals", "spacing_s"), mode: mode.input.value,
         ttft_slo_s: numberIn(ttftSlo, "TTFT target", "ttft_slo_s"), tpot_slo_s: numberIn(tpotSlo, "TPOT target", "tpot_slo_s") };
     },
+    steps: {
+      fromEvent: (ev) => queues.fromEvent(ev),
+      draw(step, index, steps) { shown = [step, index, steps]; drawStep(step, index, steps); },
+    },
     onStart(params) {
+      queues.reset();
+      shown = null;
+      figure = null;
+      lanes.show(null);
       fillForm({ n_requests: nReq.input, max_new_tokens: newTok.input, spacing_s: spacing.input, mode: mode.input,
         ttft_slo_s: ttftSlo.input, tpot_slo_s: tpotSlo.input }, params); // a resumed run's own settings
       runNo += 1;
@@ -53,7 +71,11 @@ export function mount(root, config = {}) {
       clearComparison(Plotly, modes);
       requests.querySelector("tbody").replaceChildren();
       for (const k of ["mode", "throughput", "goodput", "ttft", "tpot", "itl", "wall"]) out.set(k, "–");
-      if (Plotly) { Plotly.react(tokens.chart, [], tokensLayout()); Plotly.react(timeline.chart, [], timelineLayout()); }
+      if (Plotly) {
+        Plotly.react(tokens.chart, [], tokensLayout());
+        Plotly.react(timeline.chart, [], timelineLayout());
+        Plotly.react(passes.chart, [], { ...BASE_LAYOUT, title: { text: "Who runs at each forward pass" } }, PLOT_CONFIG);
+      }
     },
     onEvent(ev) {
       cmp.onEvent(ev);
@@ -93,7 +115,8 @@ export function mount(root, config = {}) {
       }
     },
   });
-  shell.body.append(out.node, note, el("div", { class: "ilab-calc__charts" }, tokens.figure, timeline.figure), requests, runs,
+  shell.body.append(lanes.node, el("div", { class: "ilab-calc__charts" }, passes.figure), out.node, note,
+    el("div", { class: "ilab-calc__charts" }, tokens.figure, timeline.figure), requests, runs,
     el("div", { class: "ilab-calc__charts" }, modes.figure), cmp.node);
   shell.plotly.then((P) => {
     Plotly = P;
@@ -101,7 +124,34 @@ export function mount(root, config = {}) {
     Plotly.newPlot(tokens.chart, [], tokensLayout(), PLOT_CONFIG);
     Plotly.newPlot(timeline.chart, [], timelineLayout(), PLOT_CONFIG);
     if (state && state.comparison) drawComparison(Plotly, modes, state.comparison);
+    if (shown) drawStep(...shown);
   });
+
+  /** The step timeline's picture: the Gantt of every forward pass so far, covered after the pass shown with that
+   * pass's column outlined, and the queues. The heatmap is rebuilt only when passes arrive; scrubbing moves shapes. */
+  function drawStep(step, index, steps) {
+    lanes.show(step, (id) => `#${id}`);
+    if (!Plotly) return;
+    if (!figure || figure.steps !== steps || figure.n !== steps.length) figure = passesFigure(steps);
+    Plotly.react(passes.chart, figure.traces, { ...figure.layout, shapes: stepShapes(step.step, figure.last) }, PLOT_CONFIG);
+    passes.summary.textContent = `Up to pass ${step.step}: ` + figure.rows.map((id, r) => {
+      const row = figure.z[r].slice(0, step.step + 1);
+      return `#${id} waited ${row.filter((v) => v === CELL.waiting).length} passes, ran ${row.filter((v) => v === CELL.prefill || v === CELL.decode).length}`;
+    }).join("; ") + ".";
+  }
+
+  function passesFigure(steps) {
+    const { z, x, rows } = ganttUpTo(steps, undefined, steps.length - 1);
+    const traces = [{ type: "heatmap", z, x, y: rows.map((id) => `#${id}`), zmin: 0, zmax: 4, colorscale: GANTT_COLORS, showscale: false,
+      xgap: 1, ygap: 2, text: z.map((r) => r.map((v) => CELL_NAMES[v])), hovertemplate: "%{y}, pass %{x}: %{text}<extra></extra>" }];
+    const layout = { ...BASE_LAYOUT, title: { text: "Who runs at each forward pass" }, height: 150 + 26 * Math.max(3, rows.length),
+      margin: { ...BASE_LAYOUT.margin, t: 84 }, showlegend: false,
+      xaxis: { title: { text: "forward pass" }, range: [-0.5, x.length - 0.5], dtick: x.length > 40 ? 10 : x.length > 16 ? 5 : 1 },
+      yaxis: { title: { text: "request" }, autorange: "reversed" },
+      annotations: [{ text: "grey waiting · orange prefill · blue decode · outlined: the pass shown", xref: "paper", yref: "paper",
+        x: 0, y: 1, yanchor: "bottom", yshift: 6, showarrow: false, xanchor: "left", align: "left", font: { size: 11 } }] };
+    return { steps, n: steps.length, traces, layout, z, rows, last: x.length - 1 };
+  }
 
   function tokensLayout() {
     return { ...BASE_LAYOUT, title: { text: "Tokens generated over time" }, xaxis: { title: { text: "seconds since the first arrival" } },
