@@ -191,15 +191,11 @@ export function mount(root, config = {}) {
   let gridRun = null; // the run whose grid layout is on the chart (its layout changes only with the run)
 
   function gridLayout(run) {
-    // Lines between the layers, drawn above the cells: gaps between heatmap cells would make Plotly draw every cell
-    // on its own, several times slower to scrub.
-    const boundaries = Array.from({ length: run.nLayers + 1 }, (_, i) => i - 0.5);
     const axis = (domain, name) => ({ domain, range: [-0.5, run.nLayers - 0.5], title: { text: name }, zeroline: false,
-      fixedrange: true, tickmode: "array", tickvals: boundaries, ticktext: boundaries.map(() => ""), ticks: "",
-      showgrid: run.nLayers <= 64, gridcolor: "#fff", layer: "above traces" });
+      fixedrange: true, showticklabels: false, showgrid: false });
     return { ...BASE_LAYOUT, margin: { l: 60, r: 10, t: 56, b: 70 }, showlegend: false,
       title: { text: `KV cache: ${run.nLayers} layers × positions, K and V` }, plot_bgcolor: "#eef0f3",
-      xaxis: { range: [-0.5, run.capacity - 0.5], title: { text: "position (token)" }, tickangle: -60, zeroline: false,
+      xaxis: { anchor: "y2", range: [-0.5, run.capacity - 0.5], title: { text: "position (token)" }, tickangle: -60, zeroline: false,
         showgrid: false, fixedrange: true, tickmode: "array", tickvals: [], ticktext: [] },
       yaxis: axis([0.53, 1], `K (${run.nLayers} layers)`), yaxis2: axis([0, 0.47], "V") };
   }
@@ -216,7 +212,7 @@ export function mount(root, config = {}) {
     // Every cell of the run: which are shown as held, computed or not yet, is the overlays' job.
     const z = new Array(run.nLayers).fill(new Array(run.capacity).fill(1));
     const heat = (name, colors, yaxis) => ({ type: "heatmap", name, z, zmin: 1, zmax: 2, colorscale: steppedScale(colors),
-      showscale: false, yaxis, hovertemplate: `${name}, layer %{y}, position %{x}<extra></extra>` });
+      showscale: false, yaxis, ygap: 1, hovertemplate: `${name}, layer %{y}, position %{x}<extra></extra>` });
     const every = Math.max(1, Math.ceil(run.capacity / MAX_TICK_LABELS));
     const tickvals = [];
     for (let i = 0; i < last.written[1]; i += every) tickvals.push(i);
