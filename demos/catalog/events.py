@@ -32,6 +32,19 @@ class PrefillDecodeSummary(TraceEvent):
     weight_bytes: int  # weights every forward reads once
 
 
+@event("machine_roofs")
+class MachineRoofs(TraceEvent):
+    """This server's ceilings a run's forward passes are drawn against on a roofline: the memory bandwidth and
+    matmul rate its demo worker measured while idle (serverprofile.figures), or the recorded fallback before any
+    worker published one. Measured, not a datasheet's peak."""
+
+    label: str  # the machine, as the roofline calculator names it
+    bandwidth_bytes_per_s: float  # a 256 MiB copy: bytes read + written per second
+    peak_flops_per_s: float  # fp32 1024 × 1024 × 1024 matmul
+    note: str  # when and how it was measured
+    live: bool  # published by this server's worker; False: the recorded fallback
+
+
 @event("attention_compare")
 class AttentionCompare(TraceEvent):
     """Naive vs tiled attention on the real q/k/v of one layer for the student's prompt."""

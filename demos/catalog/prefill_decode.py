@@ -1,7 +1,8 @@
 """The prefill-vs-decode demo: time every forward of a real generation and summarize each phase.
 
-Streams the engine's own events (run_started, one `token` per forward, run_finished), then one
-`prefill_decode_summary` with TTFT, TPOT, inter-token latencies and achieved FLOP/s and bytes/s.
+Streams the engine's own events (run_started, one `token` per forward, run_finished), with this server's measured
+roofs (`machine_roofs`) right after run_started, then one `prefill_decode_summary` with TTFT, TPOT, inter-token
+latencies and achieved FLOP/s and bytes/s.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator
 from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
-from .events import PrefillDecodeSummary
+from .events import MachineRoofs, PrefillDecodeSummary
 
 MAX_PROMPT_TOKENS = 1024  # keeps one run within a few seconds on a 2-core CPU
 
@@ -20,6 +21,20 @@ def build_prompt_ids(engine, prompt: str, repeat: int) -> list[int]:
     """The prompt repeated `repeat` times (a longer prefill with the same text), capped for the CPU."""
     text = " ".join([prompt.strip()] * max(1, repeat))
     return engine.encode_prompt(text, chat=False)[:MAX_PROMPT_TOKENS]
+
+
+def server_roofs() -> MachineRoofs:
+    """The roofs the run's points are drawn against: the newest machine profile this server's demo worker measured
+    (serverprofile.figures.current), the same row the roofline calculator gets."""
+    from serverprofile import figures
+
+    try:
+        server = figures.current()
+    except RuntimeError:  # a process barred from the database (a test without one): the recorded figures
+        server = figures.recorded()
+    machine = server.machine()
+    return MachineRoofs(label=machine["label"], bandwidth_bytes_per_s=machine["bandwidth_gbps"] * 1e9,
+                        peak_flops_per_s=machine["peak_gflops"] * 1e9, note=machine["note"], live=server.live)
 
 
 def summarize(steps: list[TokenStep], weight_bytes: int) -> PrefillDecodeSummary:
@@ -58,7 +73,10 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
             steps.append(ev)
         elif isinstance(ev, RunFinished):
             finished = ev
-        yield ev.to_dict()
+        event = ev.to_dict()
+        yield event
+        if event["type"] == "run_started":
+            yield server_roofs().to_dict()
     if steps and finished is not None and finished.finish_reason != "cancelled":
         yield summarize(steps, engine.config.matmul_params() * engine.bytes_per_value).to_dict()
 

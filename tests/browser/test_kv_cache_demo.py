@@ -50,8 +50,13 @@ def test_kv_cache_demo_streams_tokens_and_charts(live_stack, browser_page):
     samples = page.evaluate("window.__samples")
     assert len({s["points"] for s in samples}) >= 4, samples
     kv = page.evaluate("""() => { const d = document.querySelector('.ilab-kv__kvchart').data;
-        return {traces: d.length, points: d[0].x.length, top: d.reduce((a, t) => a + t.y[t.y.length - 1], 0)}; }""")
-    assert kv["traces"] == 30 and kv["points"] == 8  # SmolLM2-135M: 30 layers, one point per token
+        const grid = document.querySelector('.ilab-kv__grid').data;
+        const empty = document.querySelector('.ilab-kv__empty').dataset;
+        return {halves: grid.length, rows: grid[0].z.length, empty: Number(empty.x1) - Number(empty.x0),
+                points: d[0].x.length, top: d[0].y[d[0].y.length - 1]}; }""")
+    # SmolLM2-135M: 30 layers of K and of V; the last forward shown: every position that gets K/V has them.
+    assert kv["halves"] == 2 and kv["rows"] == 30 and kv["points"] == 8  # one point per forward
+    assert kv["empty"] == 0
     assert kv["top"] > 0
     assert page.locator('[data-metric="ttft"]').inner_text().endswith("ms")
     assert page.locator('[data-metric="perToken"]').inner_text() != "–"
@@ -197,7 +202,7 @@ def test_real_server_answers_hostile_frames_and_stays_up(live_stack, browser_pag
 @pytest.mark.django_db(transaction=True)
 def test_kv_cache_lesson_page_runs_its_embedded_demo(live_stack, browser_page):
     """The lesson itself (not the standalone demo page): its embedded demo runs on the worker and the
-    tokens and the per-layer KV chart appear inside the lesson."""
+    tokens and the layers × positions KV grid appear inside the lesson."""
     from django.core.management import call_command
 
     call_command("loadcourse", verbosity=0)
@@ -211,5 +216,5 @@ def test_kv_cache_lesson_page_runs_its_embedded_demo(live_stack, browser_page):
                            timeout=90_000)
     assert demo.get_attribute("data-state") == "done", demo.locator(".ilab-calc__status").inner_text()
     assert demo.locator(".ilab-kv__text .t").count() == 6
-    assert page.evaluate("document.querySelector('.ilab-demo .ilab-kv__kvchart').data.length") == 30
+    assert page.evaluate("document.querySelector('.ilab-demo .ilab-kv__grid').data[0].z.length") == 30  # layers
     assert not page.errors, page.errors

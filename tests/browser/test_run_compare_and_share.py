@@ -64,7 +64,7 @@ def test_two_runs_overlay_with_a_legend_naming_the_change_and_a_share_link_redra
     page.goto(share_url)
     wait_shared(page)
     assert "".join(page.locator(".ilab-kv__text .t").all_inner_texts()) == generated
-    assert page.evaluate("document.querySelector('.ilab-kv__kvchart').data.length") == 30
+    assert page.evaluate("document.querySelector('.ilab-kv__grid').data[0].z.length") == 30  # layers
     assert page.get_by_role("button", name="Run", exact=True).is_disabled()
     assert page.get_by_test_id("run-provenance").inner_text().startswith("Shared run (read-only, nothing runs): measured 20")
     assert "cpu" in page.get_by_test_id("shared-run-note").inner_text()

@@ -42,7 +42,9 @@ def test_prefill_decode_run_streams_valid_events(engine):
     for ev in events:
         validate_event(ev)
     kinds = [e["type"] for e in events]
-    assert kinds == ["run_started", "token", "token", "token", "run_finished", "prefill_decode_summary"]
+    assert kinds == ["run_started", "machine_roofs", "token", "token", "token", "run_finished", "prefill_decode_summary"]
+    roofs = events[1]  # this server's measured ceilings (the recorded fallback here: no worker published any)
+    assert roofs["bandwidth_bytes_per_s"] > 0 and roofs["peak_flops_per_s"] > 0 and roofs["live"] is False
     summary = events[-1]
     assert summary["n_prompt_tokens"] == len(events[0]["prompt_token_ids"])
     assert summary["prefill_intensity"] > 5 * summary["decode_intensity"]  # prefill reuses each weight per token

@@ -1,6 +1,8 @@
-// The KV-cache demo: generate with the real engine, watch tokens arrive one by one, the KV cache
-// grow (bytes per token, stacked per layer) and the time per step. Running again without the cache
-// overlays its climbing per-step cost on the same chart. Every number shown comes from the trace.
+// The KV-cache demo: generate with the real engine, watch tokens arrive one by one and the KV cache fill as a
+// layers × positions grid of K and V, one column per token (the prompt's columns at once in the prefill), beside
+// what the cache holds against what a cache-less run recomputes, and the time per step. Its step timeline replays
+// the run forward by forward (kv-cache-steps.js turns the events into steps). Running again without the cache
+// overlays its climbing per-step cost on the time chart. Every number shown comes from the trace.
 // The form, Run/Stop, status line, resume after a reload, replay, share link and runs comparison are the
 // shared demo shell's (course-demo-kit.js); this module supplies the fields and draws the events.
 //
@@ -13,16 +15,29 @@ import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
 import { comparisonBlock } from "./comparison.js";
 import { bytesTicks, formatBytes } from "../units.js";
+import { gridRow, kvSteps } from "./kv-cache-steps.js";
 
 const STYLE_ID = "ilab-kv-cache-style";
 const MAX_TIME_TRACES = 4;
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+// Grid cells: [held in the cache, computed by this forward]; K in blues, V in oranges.
+const K_COLORS = ["#93c5fd", "#1d4ed8"];
+const V_COLORS = ["#fdba74", "#c2410c"];
+const MAX_TICK_LABELS = 32;
+/** A token on the position axis: newlines visible, at most 10 characters. */
+const tokenLabel = (text) => String(text).replace(/\n/g, "↵").slice(0, 10);
+const steppedScale = ([held, fresh]) => [[0, held], [0.5, held], [0.5, fresh], [1, fresh]];
 
 const CSS = `
 .ilab-kv__text { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; background: #f6f8fa; padding: .6rem; border-radius: 6px; min-height: 2.5em; }
 .ilab-kv__text .p { color: #666; }
 .ilab-kv__text .t { background: #dbeafe; border-radius: 2px; }
 .ilab-kv__text .t.new { background: #93c5fd; }
+.ilab-kv__text .t.cur { outline: 2px solid #1d4ed8; }
+.ilab-kv__overlaid { position: relative; }
+.ilab-kv__box { position: absolute; left: 0; top: 0; width: 0; height: 0; pointer-events: none; }
+.ilab-kv__key { font-size: .8rem; color: #444; margin: .2rem 0 0; }
+.ilab-kv__key span { display: inline-block; width: .8em; height: .8em; vertical-align: -.1em; margin: 0 .2em 0 .6em; }
 .ilab-kv__metrics { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(150px, 100%), 1fr)); gap: .4rem; margin: .6rem 0; }
 .ilab-kv__metrics div { background: #f6f8fa; border-radius: 6px; padding: .35rem .5rem; }
 .ilab-kv__metrics dt { font-size: .75rem; color: #555; }
@@ -42,6 +57,36 @@ function injectOwnStyle() {
 const METRICS = [["device", "Device · dtype"], ["layers", "Layers"], ["perToken", "KV bytes per token"],
   ["kvTotal", "KV cache now"], ["tokens", "Tokens (prompt + new)"], ["ttft", "Time to first token"],
   ["tpot", "Time per output token"], ["tps", "Decode tokens/s"], ["lastStep", "Last step"]];
+
+/** Boxes laid over a Plotly chart's plot area, spanning data x from x0 to x1 (the full plot height; `below` also
+ * covers the x tick labels under it). `node` holds the chart and its boxes; `place(name, x0, x1)` moves one and
+ * records the span in its data-x0 / data-x1 (what tests read). */
+function overlays(gd, boxes) {
+  const node = el("div", { class: "ilab-kv__overlaid" }, gd);
+  const made = {};
+  for (const [name, { cls, style, below }] of Object.entries(boxes)) {
+    made[name] = { box: el("div", { class: `ilab-kv__box ${cls}`, style, "aria-hidden": "true" }), below };
+    node.append(made[name].box);
+  }
+  function place(name, x0, x1) {
+    const { box, below } = made[name];
+    box.dataset.x0 = String(x0);
+    box.dataset.x1 = String(x1);
+    const full = gd._fullLayout;
+    if (!full || !full.xaxis || !full._size) return;
+    const ax = full.xaxis;
+    const size = full._size;
+    const [lo, hi] = ax.range;
+    const left = ax.l2p(Math.max(lo, Math.min(hi, x0)));
+    const width = Math.max(0, ax.l2p(Math.max(lo, Math.min(hi, x1))) - left);
+    const top = below ? size.t + size.h + 1 : size.t;
+    const height = below ? Math.max(0, size.b - 22) : size.h;
+    box.style.transform = `translate(${size.l + left}px, ${top}px)`;
+    box.style.width = `${width}px`;
+    box.style.height = `${height}px`;
+  }
+  return { node, place };
+}
 
 export function mount(root, config = {}) {
   injectOwnStyle();
@@ -74,8 +119,22 @@ export function mount(root, config = {}) {
     metricCells[key] = dd;
   }
   const setMetric = (k, v) => { metricCells[k].textContent = v; };
+  const grid = el("div", { class: "ilab-kv__chart ilab-kv__grid", role: "img",
+    "aria-label": "The KV cache as a grid: one row per layer for K and for V, one column per token position" });
+  const key = el("p", { class: "ilab-kv__key" }, el("span", { style: `background:${K_COLORS[1]}` }), "computed by this forward",
+    el("span", { style: `background:${K_COLORS[0]}` }), "held in the cache, read by it",
+    el("span", { style: "background:#eef0f3;border:1px solid #ccc" }), "no K/V yet (K blue, V orange)");
   const kvChart = el("div", { class: "ilab-kv__chart ilab-kv__kvchart", role: "img",
-    "aria-label": "KV-cache bytes after each token, stacked per layer" });
+    "aria-label": "Bytes of K and V computed so far: once with the cache, again at every step without it" });
+  const gridOverlay = overlays(grid, {
+    fresh: { cls: "ilab-kv__fresh", style: "background:rgba(15,23,42,.45)" },
+    empty: { cls: "ilab-kv__empty", style: "background:#eef0f3" },
+    emptyLabels: { cls: "ilab-kv__empty-labels", style: "background:#fff", below: true },
+  });
+  const bytesOverlay = overlays(kvChart, {
+    later: { cls: "ilab-kv__later", style: "background:rgba(255,255,255,.8)" },
+    now: { cls: "ilab-kv__now", style: "background:#111;min-width:2px" },
+  });
   const timeChart = el("div", { class: "ilab-kv__chart ilab-kv__timechart", role: "img",
     "aria-label": "Time per step in milliseconds" });
   // One decode step with and without the cache, timed in alternating repeats at the end of every run (comparison.js).
@@ -83,7 +142,7 @@ export function mount(root, config = {}) {
 
   // --- state and charts -------------------------------------------------------------------------
   let Plotly = null;
-  let current = null; // this run: {number, useCache, generated, nPrompt, nLayers, timeTrace, ticks}
+  let current = null; // this run: {number, useCache, generated, nPrompt, nLayers, timeTrace}
   let runCount = 0;
   let timeTraces = 0;
 
@@ -97,20 +156,6 @@ export function mount(root, config = {}) {
     setMetric("tokens", `${c.nPrompt} + 0`);
     textBox.replaceChildren(el("span", { class: "p", text: ev.prompt_tokens.join("") }));
     if (!Plotly) return;
-    // One stacked trace per layer; the cache-less run stores nothing (flat zero). Its axis reads in the binary
-    // unit of the cache so far, as the cards do ("450 KiB" on a card is 450 KiB on the axis), rescaled as it grows.
-    c.ticks = "";
-    const traces = [];
-    for (let i = 0; i < ev.n_layers; i += 1) {
-      const hue = Math.round((i / ev.n_layers) * 260);
-      traces.push({ x: [], y: [], name: `layer ${i}`, type: "scatter", mode: "lines", stackgroup: "kv",
-        line: { width: 0.5, color: `hsl(${hue},65%,45%)` },
-        text: [], hovertemplate: `layer ${i}: %{text}<extra></extra>` });
-    }
-    const note = c.useCache ? [] : [{ text: "Cache off: nothing kept;<br>K and V recomputed every step",
-      xref: "paper", yref: "paper", x: 0.5, y: 0.6, showarrow: false, font: { size: 13, color: "#b00020" } }];
-    Plotly.react(kvChart, traces, { ...kvChart.layout, annotations: note,
-      title: { text: `KV cache size, stacked by layer (${ev.n_layers})` } });
     if (timeTraces >= MAX_TIME_TRACES) { Plotly.deleteTraces(timeChart, 0); timeTraces -= 1; }
     Plotly.addTraces(timeChart, { x: [], y: [], type: "scatter", mode: "lines+markers",
       name: `run ${c.number}: cache ${c.useCache ? "on" : "off"}`, line: { color: COLORS[(c.number - 1) % COLORS.length] },
@@ -124,22 +169,13 @@ export function mount(root, config = {}) {
     c.generated += 1;
     const prev = textBox.querySelector(".t.new");
     if (prev) prev.classList.remove("new");
-    textBox.append(el("span", { class: "t new", text: ev.text, title: `token ${ev.token_id} at position ${ev.position}` }));
+    textBox.append(el("span", { class: "t new", text: ev.text, title: `token ${ev.token_id} at position ${ev.position}`,
+      "data-step": String(ev.step) }));
     setMetric("kvTotal", formatBytes(ev.kv_bytes_total));
     setMetric("tokens", `${c.nPrompt} + ${c.generated}`);
     setMetric("lastStep", `${fmtMs(ev.step_time_s)} (${ev.phase}, ${ev.n_input_tokens ?? "?"} in)`);
     if (ev.step === 0) setMetric("ttft", fmtMs(ev.step_time_s));
     if (!Plotly) return;
-    const layers = ev.kv_bytes_per_layer || [];
-    const idx = layers.map((_, i) => i);
-    // What each layer's cache holds after this token; stacked, the top is kv_bytes_total.
-    Plotly.extendTraces(kvChart, { x: layers.map(() => [ev.position]), y: layers.map((b) => [b]),
-      text: layers.map((b) => [formatBytes(b)]) }, idx);
-    const ticks = bytesTicks(ev.kv_bytes_total * 1.05);
-    if (ev.kv_bytes_total > 0 && JSON.stringify(ticks.tickvals) !== c.ticks) {
-      c.ticks = JSON.stringify(ticks.tickvals);
-      Plotly.relayout(kvChart, Object.fromEntries(Object.entries(ticks).map(([k, v]) => [`yaxis.${k}`, v])));
-    }
     Plotly.extendTraces(timeChart, { x: [[ev.step]], y: [[ev.step_time_s * 1000]] }, [c.timeTrace]);
   }
 
@@ -150,8 +186,83 @@ export function mount(root, config = {}) {
     setMetric("kvTotal", formatBytes(ev.kv_bytes));
   }
 
+  // --- the step timeline: one step per forward pass (kv-cache-steps.js), drawn on the grid and the bytes chart ---
+  let fromEvent = kvSteps();
+  let gridRun = null; // the run whose grid layout is on the chart (its layout changes only with the run)
+
+  function gridLayout(run) {
+    const axis = (domain, name) => ({ domain, range: [-0.5, run.nLayers - 0.5], title: { text: name }, zeroline: false,
+      fixedrange: true, showticklabels: false, showgrid: false });
+    return { ...BASE_LAYOUT, margin: { l: 60, r: 10, t: 56, b: 70 }, showlegend: false,
+      title: { text: `KV cache: ${run.nLayers} layers × positions, K and V` }, plot_bgcolor: "#eef0f3",
+      xaxis: { anchor: "y2", range: [-0.5, run.capacity - 0.5], title: { text: "position (token)" }, tickangle: -60, zeroline: false,
+        showgrid: false, fixedrange: true, tickmode: "array", tickvals: [], ticktext: [] },
+      yaxis: axis([0.53, 1], `K (${run.nLayers} layers)`), yaxis2: axis([0, 0.47], "V") };
+  }
+
+  // Scrubbing redraws nothing in Plotly: each chart is drawn once per run (and again as a live run's steps arrive)
+  // with the whole run, and the step shown is a few boxes laid over it (overlays below): what is not computed yet
+  // masked, this forward's columns darkened, the bytes chart's later steps veiled. Moving a box costs a style change,
+  // where a Plotly redraw of the grid costs tens of milliseconds on a busy 2-core machine.
+  let drawnSteps = null; // the steps array and its length the charts were last drawn with
+
+  function drawRun(steps) {
+    const last = steps[steps.length - 1];
+    const run = last.run;
+    // Every cell of the run: which are shown as held, computed or not yet, is the overlays' job.
+    const z = new Array(run.nLayers).fill(new Array(run.capacity).fill(1));
+    const heat = (name, colors, yaxis) => ({ type: "heatmap", name, z, zmin: 1, zmax: 2, colorscale: steppedScale(colors),
+      showscale: false, yaxis, ygap: 1, hovertemplate: `${name}, layer %{y}, position %{x}<extra></extra>` });
+    const every = Math.max(1, Math.ceil(run.capacity / MAX_TICK_LABELS));
+    const tickvals = [];
+    for (let i = 0; i < last.written[1]; i += every) tickvals.push(i);
+    const layout = run === gridRun ? grid.layout : gridLayout(run);
+    gridRun = run;
+    Plotly.react(grid, [heat("K", K_COLORS, "y"), heat("V", V_COLORS, "y2")], { ...layout,
+      xaxis: { ...layout.xaxis, tickvals, ticktext: tickvals.map((i) => tokenLabel(run.tokens[i])) } });
+
+    // Fixed axes for the whole run; ticks in the cards' binary unit.
+    const top = last.withoutCacheBytes * 1.05;
+    const x = steps.map((st) => st.step);
+    const line = (name, color, key, dash) => ({ type: "scatter", mode: "lines+markers", name, x, y: steps.map((st) => st[key]),
+      line: { color, dash }, marker: { size: 5, color }, text: steps.map((st) => formatBytes(st[key])),
+      hovertemplate: `${name}, step %{x}: %{text}<extra></extra>` });
+    const maxStep = Math.max(run.capacity - run.nPrompt, last.step);
+    Plotly.react(kvChart, [line("with the cache: computed once = held", "#1d4ed8", "withCacheBytes"),
+      line("without the cache: recomputed every step", "#b00020", "withoutCacheBytes", "dot")], {
+      ...kvChart.layout, title: { text: "K/V computed so far: once with the cache, every step again without" },
+      xaxis: { ...kvChart.layout.xaxis, range: [-0.5, maxStep + 0.5] },
+      yaxis: { ...kvChart.layout.yaxis, range: [0, top], autorange: false, ...bytesTicks(top) } });
+    drawnSteps = { steps, n: steps.length };
+  }
+
+  let shown = null; // the step the overlays show
+  function placeOverlays() {
+    if (!shown) return;
+    const [from, to] = shown.written;
+    const cap = shown.run.capacity;
+    gridOverlay.place("fresh", from - 0.5, to - 0.5);
+    gridOverlay.place("empty", to - 0.5, cap - 0.5);
+    gridOverlay.place("emptyLabels", to - 0.5, cap - 0.5);
+    const end = kvChart._fullLayout ? kvChart._fullLayout.xaxis.range[1] : shown.step + 1;
+    bytesOverlay.place("later", shown.step + 0.5, end);
+    bytesOverlay.place("now", shown.step - 0.02, shown.step + 0.02);
+  }
+
+  function drawStep(step, index, steps) {
+    const cur = textBox.querySelector(".t.cur");
+    if (cur) cur.classList.remove("cur");
+    const made = textBox.querySelector(`.t[data-step="${step.step}"]`);
+    if (made) made.classList.add("cur");
+    shown = step;
+    if (!Plotly) return;
+    if (!drawnSteps || drawnSteps.steps !== steps || drawnSteps.n !== steps.length) drawRun(steps);
+    placeOverlays();
+  }
+
   const shell = demoShell(root, config, {
     title: "KV cache demo",
+    steps: { fromEvent: (ev) => fromEvent(ev), draw: drawStep },
     fields: [preset.label, maxNew.label, useCache.label, prompt.label],
     getParams() {
       if (!prompt.input.value.trim()) { prompt.input.focus(); throw new Error("Enter a prompt first."); }
@@ -166,6 +277,7 @@ export function mount(root, config = {}) {
       current = { number: runCount, useCache: params.use_cache !== false, generated: 0, nPrompt: 0 };
       for (const k of ["ttft", "tpot", "tps", "kvTotal", "lastStep"]) setMetric(k, "–");
       cmp.reset();
+      fromEvent = kvSteps();
     },
     onEvent(ev) {
       cmp.onEvent(ev);
@@ -182,17 +294,25 @@ export function mount(root, config = {}) {
       shell.setStatus(`${how}: ${n} tokens${s.finish_reason ? ` (${s.finish_reason})` : ""}.${replayed}`);
     },
   });
-  shell.body.append(textBox, metrics, el("div", { class: "ilab-kv__charts" }, kvChart, timeChart), cmp.node);
+  shell.body.append(textBox, metrics, el("div", { class: "ilab-kv__charts" }, el("div", {}, gridOverlay.node, key),
+    bytesOverlay.node, timeChart), cmp.node);
 
   shell.plotly.then((P) => {
     if (!P) return;
     Plotly = P;
     const base = { ...BASE_LAYOUT, margin: { l: 60, r: 10, t: 56, b: 45 } };
+    Plotly.newPlot(grid, [], { ...base, title: { text: "KV cache: layers × positions, K and V" },
+      xaxis: { title: { text: "position (token)" } }, yaxis: { title: { text: "layer" } } }, PLOT_CONFIG);
     Plotly.newPlot(kvChart, [], {
-      ...base, title: { text: "KV cache size, stacked by layer" },
-      xaxis: { title: { text: "token position" } }, yaxis: { title: { text: "KV cache" }, rangemode: "tozero" },
-      showlegend: false,
+      ...base, title: { text: "K/V computed so far" },
+      xaxis: { title: { text: "step (0 = prefill)" } }, yaxis: { title: { text: "K and V" }, rangemode: "tozero" },
+      legend: { orientation: "h", y: -0.25 },
     }, PLOT_CONFIG);
+    // The overlays follow the plot area when Plotly redraws (a resize, a new run).
+    for (const gd of [grid, kvChart]) gd.on("plotly_afterplot", placeOverlays);
+    // A run that arrived before Plotly: draw the step the timeline shows.
+    const tl = shell.timeline;
+    if (tl && tl.log.current) drawStep(tl.log.current, tl.log.index, tl.log.steps);
     Plotly.newPlot(timeChart, [], {
       ...base, title: { text: "Time per step" },
       xaxis: { title: { text: "step (0 = prefill)" } }, yaxis: { title: { text: "ms" }, rangemode: "tozero" },

@@ -1,14 +1,18 @@
 // Prefill vs decode, timed on the real model: one bar per forward pass (step 0 is the prefill over the
 // whole prompt), the cost per token of each phase, and the achieved FLOP/s and bytes/s. Every number comes
-// from the run's trace. Publishes `ilab:measured` so a roofline calculator on the page can plot the run.
+// from the run's trace. Its step timeline walks the forward passes on a roofline: each pass a point (FLOP per byte,
+// achieved FLOP/s) under the memory and compute roofs this server's worker measured (the run's `machine_roofs`),
+// the step's point lit and the caption saying which roof bounds it and by how much (roofline-steps.js).
+// Publishes `ilab:measured` so a roofline calculator on the page can plot the run.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, fixed } from "../calculators/ui.js";
-import { formatDecimal } from "../calculators/formulas.js";
+import { attainableFlops, formatDecimal } from "../calculators/formulas.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { prefillNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
-import { formatBytes } from "../units.js";
+import { formatBytes, logTicks } from "../units.js";
+import { rooflineSteps } from "./roofline-steps.js";
 
 const PREFILL = "#d62728";
 const DECODE = "#1f77b4";
@@ -27,13 +31,57 @@ export function mount(root, config = {}) {
   "Measured on this run");
   const steps = chartBlock("Bar chart: milliseconds for each forward pass; the first bar is the prefill");
   const perToken = chartBlock("Bar chart: milliseconds per token processed, prefill against decode");
+  const roofline = chartBlock("Log-log roofline: each forward pass of this run as a point (FLOPs per byte, achieved FLOP per " +
+    "second) under this server's measured memory-bandwidth and compute roofs; the timeline's step is lit");
   const rates = chartBlock("Chart: achieved gigabytes per second (bars) and gigaFLOP per second (line) for each forward pass");
   const why = whyNote();
   let Plotly = null;
   let state = null;
+  let fromEvent = rooflineSteps();
+
+  /** The roofline at one step: the roofs, every pass up to this one (prefill red, decode blue), this one lit. */
+  function drawRoofline(p) {
+    roofline.chart.dataset.step = String(p.index);
+    if (!Plotly) return;
+    const shown = p.points.slice(0, p.index + 1);
+    const xs = p.points.map((q) => q.intensity);
+    const ys = p.points.map((q) => q.flopsPerS);
+    let lo = Math.min(...xs) / 3;
+    let hi = Math.max(...xs) * 3;
+    const traces = [];
+    if (p.roofs) {
+      const { bandwidth, peak } = p.roofs;
+      const ridge = peak / bandwidth;
+      lo = Math.min(lo, ridge / 10);
+      hi = Math.max(hi, ridge * 10);
+      const rx = [lo, ridge, hi];
+      traces.push({ type: "scatter", mode: "lines", name: `roofs: ${formatDecimal(bandwidth, "B/s")}, ${formatDecimal(peak, "FLOP/s")}`,
+        x: rx, y: rx.map((x) => attainableFlops(x, peak, bandwidth)), line: { color: "#444", width: 2 },
+        hovertemplate: "roof: %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte<extra></extra>" });
+      ys.push(peak, lo * bandwidth);
+    }
+    const passes = (phase, name, color, symbol) => {
+      const pts = shown.filter((q) => q.phase === phase);
+      return { type: "scatter", mode: "markers", name, x: pts.map((q) => q.intensity), y: pts.map((q) => q.flopsPerS),
+        customdata: pts.map((q) => q.step), marker: { color, symbol, size: 8, opacity: 0.55 },
+        hovertemplate: "step %{customdata}: %{x:.3g} FLOP/byte, %{y:.3s}FLOP/s<extra></extra>" };
+    };
+    traces.push(passes("prefill", "prefill", PREFILL, "diamond"), passes("decode", "decode steps", DECODE, "circle"));
+    traces.push({ type: "scatter", mode: "markers", name: "this step", x: [p.intensity], y: [p.flopsPerS],
+      marker: { color: p.phase === "prefill" ? PREFILL : DECODE, size: 16, symbol: p.phase === "prefill" ? "diamond" : "circle",
+        line: { color: "#000", width: 2 } }, hoverinfo: "skip" });
+    const yLo = Math.min(...ys) / 2;
+    const yHi = Math.max(...ys) * 2;
+    Plotly.react(roofline.chart, traces, { ...BASE_LAYOUT, datarevision: p.index,
+      title: { text: p.roofs ? "This run on this server's roofline" : "This run's passes (no measured roofs)" },
+      xaxis: { title: { text: "FLOPs per byte moved" }, type: "log", range: [Math.log10(lo), Math.log10(hi)], ...logTicks(lo, hi) },
+      yaxis: { title: { text: "achieved FLOP/s" }, type: "log", range: [Math.log10(yLo), Math.log10(yHi)], ...logTicks(yLo, yHi) },
+      legend: { orientation: "h", y: -0.3 }, margin: { ...BASE_LAYOUT.margin, b: 90 } });
+  }
 
   const shell = demoShell(root, config, {
     title: "Prefill vs decode",
+    steps: { fromEvent: (ev) => fromEvent(ev), draw: drawRoofline },
     fields: [prompt.label, repeat.label, newTokens.label],
     getParams() {
       if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");
@@ -43,6 +91,7 @@ export function mount(root, config = {}) {
     onStart(params) {
       fillForm({ prompt: prompt.input, repeat_prompt: repeat.input, max_new_tokens: newTokens.input }, params);
       state = { x: [], y: [], colors: [], gbps: [], gflops: [], nPrompt: 0 };
+      fromEvent = rooflineSteps();
       text.replaceChildren();
       for (const k of ["prompt", "ttft", "tpot", "itl", "prefillRate", "decodeRate", "prefillFlops", "decodeBw", "intensity"]) out.set(k, "–");
       steps.summary.textContent = "";
@@ -77,13 +126,19 @@ export function mount(root, config = {}) {
       }
     },
   });
-  shell.body.append(text, out.node, why, el("div", { class: "ilab-calc__charts" }, steps.figure, perToken.figure, rates.figure));
+  shell.body.append(text, out.node, why, el("div", { class: "ilab-calc__charts" }, roofline.figure, steps.figure, perToken.figure,
+    rates.figure));
   shell.plotly.then((P) => {
     Plotly = P;
     if (!Plotly) return;
     Plotly.newPlot(steps.chart, [], stepLayout(), PLOT_CONFIG);
     Plotly.newPlot(perToken.chart, [], perTokenLayout(), PLOT_CONFIG);
     Plotly.newPlot(rates.chart, [], ratesLayout(), PLOT_CONFIG);
+    Plotly.newPlot(roofline.chart, [], { ...BASE_LAYOUT, title: { text: "This run on this server's roofline" },
+      xaxis: { title: { text: "FLOPs per byte moved" }, type: "log" }, yaxis: { title: { text: "achieved FLOP/s" }, type: "log" } },
+    PLOT_CONFIG);
+    const tl = shell.timeline; // a run that arrived before Plotly: draw the step the timeline shows
+    if (tl && tl.log.current) drawRoofline(tl.log.current);
   });
 
   /** Bars per phase, one trace each, so every legend swatch is the colour of its bars; the FLOP/s line. */

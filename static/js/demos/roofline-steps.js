@@ -1,0 +1,58 @@
+// The prefill-vs-decode run as points on this server's roofline, one step per forward pass, without the page:
+// tested under node (tests/js/roofline-steps.test.mjs). The roofs come from the run's `machine_roofs` event (the
+// bandwidth and matmul rate the demo worker measured while idle); each `token` event is one forward with its FLOPs,
+// bytes and time. The roof formulas are the roofline calculator's (calculators/formulas.js).
+//
+//   const fromEvent = rooflineSteps();  // one per run
+//   fromEvent(ev) → {caption, index, phase, nInput, intensity, flopsPerS, bytesPerS, bound, roofs, points} | null
+//
+// `points` is the run's list of points so far (shared by its steps); a step is its `index` in it.
+import { attainableFlops, formatDecimal, ridgePoint } from "../calculators/formulas.js";
+
+const sig = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toPrecision(2));
+
+/** What bounds a point of `intensity` FLOP/byte achieving `flopsPerS` under `roofs` ({bandwidth, peak}, per s):
+ * the roof there (min(peak, intensity × bandwidth)), which roof it is, the ridge and how far below the roof it ran. */
+export function boundOf(intensity, flopsPerS, roofs) {
+  const ridge = ridgePoint(roofs.peak, roofs.bandwidth);
+  const roof = attainableFlops(intensity, roofs.peak, roofs.bandwidth);
+  return { by: intensity < ridge ? "memory" : "compute", ridge, roof, below: roof / flopsPerS };
+}
+
+function caption(p, roofs) {
+  const what = p.phase === "prefill" ? `Prefill (${p.nInput} tokens in one pass)` : `Decode step ${p.step} (1 token)`;
+  const at = `${what}: ${sig(p.intensity)} FLOP/byte, ${formatDecimal(p.flopsPerS, "FLOP/s")} achieved`;
+  if (!roofs) return `${at}. This run carries no measured roofs of its server.`;
+  const b = p.bound;
+  const side = b.by === "memory" ? "left" : "right";
+  const roof = b.by === "memory"
+    ? `memory bandwidth bounds it: the roof there is ${formatDecimal(b.roof, "FLOP/s")} ` +
+      `(${formatDecimal(roofs.bandwidth, "B/s")} × ${sig(p.intensity)} FLOP/byte); it moved ${formatDecimal(p.bytesPerS, "B/s")}`
+    : `compute bounds it: the roof there is the measured ${formatDecimal(roofs.peak, "FLOP/s")}`;
+  return `${at}, ${side} of the ridge (${sig(b.ridge)} FLOP/byte), so ${roof}, ${sig(b.below)}× what it achieved.`;
+}
+
+/** A step maker for one run. */
+export function rooflineSteps() {
+  let roofs = null;
+  let points = [];
+  return function fromEvent(ev) {
+    if (ev.type === "run_started") {
+      points = [];
+      return null;
+    }
+    if (ev.type === "machine_roofs") {
+      roofs = { bandwidth: ev.bandwidth_bytes_per_s, peak: ev.peak_flops_per_s, label: ev.label, note: ev.note };
+      return null;
+    }
+    if (ev.type !== "token" || !(ev.bytes_moved > 0) || !(ev.step_time_s > 0)) return null;
+    const intensity = ev.flops / ev.bytes_moved;
+    const flopsPerS = ev.flops / ev.step_time_s;
+    const p = { index: points.length, step: ev.step, phase: ev.phase, nInput: ev.n_input_tokens, intensity, flopsPerS,
+      bytesPerS: ev.bytes_moved / ev.step_time_s, roofs, points };
+    p.bound = roofs ? boundOf(intensity, flopsPerS, roofs) : null;
+    p.caption = caption(p, roofs);
+    points.push(p);
+    return p;
+  };
+}
