@@ -19,6 +19,8 @@ const CSS = `
 .ilab-paged__table span { display: inline-block; margin: 0 .35rem .1rem 0; padding: 0 .2rem; border-radius: 3px; }
 .ilab-paged__table span[data-op=allocated] { outline: 2px solid #111; font-weight: bold; }
 .ilab-paged__table span[data-op=shared] { outline: 2px solid #d97706; font-weight: bold; }
+.ilab-paged__slots { position: relative; }
+.ilab-paged__now { position: absolute; width: 0; border-left: 2px dotted #6b7280; pointer-events: none; }
 `;
 
 function injectPagedStyle() {
@@ -47,11 +49,17 @@ export function mount(root, config = {}) {
   const tables = el("table", {}, el("caption", { text: "Block tables: logical block → physical block, per request" }),
     el("thead", {}, el("tr", {}, ...["Request", "Tokens stored", "Block table", "Output so far"].map((t) => el("th", { scope: "col", text: t })))),
     el("tbody"));
+  // This step on the slot chart: a line laid over the plot, moved without redrawing the chart while scrubbing.
+  const now = el("div", { class: "ilab-paged__now", "data-testid": "slots-now", hidden: true });
+  waste.figure.classList.add("ilab-paged__slots");
+  waste.figure.append(now);
   const log = el("p", { class: "ilab-calc__summary", "aria-live": "polite" });
   const why = whyNote();
 
   let Plotly = null;
   let s = null; // the run so far: its stepper (paged-steps.js) and the figures the end of run reports
+  let gridFrame = { nb: -1 }; // the cells' positions and the grid's layout: they change only with the pool's size
+  let wasteDrawn = -1; // how many steps the slot chart's series hold
 
   const shell = demoShell(root, config, {
     title: "Paged attention",
@@ -69,6 +77,8 @@ export function mount(root, config = {}) {
       fillForm({ prompts: prompts.input, max_new_tokens: newTok.input, block_size: blockSize.input, num_blocks: numBlocks.input,
         arrival_every: every.input }, params); // a resumed run's own settings
       s = { steps: pagedSteps(), bs: 8, nb: 24 };
+      wasteDrawn = -1;
+      now.hidden = true;
       tables.querySelector("tbody").replaceChildren();
       log.textContent = "";
       showWhy(why, "");
@@ -95,7 +105,8 @@ export function mount(root, config = {}) {
     Plotly = P;
     if (!Plotly) return;
     Plotly.newPlot(grid.chart, [], gridLayout(4), PLOT_CONFIG);
-    Plotly.newPlot(waste.chart, [], wasteLayout(null), PLOT_CONFIG);
+    Plotly.newPlot(waste.chart, [], wasteLayout(), PLOT_CONFIG);
+    waste.chart.on("plotly_afterplot", placeNow); // a resize or a new series: the line follows its axis
     const shown = shell.timeline.log.current; // a step drawn before the charts existed
     if (shown) draw(shown);
   });
@@ -136,8 +147,6 @@ export function mount(root, config = {}) {
       yaxis: { title: { text: "row" }, autorange: "reversed", dtick: 1, zeroline: false } };
   }
 
-  // The cells' positions and the layout change only with the pool's size: kept between frames.
-  let gridFrame = { nb: -1 };
 
   function drawGrid(step) {
     if (!Plotly) return;
@@ -154,25 +163,41 @@ export function mount(root, config = {}) {
         opacity: 0.85 } }], gridFrame.layout, PLOT_CONFIG);
   }
 
-  function wasteLayout(at) {
+  function wasteLayout() {
     return { ...BASE_LAYOUT, title: { text: "Token slots per step" },
       xaxis: { title: { text: "step" } }, yaxis: { title: { text: "token slots" }, rangemode: "tozero" },
-      legend: { orientation: "h", y: -0.25 },
-      shapes: at === null ? [] : [{ type: "line", xref: "x", yref: "paper", x0: at, x1: at, y0: 0, y1: 1,
-        line: { color: "#6b7280", width: 1, dash: "dot" } }] };
+      legend: { orientation: "h", y: -0.25 } };
   }
 
-  /** The slot counts of every step up to this one, with a line at this step. */
+  /** The slot counts of every step so far, with a line at this step: the series are redrawn only when a step
+   * arrives (live); a scrub moves the line alone. */
+  let nowAt = null;
+
   function drawWaste(step) {
     if (!Plotly) return;
-    const upto = s.steps.series.slice(0, step.series);
-    const x = upto.map((e) => e.step);
-    Plotly.react(waste.chart, [
-      { x, y: upto.map((e) => e.filled), name: "filled (K/V stored)", mode: "lines+markers", line: { color: "#2ca02c" } },
-      { x, y: upto.map((e) => e.allocated), name: "paged: allocated blocks", mode: "lines+markers", line: { color: "#1f77b4" } },
-      { x, y: upto.map((e) => e.contiguous), name: "contiguous: prompt + max new reserved", mode: "lines+markers",
-        line: { color: "#d62728", dash: "dot" } },
-    ], wasteLayout(x.length ? x[x.length - 1] : null), PLOT_CONFIG);
+    const series = s.steps.series;
+    nowAt = series.length ? series[Math.max(0, step.series - 1)].step : null;
+    if (wasteDrawn !== series.length) {
+      wasteDrawn = series.length;
+      const x = series.map((e) => e.step);
+      Plotly.react(waste.chart, [
+        { x, y: series.map((e) => e.filled), name: "filled (K/V stored)", mode: "lines+markers", line: { color: "#2ca02c" } },
+        { x, y: series.map((e) => e.allocated), name: "paged: allocated blocks", mode: "lines+markers", line: { color: "#1f77b4" } },
+        { x, y: series.map((e) => e.contiguous), name: "contiguous: prompt + max new reserved", mode: "lines+markers",
+          line: { color: "#d62728", dash: "dot" } },
+      ], wasteLayout(), PLOT_CONFIG);
+    }
+    placeNow();
+  }
+
+  function placeNow() {
+    const fl = waste.chart._fullLayout;
+    if (nowAt === null || !fl || !fl.xaxis) { now.hidden = true; return; }
+    now.hidden = false;
+    now.dataset.step = String(nowAt);
+    now.style.left = `${waste.chart.offsetLeft + fl._size.l + fl.xaxis.l2p(nowAt)}px`;
+    now.style.top = `${waste.chart.offsetTop + fl._size.t}px`;
+    now.style.height = `${fl._size.h}px`;
   }
 
   const STATE_WORDS = { finished: "(freed)", stopped: "(stopped: freed)", preempted: "(preempted: freed)", waiting: "(waiting)" };
