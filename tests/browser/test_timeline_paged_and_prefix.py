@@ -118,7 +118,7 @@ def test_scrubbing_a_paged_run_redraws_the_pool_tables_and_caption_of_that_step(
     # A finished run shows its end: every block free again.
     end = page.evaluate(POOL)
     assert set(end["state"]) <= {"free", "cached"} and end["op"].count("freed") > 0
-    assert timeline_state(page, "paged-attention")["caption"].startswith("After the run: ")
+    assert timeline_state(page, "paged-attention")["caption"].startswith("End of the run: ")
     middle = paged_middle(events)
     assert 0 < middle < total - 1
     assert_paged_step(page, events, middle)

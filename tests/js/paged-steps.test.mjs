@@ -56,7 +56,7 @@ test("paged: one step per forward and one after the run; each outlines what was 
   assert.equal(s3.tables[0].state, "finished");
   assert.deepEqual(s3.tables[1].blocks.map((b) => b.block), [2, 0]);
   assert.deepEqual(end.cells.state, Array(6).fill("free"));
-  assert.equal(end.caption, "After the run: r1 finished and freed blocks 2, 0. 0 of 6 blocks in use. Every request finished.");
+  assert.equal(end.caption, "End of the run: r1 finished and freed blocks 2, 0. 0 of 6 blocks in use. Every request finished.");
   assert.deepEqual([s0.series, s3.series, end.series], [1, 4, 4]); // how much of the slot chart each step shows
 });
 

@@ -171,7 +171,7 @@ export function pagedSteps() {
       }
       case "batch_run_finished": {
         const left = s.order.filter((id) => !["finished"].includes(request(id).state)).length;
-        const step = snapshot("After the run", null);
+        const step = snapshot("End of the run", null);
         step.caption += left ? ` ${plural(left, "request")} did not finish.` : " Every request finished.";
         return step;
       }
