@@ -1,7 +1,9 @@
 // Prefix-caching demo: questions sharing a long system prompt, served without and then with the prefix
 // cache. Each prompt is drawn as a strip of KV blocks — reused (shared from the cache) or computed — and
 // the time to first token is compared as the timed repeats measured it (medians with their spread, comparison.js),
-// never from one streamed run. Numbers come from the trace.
+// never from one streamed run. Numbers come from the trace. A step timeline walks each question's prefill in
+// both runs (prefix-steps.js): the blocks a question reuses light up in the rows of the questions that computed
+// them, and the caption counts the prompt tokens reused and computed.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
@@ -9,6 +11,7 @@ import { prefixNote, showWhy, whyNote } from "./run-notes.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
 import { clearComparison, comparisonBlock, drawComparison } from "./comparison.js";
+import { CELL_COLORS, prefixSteps } from "./prefix-steps.js";
 
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/prefix_caching.py), embedded in the page.
@@ -21,7 +24,7 @@ export function mount(root, config = {}) {
 
   const out = outputs([["prompt", "Prompt tokens per question"], ["hit", "Prefix-cache hit rate"], ["skipped", "Prefill tokens skipped"],
     ["ttft", "TTFT after the first question: without → with"], ["same", "Answers identical?"]], "Prefix caching results");
-  const strips = chartBlock("Block strips: one row per question in the cached run; each cell is one KV block, reused from the cache or computed");
+  const strips = chartBlock("Block strips: one row per question at this step; each cell is one prompt KV block (its physical id), reused from the cache or computed");
   const ttft = chartBlock("Bar chart: time to first token without and with the prefix cache, median of the alternating repeats with their spread");
   const answers = el("table", {}, el("caption", { text: "Answers (greedy; the cache must not change them)" }),
     el("thead", {}, el("tr", {}, ...["Question", "Without cache", "With cache", "Cached tokens"].map((t) => el("th", { scope: "col", text: t })))),
@@ -45,29 +48,22 @@ export function mount(root, config = {}) {
     onStart(params) {
       cmp.reset();
       fillForm({ questions: questions.input, max_new_tokens: newTok.input, block_size: blockSize.input }, params);
-      s = { runs: [], cur: null, comparison: null };
+      s = { runs: [], cur: null, comparison: null, steps: prefixSteps() };
       clearComparison(Plotly, ttft);
       answers.querySelector("tbody").replaceChildren();
       for (const k of ["prompt", "hit", "skipped", "ttft", "same"]) out.set(k, "–");
       showWhy(why, "");
-      draw();
     },
     onEvent(ev) {
       cmp.onEvent(ev);
       if (ev.type === "batch_run_started") {
-        s.cur = { cached: ev.prefix_caching, bs: ev.block_size, order: [], prompt: {}, blocks: {}, fin: {} };
+        s.cur = { cached: ev.prefix_caching, bs: ev.block_size, order: [], fin: {} };
         s.runs.push(s.cur);
       } else if (ev.type === "request_queued") {
         s.cur.order.push(ev.request_id);
-        s.cur.prompt[ev.request_id] = ev.prompt_len;
-        s.cur.blocks[ev.request_id] = [];
         out.set("prompt", String(ev.prompt_len));
-      } else if (ev.type === "kv_block" && ev.request_id && (ev.op === "allocated" || ev.op === "shared")) {
-        const b = s.cur.blocks[ev.request_id];
-        if (b && b[ev.logical_index] === undefined) b[ev.logical_index] = ev.op === "shared" ? 1 : 0;
       } else if (ev.type === "request_finished") {
         s.cur.fin[ev.request_id] = ev;
-        draw();
       } else if (ev.type === "batch_run_finished") {
         if (s.cur.cached) {
           const m = ev.metrics || {};
@@ -82,12 +78,15 @@ export function mount(root, config = {}) {
         drawComparison(Plotly, ttft, ev);
       }
     },
+    // One step per question's prefill and one per run's end (prefix-steps.js); draw() paints live and replayed runs.
+    steps: { fromEvent: (ev) => s.steps.fromEvent(ev), draw },
   });
   shell.body.append(out.node, why, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
   shell.body.append(cmp.node);
   shell.plotly.then((P) => {
     Plotly = P;
-    draw();
+    const shown = shell.timeline.log.current; // a step drawn before the charts existed
+    if (shown) draw(shown);
     if (s && s.comparison) drawComparison(Plotly, ttft, s.comparison);
   });
 
@@ -117,24 +116,22 @@ export function mount(root, config = {}) {
       blockSize: cached ? cached.bs : 0 }));
   }
 
-  function draw() {
-    if (!Plotly || !s) return;
-    const run = s.runs.find((r) => r.cached) || s.runs[0];
-    if (run) {
-      const width = Math.max(1, ...run.order.map((id) => run.blocks[id].length));
-      const z = run.order.map((id) => Array.from({ length: width }, (_, i) => (run.blocks[id][i] === undefined ? null : run.blocks[id][i])));
-      Plotly.react(strips.chart, [{ type: "heatmap", z, y: run.order, x: [...Array(width).keys()], zmin: 0, zmax: 1, xgap: 2, ygap: 4,
-        colorscale: [[0, "#f59e0b"], [0.5, "#f59e0b"], [0.5, "#16a34a"], [1, "#16a34a"]], showscale: false,
-        text: z.map((r) => r.map((v) => (v === 1 ? "reused from the cache" : v === 0 ? "computed" : ""))),
-        hovertemplate: "%{y}, block %{x}: %{text}<extra></extra>" }],
-      { ...BASE_LAYOUT, title: { text: `Prompt blocks ${run.cached ? "with" : "without"} cache` },
-        xaxis: { title: { text: `logical block (${run.bs} tokens each)` } }, yaxis: { autorange: "reversed" }, height: 140 + 45 * run.order.length },
-      PLOT_CONFIG);
-      strips.summary.textContent = "Green: reused from the cache; orange: computed. " + run.order.map((id) => {
-        const b = run.blocks[id];
-        return `${id}: ${b.filter((v) => v === 1).length} of ${b.length} blocks reused`;
-      }).join("; ");
-    }
+  const STRIP_SCALE = CELL_COLORS.flatMap((c, i) => [[i / CELL_COLORS.length, c], [(i + 1) / CELL_COLORS.length, c]]);
+
+  /** Paint one step: a row per question, a cell per prompt block (its physical id), coded by prefix-steps.js. */
+  function draw(step) {
+    if (!Plotly) return;
+    const p = step.picture;
+    Plotly.react(strips.chart, [{ type: "heatmap", z: p.z, y: p.y, x: [...Array(p.width).keys()], customdata: p.words,
+      text: p.text, texttemplate: "%{text}", textfont: { size: 9 }, zmin: -0.5, zmax: CELL_COLORS.length - 0.5, xgap: 2, ygap: 4,
+      colorscale: STRIP_SCALE, showscale: false,
+      hovertemplate: "%{y}, logical block %{x} (physical %{text}): %{customdata}<extra></extra>" }],
+    { ...BASE_LAYOUT, title: { text: `Prompt blocks ${p.cached ? "with" : "without"} the prefix cache` },
+      xaxis: { title: { text: `logical block (${p.bs} tokens each)` } },
+      yaxis: { autorange: "reversed", type: "category", categoryarray: p.y, categoryorder: "array" },
+      height: 140 + 45 * p.y.length }, PLOT_CONFIG);
+    strips.summary.textContent = `Pale: earlier steps; full colour: this step (green reused, orange computed); ` +
+      `gold: blocks of earlier questions that this step reuses.`;
   }
   return shell;
 }
