@@ -1,4 +1,7 @@
-// Quantization, live: one layer's weight histogram with the format's grid overlaid and an error heatmap,
+// Quantization, live: a step timeline walking the layer's blocks (a block = the weights sharing one scale): each
+// step draws that block's weights before and after rounding on its own level grid, and where it sits among all
+// blocks' errors (outlier-driven blocks in red). Then the layer's weight histogram before and after, with the
+// format's grid overlaid, and an error heatmap,
 // the activation outliers of the student's prompt, fp32 vs quantized generation token by token (divergences
 // marked), and bytes vs perplexity vs tokens/s for every format from the recorded quantize-report table.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
@@ -19,6 +22,39 @@ const MiB = 1024 * 1024;
 // One colour per format in the trade-off scatter (its legend names them: labels on the points would overlap).
 const FORMAT_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#d62728"];
 
+const exp = (x) => (typeof x === "number" && Number.isFinite(x) ? x.toExponential(2) : "–");
+const signed = (x) => (x >= 0 ? `+${fixed(x, 3)}` : `−${fixed(-x, 3)}`);
+
+/** The caption of one walked block: where it is, its scale, its max error and whether an outlier set the scale. */
+export function blockCaption(ev, b, i) {
+  const times = fixed(b.absmax / ev.weight_rms, 1);
+  const why = b.outlier ? `an outlier set the scale: w = ${signed(b.top_value)}, ${times}× the layer's RMS`
+    : `no outlier set it: its largest weight, ${signed(b.top_value)}, is ${times}× the layer's RMS`;
+  return `Block ${i + 1} of ${ev.walk.length} (row ${b.row}, inputs ${b.start}–${b.end - 1}): scale ${exp(b.scale)}, ` +
+    `max error ${exp(b.max_error)}; ${why}.`;
+}
+
+/** One timeline step per block a `quant_blocks` event walks (null for every other event). Each step holds what
+ * its picture needs, precomputed: the block's histogram (bin centres), the levels its weights landed on with
+ * their counts, its level grid, and the sample of all blocks shared by every step (the same arrays). */
+export function quantBlockSteps(ev) {
+  if (!ev || ev.type !== "quant_blocks") return null;
+  const isOutlier = ev.sample_absmax.map((a) => a > ev.outlier_factor * ev.weight_rms);
+  const sample = { x: ev.sample_absmax, y: ev.sample_max_error, color: isOutlier.map((o) => (o ? "#d62728" : "#7f7f7f")) };
+  const walked = { x: ev.walk.map((b) => b.absmax), y: ev.walk.map((b) => b.max_error) };
+  return ev.walk.map((b, i) => {
+    const width = (2 * b.absmax) / ev.bins;
+    const centers = b.hist_counts.map((_, j) => -b.absmax + (j + 0.5) * width);
+    const grid = ev.levels.map((v) => v * b.scale).filter((g) => Math.abs(g) <= b.absmax * 1.05);
+    const used = ev.levels.map((v, j) => [v * b.scale, b.level_counts[j]]).filter(([, c]) => c > 0);
+    return {
+      caption: blockCaption(ev, b, i), block: b, index: i, format: ev.format, layer: ev.layer, projection: ev.projection,
+      group: ev.group, before: { x: centers, y: b.hist_counts, width }, after: { x: used.map((u) => u[0]), y: used.map((u) => u[1]) },
+      grid, sample, walked, nOutlierBlocks: ev.n_outlier_blocks, nBlocks: ev.n_blocks,
+    };
+  });
+}
+
 export function mount(root, config = {}) {
   // Defaults and limits come from the catalog's spec (demos/catalog/quantization.py), embedded in the page.
   const sp = specParams(config);
@@ -30,7 +66,9 @@ export function mount(root, config = {}) {
 
   const layerOut = outputs([["kernel", "Kernel at batch 1"], ["bytes", "Bytes: fp32 → quantized"], ["rmse", "Weight error (RMS, relative)"],
     ["maxerr", "Largest weight error"]], "The chosen layer");
-  const hist = chartBlock("Histogram of the layer's weights with the format's representable values overlaid");
+  const blockPic = chartBlock("Histogram of one block's weights before quantization and the levels they were rounded to, with the block's level grid");
+  const blockErr = chartBlock("Scatter chart: each block's largest weight against its largest quantization error; outlier blocks in red, the current block ringed");
+  const hist = chartBlock("Histogram of the layer's weights before and after quantization with the format's representable values overlaid");
   const heat = chartBlock("Heatmap of absolute quantization error for the top-left 48 by 48 weights");
   const outl = chartBlock("Bar chart: activation channels above the outlier threshold in each layer");
   const textFp = el("p", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "fp32 generation" });
@@ -65,7 +103,7 @@ export function mount(root, config = {}) {
       textQ.replaceChildren(qLabel, ": ");
       for (const k of ["kernel", "bytes", "rmse", "maxerr"]) layerOut.set(k, "–");
       for (const k of ["agree", "first", "speed", "stream"]) runOut.set(k, "–");
-      for (const b of [hist, heat, outl, trade]) b.summary.textContent = "";
+      for (const b of [blockPic, blockErr, hist, heat, outl, trade]) b.summary.textContent = "";
     },
     onEvent(ev) {
       cmp.onEvent(ev);
@@ -75,14 +113,51 @@ export function mount(root, config = {}) {
       else if (ev.type === "quant_summary") showSummary(ev);
       else if (ev.type === "quant_formats") showFormats(ev);
     },
+    steps: { fromEvent: quantBlockSteps, draw: drawBlock },
   });
   shell.body.append(
-    layerOut.node, el("div", { class: "ilab-calc__charts" }, hist.figure, heat.figure), outl.figure,
+    layerOut.node, el("h4", { text: "Block by block: step through the timeline above" }),
+    el("div", { class: "ilab-calc__charts" }, blockPic.figure, blockErr.figure),
+    el("div", { class: "ilab-calc__charts" }, hist.figure, heat.figure), outl.figure,
     el("h4", { text: "The same prompt, greedy, fp32 vs quantized (underlined: a different token)" }), textFp, textQ, runOut.node, why,
     el("h4", { text: "All formats: bytes, quality and speed (recorded by quantize-report)" }), trade.figure, tradeTable,
   );
   shell.body.append(cmp.node);
   shell.plotly.then((P) => { Plotly = P; });
+
+  /** One walked block (a timeline step): its weights before (bars over ±its absmax), the levels they were rounded
+   * to after (orange, counts), its level grid (red ticks), its largest weight (a red diamond when an outlier);
+   * and the block among all blocks' errors. Plotly.react on the same arrays: cheap enough to scrub. */
+  function drawBlock(step) {
+    const b = step.block;
+    blockPic.summary.textContent = `${b.end - b.start} weights share this scale (${step.format}: ${step.group} per block). ` +
+      `Rounding moves each weight to the nearest red tick, by at most half a tick's spacing: the error grows with the scale.`;
+    blockErr.summary.textContent = `${step.nOutlierBlocks} of ${step.nBlocks} blocks hold an outlier weight (red): ` +
+      `their whole block is rounded on a coarse grid. Ringed: this step's block.`;
+    if (!Plotly) return;
+    const top = Math.max(...step.before.y, ...step.after.y, 1);
+    Plotly.react(blockPic.chart, [
+      { type: "bar", x: step.before.x, y: step.before.y, width: step.before.width, name: "before (fp32)", marker: { color: "#1f77b4", opacity: 0.6 },
+        hovertemplate: "%{x:.4f}: %{y} weights<extra>before</extra>" },
+      { type: "bar", x: step.after.x, y: step.after.y, width: step.before.width / 3, name: "after (on a level)", marker: { color: "#ff7f0e" },
+        hovertemplate: "level %{x:.4f}: %{y} weights<extra>after</extra>" },
+      { type: "scatter", mode: "markers", x: step.grid, y: step.grid.map(() => top * 1.08), name: "level grid", marker: { symbol: "line-ns-open", size: 10, color: "#d62728" },
+        hoverinfo: "skip" },
+      { type: "scatter", mode: "markers", x: [b.top_value], y: [top * 0.5], name: b.outlier ? "outlier (set the scale)" : "largest |w|",
+        marker: { symbol: "diamond", size: 12, color: b.outlier ? "#d62728" : "#444" }, hovertemplate: "largest |w|: %{x:.4f}<extra></extra>" },
+    ], { ...BASE_LAYOUT, title: { text: `Row ${b.row}, inputs ${b.start}–${b.end - 1}<br><sub>scale ${exp(b.scale)} · max error ${exp(b.max_error)}</sub>` },
+      barmode: "overlay", bargap: 0, xaxis: { title: { text: "weight value" }, range: [-b.absmax * 1.1, b.absmax * 1.1] },
+      yaxis: { title: { text: "weights" } }, legend: { orientation: "h", y: -0.3 }, margin: { ...BASE_LAYOUT.margin, b: 90 } }, PLOT_CONFIG);
+    Plotly.react(blockErr.chart, [
+      { type: "scatter", mode: "markers", x: step.sample.x, y: step.sample.y, name: "blocks (a sample)", marker: { size: 5, color: step.sample.color, opacity: 0.6 },
+        hovertemplate: "largest |w| %{x:.3f}, max error %{y:.2e}<extra></extra>" },
+      { type: "scatter", mode: "markers", x: step.walked.x, y: step.walked.y, name: "walked blocks", marker: { size: 8, symbol: "circle-open", color: "#1f77b4" },
+        hoverinfo: "skip" },
+      { type: "scatter", mode: "markers", x: [b.absmax], y: [b.max_error], name: "this block", marker: { size: 16, symbol: "circle-open", color: "#000", line: { width: 3 } },
+        hoverinfo: "skip" },
+    ], { ...BASE_LAYOUT, title: { text: `Error per block<br><sub>block ${step.index + 1}: ${b.outlier ? "an outlier set its scale" : "no outlier"}</sub>` },
+      xaxis: { title: { text: "block's largest |w|" } }, yaxis: { title: { text: "block's max error" } }, showlegend: false }, PLOT_CONFIG);
+  }
 
   function showLayer(ev) {
     layerOut.set("kernel", ev.kernel);
@@ -92,13 +167,15 @@ export function mount(root, config = {}) {
     const centers = ev.hist_counts.map((_, i) => (ev.hist_edges[i] + ev.hist_edges[i + 1]) / 2);
     const lo = ev.hist_edges[0], hi = ev.hist_edges[ev.hist_edges.length - 1];
     const grid = ev.grid.filter((g) => g >= lo && g <= hi);
-    const top = Math.max(...ev.hist_counts);
+    const top = Math.max(...ev.hist_counts, ...(ev.dequant_hist_counts || []));
     if (Plotly) {
       Plotly.react(hist.chart, [
-        { type: "bar", x: centers, y: ev.hist_counts, name: "weights", marker: { color: "#1f77b4" }, hovertemplate: "%{x:.4f}: %{y}<extra></extra>" },
+        { type: "bar", x: centers, y: ev.hist_counts, name: "before", marker: { color: "#1f77b4", opacity: 0.6 }, hovertemplate: "%{x:.4f}: %{y}<extra>before</extra>" },
+        ...(ev.dequant_hist_counts ? [{ type: "bar", x: centers, y: ev.dequant_hist_counts, name: "after", marker: { color: "#ff7f0e", opacity: 0.6 },
+          hovertemplate: "%{x:.4f}: %{y}<extra>after</extra>" }] : []),
         { type: "scatter", mode: "markers", x: grid, y: grid.map(() => top * 1.03), name: `${ev.format} levels`, marker: { symbol: "line-ns-open", size: 14, color: "#d62728" },
           hovertemplate: "level %{x:.4f}<extra></extra>" },
-      ], { ...BASE_LAYOUT, title: { text: `Layer ${ev.layer} ${ev.projection} [${ev.shape.join("×")}]` }, bargap: 0,
+      ], { ...BASE_LAYOUT, title: { text: `Layer ${ev.layer} ${ev.projection} [${ev.shape.join("×")}]` }, bargap: 0, barmode: "overlay",
         xaxis: { title: { text: "weight value" } }, yaxis: { title: { text: "count" } }, legend: { orientation: "h", y: -0.25 } }, PLOT_CONFIG);
       Plotly.react(heat.chart, [{ type: "heatmap", z: ev.heatmap, colorscale: "Viridis", colorbar: { title: { text: "|error|" } },
         hovertemplate: "row %{y}, col %{x}: %{z:.2e}<extra></extra>" }],
@@ -106,7 +183,7 @@ export function mount(root, config = {}) {
         yaxis: { title: { text: "output channel" }, autorange: "reversed" } }, PLOT_CONFIG);
     }
     hist.summary.textContent = `${grid.length} of the format's levels (red ticks, spaced by a typical group's scale ${ev.grid_scale.toExponential(2)}) ` +
-      `fall inside the weights' range ${fixed(lo, 3)} … ${fixed(hi, 3)}; every weight is rounded to one of them.`;
+      `fall inside the weights' range ${fixed(lo, 3)} … ${fixed(hi, 3)}; every weight is rounded to one of them (orange: the weights after).`;
     heat.summary.textContent = `Errors are largest where a group's scale is large: one big weight widens the grid for its whole group. ` +
       `Largest error here ${ev.max_abs_error.toExponential(2)}.`;
   }
