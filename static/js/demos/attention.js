@@ -59,15 +59,16 @@ export function attentionSteps(ev, head = ev && ev.head) {
 const STYLE_ID = "ilab-attn-style";
 const CSS = `
 .ilab-attn__bar-row { display: flex; flex-wrap: wrap; gap: .15rem; align-items: flex-end; margin: .4rem 0 .8rem; }
-.ilab-attn__tok { display: flex; flex-direction: column; align-items: stretch; min-width: 1.6rem; padding: 0 .1rem .1rem; border: 1px solid transparent;
-  border-radius: 4px; background: none; color: inherit; font: inherit; font-size: .85rem; cursor: pointer; }
-.ilab-attn__tok[aria-pressed=true] { border-color: #08306b; background: #eef4fb; }
-.ilab-attn__tok:focus-visible { outline: 2px solid #2171b5; outline-offset: 1px; }
+.ilab-calc .ilab-attn__bar-row button.ilab-attn__tok { display: flex; flex-direction: column; align-items: stretch; min-width: 1.6rem;
+  padding: 0 .1rem .1rem; border: 1px solid transparent; border-radius: 4px; background: none; color: inherit; font: inherit;
+  font-size: .85rem; cursor: pointer; }
+.ilab-calc .ilab-attn__bar-row button.ilab-attn__tok[aria-pressed=true] { border-color: #d62728; background: #fdf0f0; }
+.ilab-calc .ilab-attn__bar-row button.ilab-attn__tok:focus-visible { outline: 2px solid #2171b5; outline-offset: 1px; }
 .ilab-attn__well { height: 48px; display: flex; align-items: flex-end; border-bottom: 1px solid #999; }
 .ilab-attn__bar { width: 100%; background: #2171b5; height: 0; }
 .ilab-attn__tok[data-masked=true] .ilab-attn__well { background: repeating-linear-gradient(45deg, #e5e7eb 0 3px, transparent 3px 6px); }
 .ilab-attn__text { white-space: pre; font-family: ui-monospace, monospace; padding-top: .1rem; }
-.ilab-attn__head { font-size: .9rem; }
+.ilab-attn__head { font-size: .9rem; max-width: 100%; }
 `;
 
 function injectAttnStyle() {
@@ -94,7 +95,7 @@ export function mount(root, config = {}) {
     "aria-label": "Prompt tokens: hover or focus one (arrow keys move) to see its attention row as bars" });
   const rowView = el("div", { class: "ilab-attn__view", hidden: true },
     el("label", {}, "Head shown (all heads of this layer came with the run) ", headPick),
-    el("p", { class: "ilab-calc__summary", text: "Bars over each token: how much the selected token (outlined) attends to it." }), tokens);
+    el("p", { class: "ilab-calc__summary", text: "Bars over each token: how much the selected token (outlined in red, as its row in the heatmap) attends to it; hatched: later tokens, masked." }), tokens);
   let Plotly = null;
   let run = null; // the attention_weights event drawn
   let buttons = [];
