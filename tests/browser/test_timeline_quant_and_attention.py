@@ -1,9 +1,9 @@
 """The step timelines of the quantization demo and the primer's attention demo, on runs recorded from their real
 runners and replayed over the stand-in websocket (stand_in.py), then the same runs opened from a share link:
 
-- quantization walks the layer's blocks: at a step the block picture holds that block's histogram before, the
-  levels its weights landed on after, its largest weight (red when an outlier set the scale), and the error
-  scatter rings that block; the caption gives its scale, its max error and whether an outlier set the scale;
+- quantization walks the layer's blocks: at a step the block picture (in level units: weight ÷ the block's scale)
+  holds that block's histogram before, the levels its weights landed on after, its largest weight (red when an
+  outlier set the scale) over the format's level grid, and the error scatter rings that block; the caption gives its scale, its max error and whether an outlier set the scale;
 - attention walks the query tokens: at step i the bars over the prompt's tokens are row i of the head's weights,
   the caption names the tokens it attends to most; hovering or focusing a token (arrow keys move) shows its row;
   "Head shown" switches to another head of the same run's layer without a new run."""
@@ -64,9 +64,12 @@ def finish_a_run(page, url: str) -> None:
 
 BLOCK_PICTURE = """() => {
   const [pic, err] = [...document.querySelectorAll('.ilab-demo .js-plotly-plot')];
-  return {before: pic.data[0].y, beforeX: pic.data[0].x, after: pic.data[1].y, afterX: pic.data[1].x,
-          grid: pic.data[2].x, top: pic.data[3].x, topColor: pic.data[3].marker.color, topName: pic.data[3].name,
-          title: pic.layout.title.text, ring: [err.data[2].x[0], err.data[2].y[0]], sample: err.data[0].x.length};
+  const stems = (t) => t.x.map((x, i) => [x, t.y[i]]).filter((_, i) => i % 3 === 1); // [x, top] of each segment
+  return {before: pic.data[0].y, beforeX: pic.data[0].x, after: stems(pic.data[1]).map((s) => s[1]),
+          afterX: stems(pic.data[1]).map((s) => s[0]), grid: stems(pic.data[2]).map((s) => s[0]),
+          top: pic.data[3].x, topColor: pic.data[3].marker.color, topName: pic.data[3].name,
+          xrange: pic.layout.xaxis.range, summary: pic.closest('figure').querySelector('figcaption').textContent,
+          ring: [err.layout.shapes[0].xanchor, err.layout.shapes[0].yanchor], sample: err.data[0].x.length};
 }"""
 
 
@@ -86,20 +89,18 @@ def assert_block_step(page, blocks: dict, i: int) -> None:
     b = blocks["walk"][i]
     pic = page.evaluate(BLOCK_PICTURE)
     assert pic["before"] == b["hist_counts"] and len(pic["beforeX"]) == blocks["bins"]
-    landed = [(v * b["scale"], c) for v, c in zip(blocks["levels"], b["level_counts"]) if c]
+    landed = [(v, c) for v, c in zip(blocks["levels"], b["level_counts"]) if c]  # in level units: w ÷ scale
     assert pic["after"] == [c for _, c in landed] and sum(pic["after"]) == b["end"] - b["start"]
     assert pic["afterX"] == pytest.approx([x for x, _ in landed])
-    assert pic["top"] == [pytest.approx(b["top_value"])]
+    assert pic["top"] == [pytest.approx(b["top_value"] / b["scale"])]
+    assert max(abs(x) for x, _ in landed) == pytest.approx(abs(b["top_value"] / b["scale"]), rel=0.2)  # on the top level
     assert (pic["topColor"] == "#d62728") == b["outlier"] and ("outlier" in pic["topName"]) == b["outlier"]
-    assert f"Row {b['row']}, inputs {b['start']}–{b['end'] - 1}" in pic["title"]
+    assert pic["summary"].startswith(f"Row {b['row']}, inputs {b['start']}–{b['end'] - 1}: scale {js_exp(b['scale'])}")
+    assert pic["grid"] == pytest.approx(blocks["levels"])  # the format's level grid, the same at every step
+    reach = max(abs(v) for v in blocks["levels"]) * 1.1
+    assert pic["xrange"] == [pytest.approx(-reach), pytest.approx(reach)]
     assert pic["ring"] == [pytest.approx(b["absmax"]), pytest.approx(b["max_error"])]
     assert pic["sample"] == len(blocks["sample_absmax"])
-    grid = pic["grid"]
-    assert grid and max(abs(g) for g in grid) <= b["absmax"] * 1.05  # this block's level grid, not another's
-    steps = sorted(grid)
-    assert min(y - x for x, y in zip(steps, steps[1:])) == pytest.approx(
-        b["scale"] * min(y - x for x, y in zip(blocks["levels"], blocks["levels"][1:])), rel=1e-3)
-
 
 @pytest.mark.django_db(transaction=True)
 def test_the_quantization_timeline_walks_the_blocks_live_and_from_a_share_link(live_server, stand_in, recorded_runs):

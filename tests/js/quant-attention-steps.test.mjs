@@ -25,17 +25,18 @@ test("quant_blocks makes one step per walked block; other events make none", () 
   assert.deepEqual(steps[0].sample.color, ["#7f7f7f", "#7f7f7f", "#d62728"]); // 0.5 > 6 × 0.02: an outlier block
 });
 
-test("a block's step holds its histogram, the levels its weights landed on, and its own level grid", () => {
+test("a block's step holds its histogram and the levels its weights landed on, in level units (w ÷ its scale)", () => {
   const [calm, outlier] = quantBlockSteps(blocks);
   assert.deepEqual(calm.before.y, [10, 20, 30, 68]);
-  assert.deepEqual(calm.before.x.map((x) => +x.toFixed(4)), [-0.0525, -0.0175, 0.0175, 0.0525]); // bin centres on ±absmax
-  assert.equal(calm.before.width, 0.035);
-  assert.deepEqual(calm.after.y, levels.map((v) => (Math.abs(v) <= 1 ? 40 : 1))); // every level used: all 15 drawn
-  assert.deepEqual(outlier.after.x.map((x) => +x.toFixed(4)), [0, 0.5]); // only the levels used: 127 at zero, the outlier at the top
-  assert.deepEqual(outlier.after.y, [127, 1]);
-  assert.equal(outlier.grid.length, 15);
-  assert.ok(Math.abs(outlier.grid[1] - outlier.grid[0] - 0.5 / 7) < 1e-12, "the grid is spaced by this block's scale");
-  assert.equal(calm.grid.length, 15);
+  assert.deepEqual(calm.before.x.map((x) => +x.toFixed(4)), [-5.25, -1.75, 1.75, 5.25]); // bin centres on ±absmax ÷ scale
+  assert.deepEqual(calm.after.map((u) => u[1]), levels.map((v) => (Math.abs(v) <= 1 ? 40 : 1))); // every level used
+  assert.deepEqual(outlier.after, [[0, 127], [7, 1]]); // 127 weights crowd onto zero, the outlier on the top level
+  assert.deepEqual(outlier.stems.x, [0, 0, null, 7, 7, null]); // one path: a stem per used level
+  assert.deepEqual(outlier.stems.y, [0, 127, null, 0, 1, null]);
+  assert.equal(outlier.outlierAt, 7);
+  assert.equal(calm.ticks, outlier.ticks, "the level grid is the same at every step");
+  assert.equal(calm.ticks.x.filter((x) => x !== null).length, 30);
+  assert.deepEqual([calm.reach, calm.top, outlier.top], [7, 127, 127]); // axes fixed for the whole walk
 });
 
 test("the caption gives the block's scale, its max error and whether an outlier set the scale", () => {

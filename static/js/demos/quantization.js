@@ -34,23 +34,35 @@ export function blockCaption(ev, b, i) {
     `max error ${exp(b.max_error)}; ${why}.`;
 }
 
-/** One timeline step per block a `quant_blocks` event walks (null for every other event). Each step holds what
- * its picture needs, precomputed: the block's histogram (bin centres), the levels its weights landed on with
- * their counts, its level grid, and the sample of all blocks shared by every step (the same arrays). */
+/** Vertical segments at items[k][0] from y0(item) to y1(item), as one polyline broken by nulls. */
+function stems(items, y0, y1) {
+  const x = [], y = [];
+  for (const it of items) { x.push(it[0], it[0], null); y.push(y0(it), y1(it), null); }
+  return { x, y };
+}
+
+/** One timeline step per block a `quant_blocks` event walks (null for every other event). The block picture is
+ * in level units (weight ÷ the block's scale): the level grid and the axes are the same at every step, so a step
+ * moves only data (cheap to scrub), and what changes is how the block's weights spread over the levels: an outlier
+ * stretches the scale and crowds the rest onto the few levels near zero. Each step holds, precomputed: the
+ * block's histogram, the levels its weights landed on with their counts, and the arrays every step shares. */
 export function quantBlockSteps(ev) {
   if (!ev || ev.type !== "quant_blocks") return null;
   const isOutlier = ev.sample_absmax.map((a) => a > ev.outlier_factor * ev.weight_rms);
   const sample = { x: ev.sample_absmax, y: ev.sample_max_error, color: isOutlier.map((o) => (o ? "#d62728" : "#7f7f7f")) };
   const walked = { x: ev.walk.map((b) => b.absmax), y: ev.walk.map((b) => b.max_error) };
+  const reach = Math.max(...ev.levels.map(Math.abs));
+  const top = Math.max(1, ...ev.walk.flatMap((b) => [...b.hist_counts, ...b.level_counts]));
+  // Drawn as one path each (segments split by nulls): int8's 255 levels would otherwise be 255 SVG shapes.
+  const ticks = stems(ev.levels.map((v) => [v]), () => top * 1.02, () => top * 1.1);
   return ev.walk.map((b, i) => {
-    const width = (2 * b.absmax) / ev.bins;
-    const centers = b.hist_counts.map((_, j) => -b.absmax + (j + 0.5) * width);
-    const grid = ev.levels.map((v) => v * b.scale).filter((g) => Math.abs(g) <= b.absmax * 1.05);
-    const used = ev.levels.map((v, j) => [v * b.scale, b.level_counts[j]]).filter(([, c]) => c > 0);
+    const width = (2 * b.absmax) / ev.bins / b.scale;
+    const centers = b.hist_counts.map((_, j) => -b.absmax / b.scale + (j + 0.5) * width);
+    const used = ev.levels.map((v, j) => [v, b.level_counts[j]]).filter(([, c]) => c > 0);
     return {
-      caption: blockCaption(ev, b, i), block: b, index: i, format: ev.format, layer: ev.layer, projection: ev.projection,
-      group: ev.group, before: { x: centers, y: b.hist_counts, width }, after: { x: used.map((u) => u[0]), y: used.map((u) => u[1]) },
-      grid, sample, walked, nOutlierBlocks: ev.n_outlier_blocks, nBlocks: ev.n_blocks,
+      caption: blockCaption(ev, b, i), block: b, index: i, format: ev.format, group: ev.group,
+      before: { x: centers, y: b.hist_counts }, after: used, stems: stems(used, () => 0, (u) => u[1]),
+      outlierAt: b.top_value / b.scale, ticks, reach, top, sample, walked, nOutlierBlocks: ev.n_outlier_blocks, nBlocks: ev.n_blocks,
     };
   });
 }
@@ -81,6 +93,8 @@ export function mount(root, config = {}) {
   const why = whyNote();
   let Plotly = null;
   let state = null;
+  let errDrawn = null; // the sample the error scatter shows (a new run's steps bring a new one)
+  let picDrawn = null; // … and the block picture's run
 
   const cmp = comparisonBlock(); // the two settings timed in alternating repeats, counters beside
   const shell = demoShell(root, config, {
@@ -130,32 +144,55 @@ export function mount(root, config = {}) {
    * and the block among all blocks' errors. Plotly.react on the same arrays: cheap enough to scrub. */
   function drawBlock(step) {
     const b = step.block;
-    blockPic.summary.textContent = `${b.end - b.start} weights share this scale (${step.format}: ${step.group} per block). ` +
-      `Rounding moves each weight to the nearest red tick, by at most half a tick's spacing: the error grows with the scale.`;
+    blockPic.summary.textContent = `Row ${b.row}, inputs ${b.start}–${b.end - 1}: scale ${exp(b.scale)}, max error ${exp(b.max_error)}. ` +
+      `Rounding moves each weight to the nearest red level (at most half a level's spacing × the scale). The largest weight sets the scale: ` +
+      `an outlier crowds the others onto the few levels near zero.`;
     blockErr.summary.textContent = `${step.nOutlierBlocks} of ${step.nBlocks} blocks hold an outlier weight (red): ` +
       `their whole block is rounded on a coarse grid. Ringed: this step's block.`;
     if (!Plotly) return;
-    const top = Math.max(...step.before.y, ...step.after.y, 1);
+    const outlier = { x: [step.outlierAt], y: [step.top * 0.5], name: b.outlier ? "outlier (set the scale)" : "largest |w|",
+      marker: { symbol: "diamond", size: 12, color: b.outlier ? "#d62728" : "#444" } };
+    if (picDrawn === step.sample && blockPic.chart.data) {
+      // The same run: the axes and the grid stay, the block's data moves without a full redraw.
+      Plotly.animate(blockPic.chart, { data: [step.before, { x: step.stems.x, y: step.stems.y }, outlier], traces: [0, 1, 3] },
+        { mode: "immediate", transition: { duration: 0 }, frame: { duration: 0, redraw: false } });
+    } else {
+      picDrawn = step.sample;
+      drawBlockPicture(step, outlier);
+    }
+    drawErrors(step);
+  }
+
+  function drawBlockPicture(step, outlier) {
     Plotly.react(blockPic.chart, [
-      { type: "bar", x: step.before.x, y: step.before.y, width: step.before.width, name: "before (fp32)", marker: { color: "#1f77b4", opacity: 0.6 },
-        hovertemplate: "%{x:.4f}: %{y} weights<extra>before</extra>" },
-      { type: "bar", x: step.after.x, y: step.after.y, width: step.before.width / 3, name: "after (on a level)", marker: { color: "#ff7f0e" },
-        hovertemplate: "level %{x:.4f}: %{y} weights<extra>after</extra>" },
-      { type: "scatter", mode: "markers", x: step.grid, y: step.grid.map(() => top * 1.08), name: "level grid", marker: { symbol: "line-ns-open", size: 10, color: "#d62728" },
-        hoverinfo: "skip" },
-      { type: "scatter", mode: "markers", x: [b.top_value], y: [top * 0.5], name: b.outlier ? "outlier (set the scale)" : "largest |w|",
-        marker: { symbol: "diamond", size: 12, color: b.outlier ? "#d62728" : "#444" }, hovertemplate: "largest |w|: %{x:.4f}<extra></extra>" },
-    ], { ...BASE_LAYOUT, title: { text: `Row ${b.row}, inputs ${b.start}–${b.end - 1}<br><sub>scale ${exp(b.scale)} · max error ${exp(b.max_error)}</sub>` },
-      barmode: "overlay", bargap: 0, xaxis: { title: { text: "weight value" }, range: [-b.absmax * 1.1, b.absmax * 1.1] },
-      yaxis: { title: { text: "weights" } }, legend: { orientation: "h", y: -0.3 }, margin: { ...BASE_LAYOUT.margin, b: 90 } }, PLOT_CONFIG);
+      { type: "scatter", mode: "lines", ...step.before, name: "before (fp32)", line: { shape: "hvh", color: "#1f77b4", width: 1 },
+        fill: "tozeroy", fillcolor: "rgba(31, 119, 180, 0.35)", hovertemplate: "%{x:.2f} × scale: %{y} weights<extra>before</extra>" },
+      { type: "scatter", mode: "lines", x: step.stems.x, y: step.stems.y, name: "after (on a level)", line: { color: "#ff7f0e", width: 3 },
+        hovertemplate: "level %{x:.3g}: %{y} weights<extra>after</extra>" },
+      { type: "scatter", mode: "lines", x: step.ticks.x, y: step.ticks.y, name: "level grid", line: { color: "#d62728", width: 1 }, hoverinfo: "skip" },
+      { type: "scatter", mode: "markers", ...outlier, hovertemplate: "largest |w| ÷ scale: %{x:.2f}<extra></extra>" },
+    ], { ...BASE_LAYOUT, title: { text: `One block, before and after<br><sub>${step.format}: ${step.group} weights share a scale</sub>` },
+      xaxis: { title: { text: "weight ÷ the block's scale (level units)" }, range: [-step.reach * 1.1, step.reach * 1.1] },
+      yaxis: { title: { text: "weights" }, range: [0, step.top * 1.15] }, legend: { orientation: "h", y: -0.3 },
+      margin: { ...BASE_LAYOUT.margin, b: 90 } }, PLOT_CONFIG);
+  }
+
+  function drawErrors(step) {
+    const b = step.block;
+    // The ring round this step's block is a shape (a fixed size in pixels): moving it redraws no trace.
+    const ring = [{ type: "circle", xref: "x", yref: "y", xsizemode: "pixel", ysizemode: "pixel", xanchor: b.absmax, yanchor: b.max_error,
+      x0: -9, x1: 9, y0: -9, y1: 9, line: { color: "#000", width: 3 } }];
+    if (errDrawn === step.sample) { // the same run: only the ring moves
+      Plotly.relayout(blockErr.chart, { shapes: ring });
+      return;
+    }
+    errDrawn = step.sample;
     Plotly.react(blockErr.chart, [
       { type: "scatter", mode: "markers", x: step.sample.x, y: step.sample.y, name: "blocks (a sample)", marker: { size: 5, color: step.sample.color, opacity: 0.6 },
         hovertemplate: "largest |w| %{x:.3f}, max error %{y:.2e}<extra></extra>" },
       { type: "scatter", mode: "markers", x: step.walked.x, y: step.walked.y, name: "walked blocks", marker: { size: 8, symbol: "circle-open", color: "#1f77b4" },
         hoverinfo: "skip" },
-      { type: "scatter", mode: "markers", x: [b.absmax], y: [b.max_error], name: "this block", marker: { size: 16, symbol: "circle-open", color: "#000", line: { width: 3 } },
-        hoverinfo: "skip" },
-    ], { ...BASE_LAYOUT, title: { text: `Error per block<br><sub>block ${step.index + 1}: ${b.outlier ? "an outlier set its scale" : "no outlier"}</sub>` },
+    ], { ...BASE_LAYOUT, shapes: ring, title: { text: `Error per block<br><sub>red: an outlier set the block's scale</sub>` },
       xaxis: { title: { text: "block's largest |w|" } }, yaxis: { title: { text: "block's max error" } }, showlegend: false }, PLOT_CONFIG);
   }
 
