@@ -136,7 +136,9 @@ def blocks_event(model, fmt_name: str, layer: int, projection: str) -> QuantBloc
     levels, scale, group = block_levels(q)
     rows, k = w.shape
     blocks = _grouped(w, group)  # [rows, blocks per row, group]; a short last block is zero-padded
-    err = _grouped((q.dequantize() - w).abs(), group)
+    deq = q.dequantize()
+    after = _grouped(deq, group)
+    err = _grouped((deq - w).abs(), group)
     real = _grouped(torch.ones_like(w), group) > 0  # the padding is no weight
     absmax = blocks.abs().amax(dim=2).flatten()
     max_err = err.amax(dim=2).flatten()
@@ -155,7 +157,8 @@ def blocks_event(model, fmt_name: str, layer: int, projection: str) -> QuantBloc
         values = blocks[r, b][real[r, b]]
         s = float(scale.reshape(rows, -1)[r, b if scale.shape[1] > 1 else 0])
         top = int(values.abs().argmax())
-        codes = (values / s).unsqueeze(1).sub(levels).abs().argmin(dim=1)  # the nearest level of each weight
+        # The level each weight was rounded to (its dequantized value ÷ the scale is that level, up to fp32).
+        codes = (after[r, b][real[r, b]] / s).unsqueeze(1).sub(levels).abs().argmin(dim=1)
         walk.append({
             "row": r, "block": b, "start": b * group, "end": min(k, (b + 1) * group), "scale": s,
             "absmax": float(absmax[i]), "top_value": float(values[top]), "max_error": float(max_err[i]),
