@@ -54,25 +54,9 @@ def quantized_engine_for(model_name: str, fmt_name: str) -> LoadedModel:
 
 def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
     """Representable weights of a typical group: the format's levels × the median scale of the matrix."""
-    import torch
-
-    from inference_core.quant.formats import NF4_CODEBOOK
-
-    kind = layer.fmt.kind
-    if kind == "nf4":
-        scale = float(layer.absmax.median())
-        levels = NF4_CODEBOOK
-    elif kind == "int4":
-        scale = float(layer.scale.median())
-        levels = torch.arange(-7, 8, dtype=torch.float32)
-    elif kind == "fp8":
-        scale = float(layer.scale.median())
-        every = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
-        levels = every[torch.isfinite(every)].unique()
-    else:  # int8, w8a8, llm-int8: 255 levels
-        scale = float(layer.scale.median())
-        levels = torch.arange(-127, 128, dtype=torch.float32)
-    return [float(v) * scale for v in levels], scale
+    levels, scale, _ = block_levels(layer)
+    typical = float(scale.median())
+    return [float(v) * typical for v in levels], typical
 
 
 def projection_weight(model, layer: int, projection: str):

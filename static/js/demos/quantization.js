@@ -145,6 +145,8 @@ export function mount(root, config = {}) {
   function drawBlock(step) {
     const b = step.block;
     blockPic.summary.textContent = `Row ${b.row}, inputs ${b.start}–${b.end - 1}: scale ${exp(b.scale)}, max error ${exp(b.max_error)}. ` +
+      `Blue: its weights before; orange stems: how many landed on each level after; red ticks: the levels; ` +
+      `diamond: its largest weight (red: an outlier). ` +
       `Rounding moves each weight to the nearest red level (at most half a level's spacing × the scale). The largest weight sets the scale: ` +
       `an outlier crowds the others onto the few levels near zero.`;
     blockErr.summary.textContent = `${step.nOutlierBlocks} of ${step.nBlocks} blocks hold an outlier weight (red): ` +
@@ -172,9 +174,8 @@ export function mount(root, config = {}) {
       { type: "scatter", mode: "lines", x: step.ticks.x, y: step.ticks.y, name: "level grid", line: { color: "#d62728", width: 1 }, hoverinfo: "skip" },
       { type: "scatter", mode: "markers", ...outlier, hovertemplate: "largest |w| ÷ scale: %{x:.2f}<extra></extra>" },
     ], { ...BASE_LAYOUT, title: { text: `One block, before and after<br><sub>${step.format}: ${step.group} weights share a scale</sub>` },
-      xaxis: { title: { text: "weight ÷ the block's scale (level units)" }, range: [-step.reach * 1.1, step.reach * 1.1] },
-      yaxis: { title: { text: "weights" }, range: [0, step.top * 1.15] }, legend: { orientation: "h", y: -0.3 },
-      margin: { ...BASE_LAYOUT.margin, b: 90 } }, PLOT_CONFIG);
+      xaxis: { title: { text: "weight ÷ block scale" }, range: [-step.reach * 1.1, step.reach * 1.1] },
+      yaxis: { title: { text: "weights" }, range: [0, step.top * 1.15] }, showlegend: false }, PLOT_CONFIG);
   }
 
   function drawErrors(step) {
