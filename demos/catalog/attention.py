@@ -4,7 +4,8 @@ The model runs its reference forward (`inference_core.model.transformer.Transfor
 layer, through an attention backend that keeps that layer's queries and keys after RoPE (the same capture the
 FlashAttention demo uses). The weights of one head are then the softmax of its query against every key, scaled by
 1/√head_dim, with the causal mask: row i is how much token i attends to tokens 0…i, and it sums to 1. Emits one
-`attention_weights` event.
+`attention_weights` event: the chosen head in full, and every head of the layer (lower triangle, 4 decimals: about
+30 kB at 32 tokens) so the picture can switch head without a new run.
 """
 from __future__ import annotations
 
@@ -53,11 +54,13 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     if should_stop is not None and should_stop():
         return
     weights = head_weights(q, k, head)
+    every = [head_weights(q, k, h).cpu() for h in range(cfg.n_heads)]
     yield AttentionWeights(
         layer=layer, head=head, kv_head=head // (cfg.n_heads // cfg.n_kv_heads), n_layers=cfg.n_layers,
         n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, token_ids=list(ids),
         tokens=[engine.tokenizer.token_text(t) for t in ids],
         weights=[[round(float(w), 6) for w in row] for row in weights.cpu()],
+        all_heads=[[[round(float(w), 4) for w in row[: i + 1]] for i, row in enumerate(hw)] for hw in every],
     ).to_dict()
 
 

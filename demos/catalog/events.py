@@ -174,6 +174,28 @@ class QuantLayer(TraceEvent):
     rmse: float
     max_abs_error: float
     rel_rmse: float  # rmse / rms(w)
+    dequant_hist_counts: list[int]  # the dequantized weights over the same `hist_edges` (after)
+
+
+@event("quant_blocks")
+class QuantBlocks(TraceEvent):
+    """The same matrix block by block (a block = the values sharing one scale: a group of `group` inputs of one
+    output row). A sample of every block's largest |w| and error, and a walk through a few blocks in full."""
+
+    format: str
+    layer: int
+    projection: str
+    group: int  # values per block (one output row: its in_features, for the per-channel formats)
+    n_blocks: int  # rows × blocks per row
+    levels: list[float]  # the format's levels before scaling: a block's grid is levels × its `scale`
+    weight_rms: float  # rms of the whole matrix: |w| > outlier_factor × weight_rms is an outlier
+    outlier_factor: float
+    n_outlier_blocks: int  # blocks whose largest |w| is an outlier (that weight set their scale)
+    sample_absmax: list[float]  # a sample of blocks (the walked ones included): the block's largest |w| …
+    sample_max_error: list[float]  # … and its largest |w − dequantized w|
+    walk: list[dict]  # blocks in order of growing absmax: row, block, start, end, scale, absmax, top_value,
+    # max_error, rms_error, outlier, hist_counts (over `bins` equal bins on ±absmax), level_counts (per level)
+    bins: int
 
 
 @event("quant_outliers")
@@ -239,6 +261,9 @@ class AttentionWeights(TraceEvent):
     tokens: list[str]  # the text of each prompt token (the heatmap's labels)
     # weights[i][j]: softmax over keys of query i · key j / √head_dim; 0 for j > i (the causal mask), rows sum to 1
     weights: list[list[float]]
+    # every query head of the layer (the picture switches head without a new run): all_heads[h][i] is row i of
+    # head h up to the diagonal (i + 1 weights: the masked zeros are not sent), rounded to 4 decimals
+    all_heads: list[list[list[float]]]
 
 
 # --- comparisons (every demo that compares two settings) ----------------------------------------------------

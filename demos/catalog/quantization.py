@@ -1,7 +1,8 @@
 """The quantization demo: one layer's weights under a format's grid, activation outliers for the student's
 prompt, and the same prompt generated in fp32 and in the chosen format, token by token.
 
-Events, in order: `quant_layer`, `quant_outliers`, `quant_token`… (fp32 and quantized interleaved, one pair
+Events, in order: `quant_layer`, `quant_outliers`, `quant_blocks` (the matrix block by block: what the demo's
+step timeline walks), `quant_token`… (fp32 and quantized interleaved, one pair
 per step), `quant_summary`, `comparison` (the interleaved decode steps' times, bytes read beside them),
 `quant_formats` (the recorded quantize-report table, for the trade-off chart).
 """
@@ -18,7 +19,7 @@ from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 
 from ..spec import DemoSpec, ParamSpec
 from .comparison import summarize
-from .events import QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
+from .events import QuantBlocks, QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
 
 if TYPE_CHECKING:  # the engine (and torch) load in the worker only, inside the functions below
     from inference_core import LoadedModel
@@ -33,6 +34,10 @@ MEASURED_PATH = Path(inference_core.__file__).resolve().parent / "data" / "quant
 # fp32 on this CPU (fewer bytes read per step). w8a8 and llm-int8 run PyTorch layers: it makes no claim there.
 NATIVE_STEP_FORMATS = ("int8", "int4-g32", "int4-g128", "nf4", "fp8")
 HEAT = 48  # heatmap tile: the first HEAT rows × HEAT input columns
+WALK_TYPICAL, WALK_LARGEST = 16, 8  # blocks the timeline walks: spread over the absmax ranks, and the largest
+SAMPLE_BLOCKS = 400  # blocks in the error-per-block scatter (a fixed sample, the walked ones added)
+BLOCK_BINS = 24  # histogram bins of one walked block, over ±its absmax
+OUTLIER_FACTOR = 6.0  # |w| > 6 × the matrix's rms: far beyond a bell curve's tail (a 6σ weight)
 
 
 @lru_cache(maxsize=2)
@@ -49,25 +54,14 @@ def quantized_engine_for(model_name: str, fmt_name: str) -> LoadedModel:
 
 def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
     """Representable weights of a typical group: the format's levels × the median scale of the matrix."""
-    import torch
+    levels, scale, _ = block_levels(layer)
+    typical = float(scale.median())
+    return [float(v) * typical for v in levels], typical
 
-    from inference_core.quant.formats import NF4_CODEBOOK
 
-    kind = layer.fmt.kind
-    if kind == "nf4":
-        scale = float(layer.absmax.median())
-        levels = NF4_CODEBOOK
-    elif kind == "int4":
-        scale = float(layer.scale.median())
-        levels = torch.arange(-7, 8, dtype=torch.float32)
-    elif kind == "fp8":
-        scale = float(layer.scale.median())
-        every = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
-        levels = every[torch.isfinite(every)].unique()
-    else:  # int8, w8a8, llm-int8: 255 levels
-        scale = float(layer.scale.median())
-        levels = torch.arange(-127, 128, dtype=torch.float32)
-    return [float(v) * scale for v in levels], scale
+def projection_weight(model, layer: int, projection: str):
+    parent, attr = PROJECTIONS[projection].split(".")
+    return getattr(getattr(model.layers[layer], parent), attr).weight.detach().float()
 
 
 def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer:
@@ -75,12 +69,12 @@ def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer
 
     from inference_core.quant.linears import quantize_linear
 
-    block = model.layers[layer]
-    parent, attr = PROJECTIONS[projection].split(".")
-    w = getattr(getattr(block, parent), attr).weight.detach().float()
+    w = projection_weight(model, layer, projection)
     q = quantize_linear(w, fmt_name)
-    err = (q.dequantize() - w).abs()
+    deq = q.dequantize()
+    err = (deq - w).abs()
     counts, edges = torch.histogram(w.flatten(), bins=80)
+    after = torch.histogram(deq.flatten().clamp(float(edges[0]), float(edges[-1])), bins=edges)[0]
     grid, scale = format_grid(q)
     rmse = float(err.pow(2).mean().sqrt())
     return QuantLayer(
@@ -89,6 +83,79 @@ def layer_event(model, fmt_name: str, layer: int, projection: str) -> QuantLayer
         hist_counts=[int(c) for c in counts], grid=grid, grid_scale=scale,
         heatmap=[[round(float(v), 7) for v in row] for row in err[:HEAT, :HEAT]],
         rmse=rmse, max_abs_error=float(err.max()), rel_rmse=rmse / float(w.pow(2).mean().sqrt()),
+        dequant_hist_counts=[int(c) for c in after],
+    )
+
+
+def block_levels(q: QuantizedLinear) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The format's levels before scaling, every block's scale [rows, blocks] (a block's representable values
+    are levels × scale) and the block size. Per-channel formats have one block per output row."""
+    import torch
+
+    from inference_core.quant.formats import FP8_MAX, NF4_CODEBOOK
+
+    kind = q.fmt.kind
+    if kind == "nf4":
+        return NF4_CODEBOOK.float(), q.absmax, q.fmt.group
+    if kind == "int4":
+        return torch.arange(-7, 8, dtype=torch.float32), q.scale, q.fmt.group
+    scale = q.scale[:, None]
+    if kind == "fp8":
+        every = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+        levels = every[torch.isfinite(every)].unique()
+        return levels[levels.abs() <= FP8_MAX], scale, q.in_features
+    return torch.arange(-127, 128, dtype=torch.float32), scale, q.in_features  # int8, w8a8, llm-int8
+
+
+def blocks_event(model, fmt_name: str, layer: int, projection: str) -> QuantBlocks:
+    """Every block's largest |w| and error (sampled for the scatter), and a walk through a few blocks whole:
+    their histogram before, how many weights landed on each level after, and whether an outlier set the scale."""
+    import torch
+
+    from inference_core.quant.formats import _grouped
+    from inference_core.quant.linears import quantize_linear
+
+    w = projection_weight(model, layer, projection)
+    q = quantize_linear(w, fmt_name)
+    levels, scale, group = block_levels(q)
+    rows, k = w.shape
+    blocks = _grouped(w, group)  # [rows, blocks per row, group]; a short last block is zero-padded
+    deq = q.dequantize()
+    after = _grouped(deq, group)
+    err = _grouped((deq - w).abs(), group)
+    real = _grouped(torch.ones_like(w), group) > 0  # the padding is no weight
+    absmax = blocks.abs().amax(dim=2).flatten()
+    max_err = err.amax(dim=2).flatten()
+    per_row = blocks.shape[1]
+    weight_rms = float(w.pow(2).mean().sqrt())
+    outlier = absmax > OUTLIER_FACTOR * weight_rms
+    order = absmax.argsort()
+    n = len(order)
+    spread = [int(order[round(i * (n - 1) / (WALK_TYPICAL - 1))]) for i in range(WALK_TYPICAL)]
+    walked = sorted(set(spread) | {int(i) for i in order[-WALK_LARGEST:]}, key=lambda i: float(absmax[i]))
+    sample = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:SAMPLE_BLOCKS].tolist()
+    sample = sorted(set(sample) | set(walked))
+    walk = []
+    for i in walked:
+        r, b = divmod(i, per_row)
+        values = blocks[r, b][real[r, b]]
+        s = float(scale.reshape(rows, -1)[r, b if scale.shape[1] > 1 else 0])
+        top = int(values.abs().argmax())
+        # The level each weight was rounded to (its dequantized value ÷ the scale is that level, up to fp32).
+        codes = (after[r, b][real[r, b]] / s).unsqueeze(1).sub(levels).abs().argmin(dim=1)
+        walk.append({
+            "row": r, "block": b, "start": b * group, "end": min(k, (b + 1) * group), "scale": s,
+            "absmax": float(absmax[i]), "top_value": float(values[top]), "max_error": float(max_err[i]),
+            "rms_error": float(err[r, b][real[r, b]].pow(2).mean().sqrt()), "outlier": bool(outlier[i]),
+            "hist_counts": [int(c) for c in torch.histc(values, bins=BLOCK_BINS, min=-float(absmax[i]),
+                                                        max=float(absmax[i]))],
+            "level_counts": [int(c) for c in torch.bincount(codes, minlength=len(levels))],
+        })
+    return QuantBlocks(
+        format=q.fmt.name, layer=layer, projection=projection, group=group, n_blocks=n,
+        levels=[float(v) for v in levels], weight_rms=weight_rms, outlier_factor=OUTLIER_FACTOR,
+        n_outlier_blocks=int(outlier.sum()), sample_absmax=[round(float(absmax[i]), 6) for i in sample],
+        sample_max_error=[round(float(max_err[i]), 7) for i in sample], walk=walk, bins=BLOCK_BINS,
     )
 
 
@@ -161,6 +228,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     prompt_ids = base.encode_prompt(params["prompt"], chat=False)
     yield layer_event(base.model, fmt.name, layer, projection).to_dict()
     yield outliers_event(base, prompt_ids, layer, projection).to_dict()
+    yield blocks_event(base.model, fmt.name, layer, projection).to_dict()
     if should_stop is not None and should_stop():
         return
     quant = quantized_engine_for(model_name, fmt.name)

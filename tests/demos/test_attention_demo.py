@@ -147,3 +147,20 @@ def test_a_stopped_run_emits_nothing(monkeypatch):
                                                     torch.zeros(1, 3, 3, 64), None)[1:])
     assert list(run({}, should_stop=lambda: True)) == []
     assert calls == [16]
+
+
+@pytest.mark.model
+def test_every_head_of_the_layer_comes_with_the_run_so_the_picture_can_switch_head(engine):
+    """`all_heads[h]` is head h's rows up to the diagonal: what a run asking for head h sends as `weights`."""
+    import json
+
+    events = list(run({"prompt": DEFAULT_PROMPT, "layer": 13, "head": 8}))
+    ev = validate_event(events[0])
+    assert len(ev["all_heads"]) == ev["n_heads"] == 9
+    for h in (0, 4, 8):
+        other = next(iter(run({"prompt": DEFAULT_PROMPT, "layer": 13, "head": h})))["weights"]
+        for i, row in enumerate(ev["all_heads"][h]):
+            assert len(row) == i + 1
+            assert row == pytest.approx(other[i][: i + 1], abs=6e-5)
+    longest = next(iter(run({"prompt": " ".join(["word"] * 32), "layer": 0, "head": 0})))
+    assert len(longest["tokens"]) == MAX_PROMPT_TOKENS and len(json.dumps(longest)) < 60_000  # still a small event
