@@ -2,12 +2,42 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 
 from ..model.sampling import SamplingParams
 from .paged import BlockTable, SeqSlice
+
+
+class Speculation(Protocol):
+    """What makes a request speculative (speculative/decode.py implements it; the engine never imports it).
+    Each of its steps is a draft phase (`propose`, run by `LLMEngine.step` before the schedule) and a verify
+    phase (the target scores the last committed token + the guesses in one pass, like a prefill chunk of k+1
+    positions), whose rows `judge` turns into the tokens to emit in the scheduler's postprocess."""
+
+    k: int  # guesses per round at most
+
+    def begin(self, req: "Request") -> None:
+        """The request was added (outside any step): a model draft borrows its pool now, with its graphs captured."""
+        ...
+
+    def propose(self, req: "Request", k: int) -> list[int]:
+        """Up to k guesses of what follows `req.all_ids` (a model draft runs its own forwards, on its own pool)."""
+        ...
+
+    def judge(self, req: "Request", drafted: list[int], logits: "torch.Tensor", eos: int, verify_s: float) -> tuple[int, list[int]]:
+        """The acceptance rule over the target's rows [len(drafted)+1, vocab]: (guesses accepted, tokens to
+        emit: the accepted guesses and the target's next token, cut at EOS or max_new_tokens)."""
+        ...
+
+    def prefilled(self, seconds: float) -> None:
+        """The request's prefill (every prompt token but the last) took `seconds`."""
+        ...
+
+    def release(self) -> None:
+        """The request is over: the draft's caches go back to their pools."""
+        ...
 
 
 @dataclass
@@ -29,6 +59,8 @@ class Request:
     token_times: list[float] = field(default_factory=list)
     finished_time: float | None = None
     generator: torch.Generator | None = None
+    spec: Speculation | None = None  # speculative decoding: drafted and verified in the same steps as the rest
+    drafted: list[int] = field(default_factory=list)  # this step's guesses (the draft phase), owned by the scheduler
 
     @property
     def all_ids(self) -> list[int]:
@@ -55,8 +87,11 @@ class StepRows:
 
 @dataclass
 class ScheduledBatch(StepRows):
-    """A scheduler step: `requests[j]` owns slice j and gets `n_new[j]` new tokens; `rows` are each request's last
-    new token (the only rows whose logits are sampled)."""
+    """A scheduler step: `requests[j]` owns slice j and gets `n_new[j]` new tokens; `rows` are the rows whose logits
+    are computed: `n_rows[j]` per request, its last new tokens — 1 (the token to sample), or for a speculative
+    verify every one of its k+1 positions (`drafted[j]`: the guesses it checks; None when not a verify)."""
 
     requests: list[Request] = field(default_factory=list)
     n_new: list[int] = field(default_factory=list)
+    n_rows: list[int] = field(default_factory=list)
+    drafted: list[list[int] | None] = field(default_factory=list)

@@ -10,8 +10,16 @@ pool is empty the *newest* running request is preempted: blocks freed, back to t
 queue, recomputed later); then admits waiting requests FIFO while sequence slots, the token budget and
 free blocks allow (prefix-cache hits are shared, not recomputed). Static mode admits only when the previous
 batch has completely finished, and keeps early finishers' blocks and slots until then.
-Invariant: after a step, every running request has K/V for all but its last token in its block table
-(with `kv_cache=False` none: every step recomputes the whole sequence, which is what the cache saves).
+Invariant: after a step, every running request has K/V for all but its last token in its block table, and
+no block past them (with `kv_cache=False` none: every step recomputes the whole sequence, which is what the
+cache saves).
+
+A speculative request (`req.spec`, speculative/decode.py) shares the batch like any other: its first step feeds
+every prompt token but the last (nothing sampled); each later step is a draft phase (`to_draft`: LLMEngine.step
+asks its draft for up to k guesses before the schedule) and a verify phase (the last committed token + the
+guesses, k+1 positions of one row, every one scored). Postprocess applies the acceptance rule to those rows,
+appends the accepted guesses and the target's next token, and rolls back the rejected guesses: their positions
+are forgotten and the blocks past the new end go back to the pool.
 Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort from one thread.
 """
 from __future__ import annotations
@@ -89,6 +97,8 @@ class Scheduler:
             raise ValueError(f"{req.request_id}: {total} positions exceed the model's {self.model_config.max_seq_len}")
         if -(-total // self.cfg.block_size) > self.cfg.num_blocks:
             raise ValueError(f"{req.request_id}: needs more than all {self.cfg.num_blocks} blocks")
+        if req.spec is not None and not self.cfg.kv_cache:
+            raise ValueError(f"{req.request_id}: speculative decoding verifies against cached K/V: it needs kv_cache")
         req.arrival_time = self.clock()
         req.status = "waiting"
         req.table = BlockTable(self.cfg.block_size)
@@ -113,29 +123,49 @@ class Scheduler:
             self._release_static_batch()
         return self.drain()
 
+    def to_draft(self) -> list[tuple[Request, int]]:
+        """The draft phase: the running speculative requests whose next step is a verify, each with how many
+        guesses it may make (k, capped so that no verified position lies past its last token)."""
+        out = []
+        for req in self.running:
+            if req.spec is not None and self._verifies(req, req.num_computed):
+                out.append((req, max(0, min(req.spec.k, req.params.max_new_tokens - len(req.output_ids) - 1))))
+        return out
+
     def schedule(self) -> ScheduledBatch | None:
         """Decide this step's batch (allocating, sharing or preempting blocks); None when nothing can run."""
         scheduled = self._schedule()
         if not scheduled:
             return None
-        tokens, positions, seq, rows, slices = [], [], [], [], []
+        tokens, positions, seq, rows, slices, n_rows, drafted = [], [], [], [], [], [], []
         for j, (req, n_new) in enumerate(scheduled):
             start = req.num_computed
+            verify = req.spec is not None and self._verifies(req, start)
             slices.append(SeqSlice(len(tokens), n_new, start + n_new, req.table.blocks))
-            tokens.extend(req.all_ids[start:start + n_new])
+            tokens.extend(req.all_ids[start:] + req.drafted if verify else req.all_ids[start:start + n_new])
             positions.extend(range(start, start + n_new))
             seq.extend([j] * n_new)
-            rows.append(len(tokens) - 1)
+            n_rows.append(n_new if verify else 1)
+            rows.extend(range(len(tokens) - n_rows[-1], len(tokens)))
+            drafted.append(list(req.drafted) if verify else None)
         return ScheduledBatch(tokens, positions, seq, rows, slices, requests=[r for r, _ in scheduled],
-                              n_new=[n for _, n in scheduled])
+                              n_new=[n for _, n in scheduled], n_rows=n_rows, drafted=drafted)
 
-    def postprocess(self, batch: ScheduledBatch, tokens: list[int], t_start: float) -> list[TraceEvent]:
-        """Append each request's new token, retire finished ones (continuous: blocks freed at once); the
-        step's trace events."""
+    def postprocess(self, batch: ScheduledBatch, outputs: list, t_start: float) -> list[TraceEvent]:
+        """Append each request's new token (a speculative verify: its accepted guesses and the target's next
+        token, the rejected ones rolled back), retire finished ones (continuous: blocks freed at once); the
+        step's trace events. `outputs[j]`: the runner's token, or a speculative request's scored rows."""
         now = self.clock()
         entries, finished = [], []
         eos = self.model_config.eos_token_id
-        for req, n_new, token in zip(batch.requests, batch.n_new, tokens):
+        for req, n_new, out, drafted in zip(batch.requests, batch.n_new, outputs, batch.drafted):
+            if req.spec is not None:
+                entry, done = self._speculative(req, n_new, out, drafted, eos, t_start, now)
+                entries.append(entry)
+                if done:
+                    finished.append((req, "eos" if req.output_ids[-1] == eos and req.params.stop_at_eos else "length"))
+                continue
+            token = out
             if not req.output_ids:
                 phase = "prefill"
             else:  # a recompute after preemption is a prefill; without a cache every step re-feeds everything
@@ -166,6 +196,43 @@ class Scheduler:
     def run_metrics(self) -> dict:
         return run_metrics(self)
 
+    def _speculative(self, req: Request, n_new: int, rows, drafted: list[int] | None, eos: int,
+                     t_start: float, now: float) -> tuple[dict, bool]:
+        """A speculative request's share of the step: its prefill (nothing sampled) or a verify's acceptance and
+        rollback. (its batch_step entry, whether it is done)."""
+        entry = {"request_id": req.request_id, "n_tokens": n_new, "n_cached": 0, "emitted": []}
+        req.num_computed += n_new
+        if drafted is None:  # every prompt token but the last: the first verify feeds that one with the guesses
+            req.spec.prefilled(now - t_start)
+            self._publish_full_blocks(req)
+            entry.update(phase="prefill", n_cached=req.num_cached_tokens, context_len=req.num_computed,
+                         token_id=None, text="", finished=False)
+            return entry, False
+        n_accepted, emitted = req.spec.judge(req, drafted, rows, eos, now - t_start)
+        req.num_computed -= len(drafted) - n_accepted  # the rejected guesses' positions are forgotten…
+        self._truncate(req)  # … and the blocks past the new end go back to the pool
+        req.drafted = []
+        req.output_ids.extend(emitted)
+        req.token_times.extend([now] * len(emitted))
+        self._publish_full_blocks(req)
+        done = len(req.output_ids) >= req.params.max_new_tokens or (req.params.stop_at_eos and emitted[-1] == eos)
+        entry.update(phase="verify", context_len=req.num_computed, token_id=emitted[-1],
+                     text=self._text(emitted[-1]), finished=done, emitted=emitted, n_drafted=len(drafted),
+                     n_accepted=n_accepted)
+        return entry, done
+
+    def _verifies(self, req: Request, computed: int) -> bool:
+        """A speculative request verifies once every token but its last has K/V (before: its prefill)."""
+        return computed == len(req.all_ids) - 1
+
+    def _new_tokens(self, req: Request, computed: int) -> int:
+        """Positions this step feeds for `req`, `computed` of its tokens having K/V: every one left (a plain
+        request); all but the last (a speculative request's prefill); the last + this step's guesses (its verify)."""
+        left = len(req.all_ids) - computed
+        if req.spec is None:
+            return left
+        return 1 + len(req.drafted) if left == 1 else left - 1
+
     # ---- scheduling ---------------------------------------------------------------------------------
     def _schedule(self) -> list[tuple[Request, int]]:
         scheduled: list[tuple[Request, int]] = []
@@ -175,7 +242,7 @@ class Scheduler:
         for req in list(self.running):
             if req.status != "running":  # preempted earlier in this loop
                 continue
-            n_new = len(req.all_ids) - req.num_computed
+            n_new = self._new_tokens(req, req.num_computed)
             while not self._grow(req, req.num_computed + n_new):
                 victim = self.running[-1]
                 self._preempt(victim)
@@ -206,7 +273,7 @@ class Scheduler:
         if self.prefix is not None:
             # Never match the last token: its forward must run to produce logits (vLLM does the same).
             hits = self.prefix.match(chain_hashes(ids[:-1], bs))
-        n_new = len(ids) - len(hits) * bs
+        n_new = self._new_tokens(req, len(hits) * bs)
         if n_new > budget and not first:
             return None
         need = -(-len(ids) // bs) - len(hits)
@@ -224,7 +291,7 @@ class Scheduler:
             req.first_scheduled_time = self.clock()
             req.num_cached_tokens = len(hits) * bs
         req.num_computed = len(hits) * bs
-        self._grow(req, len(ids))
+        self._grow(req, req.num_computed + n_new)
         req.status = "running"
         return n_new
 
@@ -245,12 +312,20 @@ class Scheduler:
         self._free_blocks(req)
         req.num_computed = 0
         req.block_hashes = []
+        req.drafted = []  # guesses for a verify that will not run: the draft re-syncs on its next proposal
         req.status = "waiting"
         req.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
         self.emit(Preemption(request_id=req.request_id, step=self.step_count, blocks_freed=n_blocks,
                               tokens_to_recompute=len(req.all_ids)))
+
+    def _truncate(self, req: Request) -> None:
+        """Free the blocks past the one holding position num_computed − 1 (a verify's rejected guesses)."""
+        keep = -(-req.num_computed // self.cfg.block_size)
+        while len(req.table.blocks) > keep:
+            b = req.table.blocks.pop()
+            self._block_event("freed", b, req.request_id, len(req.table.blocks), self.allocator.free(b))
 
     def _free_blocks(self, req: Request) -> None:
         # Reverse order: a prefix's tail blocks are the least likely to be shared, so they sit nearer the
@@ -266,6 +341,8 @@ class Scheduler:
         req.finish_reason = reason
         req.finished_time = now
         self.finished.append(req)
+        if req.spec is not None:
+            req.spec.release()
         if self.cfg.mode == "static" and reason != "aborted":
             self.held.append(req)  # keeps its slot and blocks until the whole batch is done
         else:
