@@ -66,6 +66,18 @@ class Request:
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
 
+    def verifies(self, computed: int) -> bool:
+        """A speculative request verifies once every token but its last has K/V (before: its prefill)."""
+        return self.spec is not None and computed == len(self.prompt_ids) + len(self.output_ids) - 1
+
+    def new_tokens(self, computed: int) -> int:
+        """Positions a step feeds, `computed` of the tokens having K/V: every one left (a plain request); all but
+        the last (a speculative request's prefill); the last and this step's guesses (its verify)."""
+        left = len(self.prompt_ids) + len(self.output_ids) - computed
+        if self.spec is None:
+            return left
+        return 1 + len(self.drafted) if left == 1 else left - 1
+
 
 @dataclass
 class StepRows:

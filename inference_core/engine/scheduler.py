@@ -2,8 +2,8 @@
 
 The scheduler decides; it never runs the model. `LLMEngine.step()` (llm_engine.py) ties one step together:
     batch = scheduler.schedule()          # who runs, with which new tokens, in which blocks
-    tokens = runner.run(batch, pool)      # ONE forward over all of them, flattened, then one token each
-    events = scheduler.postprocess(batch, tokens, t_start)   # append, retire, free blocks, trace events
+    outputs = runner.run(batch, pool)     # ONE forward over all of them, flattened, then one token each
+    events = scheduler.postprocess(batch, outputs, t_start)   # append, retire, free blocks, trace events
 
 `schedule()`: running requests first (oldest first; each decode needs room for one more token — when the
 pool is empty the *newest* running request is preempted: blocks freed, back to the front of the waiting
@@ -14,12 +14,9 @@ Invariant: after a step, every running request has K/V for all but its last toke
 no block past them (with `kv_cache=False` none: every step recomputes the whole sequence, which is what the
 cache saves).
 
-A speculative request (`req.spec`, speculative/decode.py) shares the batch like any other: its first step feeds
-every prompt token but the last (nothing sampled); each later step is a draft phase (`to_draft`: LLMEngine.step
-asks its draft for up to k guesses before the schedule) and a verify phase (the last committed token + the
-guesses, k+1 positions of one row, every one scored). Postprocess applies the acceptance rule to those rows,
-appends the accepted guesses and the target's next token, and rolls back the rejected guesses: their positions
-are forgotten and the blocks past the new end go back to the pool.
+A speculative request (`req.spec`) shares the batch: its first step feeds all prompt tokens but the last; each
+later one is a draft phase (`to_draft`, run by LLMEngine.step before the schedule) and a verify (its last token +
+k guesses, all k+1 rows scored), judged in postprocess: rejected guesses are forgotten, their blocks freed.
 Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort from one thread.
 """
 from __future__ import annotations
@@ -124,13 +121,9 @@ class Scheduler:
         return self.drain()
 
     def to_draft(self) -> list[tuple[Request, int]]:
-        """The draft phase: the running speculative requests whose next step is a verify, each with how many
-        guesses it may make (k, capped so that no verified position lies past its last token)."""
-        out = []
-        for req in self.running:
-            if req.spec is not None and self._verifies(req, req.num_computed):
-                out.append((req, max(0, min(req.spec.k, req.params.max_new_tokens - len(req.output_ids) - 1))))
-        return out
+        """The draft phase: speculative requests about to verify, each with k capped at its tokens left − 1."""
+        return [(r, max(0, min(r.spec.k, r.params.max_new_tokens - len(r.output_ids) - 1)))
+                for r in self.running if r.verifies(r.num_computed)]
 
     def schedule(self) -> ScheduledBatch | None:
         """Decide this step's batch (allocating, sharing or preempting blocks); None when nothing can run."""
@@ -140,7 +133,7 @@ class Scheduler:
         tokens, positions, seq, rows, slices, n_rows, drafted = [], [], [], [], [], [], []
         for j, (req, n_new) in enumerate(scheduled):
             start = req.num_computed
-            verify = req.spec is not None and self._verifies(req, start)
+            verify = req.verifies(start)
             slices.append(SeqSlice(len(tokens), n_new, start + n_new, req.table.blocks))
             tokens.extend(req.all_ids[start:] + req.drafted if verify else req.all_ids[start:start + n_new])
             positions.extend(range(start, start + n_new))
@@ -152,33 +145,35 @@ class Scheduler:
                               n_new=[n for _, n in scheduled], n_rows=n_rows, drafted=drafted)
 
     def postprocess(self, batch: ScheduledBatch, outputs: list, t_start: float) -> list[TraceEvent]:
-        """Append each request's new token (a speculative verify: its accepted guesses and the target's next
-        token, the rejected ones rolled back), retire finished ones (continuous: blocks freed at once); the
-        step's trace events. `outputs[j]`: the runner's token, or a speculative request's scored rows."""
+        """Append each request's new token(s) (`outputs[j]`: a token, or a speculative request's scored rows),
+        retire finished ones (continuous: blocks freed at once); the step's trace events."""
         now = self.clock()
         entries, finished = [], []
         eos = self.model_config.eos_token_id
         for req, n_new, out, drafted in zip(batch.requests, batch.n_new, outputs, batch.drafted):
-            if req.spec is not None:
-                entry, done = self._speculative(req, n_new, out, drafted, eos, t_start, now)
-                entries.append(entry)
-                if done:
-                    finished.append((req, "eos" if req.output_ids[-1] == eos and req.params.stop_at_eos else "length"))
-                continue
-            token = out
-            if not req.output_ids:
-                phase = "prefill"
-            else:  # a recompute after preemption is a prefill; without a cache every step re-feeds everything
-                phase = "decode" if n_new == 1 or not self.cfg.kv_cache else "prefill"
             req.num_computed += n_new
-            req.output_ids.append(token)
-            req.token_times.append(now)
+            extra: dict = {}
+            if drafted is not None:  # a verify: the acceptance rule, then the rejected guesses are rolled back…
+                n_accepted, emitted = req.spec.judge(req, drafted, out, eos, now - t_start)
+                req.num_computed -= len(drafted) - n_accepted
+                self._truncate(req)  # … and the blocks past the new end go back to the pool
+                req.drafted, phase = [], "verify"
+                extra = {"emitted": emitted, "n_drafted": len(drafted), "n_accepted": n_accepted}
+            elif req.spec is not None:  # a speculative prefill: every prompt token but the last, nothing sampled
+                req.spec.prefilled(now - t_start)
+                emitted, phase = [], "prefill"
+            else:  # a recompute after preemption is a prefill; without a cache every step re-feeds everything
+                emitted = [out]
+                phase = "decode" if req.output_ids and (n_new == 1 or not self.cfg.kv_cache) else "prefill"
+            req.output_ids.extend(emitted)
+            req.token_times.extend([now] * len(emitted))
             self._publish_full_blocks(req)
+            token = emitted[-1] if emitted else None
             stop = req.params.stop_at_eos and token == eos
-            done = len(req.output_ids) >= req.params.max_new_tokens or stop
+            done = bool(emitted) and (len(req.output_ids) >= req.params.max_new_tokens or stop)
             entries.append({"request_id": req.request_id, "phase": phase, "n_tokens": n_new,
                             "context_len": req.num_computed, "n_cached": req.num_cached_tokens if phase == "prefill" else 0,
-                            "token_id": token, "text": self._text(token), "finished": done})
+                            "token_id": token, "text": self._text(token) if emitted else "", "finished": done, **extra})
             if not self.cfg.kv_cache:
                 req.num_computed = 0  # nothing kept: the next step recomputes every position
             if done:
@@ -196,43 +191,6 @@ class Scheduler:
     def run_metrics(self) -> dict:
         return run_metrics(self)
 
-    def _speculative(self, req: Request, n_new: int, rows, drafted: list[int] | None, eos: int,
-                     t_start: float, now: float) -> tuple[dict, bool]:
-        """A speculative request's share of the step: its prefill (nothing sampled) or a verify's acceptance and
-        rollback. (its batch_step entry, whether it is done)."""
-        entry = {"request_id": req.request_id, "n_tokens": n_new, "n_cached": 0, "emitted": []}
-        req.num_computed += n_new
-        if drafted is None:  # every prompt token but the last: the first verify feeds that one with the guesses
-            req.spec.prefilled(now - t_start)
-            self._publish_full_blocks(req)
-            entry.update(phase="prefill", n_cached=req.num_cached_tokens, context_len=req.num_computed,
-                         token_id=None, text="", finished=False)
-            return entry, False
-        n_accepted, emitted = req.spec.judge(req, drafted, rows, eos, now - t_start)
-        req.num_computed -= len(drafted) - n_accepted  # the rejected guesses' positions are forgotten…
-        self._truncate(req)  # … and the blocks past the new end go back to the pool
-        req.drafted = []
-        req.output_ids.extend(emitted)
-        req.token_times.extend([now] * len(emitted))
-        self._publish_full_blocks(req)
-        done = len(req.output_ids) >= req.params.max_new_tokens or (req.params.stop_at_eos and emitted[-1] == eos)
-        entry.update(phase="verify", context_len=req.num_computed, token_id=emitted[-1],
-                     text=self._text(emitted[-1]), finished=done, emitted=emitted, n_drafted=len(drafted),
-                     n_accepted=n_accepted)
-        return entry, done
-
-    def _verifies(self, req: Request, computed: int) -> bool:
-        """A speculative request verifies once every token but its last has K/V (before: its prefill)."""
-        return computed == len(req.all_ids) - 1
-
-    def _new_tokens(self, req: Request, computed: int) -> int:
-        """Positions this step feeds for `req`, `computed` of its tokens having K/V: every one left (a plain
-        request); all but the last (a speculative request's prefill); the last + this step's guesses (its verify)."""
-        left = len(req.all_ids) - computed
-        if req.spec is None:
-            return left
-        return 1 + len(req.drafted) if left == 1 else left - 1
-
     # ---- scheduling ---------------------------------------------------------------------------------
     def _schedule(self) -> list[tuple[Request, int]]:
         scheduled: list[tuple[Request, int]] = []
@@ -242,7 +200,7 @@ class Scheduler:
         for req in list(self.running):
             if req.status != "running":  # preempted earlier in this loop
                 continue
-            n_new = self._new_tokens(req, req.num_computed)
+            n_new = req.new_tokens(req.num_computed)
             while not self._grow(req, req.num_computed + n_new):
                 victim = self.running[-1]
                 self._preempt(victim)
@@ -273,7 +231,7 @@ class Scheduler:
         if self.prefix is not None:
             # Never match the last token: its forward must run to produce logits (vLLM does the same).
             hits = self.prefix.match(chain_hashes(ids[:-1], bs))
-        n_new = self._new_tokens(req, len(hits) * bs)
+        n_new = req.new_tokens(len(hits) * bs)
         if n_new > budget and not first:
             return None
         need = -(-len(ids) // bs) - len(hits)
