@@ -11,33 +11,22 @@ from .paged import BlockTable, SeqSlice
 
 
 class Speculation(Protocol):
-    """What makes a request speculative (speculative/decode.py implements it; the engine never imports it).
-    Each of its steps is a draft phase (`propose`, run by `LLMEngine.step` before the schedule) and a verify
-    phase (the target scores the last committed token + the guesses in one pass, like a prefill chunk of k+1
-    positions), whose rows `judge` turns into the tokens to emit in the scheduler's postprocess."""
+    """What makes a request speculative (speculative/decode.py's `SpecDecoding`; the engine never imports it).
+    `begin(req)` when added (outside any step: a model draft borrows its pool then); in each step a draft phase,
+    `propose(req, k)` → up to k guesses of what follows req.all_ids (run by `LLMEngine.step` before the schedule),
+    and a verify phase: the target scores the last committed token and the guesses in the step's one forward (like
+    a prefill chunk of k+1 positions), and the scheduler's postprocess calls `judge(req, drafted, logits [k+1,
+    vocab], eos, step_s)` → (guesses accepted, tokens to emit, cut at EOS / max_new_tokens). `prefilled(seconds)`
+    after its prefill; `release()` when it is over (the draft's pool goes back)."""
 
     k: int  # guesses per round at most
 
-    def begin(self, req: "Request") -> None:
-        """The request was added (outside any step): a model draft borrows its pool now, with its graphs captured."""
-        ...
-
-    def propose(self, req: "Request", k: int) -> list[int]:
-        """Up to k guesses of what follows `req.all_ids` (a model draft runs its own forwards, on its own pool)."""
-        ...
-
-    def judge(self, req: "Request", drafted: list[int], logits: "torch.Tensor", eos: int, verify_s: float) -> tuple[int, list[int]]:
-        """The acceptance rule over the target's rows [len(drafted)+1, vocab]: (guesses accepted, tokens to
-        emit: the accepted guesses and the target's next token, cut at EOS or max_new_tokens)."""
-        ...
-
-    def prefilled(self, seconds: float) -> None:
-        """The request's prefill (every prompt token but the last) took `seconds`."""
-        ...
-
-    def release(self) -> None:
-        """The request is over: the draft's caches go back to their pools."""
-        ...
+    def begin(self, req: "Request") -> None: ...
+    def propose(self, req: "Request", k: int) -> list[int]: ...
+    def judge(self, req: "Request", drafted: list[int], logits: torch.Tensor, eos: int,
+              step_s: float) -> tuple[int, list[int]]: ...
+    def prefilled(self, seconds: float) -> None: ...
+    def release(self) -> None: ...
 
 
 @dataclass
