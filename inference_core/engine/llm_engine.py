@@ -1,8 +1,9 @@
 """LLMEngine: the one generation loop. step() = Scheduler.schedule() → ModelRunner.run() → postprocess.
 
 Everything that generates drives `step()`: a single request (`LoadedModel.generate_events` is a one-request
-schedule), a batch (`run_batch`), the worker's batching service (a thread around `step()`) and the course's
-demos. The scheduler decides and keeps the books, the runner owns the weights, the KV pool's layout and the
+schedule), a batch (`run_batch`), a speculative request (speculative/speculate.py: a draft phase, then its
+verify in the step's one forward, beside any plain request), the worker's batching service (a thread around
+`step()`) and the course's demos. The scheduler decides and keeps the books, the runner owns the weights, the KV pool's layout and the
 fast paths; neither knows about the other.
 
 `RequestStream` turns the batch's events back into one caller's `token` / `run_finished` events (the same
@@ -43,6 +44,8 @@ class LLMEngine:
 
     def add_request(self, req: Request) -> None:
         self.scheduler.add_request(req)
+        if req.spec is not None:  # a model draft's pool is lent here, never inside a (timed) step
+            req.spec.begin(req)
 
     def abort(self, request_id: str) -> list[TraceEvent]:
         return self.scheduler.abort(request_id)
@@ -51,13 +54,16 @@ class LLMEngine:
         return self.scheduler.has_work()
 
     def step(self) -> list[TraceEvent]:
-        """Schedule, run one forward for the whole batch, postprocess. This step's trace events."""
+        """Draft (speculative requests), schedule, run one forward for the whole batch, postprocess (acceptance
+        and rollback included). This step's trace events; its duration counts the draft phase."""
+        t_start = self.clock()
+        for req, k in self.scheduler.to_draft():  # the draft phase: speculative requests guess before the verify
+            req.drafted = req.spec.propose(req, k)
         batch = self.scheduler.schedule()
         if batch is None:
             return self.scheduler.drain()
-        t_start = self.clock()
-        tokens = self.runner.run(batch, self.pool)
-        return self.scheduler.postprocess(batch, tokens, t_start)
+        outputs = self.runner.run(batch, self.pool)
+        return self.scheduler.postprocess(batch, outputs, t_start)
 
     def drain(self) -> list[TraceEvent]:
         return self.scheduler.drain()
@@ -110,7 +116,8 @@ class RequestStream:
         for ev in sorted(events, key=lambda e: not isinstance(e, BatchStep)):
             if isinstance(ev, BatchStep):
                 for entry in ev.entries:
-                    yield entry["request_id"], self.token(ev, entry)
+                    if entry["token_id"] is not None:  # None: a speculative prefill, which samples nothing
+                        yield entry["request_id"], self.token(ev, entry)
             elif isinstance(ev, RequestFinished):
                 yield ev.request_id, self.finished(ev)
 

@@ -11,11 +11,12 @@ better). Its linears run on oneDNN rather than MKL (onednn_linears.py), which ma
 (4.63 vs 5.10 s CPU time).
 
 Two entry points over the same `forward_batch`, both here so a fast path added once reaches every caller:
-- `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request.
-  `LLMEngine.step()` calls it: single requests, batches, the demos and the worker.
+- `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request
+  (a speculative request's verify: the logits of its k+1 rows, judged by the scheduler). `LLMEngine.step()` calls
+  it: single requests, batches, speculative requests among them, the demos and the worker.
 - `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
-  → logits. Speculative rounds (prefill, verify over k+1 positions, a model draft's guesses) call it: they roll
-  the sequence back after a rejection, which frees the blocks past its new end.
+  → logits. A model draft's guesses (the draft phase of a step) call it: it rolls its sequence back after a
+  rejection, which frees the blocks past its new end.
 On CUDA a step of up to 64 new tokens (a single request's decode, a batch of decodes, a speculative verify, a
 draft's guess, a short prefill chunk) replays a CUDA graph captured per token-count bucket over the paged pool
 (paged_graphs.py): batch-1 decode is the bucket-1 graph, a fast path of `run` like any other, not a loop of its
@@ -43,7 +44,7 @@ from .paged import PagedBackend, PagedKVPool, PagedSequence
 from .request import ScheduledBatch, StepRows
 
 MIN_POOL_BLOCKS = 16  # the smallest size class of lent pools (256 positions at block size 16)
-MAX_SPARE_POOLS = 2  # per size class (concurrent speculative runs each hold one while they run)
+MAX_SPARE_POOLS = 2  # per size class (concurrent runs, and model drafts, each hold one while they run)
 SPARE_POOL_BYTES = 1 << 29  # pools kept between runs on the CPU: at most 512 MiB of a worker's RAM
 
 
@@ -106,7 +107,7 @@ class ModelRunner:
     def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
                   kv_dtype: str = "auto") -> PagedKVPool:
         """A pool of at least `num_blocks` blocks, lent until `give_back`: a run's (LLMEngine, a single request's
-        included), a speculative target's or a model draft's. Sizes round up to a power of two blocks, so runs of
+        included) or a model draft's. Sizes round up to a power of two blocks, so runs of
         similar size share a class and borrow each other's pools with the CUDA graphs captured over them (a GPU step
         would otherwise capture them again for every run, inside its timings). A pool's graphs are captured here,
         for every bucket not yet built, before anyone holds a block of it: the warm-up steps write K/V to block 0,
@@ -135,19 +136,25 @@ class ModelRunner:
                 spare.append(pool)
 
     def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
-        """A sequence of at least `capacity` positions on a lent pool of its own (speculative target, model
-        draft); `PagedSequence.close()` gives the pool back."""
+        """A sequence of at least `capacity` positions on a lent pool of its own (a model draft's); `PagedSequence.close()` gives the pool back."""
         pool = self.lend_pool(-(-capacity // block_size), block_size, n_layers)
         return PagedSequence(pool, on_close=self.give_back)
 
     @torch.inference_mode()
-    def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list[int]:
-        """One forward over every scheduled request's new tokens, then one token per request."""
+    def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list:
+        """One forward over every scheduled request's new tokens, then one token per plain request; a speculative
+        request gets its rows' logits [n_rows, vocab] instead (the scheduler's acceptance rule judges them)."""
         logits = self.forward_batch(batch, pool)
         reqs = batch.requests
-        if all(r.params.greedy for r in reqs):
+        plain = all(r.spec is None for r in reqs)
+        if plain and all(r.params.greedy for r in reqs):
             return logits.argmax(-1).tolist()
-        return [sample(logits[i], r.params, r.generator) for i, r in enumerate(reqs)]
+        out, row = [], 0
+        for r, n in zip(reqs, batch.n_rows or [1] * len(reqs)):
+            rows = logits[row:row + n]
+            row += n
+            out.append(rows if r.spec is not None else sample(rows[0], r.params, r.generator))
+        return out
 
     def step_graphs(self, pool: PagedKVPool) -> StepGraphs:
         """The bucketed step graphs over `pool`, kept on it (built at first use)."""
@@ -203,7 +210,7 @@ class ModelRunner:
         with onednn_linears.OneDnnLinears() if onednn else nullcontext():
             x = self.model.hidden_states(torch.tensor([step.tokens], device=self.device),
                                          torch.tensor(step.positions, device=self.device), backend, n_layers)
-        return self.model.compute_logits(x[0, torch.tensor(step.rows, device=self.device)])
+        return self.model.compute_logits(x[0, torch.tensor(step.rows, dtype=torch.long, device=self.device)])
 
 
 def runner_for(model: Transformer) -> ModelRunner:

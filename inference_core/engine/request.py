@@ -2,12 +2,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 
 from ..model.sampling import SamplingParams
 from .paged import BlockTable, SeqSlice
+
+
+class Speculation(Protocol):
+    """What makes a request speculative (speculative/decode.py's `SpecDecoding`; the engine never imports it).
+    `begin(req)` when added (outside any step: a model draft borrows its pool then); in each step a draft phase,
+    `propose(req, k)` → up to k guesses of what follows req.all_ids (run by `LLMEngine.step` before the schedule),
+    and a verify phase: the target scores the last committed token and the guesses in the step's one forward (like
+    a prefill chunk of k+1 positions), and the scheduler's postprocess calls `judge(req, drafted, logits [k+1,
+    vocab], eos, step_s)` → (guesses accepted, tokens to emit, cut at EOS / max_new_tokens). `prefilled(seconds)`
+    after its prefill; `release()` when it is over (the draft's pool goes back)."""
+
+    k: int  # guesses per round at most
+
+    def begin(self, req: "Request") -> None: ...
+    def propose(self, req: "Request", k: int) -> list[int]: ...
+    def judge(self, req: "Request", drafted: list[int], logits: torch.Tensor, eos: int,
+              step_s: float) -> tuple[int, list[int]]: ...
+    def prefilled(self, seconds: float) -> None: ...
+    def release(self) -> None: ...
 
 
 @dataclass
@@ -29,10 +48,24 @@ class Request:
     token_times: list[float] = field(default_factory=list)
     finished_time: float | None = None
     generator: torch.Generator | None = None
+    spec: Speculation | None = None  # speculative decoding: drafted and verified in the same steps as the rest
+    drafted: list[int] = field(default_factory=list)  # this step's guesses (the draft phase), owned by the scheduler
 
     @property
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
+
+    def verifies(self, computed: int) -> bool:
+        """A speculative request verifies once every token but its last has K/V (before: its prefill)."""
+        return self.spec is not None and computed == len(self.prompt_ids) + len(self.output_ids) - 1
+
+    def new_tokens(self, computed: int) -> int:
+        """Positions a step feeds, `computed` of the tokens having K/V: every one left (a plain request); all but
+        the last (a speculative request's prefill); the last and this step's guesses (its verify)."""
+        left = len(self.prompt_ids) + len(self.output_ids) - computed
+        if self.spec is None:
+            return left
+        return 1 + len(self.drafted) if left == 1 else left - 1
 
 
 @dataclass
@@ -55,8 +88,11 @@ class StepRows:
 
 @dataclass
 class ScheduledBatch(StepRows):
-    """A scheduler step: `requests[j]` owns slice j and gets `n_new[j]` new tokens; `rows` are each request's last
-    new token (the only rows whose logits are sampled)."""
+    """A scheduler step: `requests[j]` owns slice j and gets `n_new[j]` new tokens; `rows` are the rows whose logits
+    are computed: `n_rows[j]` per request, its last new tokens — 1 (the token to sample), or for a speculative
+    verify every one of its k+1 positions (`drafted[j]`: the guesses it checks; None when not a verify)."""
 
     requests: list[Request] = field(default_factory=list)
     n_new: list[int] = field(default_factory=list)
+    n_rows: list[int] = field(default_factory=list)
+    drafted: list[list[int] | None] = field(default_factory=list)

@@ -2,16 +2,21 @@
 
 The scheduler decides; it never runs the model. `LLMEngine.step()` (llm_engine.py) ties one step together:
     batch = scheduler.schedule()          # who runs, with which new tokens, in which blocks
-    tokens = runner.run(batch, pool)      # ONE forward over all of them, flattened, then one token each
-    events = scheduler.postprocess(batch, tokens, t_start)   # append, retire, free blocks, trace events
+    outputs = runner.run(batch, pool)     # ONE forward over all of them, flattened, then one token each
+    events = scheduler.postprocess(batch, outputs, t_start)   # append, retire, free blocks, trace events
 
 `schedule()`: running requests first (oldest first; each decode needs room for one more token — when the
 pool is empty the *newest* running request is preempted: blocks freed, back to the front of the waiting
 queue, recomputed later); then admits waiting requests FIFO while sequence slots, the token budget and
 free blocks allow (prefix-cache hits are shared, not recomputed). Static mode admits only when the previous
 batch has completely finished, and keeps early finishers' blocks and slots until then.
-Invariant: after a step, every running request has K/V for all but its last token in its block table
-(with `kv_cache=False` none: every step recomputes the whole sequence, which is what the cache saves).
+Invariant: after a step, every running request has K/V for all but its last token in its block table, and
+no block past them (with `kv_cache=False` none: every step recomputes the whole sequence, which is what the
+cache saves).
+
+A speculative request (`req.spec`) shares the batch: its first step feeds all prompt tokens but the last; each
+later one is a draft phase (`to_draft`, run by LLMEngine.step before the schedule) and a verify (its last token +
+k guesses, all k+1 rows scored), judged in postprocess: rejected guesses are forgotten, their blocks freed.
 Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort from one thread.
 """
 from __future__ import annotations
@@ -89,6 +94,8 @@ class Scheduler:
             raise ValueError(f"{req.request_id}: {total} positions exceed the model's {self.model_config.max_seq_len}")
         if -(-total // self.cfg.block_size) > self.cfg.num_blocks:
             raise ValueError(f"{req.request_id}: needs more than all {self.cfg.num_blocks} blocks")
+        if req.spec is not None and not self.cfg.kv_cache:
+            raise ValueError(f"{req.request_id}: speculative decoding verifies against cached K/V: it needs kv_cache")
         req.arrival_time = self.clock()
         req.status = "waiting"
         req.table = BlockTable(self.cfg.block_size)
@@ -113,42 +120,60 @@ class Scheduler:
             self._release_static_batch()
         return self.drain()
 
+    def to_draft(self) -> list[tuple[Request, int]]:
+        """The draft phase: speculative requests about to verify, each with k capped at its tokens left − 1."""
+        return [(r, max(0, min(r.spec.k, r.params.max_new_tokens - len(r.output_ids) - 1)))
+                for r in self.running if r.verifies(r.num_computed)]
+
     def schedule(self) -> ScheduledBatch | None:
         """Decide this step's batch (allocating, sharing or preempting blocks); None when nothing can run."""
         scheduled = self._schedule()
         if not scheduled:
             return None
-        tokens, positions, seq, rows, slices = [], [], [], [], []
+        tokens, positions, seq, rows, slices, n_rows, drafted = [], [], [], [], [], [], []
         for j, (req, n_new) in enumerate(scheduled):
             start = req.num_computed
+            verify = req.verifies(start)
             slices.append(SeqSlice(len(tokens), n_new, start + n_new, req.table.blocks))
-            tokens.extend(req.all_ids[start:start + n_new])
+            tokens.extend(req.all_ids[start:] + req.drafted if verify else req.all_ids[start:start + n_new])
             positions.extend(range(start, start + n_new))
             seq.extend([j] * n_new)
-            rows.append(len(tokens) - 1)
+            n_rows.append(n_new if verify else 1)
+            rows.extend(range(len(tokens) - n_rows[-1], len(tokens)))
+            drafted.append(list(req.drafted) if verify else None)
         return ScheduledBatch(tokens, positions, seq, rows, slices, requests=[r for r, _ in scheduled],
-                              n_new=[n for _, n in scheduled])
+                              n_new=[n for _, n in scheduled], n_rows=n_rows, drafted=drafted)
 
-    def postprocess(self, batch: ScheduledBatch, tokens: list[int], t_start: float) -> list[TraceEvent]:
-        """Append each request's new token, retire finished ones (continuous: blocks freed at once); the
-        step's trace events."""
+    def postprocess(self, batch: ScheduledBatch, outputs: list, t_start: float) -> list[TraceEvent]:
+        """Append each request's new token(s) (`outputs[j]`: a token, or a speculative request's scored rows),
+        retire finished ones (continuous: blocks freed at once); the step's trace events."""
         now = self.clock()
         entries, finished = [], []
         eos = self.model_config.eos_token_id
-        for req, n_new, token in zip(batch.requests, batch.n_new, tokens):
-            if not req.output_ids:
-                phase = "prefill"
-            else:  # a recompute after preemption is a prefill; without a cache every step re-feeds everything
-                phase = "decode" if n_new == 1 or not self.cfg.kv_cache else "prefill"
+        for req, n_new, out, drafted in zip(batch.requests, batch.n_new, outputs, batch.drafted):
             req.num_computed += n_new
-            req.output_ids.append(token)
-            req.token_times.append(now)
+            extra: dict = {}
+            if drafted is not None:  # a verify: the acceptance rule, then the rejected guesses are rolled back…
+                n_accepted, emitted = req.spec.judge(req, drafted, out, eos, now - t_start)
+                req.num_computed -= len(drafted) - n_accepted
+                self._truncate(req)  # … and the blocks past the new end go back to the pool
+                req.drafted, phase = [], "verify"
+                extra = {"emitted": emitted, "n_drafted": len(drafted), "n_accepted": n_accepted}
+            elif req.spec is not None:  # a speculative prefill: every prompt token but the last, nothing sampled
+                req.spec.prefilled(now - t_start)
+                emitted, phase = [], "prefill"
+            else:  # a recompute after preemption is a prefill; without a cache every step re-feeds everything
+                emitted = [out]
+                phase = "decode" if req.output_ids and (n_new == 1 or not self.cfg.kv_cache) else "prefill"
+            req.output_ids.extend(emitted)
+            req.token_times.extend([now] * len(emitted))
             self._publish_full_blocks(req)
+            token = emitted[-1] if emitted else None
             stop = req.params.stop_at_eos and token == eos
-            done = len(req.output_ids) >= req.params.max_new_tokens or stop
+            done = bool(emitted) and (len(req.output_ids) >= req.params.max_new_tokens or stop)
             entries.append({"request_id": req.request_id, "phase": phase, "n_tokens": n_new,
                             "context_len": req.num_computed, "n_cached": req.num_cached_tokens if phase == "prefill" else 0,
-                            "token_id": token, "text": self._text(token), "finished": done})
+                            "token_id": token, "text": self._text(token) if emitted else "", "finished": done, **extra})
             if not self.cfg.kv_cache:
                 req.num_computed = 0  # nothing kept: the next step recomputes every position
             if done:
@@ -175,7 +200,7 @@ class Scheduler:
         for req in list(self.running):
             if req.status != "running":  # preempted earlier in this loop
                 continue
-            n_new = len(req.all_ids) - req.num_computed
+            n_new = req.new_tokens(req.num_computed)
             while not self._grow(req, req.num_computed + n_new):
                 victim = self.running[-1]
                 self._preempt(victim)
@@ -206,7 +231,7 @@ class Scheduler:
         if self.prefix is not None:
             # Never match the last token: its forward must run to produce logits (vLLM does the same).
             hits = self.prefix.match(chain_hashes(ids[:-1], bs))
-        n_new = len(ids) - len(hits) * bs
+        n_new = req.new_tokens(len(hits) * bs)
         if n_new > budget and not first:
             return None
         need = -(-len(ids) // bs) - len(hits)
@@ -224,7 +249,7 @@ class Scheduler:
             req.first_scheduled_time = self.clock()
             req.num_cached_tokens = len(hits) * bs
         req.num_computed = len(hits) * bs
-        self._grow(req, len(ids))
+        self._grow(req, req.num_computed + n_new)
         req.status = "running"
         return n_new
 
@@ -245,12 +270,20 @@ class Scheduler:
         self._free_blocks(req)
         req.num_computed = 0
         req.block_hashes = []
+        req.drafted = []  # guesses for a verify that will not run: the draft re-syncs on its next proposal
         req.status = "waiting"
         req.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(req)
         self.emit(Preemption(request_id=req.request_id, step=self.step_count, blocks_freed=n_blocks,
                               tokens_to_recompute=len(req.all_ids)))
+
+    def _truncate(self, req: Request) -> None:
+        """Free the blocks past the one holding position num_computed − 1 (a verify's rejected guesses)."""
+        keep = -(-req.num_computed // self.cfg.block_size)
+        while len(req.table.blocks) > keep:
+            b = req.table.blocks.pop()
+            self._block_event("freed", b, req.request_id, len(req.table.blocks), self.allocator.free(b))
 
     def _free_blocks(self, req: Request) -> None:
         # Reverse order: a prefix's tail blocks are the least likely to be shared, so they sit nearer the
@@ -266,6 +299,8 @@ class Scheduler:
         req.finish_reason = reason
         req.finished_time = now
         self.finished.append(req)
+        if req.spec is not None:
+            req.spec.release()
         if self.cfg.mode == "static" and reason != "aborted":
             self.held.append(req)  # keeps its slot and blocks until the whole batch is done
         else:

@@ -14,27 +14,26 @@ Each emitted token is then distributed exactly as q (the target alone, with the 
 top-k / top-p). Greedy (temperature 0) makes p and q one-hot: accept while d_i == argmax q_i, and the
 residual is the target's argmax — so greedy output equals plain greedy decoding token for token.
 
-Cache invariant between rounds: the target's sequence (a `PagedSequence`: blocks of its own pool, verified
-through the same `ModelRunner` as every other step) holds K/V for every committed token except the last
-(length == len(seq) − 1). After a round that accepted m of k guesses, positions of the k − m rejected
-guesses are dropped with `PagedSequence.truncate`, which frees blocks past the new end; the draft re-syncs
-itself the same way (drafts.py).
+A round is one `LLMEngine.step()` (engine/scheduler.py): the step's draft phase calls `propose` (1.), its one
+forward verifies the guesses beside every other request's tokens (2.), and the scheduler's postprocess calls
+`judge` (3.–4.). Cache invariant between rounds, kept by the scheduler: the request's block table holds K/V for
+every committed token except the last. After a round that accepted m of k guesses, the k − m rejected guesses'
+positions are forgotten and the blocks past the new end go back to the pool; the draft re-syncs itself the same
+way (drafts.py).
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-from ..engine.model_runner import runner_for
-from ..engine.trace import TraceEvent
+from ..engine.request import Request
 from ..model.sampling import SamplingParams, probabilities
-from ..model.transformer import Transformer
 from .acceptance import accept
-from .drafts import Draft, ModelDraft, Proposal
-from .events import NOTATION, SpecFinished, SpecRound, SpecStarted
+from .drafts import Draft, Proposal
+from .events import SpecRound
 
 
 # ---------------------------------------------------------------- metrics
@@ -95,130 +94,79 @@ class SpecStats:
         }
 
 
-# ---------------------------------------------------------------- the round loop
+# ---------------------------------------------------------------- one request's rounds
 
 @dataclass(frozen=True)
 class SpecParams(SamplingParams):
     k: int = 4  # guesses per round
 
 
-class SpeculativeRun:
-    """State of one speculative generation: the target's cache, the committed sequence, the stats.
+class SpecDecoding:
+    """What makes an engine `Request` speculative (engine/request.py's `Speculation`): its draft, the acceptance
+    rule and the record of its rounds (`SpecRound` events, `SpecStats`). The scheduler drives it from the step;
+    nothing here runs the target. Its `rounds` wait for the driver to `take_rounds()`."""
 
-    Invariant between rounds: `cache.length == len(seq) − 1` (the last committed token is fed with the
-    next round's guesses), and the draft's own state covers at most `seq`.
-    """
-
-    def __init__(self, model: Transformer, draft: Draft, prompt_ids: list[int], params: SpecParams,
-                 token_text: Callable[[int], str] = str) -> None:
-        cfg = model.config
-        if not prompt_ids:
-            raise ValueError("prompt is empty")
-        if params.k < 0:
+    def __init__(self, draft: Draft, k: int, token_text: Callable[[int], str] = str) -> None:
+        if k < 0:
             raise ValueError("k must be ≥ 0")
-        capacity = len(prompt_ids) + params.max_new_tokens + params.k + 1
-        if capacity > cfg.max_seq_len:
-            raise ValueError(f"prompt + new tokens + k = {capacity} exceeds the model's {cfg.max_seq_len} positions")
-        self.model, self.draft, self.params, self.token_text = model, draft, params, token_text
-        self.device = model.tok_embeddings.weight.device
-        self.sampling = params
-        self.generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
-        self.runner = runner_for(model)
-        self.cache = self.runner.new_sequence(capacity)  # the target's K/V on blocks of its own
-        self.seq = list(prompt_ids)
-        self.out: list[int] = []
-        self.stats = SpecStats(params.k, n_prompt_tokens=len(prompt_ids))
-        self.finish = "length"
-        self.rounds = 0
+        self.draft, self.k, self.token_text = draft, k, token_text
+        self.stats = SpecStats(k)
+        self.rounds: list[SpecRound] = []
+        self.n_rounds = 0
+        self.proposal: Proposal | None = None  # this round's guesses with the draft's distributions
         self.t_start = time.perf_counter()
-        draft.begin(list(prompt_ids), capacity, self.sampling, self.generator)
 
-    def close(self) -> None:
-        """Return the target's and the draft's pools to their runners (with the CUDA graphs captured over them)."""
-        self.cache.close()
-        self.draft.close()
+    def begin(self, req: Request) -> None:
+        capacity = len(req.prompt_ids) + req.params.max_new_tokens + self.k + 1
+        self.draft.begin(list(req.prompt_ids), capacity, req.params, req.generator)
 
-    @property
-    def done(self) -> bool:
-        return self.finish == "eos" or len(self.out) >= self.params.max_new_tokens
+    def propose(self, req: Request, k: int) -> list[int]:
+        if k <= 0:
+            self.proposal = None
+            return []
+        self.proposal = self.draft.propose(req.all_ids, k)
+        return self.proposal.tokens[:k]
+
+    def prefilled(self, seconds: float) -> None:
+        self.stats.prefill_time_s = seconds
 
     @torch.inference_mode()
-    def prefill(self) -> None:
-        """All prompt tokens but the last: that one is fed with the first round's guesses."""
-        self.t_start = time.perf_counter()
-        if len(self.seq) > 1:
-            self.runner.forward_sequence(self.seq[:-1], self.cache)
-        self.stats.prefill_time_s = time.perf_counter() - self.t_start
-
-    @torch.inference_mode()
-    def round(self) -> SpecRound:
-        """Draft up to k guesses, verify them in one target forward, accept, roll back the rest."""
-        params, cfg, seq = self.params, self.model.config, self.seq
-        k = min(params.k, params.max_new_tokens - len(self.out) - 1)  # never verify past the last token
-        t0 = time.perf_counter()
-        prop: Proposal = self.draft.propose(seq, k) if k > 0 else Proposal([], None)
-        drafted = prop.tokens[:k]
+    def judge(self, req: Request, drafted: list[int], logits: torch.Tensor, eos: int,
+              step_s: float) -> tuple[int, list[int]]:
+        params = req.params
+        prop = self.proposal if drafted and self.proposal is not None else Proposal([], None)
+        self.proposal = None
         p = prop.p[: len(drafted)] if prop.p is not None else None
-        t1 = time.perf_counter()
-        start = len(seq) - 1
-        assert self.cache.length == start, "target cache out of sync"
-        feed = [seq[-1]] + drafted
-        logits = self.runner.forward_sequence(feed, self.cache, all_rows=True)  # one multi-position step
         # greedy needs only argmax: skip the softmax (accept() uses one-hot values)
-        q = logits.float() if self.sampling.greedy else probabilities(logits, self.sampling)
-        verdict = accept(drafted, p, q, self.sampling.greedy, self.generator)
-        if self.device.type == "cuda":
-            torch.cuda.current_stream().synchronize()  # not the device: another thread may capture
-        t2 = time.perf_counter()
+        q = logits.float() if params.greedy else probabilities(logits, params)
+        verdict = accept(drafted, p, q, params.greedy, req.generator)
         m = verdict.n_accepted
-        self.cache.truncate(start + 1 + m)  # keep x_n and the accepted guesses; free the rejected ones' blocks
         emitted = drafted[:m] + [verdict.next_token]
-        if params.stop_at_eos and cfg.eos_token_id in emitted:
-            emitted = emitted[: emitted.index(cfg.eos_token_id) + 1]
-            self.finish = "eos"
-        emitted = emitted[: params.max_new_tokens - len(self.out)]
-        seq.extend(emitted)
-        self.out.extend(emitted)
+        if params.stop_at_eos and eos in emitted:
+            emitted = emitted[: emitted.index(eos) + 1]
+        emitted = emitted[: params.max_new_tokens - len(req.output_ids)]
+        verify_s = max(0.0, step_s - prop.time_s)  # the step less this request's draft phase
         stats = self.stats
-        stats.record(len(drafted), m, prop.n_forwards, t1 - t0, t2 - t1)
-        stats.n_generated = len(self.out)
+        stats.n_prompt_tokens = len(req.prompt_ids)
+        stats.record(len(drafted), m, prop.n_forwards, prop.time_s, verify_s)
+        stats.n_generated = len(req.output_ids) + len(emitted)
         stats.total_time_s = time.perf_counter() - self.t_start
         text = self.token_text
-        ev = SpecRound(
-            round=self.rounds, position=start + 1, drafted=drafted, drafted_text=[text(t) for t in drafted],
-            p_draft=verdict.p_draft, q_target=verdict.q_target, accept_prob=verdict.accept_prob,
-            uniform=verdict.uniform, outcome=verdict.outcome, target_argmax=q.argmax(-1).tolist(),
-            n_accepted=m, next_token=verdict.next_token, next_text=text(verdict.next_token),
-            next_kind=verdict.next_kind, emitted=emitted, draft_time_s=t1 - t0, verify_time_s=t2 - t1,
-            n_draft_forwards=prop.n_forwards, n_generated=len(self.out), elapsed_s=stats.total_time_s,
-        )
-        self.rounds += 1
-        return ev
+        self.rounds.append(SpecRound(
+            round=self.n_rounds, position=len(req.all_ids), drafted=list(drafted),
+            drafted_text=[text(t) for t in drafted], p_draft=verdict.p_draft, q_target=verdict.q_target,
+            accept_prob=verdict.accept_prob, uniform=verdict.uniform, outcome=verdict.outcome,
+            target_argmax=q.argmax(-1).tolist(), n_accepted=m, next_token=verdict.next_token,
+            next_text=text(verdict.next_token), next_kind=verdict.next_kind, emitted=emitted,
+            draft_time_s=prop.time_s, verify_time_s=verify_s, n_draft_forwards=prop.n_forwards,
+            n_generated=stats.n_generated, elapsed_s=stats.total_time_s))
+        self.n_rounds += 1
+        return m, emitted
 
+    def release(self) -> None:
+        self.draft.close()
 
-def speculative_events(model: Transformer, draft: Draft, prompt_ids: list[int], params: SpecParams,
-                       token_text: Callable[[int], str] = str, should_stop: Callable[[], bool] | None = None,
-                       model_name: str = "model") -> Iterator[TraceEvent]:
-    """Generate with speculative decoding; yields spec_started, spec_round…, spec_finished.
-
-    Works on any `Transformer` (the tiny random ones in tests too). Emits exactly `max_new_tokens`
-    tokens unless EOS or `should_stop` ends it: the last rounds draft fewer guesses (k capped at
-    tokens-left − 1) so no verify work is thrown away.
-    """
-    run = SpeculativeRun(model, draft, prompt_ids, params, token_text)
-    yield SpecStarted(model=model_name, draft=draft.name, k=params.k, temperature=params.temperature,
-                      target_layers=model.config.n_layers,
-                      draft_layers=draft.depth if isinstance(draft, ModelDraft) else None,
-                      prompt_token_ids=list(prompt_ids), prompt_tokens=[token_text(t) for t in prompt_ids],
-                      notation=NOTATION)
-    try:
-        run.prefill()
-        while not run.done:
-            if should_stop is not None and should_stop():
-                run.finish = "cancelled"
-                break
-            yield run.round()
-    finally:  # also when the consumer stops early (a closed generator)
-        run.close()
-    run.stats.total_time_s = time.perf_counter() - run.t_start
-    yield SpecFinished(token_ids=run.out, text="", finish_reason=run.finish, metrics=run.stats.metrics())
+    def take_rounds(self) -> list[SpecRound]:
+        """The rounds judged since the last call, in order."""
+        out, self.rounds = self.rounds, []
+        return out

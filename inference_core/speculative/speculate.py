@@ -1,18 +1,21 @@
-"""Speculative decoding for a loaded engine: drafts by name, the run as one event stream, the plain baseline."""
+"""Speculative decoding for a loaded model: drafts by name, the run as one event stream (driven by `LLMEngine.step`),
+the plain baseline."""
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, fields
 
+from ..engine.llm_engine import LLMEngine
 from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
+from ..engine.scheduler import Request, SchedulerConfig
 from ..engine.trace import RunFinished, RunStarted, TraceEvent
 from ..model.sampling import SamplingParams
 from ..model.transformer import Transformer
 from ..quant.quantize import quantize_model
-from .decode import SpecParams, speculative_events
+from .decode import SpecDecoding, SpecParams
 from .drafts import Draft, ModelDraft, NgramDraft
-from .events import SpecFinished, SpecRound
+from .events import NOTATION, SpecFinished, SpecStarted
 
 
 DEFAULT_EXIT_LAYERS = 12
@@ -53,32 +56,56 @@ def int8_copy(engine: LoadedModel) -> Transformer:
 
 def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams,
               should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
-    """The loaded model's stream: run_started, spec_started, spec_round…, spec_finished, run_finished."""
+    """One speculative request as a one-request schedule of `LLMEngine.step()`s, each a round (its prefill
+    first): run_started, spec_started, spec_round…, spec_finished, run_finished. Emits exactly `max_new_tokens`
+    tokens unless EOS or `should_stop` ends it: the last rounds draft fewer guesses (k capped at tokens-left − 1)
+    so no verify work is thrown away."""
     if isinstance(draft, str):
         draft = make_draft(engine, draft)
+    spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text)
     cfg = engine.config
     yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name,
                      prompt_token_ids=list(prompt_ids), prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids],
                      params={**asdict(params), "draft": draft.name}, n_layers=cfg.n_layers,
                      kv_bytes_per_token=cfg.kv_bytes_per_token(engine.bytes_per_value))
-    final: SpecFinished | None = None
+    yield SpecStarted(model=engine.name, draft=draft.name, k=params.k, temperature=params.temperature,
+                      target_layers=cfg.n_layers, draft_layers=draft.depth if isinstance(draft, ModelDraft) else None,
+                      prompt_token_ids=list(prompt_ids),
+                      prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids], notation=NOTATION)
+    total, bs = len(prompt_ids) + params.max_new_tokens, 16
+    config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
+                             max_num_batched_tokens=max(total, 1), kv_dtype=engine.kv_dtype)
+    req = Request("speculative", list(prompt_ids), params, spec=spec)
+    llm = LLMEngine(engine, config, trace=False)
     first_round_s = 0.0
-    for ev in speculative_events(engine.model, draft, prompt_ids, params, engine.tokenizer.token_text, should_stop,
-                                 model_name=engine.name):
-        if isinstance(ev, SpecRound) and ev.round == 0:
-            first_round_s = ev.elapsed_s
-        if isinstance(ev, SpecFinished):
-            ev = SpecFinished(token_ids=ev.token_ids, text=engine.tokenizer.decode(ev.token_ids, skip_special=True),
-                              finish_reason=ev.finish_reason, metrics=ev.metrics)
-            final = ev
-        yield ev
-    assert final is not None
-    m = final.metrics
+    try:
+        llm.add_request(req)
+        spec.t_start = time.perf_counter()
+        while llm.has_work():
+            if should_stop is not None and should_stop():
+                llm.abort(req.request_id)
+                break
+            llm.step()
+            for ev in spec.take_rounds():
+                if ev.round == 0:
+                    first_round_s = ev.elapsed_s
+                yield ev
+    finally:  # also when the consumer stops early (a closed generator): the pools go back to their runners
+        llm.close()
+        spec.release()
+    stats = spec.stats
+    stats.n_prompt_tokens = len(prompt_ids)
+    stats.total_time_s = time.perf_counter() - spec.t_start
+    ids = list(req.output_ids)
+    finish = {"aborted": "cancelled"}.get(req.finish_reason, req.finish_reason)
+    text = engine.tokenizer.decode(ids, skip_special=True)
+    m = stats.metrics()
+    yield SpecFinished(token_ids=ids, text=text, finish_reason=finish, metrics=m)
     n = m["n_generated"]
     rest = m["total_time_s"] - first_round_s
-    yield RunFinished(token_ids=final.token_ids, text=final.text, finish_reason=final.finish_reason,
-                      n_prompt_tokens=len(prompt_ids), n_generated=n, ttft_s=first_round_s,
-                      tpot_s=rest / (n - 1) if n > 1 else 0.0, tokens_per_s=m["tokens_per_s"], kv_bytes=0)
+    yield RunFinished(token_ids=ids, text=text, finish_reason=finish, n_prompt_tokens=len(prompt_ids), n_generated=n,
+                      ttft_s=first_round_s, tpot_s=rest / (n - 1) if n > 1 else 0.0, tokens_per_s=m["tokens_per_s"],
+                      kv_bytes=0)
 
 
 def plain_timed(engine: LoadedModel, prompt_ids: list[int], params: SpecParams) -> tuple[list[int], float, float]:

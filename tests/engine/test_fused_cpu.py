@@ -296,11 +296,12 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
 
 
 def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkeypatch, tiny_model):
-    """A single request is one-request schedule (ModelRunner.run once per token); speculative verify and a
-    model draft call ModelRunner.forward_sequence (a sequence on blocks of its own, rolled back after a rejection):
-    no private forward anywhere."""
+    """A single request is one-request schedule (ModelRunner.run once per token); a speculative request too (its
+    prefill, then one verify per round), and its model draft calls ModelRunner.forward_sequence (a sequence on
+    blocks of its own, rolled back after a rejection): no private forward anywhere."""
     from inference_core.speculative.drafts import ModelDraft
-    from inference_core.speculative.decode import SpecParams, speculative_events
+    from inference_core.speculative.decode import SpecParams
+    from inference_core.speculative.speculate import speculate
 
     calls: list[int] = []
     runs: list[int] = []
@@ -316,8 +317,10 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
            if e.type == "token"]
     assert runs == [len(prompt)] + [1] * (len(out) - 1) and calls == []
     calls.clear()
+    runs.clear()
     draft = ModelDraft(tiny_model, n_layers=1)
-    events = list(speculative_events(tiny_model, draft, prompt, SpecParams(k=3, max_new_tokens=8)))
+    events = list(speculate(engine, prompt, draft, SpecParams(k=3, max_new_tokens=8)))
     rounds = [e for e in events if e.type == "spec_round"]
-    # the target's prefill, one verify per round, and the draft's own forwards: all through the runner
-    assert len(calls) == 1 + len(rounds) + sum(e.n_draft_forwards for e in rounds)
+    # the target's prefill and one verify per round are steps; the draft's own forwards go through the runner
+    assert runs == [len(prompt) - 1] + [1 + len(e.drafted) for e in rounds]
+    assert len(calls) == sum(e.n_draft_forwards for e in rounds)

@@ -1,17 +1,17 @@
-"""One generation loop: every token the CLI, the worker's service, the engine API, the benches' engine API and the
-course's demo runners generate comes out of `LLMEngine.step()` (or a speculative round, which verifies through the
-same runner), on every device path: the CPU's fused step, the CPU's reference step, and the CUDA path (the
+"""One generation loop: every token the CLI, the worker's service, the engine API (speculative decoding included:
+its draft and verify are phases of the step), the benches' engine API and the course's demo runners generate
+comes out of `LLMEngine.step()`, on every device path: the CPU's fused step, the CPU's reference step, and the CUDA path (the
 runner's step graphs, batch-1 decode on the bucket-1 graph), forced on the CPU with the runner's flag.
 
 Traced on the code path, not on source text, and with no file exempt:
 - every model forward: each entry point that runs the model (`Transformer.forward` and `.hidden_states`, the fused
   CPU step, the step graphs, the runner's `forward_batch` and `forward_sequence`), outermost call only, with its
-  tokens, positions and whether a step or a speculative round drove it. A forward outside them is a *stray*; a
+  tokens, positions and whether a step drove it. A forward outside them is a *stray*; a
   stray is allowed as a one-pass measurement (a timing, an outlier scan, a perplexity window), but no stray may
   continue another: feed the position after one another stray wrote (a cached loop), or the same tokens plus more
   from position 0 (an uncached loop). A second loop of two tokens already does one or the other.
-- every token produced: the tokens each step's `ModelRunner.run` returned and each round emitted; a run's output
-  must be exactly those (a loop whose forwards cannot be seen, a CUDA graph replayed by hand, still fails here).
+- every token produced: the tokens each step's postprocess appended (a plain request's sampled token, a
+  speculative request's accepted guesses and the target's next token); a run's output must be exactly those (a loop whose forwards cannot be seen, a CUDA graph replayed by hand, still fails here).
 - no step-graph bucket is built inside a step (on CUDA: no capture inside a timed step).
 The last tests plant rogue loops of two tokens in a module of their own and check the guard catches each.
 """
@@ -32,8 +32,8 @@ from inference_core.engine.model_runner import ModelRunner
 from inference_core.kernels import triton_kernels
 from inference_core.kernels.fused_cpu import FusedStep
 from inference_core.kernels.paged_graphs import StepGraphs, _Bucket
+from inference_core.engine.scheduler import Scheduler
 from inference_core.model.transformer import Transformer
-from inference_core.speculative.decode import SpeculativeRun
 
 ROOT = Path(__file__).resolve().parents[2]
 PATHS = ["cpu", "cpu-reference", "cuda-forced"]  # every device path the runner has, the CUDA one forced on the CPU
@@ -51,7 +51,7 @@ class Forward:
     entry: str
     tokens: tuple[int, ...]
     positions: tuple[int, ...]
-    driver: str | None  # "step", "speculative round" or None (a stray)
+    driver: str | None  # "step" or None (a stray)
     thread: int
     where: str  # the project frames that called it (strays only)
 
@@ -73,9 +73,7 @@ class Trace:
         self.local = threading.local()
         self.forwards: list[Forward] = []
         self.steps = 0
-        self.rounds = 0
-        self.step_tokens: list[int] = []  # what ModelRunner.run returned inside steps, in order
-        self.round_tokens: list[int] = []  # what speculative rounds emitted, in order
+        self.step_tokens: list[int] = []  # what each step's postprocess appended to its requests, in order
         self.built_in_step = 0  # step-graph buckets allocated while a step ran
 
     @property
@@ -125,26 +123,21 @@ def tracing(monkeypatch) -> Trace:
                 t.local.depth = depth
         return wrapper
 
-    step, run, round_, allocate = LLMEngine.step, ModelRunner.run, SpeculativeRun.round, _Bucket.allocate.__func__
+    step, postprocess, allocate = LLMEngine.step, Scheduler.postprocess, _Bucket.allocate.__func__
 
     def counted_step(self):
         with t.lock:
             t.steps += 1
         return step(self)
 
-    def counted_run(self, batch, pool):
-        tokens = run(self, batch, pool)
+    def counted_postprocess(self, batch, outputs, t_start):
+        before = [len(r.output_ids) for r in batch.requests]
+        events = postprocess(self, batch, outputs, t_start)
         if t.driver == "step":
             with t.lock:
-                t.step_tokens.extend(tokens)
-        return tokens
-
-    def counted_round(self):
-        ev = round_(self)
-        with t.lock:
-            t.rounds += 1
-            t.round_tokens.extend(ev.emitted)
-        return ev
+                for r, n in zip(batch.requests, before):
+                    t.step_tokens.extend(r.output_ids[n:])
+        return events
 
     def counted_allocate(cls, *a, **kw):
         if t.driver == "step":
@@ -152,9 +145,7 @@ def tracing(monkeypatch) -> Trace:
         return allocate(cls, *a, **kw)
 
     monkeypatch.setattr(LLMEngine, "step", driven("step", counted_step))
-    monkeypatch.setattr(ModelRunner, "run", counted_run)
-    monkeypatch.setattr(SpeculativeRun, "round", driven("speculative round", counted_round))
-    monkeypatch.setattr(SpeculativeRun, "prefill", driven("speculative round", SpeculativeRun.prefill))
+    monkeypatch.setattr(Scheduler, "postprocess", counted_postprocess)
     monkeypatch.setattr(_Bucket, "allocate", classmethod(counted_allocate))
     entries = {
         (Transformer, "forward"): lambda s, tokens, positions, *a, **kw: (tokens, positions),
@@ -238,14 +229,14 @@ def assert_one_loop(t: Trace) -> None:
     assert t.built_in_step == 0, f"{t.built_in_step} step-graph buckets built inside a step"
 
 
-def assert_made_by_steps(t: Trace, mark: tuple[int, int], out: list[int], by: str = "step") -> None:
-    """`out` is exactly the tokens the steps (or rounds) produced since `mark`."""
-    made = (t.step_tokens if by == "step" else t.round_tokens)[mark[0 if by == "step" else 1]:]
-    assert out == made, f"tokens not produced by {by}s: {out} vs {made}"
+def assert_made_by_steps(t: Trace, mark: int, out: list[int]) -> None:
+    """`out` is exactly the tokens the steps produced since `mark`."""
+    made = t.step_tokens[mark:]
+    assert out == made, f"tokens not produced by steps: {out} vs {made}"
 
 
-def mark(t: Trace) -> tuple[int, int]:
-    return len(t.step_tokens), len(t.round_tokens)
+def mark(t: Trace) -> int:
+    return len(t.step_tokens)
 
 
 # ------------------------------------------------------------------------------------------ the callers
@@ -258,8 +249,8 @@ def test_the_engine_api_service_batches_and_speculation_on_every_device_path(tra
     from inference_core.engine.scheduler import Request, SchedulerConfig
     from inference_core.engine.serving import EngineService
     from inference_core.model.sampling import SamplingParams
-    from inference_core.speculative.decode import SpecParams
-    from inference_core.speculative.speculate import run_speculative
+    from inference_core.speculative.decode import SpecDecoding, SpecParams
+    from inference_core.speculative.speculate import make_draft, run_speculative
 
     engine, ids = small, PROMPT
     runner = runner_for(engine.model)
@@ -285,13 +276,22 @@ def test_the_engine_api_service_batches_and_speculation_on_every_device_path(tra
     steps, m = trace.steps, mark(trace)
     drive(engine, reqs, SchedulerConfig(block_size=16, num_blocks=16), trace=False)
     assert 3 <= trace.steps - steps <= 4  # the two requests share steps
-    assert sorted(t for r in reqs for t in r.output_ids) == sorted(trace.step_tokens[m[0]:])
+    assert sorted(t for r in reqs for t in r.output_ids) == sorted(trace.step_tokens[m:])
 
-    for draft in ("ngram", "self-early-exit:1"):
-        rounds, m = trace.rounds, mark(trace)
-        out, _ = run_speculative(engine, ids, draft, SpecParams(k=3, max_new_tokens=5, stop_at_eos=False))
-        assert len(out) == 5 and trace.rounds > rounds
-        assert_made_by_steps(trace, m, out, by="round")
+    for draft in ("ngram", "self-early-exit:1"):  # the draft's guesses and the verify: phases of the step
+        steps, m = trace.steps, mark(trace)
+        out, metrics = run_speculative(engine, ids, draft, SpecParams(k=3, max_new_tokens=5, stop_at_eos=False))
+        assert len(out) == 5 and trace.steps - steps == 1 + metrics["rounds"]  # the prefill, then one per round
+        assert_made_by_steps(trace, m, out)
+
+    # a speculative request sharing the steps of a plain one
+    spec = Request("spec", ids, SpecParams(k=3, max_new_tokens=5, stop_at_eos=False),
+                   spec=SpecDecoding(make_draft(engine, "self-early-exit:1"), 3))
+    plain = Request("plain", PROMPT[::-1], SamplingParams(max_new_tokens=5, stop_at_eos=False))
+    steps, m = trace.steps, mark(trace)
+    sched, _ = drive(engine, [spec, plain], SchedulerConfig(block_size=4, num_blocks=16), trace=False)
+    assert trace.steps - steps <= 6 and sched.allocator.num_used == 0
+    assert sorted(spec.output_ids + plain.output_ids) == sorted(trace.step_tokens[m:])
     assert all(f.driver or set(f.tokens) == {0} for f in trace.forwards)  # strays: only lent pools' warm-ups
     assert_one_loop(trace)
 
@@ -340,10 +340,10 @@ def test_every_demo_runner_generates_through_step(trace, engine):
 
     generated: dict[str, int] = {}
     for name, spec in DEMOS.items():
-        steps, rounds = trace.steps, trace.rounds
+        steps = trace.steps
         events = list(spec.load_runner()(few_tokens(spec)))
         assert events, name
-        generated[name] = (trace.steps - steps) + (trace.rounds - rounds)
+        generated[name] = trace.steps - steps
         assert_one_loop(trace)
     makes_tokens = {name for name, spec in DEMOS.items() if "max_new_tokens" in spec.params}
     assert makes_tokens, DEMOS.keys()
@@ -390,7 +390,7 @@ def contiguous_cache(engine, ids, n=2):
 
 @torch.inference_mode()
 def own_sequence(engine, ids, n=2):
-    """The runner's own-blocks entry point, outside a speculative round."""
+    """The runner's own-blocks entry point (a model draft's), outside a step."""
     runner = runner_for(engine.model)
     seq = runner.new_sequence(len(ids) + n)
     feed, out = list(ids), []

@@ -1,4 +1,5 @@
-"""Speculative decoding: exact (greedy = plain greedy; sampling = the target's distribution), rollback-safe."""
+"""Speculative decoding: exact (greedy = plain greedy; sampling = the target's distribution), rollback-safe, and
+driven by `LLMEngine.step()` like every other request, sharing its batch with plain ones."""
 from __future__ import annotations
 
 import math
@@ -14,9 +15,15 @@ from inference_core.model.loader import build_model
 from inference_core.model.kv_cache import NoCache
 from inference_core.model.sampling import SamplingParams, probabilities
 from inference_core.speculative.acceptance import accept
-from inference_core.speculative.decode import SpecParams, SpeculativeRun, speculative_events
-from inference_core.speculative.speculate import make_draft, run_speculative
+from inference_core.speculative.decode import SpecDecoding, SpecParams
+from inference_core.speculative.speculate import make_draft, run_speculative, speculate
+from inference_core.engine.llm_engine import LLMEngine, drive
+from inference_core.engine.loaded_model import LoadedModel
+from inference_core.engine.request import StepRows
+from inference_core.engine.paged import SeqSlice
+from inference_core.engine.scheduler import Request, SchedulerConfig
 from inference_core.engine.trace import validate_event
+from inference_core.model.speed_models import IdsTokenizer
 
 VOCAB = 5
 PROMPT = [1, 3, 0, 2]
@@ -51,6 +58,14 @@ class BadDraft:
 
     def close(self) -> None:
         pass
+
+
+def as_engine(model) -> LoadedModel:
+    return LoadedModel("tiny", model, IdsTokenizer(model.config), torch.device("cpu"))
+
+
+def speculative_events(model, draft, prompt, params) -> list:
+    return list(speculate(as_engine(model), prompt, draft, params))
 
 
 def bad_draft() -> BadDraft:
@@ -88,12 +103,8 @@ def sample_pairs(model, draft_factory, k, sampling, n_runs) -> torch.Tensor:
     counts = torch.zeros(VOCAB, VOCAB)
     for seed in range(n_runs):
         params = SpecParams(k=k, max_new_tokens=3, temperature=sampling.temperature, top_k=sampling.top_k, seed=seed)
-        run = SpeculativeRun(model, draft_factory(), PROMPT, params)
-        run.prefill()
-        while len(run.out) < 2:
-            run.round()
-        run.close()
-        counts[run.out[0], run.out[1]] += 1
+        out = speculative_events(model, draft_factory(), PROMPT, params)[-1].token_ids
+        counts[out[0], out[1]] += 1
     return counts
 
 
@@ -164,53 +175,67 @@ def test_a_finished_run_lends_its_pools_to_the_next_and_the_reuse_changes_nothin
     runner = runner_for(peaky)
     params = SpecParams(k=3, max_new_tokens=12, stop_at_eos=False)
     runner._spare_pools.clear()
-    first = [e for e in speculative_events(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)]
+    first = speculative_events(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)
     lent = {key: list(pools) for key, pools in runner._spare_pools.items()}
-    assert sum(len(p) for p in lent.values()) == 2  # the target's pool and the early-exit draft's (1 layer)
-    run = SpeculativeRun(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)
-    assert any(run.cache.pool is p for pools in lent.values() for p in pools)
-    run.close()
-    second = [e for e in speculative_events(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)]
+    assert sum(len(p) for p in lent.values()) == 2  # the engine's pool and the early-exit draft's (1 layer)
+    llm = LLMEngine(as_engine(peaky), SchedulerConfig(block_size=16, num_blocks=1))
+    assert any(llm.pool is p for pools in lent.values() for p in pools)
+    llm.close()
+    second = speculative_events(peaky, ModelDraft(peaky, n_layers=1), PROMPT, params)
     assert second[-1].token_ids == first[-1].token_ids
     # a consumer that stops early (closes the stream) still returns them
     runner._spare_pools.clear()
-    stream = speculative_events(peaky, NgramDraft(), PROMPT, params)
-    next(stream), next(stream)
+    stream = speculate(as_engine(peaky), PROMPT, NgramDraft(), params)
+    types = [next(stream).type for _ in range(3)]
+    assert types == ["run_started", "spec_started", "spec_round"]
     stream.close()
     assert sum(len(p) for p in runner._spare_pools.values()) == 1
 
 
-def test_kv_rollback_matches_fresh_prefill(peaky):
-    """After a round that rejected a guess, the target's and the draft's caches continue exactly like a
-    fresh prefill of the committed sequence."""
+def spec_request(rid: str, draft, params: SpecParams, prompt=PROMPT) -> Request:
+    return Request(rid, list(prompt), params, spec=SpecDecoding(draft, params.k))
+
+
+def test_kv_rollback_matches_fresh_prefill_and_frees_blocks(peaky):
+    """After a step that rejected guesses, the request's blocks hold exactly its committed tokens but the last (the
+    blocks past them went back to the pool), its K/V continue exactly like a fresh prefill of the committed
+    sequence, and the draft re-syncs to it; after the run the pool is whole again (no block leaked)."""
     draft = ModelDraft(peaky, n_layers=1, name="exit1")
-    run = SpeculativeRun(peaky, draft, PROMPT, SpecParams(k=4, max_new_tokens=40, temperature=1.0, seed=3))
-    run.prefill()
-    rejected = 0
+    bs = 2  # small blocks: rejected guesses span whole blocks
+    llm = LLMEngine(as_engine(peaky), SchedulerConfig(block_size=bs, num_blocks=32))
+    req = spec_request("s", draft, SpecParams(k=4, max_new_tokens=40, temperature=1.0, seed=3))
+    llm.add_request(req)
+    sched, rejected, freed = llm.scheduler, 0, 0
     with torch.inference_mode():
-        while not run.done and rejected < 3:
-            ev = run.round()
-            if "rejected" not in ev.outcome:
+        while llm.has_work() and rejected < 3:
+            events = llm.step()
+            freed += sum(1 for e in events if e.type == "kv_block" and e.op == "freed")
+            (ev,) = req.spec.take_rounds() or [None]
+            if ev is None or "rejected" not in ev.outcome or req.status == "finished":
                 continue
             rejected += 1
-            seq = run.seq
+            seq = req.all_ids
             n = len(seq)
+            assert req.num_computed == n - 1
+            assert len(req.table.blocks) == -(-(n - 1) // bs)
+            assert sched.allocator.num_used == len(req.table.blocks)
             fresh = peaky(torch.tensor([seq]), torch.arange(n), NoCache())[0, -1]
-            # the target's own blocks hold exactly the committed tokens but the last (the rejected guesses' blocks
-            # went back to its pool)
-            assert run.cache.length == n - 1
-            assert len(run.cache.table.blocks) == -(-(n - 1) // run.cache.pool.block_size)
-            assert run.cache.allocator.num_used == len(run.cache.table.blocks)
-            cont = run.runner.forward_sequence(seq[-1:], run.cache)[0]
-            run.cache.truncate(n - 1)
+            spare = next(b for b in range(32) if sched.allocator.is_free(b))  # the next position's block, unowned
+            blocks = req.table.blocks + ([spare] if (n - 1) % bs == 0 else [])
+            step = StepRows([seq[-1]], [n - 1], [0], [0], [SeqSlice(0, 1, n, blocks)])
+            cont = llm.runner.forward_batch(step, llm.pool)[0]
             torch.testing.assert_close(cont, fresh, rtol=1e-5, atol=1e-5)
             # the draft re-syncs on its next proposal: its distribution equals a fresh early-exit forward
             prop = draft.propose(seq, 1)
             fresh_p = probabilities(peaky(torch.tensor([seq]), torch.arange(n), NoCache(), n_layers=1)[0, -1],
-                                    run.sampling)
+                                    req.params)
             torch.testing.assert_close(prop.p[0], fresh_p, rtol=1e-5, atol=1e-6)
             assert draft.cache.length == n and draft.cached == seq
-    assert rejected == 3
+        while llm.has_work():
+            llm.step()
+    assert rejected == 3 and freed > 0
+    assert sched.allocator.num_used == 0 and draft.cache is None  # every block back; the draft's pool returned
+    llm.close()
 
 
 def test_events_validate_and_metrics_add_up(peaky):
@@ -218,7 +243,8 @@ def test_events_validate_and_metrics_add_up(peaky):
     for e in events:
         validate_event(e)
     rounds = [e for e in events if e["type"] == "spec_round"]
-    final = events[-1]
+    final = events[-2]
+    assert final["type"] == "spec_finished" and events[-1]["token_ids"] == final["token_ids"]
     m = final["metrics"]
     assert len(final["token_ids"]) == 20 == sum(len(r["emitted"]) for r in rounds)
     assert m["rounds"] == len(rounds) == m["target_forwards"]
@@ -294,11 +320,67 @@ def test_greedy_tiny_target_with_separate_tiny_draft_model(peaky, k):
     rounds both accept and reject guesses."""
     draft = ModelDraft(random_draft_model(VOCAB, n_layers=3, seed=5, eos_token_id=99), name="tiny-random")
     params = SpecParams(k=k, max_new_tokens=40, stop_at_eos=False)
-    events = list(speculative_events(peaky, draft, PROMPT, params))
+    events = speculative_events(peaky, draft, PROMPT, params)
     rounds = [e for e in events if e.type == "spec_round"]
     final = events[-1]
     assert final.token_ids == plain_greedy(peaky, PROMPT, 40)
     assert any(r.n_accepted > 0 for r in rounds) and any(r.n_accepted < len(r.drafted) for r in rounds)
+
+
+def test_speculative_and_plain_requests_share_steps_token_identical(peaky):
+    """A speculative request (a separate draft model: rounds accept and reject) and plain requests in one batch:
+    every output equals plain greedy decoding, they ran in the same steps, and no block is left in the pool."""
+    engine = as_engine(peaky)
+    other = random_draft_model(VOCAB, n_layers=3, seed=5, eos_token_id=99)
+    prompts = {"spec": PROMPT, "plain": [2, 4, 1, 0, 3, 3, 1], "spec-ngram": [1, 2, 3, 1, 2, 3, 1, 2]}
+    reqs = [spec_request("spec", ModelDraft(other, name="tiny-random"), SpecParams(k=3, max_new_tokens=30,
+                                                                                    stop_at_eos=False)),
+            Request("plain", prompts["plain"], SamplingParams(max_new_tokens=30, stop_at_eos=False)),
+            spec_request("spec-ngram", NgramDraft(), SpecParams(k=4, max_new_tokens=30, stop_at_eos=False),
+                         prompts["spec-ngram"])]
+    sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=64))
+    for r in reqs:
+        assert r.output_ids == plain_greedy(peaky, prompts[r.request_id], 30), r.request_id
+    steps = [e for e in events if e.type == "batch_step"]
+    shared = [s for s in steps if {e["request_id"] for e in s.entries} == set(prompts)]
+    assert len(shared) >= 5  # draft, verify and plain decode in the same forwards
+    verifies = [e for s in steps for e in s.entries if e["phase"] == "verify"]
+    assert any(e["n_accepted"] < e["n_drafted"] for e in verifies) and any(e["n_accepted"] > 0 for e in verifies)
+    per_request = [e["request_id"] for s in steps for e in s.entries]
+    assert per_request.count("plain") == 30  # one token per step
+    assert per_request.count("spec") + per_request.count("spec-ngram") < 2 * (1 + 30)  # prefill + fewer rounds
+    assert sched.allocator.num_used == 0 and any(e.type == "kv_block" and e.op == "freed" for e in events)
+
+
+def test_a_speculative_request_survives_preemption(peaky):
+    """A pool too small for everyone preempts; a speculative request recomputes and still matches plain greedy."""
+    engine = as_engine(peaky)
+    reqs = [spec_request(f"s{i}", NgramDraft(), SpecParams(k=4, max_new_tokens=24, stop_at_eos=False)) for i in range(3)]
+    reqs.append(Request("p", PROMPT[::-1], SamplingParams(max_new_tokens=24, stop_at_eos=False)))
+    sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=20))
+    assert any(e.type == "preemption" for e in events)
+    want = plain_greedy(peaky, PROMPT, 24)
+    for r in reqs[:3]:
+        assert r.output_ids == want
+    assert reqs[3].output_ids == plain_greedy(peaky, PROMPT[::-1], 24)
+    assert sched.allocator.num_used == 0
+
+
+@pytest.mark.model
+def test_a_speculative_request_beside_a_plain_one_is_token_identical_on_the_real_model(engine, plain_reference):
+    """The real model: a speculative request (n-gram and early-exit drafts) batched with a plain request; both equal
+    plain greedy decoding of their prompt alone."""
+    ids, reference = plain_reference
+    other_ids = engine.tokenizer.encode("The capital of France is")
+    other_ref = engine.generate_ids(other_ids, GenerationParams(max_new_tokens=N_REAL, stop_at_eos=False))
+    for kind in ("ngram", "self-early-exit:4"):
+        reqs = [spec_request("spec", make_draft(engine, kind), SpecParams(k=3, max_new_tokens=N_REAL,
+                                                                          stop_at_eos=False), ids),
+                Request("plain", other_ids, SamplingParams(max_new_tokens=N_REAL, stop_at_eos=False))]
+        sched, _ = drive(engine, reqs, SchedulerConfig(block_size=16, num_blocks=64), trace=False)
+        assert reqs[0].output_ids == reference, kind
+        assert reqs[1].output_ids == other_ref, kind
+        assert sched.allocator.num_used == 0
 
 
 @pytest.mark.model
