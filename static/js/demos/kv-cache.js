@@ -23,6 +23,7 @@ const CSS = `
 .ilab-kv__text .p { color: #666; }
 .ilab-kv__text .t { background: #dbeafe; border-radius: 2px; }
 .ilab-kv__text .t.new { background: #93c5fd; }
+.ilab-kv__text .t.is-step { outline: 2px solid #0969da; }
 .ilab-kv__metrics { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(150px, 100%), 1fr)); gap: .4rem; margin: .6rem 0; }
 .ilab-kv__metrics div { background: #f6f8fa; border-radius: 6px; padding: .35rem .5rem; }
 .ilab-kv__metrics dt { font-size: .75rem; color: #555; }
@@ -172,6 +173,21 @@ export function mount(root, config = {}) {
       if (ev.type === "run_started") onRunStarted(ev);
       else if (ev.type === "token") onToken(ev);
       else if (ev.type === "run_finished") onFinished(ev);
+    },
+    // A minimal step timeline (one step per token: the text so far, the cache it fills), so a lesson's narration
+    // can move through a run; the mechanism's own picture per step can replace `draw`.
+    steps: {
+      fromEvent(ev) {
+        if (ev.type !== "token") return null;
+        return { caption: `Step ${ev.step} (${ev.phase}): token “${ev.text}” at position ${ev.position}; `
+          + `the cache now holds ${formatBytes(ev.kv_bytes_total)}.` };
+      },
+      draw(step, index) {
+        const marked = textBox.querySelector(".t.is-step");
+        if (marked) marked.classList.remove("is-step");
+        const token = textBox.querySelectorAll(".t")[index];
+        if (token) token.classList.add("is-step");
+      },
     },
     onDone(frame) {
       if (frame.run_id === null) return; // a shared run: the shell says so
