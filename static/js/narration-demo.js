@@ -10,7 +10,7 @@
 const NOTE_CSS = `
 .narration-drives { display: flex; flex-wrap: wrap; gap: .4rem .6rem; align-items: center; margin: .3rem 0; font-size: .88rem; color: #444; }
 .narration-drives button { padding: .15rem .5rem; font-size: .85rem; }
-.narration-drives[hidden] { display: none; }
+.narration-drives[hidden], .narration-drives button[hidden] { display: none; }
 `;
 const STYLE_ID = "narration-drives-style";
 
