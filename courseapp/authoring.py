@@ -247,7 +247,8 @@ def discard_draft(request, slug: str):
 def reference(request):
     """The format reference: directives, and every demo and calculator with its props (generated)."""
     return render(request, "courseapp/authoring/reference.html", {
-        "demos": format_reference.demos(), "calculators": format_reference.calculators()})
+        "demos": format_reference.demos(), "calculators": format_reference.calculators(),
+        "reference_runs": format_reference.reference_runs()})
 
 
 @require_POST

@@ -85,3 +85,23 @@ def calculators() -> list[Entry]:
         entries.append(Entry(name, name.replace("-", " ").capitalize(), _header(text), props,
                              f":::{{calculator}} {name}\n:::"))
     return entries
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    demo: str
+    steps: int
+    params: str  # the settings it ran with, as JSON
+
+
+def reference_runs() -> list[ReferenceRun]:
+    """Every demo with a stored reference run a narration step marker may drive (content/runs/<demo>.json)."""
+    from . import demo_cues
+
+    runs = []
+    for path in sorted(demo_cues.runs_dir().glob("*.json")):
+        run = demo_cues.reference_run(path.stem)
+        if run is not None:
+            runs.append(ReferenceRun(path.stem, demo_cues.run_steps(run),
+                                     json.dumps(run.get("params") or {}, ensure_ascii=False)))
+    return runs

@@ -38,7 +38,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from serverprofile import figures as server_figures
 
-from . import highlight, latex, quiz_ids, yaml_errors
+from . import demo_cues, highlight, latex, quiz_ids, yaml_errors
 from .input_limits import MAX_NESTING, NumberTooLong, bounded_int, json_nesting
 from .models import QUIZ_MARKER
 from .safe_yaml import BoundedLoader
@@ -252,6 +252,7 @@ def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule
     tokens = md.parse(body, env)
     lines = body.split("\n")
     annotator.walk(tokens, lines, offset=0)
+    annotator.check_step_markers()
     raw = md.renderer.render(tokens, md.options, env)
     _check_raw_text_closed(raw, lines)
     html = sanitize(raw, (annotator.id_attr, annotator.cue_attr))
@@ -328,6 +329,7 @@ class _Annotator:
     _ids: set[str] = field(default_factory=lambda: set(RESERVED_IDS))
     _quiz_line: int | None = None
     _silent_below: int | None = None  # heading level of a section that is not narrated (Sources)
+    step_markers: list[demo_cues.StepMarker] = field(default_factory=list)
 
     def _cue(self, token, text: str, kind: str) -> None:
         if not text or self._silent_below is not None:
@@ -380,6 +382,7 @@ class _Annotator:
     def walk(self, tokens, lines: list[str], offset: int) -> None:
         """Annotate `tokens` parsed from `lines`; `offset` maps their line numbers to the body's."""
         self._convert_math(tokens, lines, offset)
+        self._take_step_markers(tokens, offset)
         item_depth = 0
         for idx, token in enumerate(tokens):
             if token.type == "inline":
@@ -410,6 +413,30 @@ class _Annotator:
                 item_depth -= 1
             elif token.type == "colon_fence":
                 self._directive(token, lines, offset)
+
+    def _take_step_markers(self, tokens, offset: int) -> None:
+        """Narration step markers ({step}`demo N`) out of the text, before any cue reads it (`demo_cues`)."""
+        for token in tokens:
+            if token.type != "inline" or demo_cues.ROLE not in token.content:
+                continue
+            line = (token.map[0] + 1 if token.map else 1) + offset
+            try:
+                found = demo_cues.extract(token, lambda demo, step: self.inline_slot(demo_cues.marker_html(demo, step)))
+            except demo_cues.StepMarkerError as exc:
+                raise ContentError(str(exc), line) from None
+            self.step_markers += [demo_cues.StepMarker(demo, step, line) for demo, step in found]
+
+    def check_step_markers(self) -> None:
+        """Every marker names an embedded demo (and, validating demos, a step of its reference run); the
+        lesson's first embed of each such demo then names the run it replays."""
+        try:
+            demo_cues.check(self.step_markers, [d["name"] for d in self.demos], check_runs=self.validate_demos)
+        except demo_cues.StepMarkerError as exc:
+            raise ContentError(str(exc), exc.line) from None
+        for demo in dict.fromkeys(m.demo for m in self.step_markers):
+            key = next((k for k, v in self.slots.items() if v.startswith(f'<div class="demo-embed" data-demo="{demo}"')), None)
+            if key is not None:
+                self.slots[key] = demo_cues.with_reference_run(self.slots[key], demo)
 
     @staticmethod
     def _item_text(tokens, start: int) -> str:

@@ -3,7 +3,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from . import authoring, image_views, media, revisions, search, views
+from . import authoring, demo_cues, image_views, media, revisions, search, views
 
 app_name = "courseapp"
 
@@ -23,6 +23,7 @@ urlpatterns = [
     path("modules/<slug:slug>/place/", views.save_place, name="place"),
     path("modules/<slug:slug>/narration/", views.narration_state, name="narration_state"),
     path("modules/<slug:slug>/images/<str:name>", image_views.image_file, name="module_image"),
+    path("runs/<slug:demo>.json", demo_cues.reference_run_json, name="reference_run"),
     path("search/", search.search_view, name="search"),
     path("preferences/", views.preferences, name="preferences"),
     path("accounts/signup/", views.signup, name="signup"),

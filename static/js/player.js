@@ -6,7 +6,9 @@
 // the player, the paragraph being spoken highlighted from the WebVTT cues (`cuechange`) and, inside it, the
 // sentence being spoken (from the cue's WebVTT timestamp tags, marked with the CSS Custom Highlight API so the
 // lesson's DOM is never rewritten), click a paragraph to listen from there, and the listening position saved
-// for the learner.
+// for the learner; step markers in the lesson move their demo's timeline as the narration reaches them.
+
+import { driveDemos } from "./narration-demo.js";
 
 const SPEEDS = [0.75, 1, 1.25, 1.5, 1.75, 2];
 const SAVE_EVERY_S = 10;
@@ -147,6 +149,7 @@ export function initPlayer(section) {
   };
   trackElement.addEventListener("load", readCues);
   if (trackElement.readyState === 2) readCues();
+  driveDemos(track, lesson); // step markers in the lesson move their demo's timeline (narration-demo.js)
 
   function highlight(id) {
     if (!id || id === (speaking && speaking.dataset.cue)) return;

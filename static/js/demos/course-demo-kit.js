@@ -167,12 +167,15 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
   setRunning(false);
   const stored = storedRun(key);
   const shared = sharedRunUrl(root, config);
+  // A lesson whose narration moves this demo names its reference run on the embed (courseapp/demo_cues.py).
+  const reference = root.closest(".demo-embed")?.dataset.referenceRun;
   if (stored) plotly.then(() => follow(stored.params || {}, stored.runId));
   else if (shared) plotly.then(() => showShared(shared));
+  else if (reference) plotly.then(() => showShared(reference, { reference: true }));
 
   /** Draw a finished run from its stored trace (a share link): no socket, no model. On its own share page
    * the form stays disabled (read-only); on a lesson (?run=) the student can still run the demo. */
-  async function showShared(url) {
+  async function showShared(url, { reference = false } = {}) {
     const readOnly = Boolean(config.sharedRun);
     if (readOnly) form.querySelector("fieldset").disabled = true;
     setStatus("Loading the shared run…");
@@ -195,9 +198,11 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     onDone && onDone(frame);
     extras.showShared(data);
     setStatus(readOnly ? "A shared run, redrawn from its stored trace (read-only)."
-      : "A shared run, redrawn from its stored trace: run the demo to make your own.");
+      : reference ? "The lesson's reference run, redrawn from its stored trace: run the demo to make your own."
+        : "A shared run, redrawn from its stored trace: run the demo to make your own.");
     root.dataset.state = "shared";
-    root.dataset.sharedRun = data.share_id;
+    if (data.share_id) root.dataset.sharedRun = data.share_id;
+    if (reference) root.dataset.referenceRun = "shown";
   }
   return { body, setStatus, plotly, run, socket, timeline };
 }
