@@ -58,12 +58,13 @@ def test_the_narration_moves_the_demo_timeline_until_the_student_takes_over(real
         page.wait_for_function("(s) => document.querySelector('.ilab-demo .ilab-timeline').dataset.step === String(s)",
                                arg=marker["step"])
         state = timeline_state(page, DEMO)
-        assert state["caption"].startswith(f"Step {marker['step']} (")
+        # The demo's own caption for that step: prefill first, then one token per decode step.
+        expected = "Prefill" if marker["step"] == 0 else f"Token {marker['step']} "
+        assert state["caption"].startswith(expected), state["caption"]
         captions.append(state["caption"])
     assert len(set(captions)) == len(captions), "each cued step has its own caption"
-    assert "prefill" in captions[0] and "decode" in captions[1]
     # The picture follows too: the token of that step is the one marked in the generated text.
-    marked = page.evaluate("() => [...document.querySelectorAll('.ilab-kv__text .t')].findIndex((t) => t.classList.contains('is-step'))")
+    marked = page.evaluate("() => [...document.querySelectorAll('.ilab-kv__text .t')].findIndex((t) => t.classList.contains('cur'))")
     assert marked == markers[-1]["step"]
 
     # The student takes over the scrubber: the narration lets go, and says so.
