@@ -78,7 +78,8 @@ def test_real_layer_qkv_agree(engine):
                        "block_size": 4}))
     for ev in events:
         validate_event(ev)
-    compare, *timing, curve = events
+    compare, walk, *timing, curve = events
+    assert walk["type"] == "flash_tile_walk"  # the tile walk the demo's timeline steps through
     assert [e["type"] for e in timing] == ["comparison_sample"] * 10 + ["comparison"]  # 5 alternating repeats each
     assert timing[-1]["sides"][0]["median_s"] == compare["naive_time_s"]
     assert compare["n_heads"] == 9 and compare["n_kv_heads"] == 3 and compare["tiles_skipped"] > 0

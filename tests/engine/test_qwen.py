@@ -106,8 +106,7 @@ def test_qwen2_pre_tokenizer_splits_like_qwen():
 def test_missing_pack_names_the_install_command(tmp_path, monkeypatch):
     from inference_core.model.weights import MODELS, WeightsError, gguf_path, is_installed
 
-    monkeypatch.setattr("inference_core.model.config._settings", None)
-    monkeypatch.setenv("INFERENCE_LAB_CACHE", str(tmp_path))  # read from the environment like a fresh process
+    monkeypatch.setenv("INFERENCE_LAB_CACHE", str(tmp_path))  # the settings are read from the environment when asked
     for name in (DRAFT, "qwen2.5-coder-1.5b-instruct"):
         assert MODELS[name].package is None and not is_installed(name)
         with pytest.raises(WeightsError, match="make models-qwen"):
