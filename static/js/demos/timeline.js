@@ -84,7 +84,7 @@ export function stepTimeline({ label, draw }) {
   const lastBtn = button("⏭", "Last step");
   const scrubber = el("input", { type: "range", min: "0", max: "0", step: "1", value: "0", "aria-label": `${label}: step` });
   const count = el("span", { class: "ilab-timeline__count", text: "No steps yet" });
-  const speed = el("select", { class: "ilab-timeline__speed", "aria-label": "Playback speed" },
+  const speed = el("select", { class: "ilab-timeline__speed", "aria-label": "Steps per second while playing" },
     ...Object.entries(PLAY_RATES).map(([name, ms]) => el("option", { value: String(ms), text: name })));
   speed.value = "250";
   const caption = el("p", { class: "ilab-timeline__caption", role: "status", "aria-live": "polite" });
