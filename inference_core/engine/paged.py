@@ -231,7 +231,7 @@ def pool_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype: t
 
 
 class PagedSequence:
-    """One sequence on blocks of a pool outside the scheduler (a speculative run's target, a model draft): it can
+    """One sequence on blocks of a pool outside the scheduler (a speculative request's model draft): it can
     roll back. Invariant: its K/V for positions [0, length) sit in `table`, which holds ⌈length / block_size⌉
     blocks between calls (`reserve` adds the blocks a step needs, `truncate` frees those past the new end)."""
 

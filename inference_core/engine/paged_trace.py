@@ -62,9 +62,10 @@ class Preemption(TraceEvent):
 @event("batch_step")
 class BatchStep(TraceEvent):
     """One batched forward. `entries`: one dict per scheduled request — request_id, phase ("prefill" for a
-    first or recomputed pass over many tokens, "decode" for one), n_tokens (fed this step), context_len (K/V
-    positions after the step), n_cached (prefix-cache hit tokens skipped, prefill only), token_id, text,
-    finished (bool). `idle`: request ids holding a static-batch slot without computing (finished early)."""
+    first or recomputed pass over many tokens, "decode" for one, "verify" for a speculative request's last token
+    and its drafted guesses, with emitted / n_drafted / n_accepted), n_tokens (fed this step), context_len (K/V
+    positions after the step), n_cached (prefix-cache hit tokens skipped, prefill only), token_id (null for a
+    speculative request's prefill), text, finished (bool). `idle`: request ids holding a static-batch slot without computing (finished early)."""
 
     step: int
     t_s: float
