@@ -94,3 +94,17 @@ def scrub_to(page, demo: str, step: int) -> dict:
         "([sel, v]) => document.querySelector(sel).closest('.ilab-timeline').dataset.step === String(v)",
         arg=[selector, step])
     return timeline_state(page, demo)
+
+
+def store_finished_run(demo: str, events: list[dict], params: dict | None = None):
+    """A finished run of `demo` in the database, as a worker leaves one: its share link redraws it (the Run)."""
+    from django.utils import timezone
+
+    from demos.models import Run, RunEvent
+
+    now = timezone.now()
+    run = Run.objects.create(demo=demo, params=params or {}, status=Run.Status.DONE, owner="s:sharer", device="cpu",
+                             dtype="float32", engine_version="0" * 16, started_at=now, finished_at=now,
+                             n_events=len(events))
+    RunEvent.objects.bulk_create(RunEvent(run=run, seq=i, type=e["type"], event=e) for i, e in enumerate(events))
+    return run

@@ -6,12 +6,11 @@ demo allows stays smooth."""
 from __future__ import annotations
 
 import pytest
-from django.utils import timezone
 
-from demos.models import Run, RunEvent
+from demos.models import Run
 from demos.registry import DEMOS
 
-from stand_in import scrub_to
+from stand_in import scrub_to, store_finished_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
 
@@ -28,14 +27,6 @@ PICTURE = """(demo) => {
     shapes: gd.layout.shapes.map((s) => [s.name, s.xref, s.x0, s.x1]),
     z: gd.data.map((t) => t.z), y: gd.data.map((t) => t.y)};
 }"""
-
-
-def stored_run(demo: str, events: list[dict], params: dict) -> Run:
-    now = timezone.now()
-    run = Run.objects.create(demo=demo, params=params, status=Run.Status.DONE, owner="s:sharer", device="cpu",
-                             dtype="float32", engine_version="0" * 16, started_at=now, finished_at=now, n_events=len(events))
-    RunEvent.objects.bulk_create(RunEvent(run=run, seq=i, type=e["type"], event=e) for i, e in enumerate(events))
-    return run
 
 
 def batching_expected(events: list[dict]) -> list[dict]:
@@ -70,7 +61,7 @@ def test_batching_scrubs_to_a_middle_step_and_shows_its_gantt_queues_and_caption
     page = stand_in
     events = recorded_runs["batching"]
     expected = batching_expected(events)
-    share = stored_run("batching", events, DEMOS["batching"].with_defaults({})) if via == "share link" else None
+    share = store_finished_run("batching", events, DEMOS["batching"].with_defaults({})) if via == "share link" else None
     open_finished(page, live_server.url, "batching", share)
     state = page.evaluate("() => { const t = document.querySelector('.ilab-timeline'); return [t.dataset.steps, t.dataset.step]; }")
     assert state == [str(len(expected)), str(len(expected) - 1)]  # every forward pass of both modes; the last shown
@@ -112,7 +103,7 @@ def test_serving_load_scrubs_to_a_middle_pass_and_shows_its_gantt_queues_and_cap
     page = stand_in
     events = recorded_runs["serving-load"]
     steps = serving_expected(events)
-    share = stored_run("serving-load", events, DEMOS["serving-load"].with_defaults({})) if via == "share link" else None
+    share = store_finished_run("serving-load", events, DEMOS["serving-load"].with_defaults({})) if via == "share link" else None
     open_finished(page, live_server.url, "serving-load", share)
     index = len(steps) // 2
     want = steps[index]

@@ -7,11 +7,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from django.utils import timezone
 
-from demos.models import Run, RunEvent
 
-from stand_in import scrub_to, timeline_state
+from stand_in import scrub_to, store_finished_run, timeline_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
 
@@ -27,15 +25,6 @@ LIT = """() => { const gd = document.querySelector('[data-step]:is(.ilab-calc__c
   const lit = gd.data.find((t) => t.name === 'this step'); const roof = gd.data.find((t) => t.name.startsWith('roofs'));
   return {x: lit.x[0], y: lit.y[0], roof: roof ? roof.y : null, shown: gd.data.filter((t) => t.mode === 'markers'
     && t.name !== 'this step').reduce((n, t) => n + t.x.length, 0)}; }"""
-
-
-def store(demo: str, events: list[dict], params: dict) -> Run:
-    """A finished run in the database, as a worker would have left it: its share link redraws it."""
-    now = timezone.now()
-    run = Run.objects.create(demo=demo, params=params, status=Run.Status.DONE, owner="s:nobody", device="cpu",
-                             dtype="float32", engine_version="0" * 16, started_at=now, finished_at=now, n_events=len(events))
-    RunEvent.objects.bulk_create(RunEvent(run=run, seq=i, type=e["type"], event=e) for i, e in enumerate(events))
-    return run
 
 
 def run_demo(page, url: str) -> None:
@@ -95,7 +84,7 @@ def test_kv_scrubber_fills_the_grid_column_by_column_live_and_on_a_share_link(li
     events = recorded_runs["kv-cache"]
     run_demo(stand_in, f"{live_server.url}/demos/kv-cache/")
     check_kv_middle_step(stand_in, events)
-    shared = store("kv-cache", events, {"prompt": "The capital of France is", "max_new_tokens": 6})
+    shared = store_finished_run("kv-cache", events, {"prompt": "The capital of France is", "max_new_tokens": 6})
     stand_in.goto(f"{live_server.url}/demos/runs/{shared.share_id}/")
     stand_in.wait_for_function(DONE.format("shared"), timeout=30_000)
     assert timeline_state(stand_in, "kv-cache")["step"] == len(tokens(events)) - 1  # a shared run opens on its last step
@@ -108,7 +97,7 @@ def test_roofline_lights_each_pass_against_the_servers_roofs_live_and_on_a_share
     events = recorded_runs["prefill-decode"]
     run_demo(stand_in, f"{live_server.url}/demos/prefill-decode/")
     check_roofline_middle_step(stand_in, events)
-    shared = store("prefill-decode", events, {"max_new_tokens": 6})
+    shared = store_finished_run("prefill-decode", events, {"max_new_tokens": 6})
     stand_in.goto(f"{live_server.url}/demos/runs/{shared.share_id}/")
     stand_in.wait_for_function(DONE.format("shared"), timeout=30_000)
     check_roofline_middle_step(stand_in, events)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from stand_in import scrub_to, timeline_state
+from stand_in import scrub_to, store_finished_run, timeline_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
 
@@ -226,12 +226,7 @@ def events_step(events: list[dict], index: int) -> int:
 
 def store_shared_run(demo: str, events: list[dict]) -> str:
     """A finished run of `demo` in the database, as a worker stores one; its share id."""
-    from demos.models import Run, RunEvent
-
-    run = Run.objects.create(demo=demo, params={}, status=Run.Status.DONE, owner="s:test", device="cpu",
-                             dtype="float32")
-    RunEvent.objects.bulk_create([RunEvent(run=run, seq=i, type=e["type"], event=e) for i, e in enumerate(events)])
-    return run.share_id
+    return store_finished_run(demo, events).share_id
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.utils import timezone
 
-from demos.models import Run, RunEvent
 from demos.registry import DEMOS, validate
-from stand_in import SMALL_PARAMS, scrub_to, timeline_state
+from stand_in import SMALL_PARAMS, scrub_to, store_finished_run, timeline_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
 
@@ -46,12 +44,7 @@ def quoted(token: str) -> str:
 
 def shared_page_url(live_server, demo: str, events: list[dict], params: dict) -> str:
     """A finished run stored as a worker would leave it; its share link."""
-    now = timezone.now()
-    run = Run.objects.create(demo=demo, params=params, status=Run.Status.DONE, owner="s:nobody", device="cpu",
-                             dtype="float32", engine_version="0" * 16, started_at=now, finished_at=now,
-                             n_events=len(events))
-    RunEvent.objects.bulk_create(RunEvent(run=run, seq=i, type=e["type"], event=e) for i, e in enumerate(events))
-    return f"{live_server.url}/demos/runs/{run.share_id}/"
+    return f"{live_server.url}/demos/runs/{store_finished_run(demo, events, params).share_id}/"
 
 
 def finish_a_run(page, url: str) -> None:

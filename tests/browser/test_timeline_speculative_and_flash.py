@@ -5,10 +5,8 @@ with its caption; the same on a share link."""
 from __future__ import annotations
 
 import pytest
-from django.utils import timezone
 
-from demos.models import Run, RunEvent
-from stand_in import SMALL_PARAMS, scrub_to, timeline_state
+from stand_in import SMALL_PARAMS, scrub_to, store_finished_run, timeline_state
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
 
@@ -24,11 +22,7 @@ def finish_run(page, base: str, demo: str) -> None:
 
 def open_shared(page, base: str, demo: str, events: list[dict]) -> None:
     """A finished run stored as a worker leaves it, opened through its share link."""
-    now = timezone.now()
-    run = Run.objects.create(demo=demo, params=SMALL_PARAMS[demo], status=Run.Status.DONE, owner="s:someone-else",
-                             device="cpu", dtype="float32", engine_version="0" * 16, started_at=now,
-                             finished_at=now, n_events=len(events))
-    RunEvent.objects.bulk_create(RunEvent(run=run, seq=i, type=e["type"], event=e) for i, e in enumerate(events))
+    run = store_finished_run(demo, events, SMALL_PARAMS[demo])
     page.goto(f"{base}/demos/runs/{run.share_id}/")
     page.wait_for_function(f"() => document.querySelector('[data-demo=\"{demo}\"]').dataset.state === 'shared'",
                            timeout=30_000)
