@@ -24,11 +24,11 @@ from typing import BinaryIO
 import yaml
 from django.db import transaction
 
-from . import images, safe_yaml, yaml_errors
-from .content import TRACKS_FILE, read_utf8, yaml_scalar
-from .loader import CourseLoadError, LoadReport, export_course, load_course
-from .models import Module, ModuleImage
-from .rendering import ContentError
+from courseapp import images, safe_yaml, yaml_errors
+from courseapp.content import TRACKS_FILE, read_utf8, yaml_scalar
+from courseapp.loader import CourseLoadError, LoadReport, export_course, load_course
+from courseapp.models import Module, ModuleImage
+from courseapp.rendering import ContentError
 
 MAX_ENTRIES = 500
 MAX_UNPACKED_BYTES = 5 * 1024 * 1024  # the whole course is ~160 KB of Markdown; more is a mistake or a zip bomb

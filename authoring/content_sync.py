@@ -14,9 +14,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from .content import parse_module_file
+from courseapp.content import parse_module_file
 from .diffs import diff_rows, diff_stats, file_text
-from .loader import (
+from courseapp.loader import (
     LOADED_REASON,
     authored,
     edited_on_web,
@@ -32,8 +32,8 @@ from .loader import (
     shown_path,
     text_hash,
 )
-from .models import Module, Track
-from .rendering import ContentError
+from courseapp.models import Module, Track
+from courseapp.rendering import ContentError
 
 
 @dataclass

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .glossary import GLOSSARY_SLUG, parse_terms
-from .models import Module, ModuleProgress, QuizAttempt
+from courseapp.glossary import GLOSSARY_SLUG, parse_terms
+from courseapp.models import Module, ModuleProgress, QuizAttempt
 
 
 @dataclass

@@ -19,7 +19,7 @@ import difflib
 import hashlib
 from dataclasses import dataclass
 
-from .content import lesson_start, serialize_module
+from courseapp.content import lesson_start, serialize_module
 
 MAX_DIFF_LINES = 20_000  # per version; the longest module today has under 200
 WORK_UNITS = 1_000_000  # line comparisons one page may spend on exact matching: about 0.3 s of CPU

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.contrib.staticfiles import finders
 
-from .rendering import CALCULATOR_DIR, calculator_names
+from courseapp.rendering import CALCULATOR_DIR, calculator_names
 
 PROP_READ_RE = re.compile(r"""\bprops(?:\.([A-Za-z_]\w*)|\[\s*["']([^"']+)["']\s*\])""")
 HEADER_RE = re.compile(r"\A(?://[^\n]*\n)+")
@@ -96,7 +96,7 @@ class ReferenceRun:
 
 def reference_runs() -> list[ReferenceRun]:
     """Every demo with a stored reference run a narration step marker may drive (content/runs/<demo>.json)."""
-    from . import demo_cues
+    from courseapp import demo_cues
 
     runs = []
     for path in sorted(demo_cues.runs_dir().glob("*.json")):

@@ -1,37 +1,21 @@
-"""Module images over HTTP: an instructor uploads one (with its alt text), and the lesson's relative
-``images/NAME`` is served beside the student page and beside the editor (for its live preview).
-
-A draft module's images are served to instructors only, as its page is; the content type is the one
-recognised from the bytes at upload (`images.KINDS`), with `nosniff`.
+"""Module images in the editor: an instructor uploads one (with its alt text), and the lesson's relative
+``images/NAME`` is served beside the editor (for its live preview) as it is beside the student page
+(`courseapp.views.image_file`, which also says who may see a draft's images).
 """
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from . import images
-from .authoring import PERMISSION, _edit_context, instructor_required
-from .forms import ModuleForm
-from .models import Module, ModuleImage
+from courseapp import images
+from courseapp.forms import ModuleForm
+from courseapp.instructors import instructor_required
+from courseapp.models import Module
+from courseapp.views import image_file
 
-
-@require_safe
-def image_file(request, slug: str, name: str):
-    image = ModuleImage.objects.select_related("module").filter(module__slug=slug, name=name).first()
-    if image is None or image.module.deleted_at is not None:
-        raise Http404("No such image.")
-    if image.module.draft and not request.user.has_perm(PERMISSION):
-        raise Http404("No such image.")
-    path = images.file_path(image)
-    if not path.is_file():
-        raise Http404("The image file is missing.")
-    response = FileResponse(open(path, "rb"), content_type=images.KINDS[image.extension].content_type)
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, max-age=300" if image.module.draft else "public, max-age=300"
-    return response
+from .views import _edit_context
 
 
 @require_safe
@@ -55,7 +39,7 @@ def image_upload(request, slug: str):
         image = images.store(module, images.lesson_name(upload.name, kind), data, alt)
     except ValueError as exc:
         context = {**_edit_context(ModuleForm(instance=module), module), "image_error": str(exc), "image_alt": alt}
-        return render(request, "courseapp/authoring/edit.html", context, status=400)
+        return render(request, "authoring/edit.html", context, status=400)
     messages.success(request, f"Uploaded {image.name}. Show it in the lesson with: "
                               f"![{image.alt}]({images.LESSON_PREFIX}{image.name})")
-    return redirect(reverse("courseapp:author_edit", args=[slug]) + "#images")
+    return redirect(reverse("authoring:edit", args=[slug]) + "#images")

@@ -19,11 +19,12 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from courseapp.content import serialize_tracks
+from courseapp.loader import LoadReport, module_text
+from courseapp.models import Module, Track
+
 from .archive import import_zip
-from .content import serialize_tracks
 from .diffs import DiffRow, content_digest, diff_rows, diff_stats
-from .loader import LoadReport, module_text
-from .models import Module, Track
 
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{20,64}$")
 KEEP_SECONDS = 24 * 3600  # an import nobody confirmed or cancelled is deleted a day later

@@ -13,12 +13,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from .authoring import instructor_required
+from courseapp.forms import ModuleForm
+from courseapp.input_limits import parse_digits
+from courseapp.instructors import instructor_required
+from courseapp.loader import authored, save_module, stored_authored
+from courseapp.models import Module, Track
+
 from .diffs import DiffBudget, content_digest, diff_notice, diff_rows, diff_stats, file_text
-from .input_limits import parse_digits
-from .forms import ModuleForm
-from .loader import authored, save_module, stored_authored
-from .models import Module, Track
 
 CURRENT = "current"
 
@@ -64,7 +65,7 @@ def module_history(request, slug: str):
                      "number": len(revisions) - index,
                      "author": revision.history_user.get_username() if revision.history_user else "content files",
                      "reason": revision.history_change_reason or "", "is_latest": index == 0})
-    return render(request, "courseapp/authoring/history.html", {
+    return render(request, "authoring/history.html", {
         "module": module, "rows": rows,
         "default_from": revisions[1].history_id if len(revisions) > 1 else None,
     })
@@ -92,7 +93,7 @@ def module_diff(request, slug: str):
     new_label, new = _version(module, request.GET.get("to", CURRENT))
     rows = diff_rows(old, new)
     added, removed = diff_stats(rows)
-    return render(request, "courseapp/authoring/diff.html", {
+    return render(request, "authoring/diff.html", {
         "module": module, "rows": rows, "old_label": old_label, "new_label": new_label,
         "added": added, "removed": removed,
     })
@@ -119,7 +120,7 @@ def module_restore(request, slug: str, revision_id: int):
         "order": module.order, "prerequisites": ", ".join(revision.prerequisites or []),
         "summary": revision.summary, "source": revision.source,
     }, instance=module)
-    history_url = reverse("courseapp:author_history", args=[slug])
+    history_url = reverse("authoring:history", args=[slug])
     if not form.is_valid():
         problems = "; ".join(f"{form[name].label if name in form.fields else name}: {' '.join(errors)}"
                              for name, errors in form.errors.items())
@@ -131,7 +132,7 @@ def module_restore(request, slug: str, revision_id: int):
     if request.POST.get("confirm") != content_digest(current + "\0" + proposed):
         rows = diff_rows(current, proposed)
         added, removed = diff_stats(rows)
-        return render(request, "courseapp/authoring/restore_confirm.html", {
+        return render(request, "authoring/restore_confirm.html", {
             "module": module, "revision": revision, "when": when, "rows": rows, "added": added,
             "removed": removed, "digest": content_digest(current + "\0" + proposed),
             "changed_since": "confirm" in request.POST,

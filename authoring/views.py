@@ -5,12 +5,8 @@ visitors are redirected to the login page, signed-in students get 403.
 """
 from __future__ import annotations
 
-from functools import wraps
-
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F
 from django.http import HttpResponse, JsonResponse
@@ -20,32 +16,21 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from courseapp import images
+from courseapp.forms import ModuleForm
+from courseapp.instructors import instructor_required
+from courseapp.loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module,
+                              shown_path, stored_authored)
+from courseapp.models import QUIZ_MARKER, Module, ModuleDraft, Narration, Track
+from courseapp.quiz import pass_mark
+from courseapp.rendering import ContentError, render_markdown
+from narration import captions, queue as narration_queue
+from narration.forms import NarrationUploadForm
+from narration.jobs import attach_upload, enqueue_narration
 from serverprofile import figures as server_figures
 
-from . import archive, captions, content_sync, dependents, format_reference, images, import_review, narration_queue
+from . import archive, content_sync, dependents, format_reference, import_review
 from .diffs import content_digest, diff_rows, diff_stats, file_text
-from .forms import ModuleForm, NarrationUploadForm
-from .loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module, shown_path,
-                     stored_authored)
-from .models import QUIZ_MARKER, Module, ModuleDraft, Narration, Track
-from .quiz import pass_mark
-from .rendering import ContentError, render_markdown
-from .narration_jobs import attach_upload, enqueue_narration
-
-PERMISSION = "courseapp.instructor"
-
-
-def instructor_required(view):
-    """Login required (redirect), then the instructor permission (403)."""
-
-    @login_required
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        if not request.user.has_perm(PERMISSION):
-            raise PermissionDenied("Only instructors can author course content.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _narration_state(module: Module) -> dict:
@@ -80,7 +65,7 @@ def _narration_state(module: Module) -> dict:
 @require_GET
 @instructor_required
 def module_list(request):
-    return render(request, "courseapp/authoring/list.html", _list_context())
+    return render(request, "authoring/list.html", _list_context())
 
 
 def _list_context() -> dict:
@@ -102,7 +87,7 @@ def _list_context() -> dict:
 
 def _preview_html(rendered) -> str:
     """The student HTML, with the quiz shown read-only with its answers and explanations."""
-    quiz = render_to_string("courseapp/authoring/_quiz_preview.html", {
+    quiz = render_to_string("authoring/_quiz_preview.html", {
         "questions": rendered.questions, "pass_mark": pass_mark(len(rendered.questions)),
     }) if rendered.questions else ""
     return server_figures.fill(rendered.html).replace(QUIZ_MARKER, quiz)
@@ -119,7 +104,7 @@ def _error_summary(form) -> list[dict]:
 
 def _edit_context(form, module: Module | None, preview: str = "") -> dict:
     if not preview and form.is_bound and "source" in form.errors:
-        preview = render_to_string("courseapp/authoring/_preview_error.html",
+        preview = render_to_string("authoring/_preview_error.html",
                                    {"message": " ".join(form.errors["source"])})
     return {
         "form": form,
@@ -184,7 +169,7 @@ def _draft_form(module: Module, pending: ModuleDraft) -> ModuleForm:
 def _edit_page(request, form, module: Module | None, preview: str, pending: ModuleDraft | None,
                live_change: dict | None = None):
     context = {**_edit_context(form, module, preview), "live_change": live_change, "pending": pending}
-    return render(request, "courseapp/authoring/edit.html", context)
+    return render(request, "authoring/edit.html", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -214,7 +199,7 @@ def module_edit(request, slug: str | None = None):
                 ModuleDraft.objects.filter(module=row).delete()  # published, or the edit took its place
             messages.success(request, f"Saved “{row.title}”" + (" (draft)." if row.draft else "."))
             _image_warnings(request, row, form.rendered.html)
-            return redirect("courseapp:author_edit", slug=row.slug)
+            return redirect("authoring:edit", slug=row.slug)
         messages.error(request, "Not saved: please fix the errors below.")
         return _edit_page(request, form, module, "", pending)
     if pending is not None:
@@ -222,7 +207,7 @@ def module_edit(request, slug: str | None = None):
         try:
             rendered = render_markdown(pending.source)
         except ContentError as exc:  # the renderer grew stricter since: the editor shows why on the next save
-            preview = render_to_string("courseapp/authoring/_preview_error.html", {"message": exc.message})
+            preview = render_to_string("authoring/_preview_error.html", {"message": exc.message})
         else:
             preview = _preview_html(rendered)
         live_change = _live_change(module, pending.front_matter, pending.source)
@@ -239,14 +224,14 @@ def discard_draft(request, slug: str):
     deleted, _ = ModuleDraft.objects.filter(module=module).delete()
     if deleted:
         messages.success(request, f"Discarded the unpublished changes to “{module.title}”.")
-    return redirect("courseapp:author_edit", slug=slug)
+    return redirect("authoring:edit", slug=slug)
 
 
 @require_GET
 @instructor_required
 def reference(request):
     """The format reference: directives, and every demo and calculator with its props (generated)."""
-    return render(request, "courseapp/authoring/reference.html", {
+    return render(request, "authoring/reference.html", {
         "demos": format_reference.demos(), "calculators": format_reference.calculators(),
         "reference_runs": format_reference.reference_runs()})
 
@@ -259,7 +244,7 @@ def preview(request):
         rendered = render_markdown(normalize_newlines(request.POST.get("source", "")))
     except ContentError as exc:
         where = f"Line {exc.line}: " if exc.line else ""
-        return HttpResponse(render_to_string("courseapp/authoring/_preview_error.html",
+        return HttpResponse(render_to_string("authoring/_preview_error.html",
                                              {"message": f"{where}{exc.message}"}), status=422)
     return HttpResponse(_preview_html(rendered))
 
@@ -272,7 +257,7 @@ def module_publish(request, slug: str):
     module = get_object_or_404(Module, slug=slug)
     unpublish = request.POST.get("draft") == "1"
     if unpublish and not module.draft and request.POST.get("confirm") != "unpublish":
-        return render(request, "courseapp/authoring/unpublish_confirm.html", {
+        return render(request, "authoring/unpublish_confirm.html", {
             "module": module, "breakages": dependents.breakages(module),
             "return_to": request.POST.get("return", ""),
         })
@@ -280,8 +265,8 @@ def module_publish(request, slug: str):
     module.save(update_fields=["draft", "updated_at"])
     messages.success(request, f"“{module.title}” is now {'a draft' if module.draft else 'published'}.")
     if request.POST.get("return") == "list":
-        return redirect("courseapp:author_list")
-    return redirect("courseapp:author_edit", slug=module.slug)
+        return redirect("authoring:list")
+    return redirect("authoring:edit", slug=module.slug)
 
 
 @require_POST
@@ -292,14 +277,14 @@ def module_delete(request, slug: str):
     shows what the delete breaks (`dependents.breakages`) and asks; only `confirm=delete` deletes."""
     module = get_object_or_404(Module, slug=slug)
     if request.POST.get("confirm") != "delete":
-        return render(request, "courseapp/authoring/delete_confirm.html", {
+        return render(request, "authoring/delete_confirm.html", {
             "module": module, "breakages": dependents.breakages(module) if not module.draft else [],
         })
     module.deleted_at = timezone.now()
     module.save(update_fields=["deleted_at", "updated_at"])
     messages.success(request, f"Deleted “{module.title}”: students no longer see it. "
                               "Undo it under “Deleted modules” below.")
-    return redirect(reverse("courseapp:author_list") + "#deleted")
+    return redirect(reverse("authoring:list") + "#deleted")
 
 
 @require_POST
@@ -311,7 +296,7 @@ def module_undelete(request, slug: str):
     module.save(update_fields=["deleted_at", "updated_at"])
     messages.success(request, f"“{module.title}” is back"
                      + (" (a draft)." if module.draft else ": students see it again."))
-    return redirect(reverse("courseapp:author_list") + f"#track-{module.track.slug}")
+    return redirect(reverse("authoring:list") + f"#track-{module.track.slug}")
 
 
 @require_POST
@@ -337,7 +322,7 @@ def module_move(request, slug: str):
         for sibling in siblings:
             if sibling.pk in orders and orders[sibling.pk] != sibling.order:
                 Module.objects.filter(pk=sibling.pk).update(order=orders[sibling.pk], updated_at=F("updated_at"))
-    return redirect(reverse("courseapp:author_list") + f"#track-{module.track.slug}")
+    return redirect(reverse("authoring:list") + f"#track-{module.track.slug}")
 
 
 @require_POST
@@ -346,7 +331,7 @@ def narration_generate(request, slug: str):
     module = get_object_or_404(Module, slug=slug)
     if not module.cues:
         messages.error(request, "This module has no headings or paragraphs to narrate.")
-        return redirect("courseapp:author_edit", slug=slug)
+        return redirect("authoring:edit", slug=slug)
     live = getattr(module, "narration", None)
     if live is not None and live.is_ready and live.origin == Narration.Origin.UPLOAD \
             and request.POST.get("replace_upload") != "1":
@@ -355,7 +340,7 @@ def narration_generate(request, slug: str):
         if request.headers.get("X-Requested-With") == "fetch":
             return JsonResponse({**_narration_state(module), "error": message}, status=409)
         messages.error(request, message)
-        return redirect(reverse("courseapp:author_edit", args=[slug]) + "#narration")
+        return redirect(reverse("authoring:edit", args=[slug]) + "#narration")
     record = enqueue_narration(module, force=request.POST.get("force") == "1")
     if record.status == Narration.Status.FAILED:
         messages.error(request, record.error)
@@ -363,7 +348,7 @@ def narration_generate(request, slug: str):
         messages.info(request, "Narration queued: the progress bar below follows the synthesis.")
     if request.headers.get("X-Requested-With") == "fetch":
         return JsonResponse(_narration_state(module))
-    return redirect(reverse("courseapp:author_edit", args=[slug]) + "#narration")
+    return redirect(reverse("authoring:edit", args=[slug]) + "#narration")
 
 
 @require_GET
@@ -385,11 +370,11 @@ def narration_upload(request, slug: str):
         matched = sum(1 for cue in upload.cues if cue.id in lesson_ids)
         messages.success(request, f"Uploaded narration is now used for this module: {matched} of "
                                   f"{len(upload.cues)} cues match a paragraph of the lesson (ids c1…c{len(lesson_ids)}).")
-        return redirect(reverse("courseapp:author_edit", args=[slug]) + "#narration")
+        return redirect(reverse("authoring:edit", args=[slug]) + "#narration")
     messages.error(request, "Upload rejected: please fix the errors below.")
     context = _edit_context(ModuleForm(instance=module), module)
     context["upload_form"] = upload
-    return render(request, "courseapp/authoring/edit.html", context, status=400)
+    return render(request, "authoring/edit.html", context, status=400)
 
 
 @require_POST
@@ -406,9 +391,9 @@ def narration_caption(request, slug: str):
     except ValueError as exc:
         messages.error(request, f"Caption not changed: {exc}")
         context = _edit_context(ModuleForm(instance=module), module)
-        return render(request, "courseapp/authoring/edit.html", context, status=400)
+        return render(request, "authoring/edit.html", context, status=400)
     messages.success(request, f"Caption {cue.id} changed: students see the new text with the same audio.")
-    return redirect(reverse("courseapp:author_edit", args=[slug]) + f"#caption-{cue.id}")
+    return redirect(reverse("authoring:edit", args=[slug]) + f"#caption-{cue.id}")
 
 
 @require_POST
@@ -422,7 +407,7 @@ def export(request):
         messages.warning(request, f"Not written, since their files changed on disk after they were last loaded: "
                                   f"{', '.join(f'{slug}.md' for slug in skipped)}. Load the course (restart, or "
                                   "manage.py loadcourse) or resolve the conflicts below first.")
-    return redirect("courseapp:author_list")
+    return redirect("authoring:list")
 
 
 @require_POST
@@ -441,11 +426,11 @@ def resolve_conflict(request, slug: str):
             content_sync.take_file(module)
         except ContentError as exc:
             messages.error(request, f"Not changed: {exc}. Fix the file, or keep the web version.")
-            return redirect("courseapp:author_list")
+            return redirect("authoring:list")
         messages.success(request, f"“{module.title}” now has {shown}'s version; the web version is in its History.")
     else:
         messages.error(request, "Choose to keep the web version or to take the file's.")
-    return redirect("courseapp:author_list")
+    return redirect("authoring:list")
 
 
 @require_GET
@@ -479,7 +464,7 @@ IMPORT_SESSION_KEY = "course_import"
 def _import_errors(request, errors: list[str], name: str):
     messages.error(request, "Not imported: nothing was changed. Fix the errors below and import again.")
     context = {**_list_context(), "import_errors": errors, "import_name": name}
-    return render(request, "courseapp/authoring/list.html", context, status=400)
+    return render(request, "authoring/list.html", context, status=400)
 
 
 @require_POST
@@ -504,7 +489,7 @@ def import_zip(request):
     if previous:
         import_review.discard(previous["token"])
     request.session[IMPORT_SESSION_KEY] = {"token": token, "name": upload.name}
-    return redirect("courseapp:author_import_review")
+    return redirect("authoring:import_review")
 
 
 def _staged(request):
@@ -515,7 +500,7 @@ def _staged(request):
 
 
 def _review_page(request, name: str, preview, changed_since: bool = False):
-    return render(request, "courseapp/authoring/import_review.html", {
+    return render(request, "authoring/import_review.html", {
         "name": name, "preview": preview, "changed_since": changed_since,
         "unchanged": len(preview.report.unchanged),
     })
@@ -528,7 +513,7 @@ def import_review_page(request):
     token, name, path = _staged(request)
     if path is None:
         messages.info(request, "No import is waiting: choose a course zip to import.")
-        return redirect("courseapp:author_list")
+        return redirect("authoring:list")
     try:
         preview = import_review.preview(path)
     except CourseLoadError as exc:  # the course changed since the upload (a track deleted, say)
@@ -545,7 +530,7 @@ def import_confirm(request):
     token, name, path = _staged(request)
     if path is None:
         messages.error(request, "Nothing was imported: that import was cancelled or has expired. Import the zip again.")
-        return redirect("courseapp:author_list")
+        return redirect("authoring:list")
     try:
         outcome = import_review.apply(path, request.POST.get("confirm", ""))
     except CourseLoadError as exc:
@@ -561,7 +546,7 @@ def import_confirm(request):
                               f"{len(outcome.tracks)} track(s).")
     for note in outcome.notes:
         messages.info(request, note)
-    return redirect("courseapp:author_list")
+    return redirect("authoring:list")
 
 
 @require_POST
@@ -573,4 +558,4 @@ def import_cancel(request):
         import_review.discard(token)
         messages.info(request, f"Import of {name} cancelled: nothing was changed.")
     request.session.pop(IMPORT_SESSION_KEY, None)
-    return redirect("courseapp:author_list")
+    return redirect("authoring:list")

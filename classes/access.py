@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from courseapp.authoring import PERMISSION, instructor_required
+from courseapp.instructors import PERMISSION, instructor_required
 
 from .models import Cohort
 

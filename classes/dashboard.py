@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from courseapp.authoring import instructor_required
+from courseapp.instructors import instructor_required
 from courseapp.models import Module
 from courseapp.quiz import PASS_FRACTION
 

@@ -2,9 +2,27 @@
 authoring permission and the course's admin permissions, nothing else)."""
 from __future__ import annotations
 
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 
 GROUP = "instructor"
+PERMISSION = "courseapp.instructor"
+
+
+def instructor_required(view):
+    """Login required (redirect), then the instructor permission (403)."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not request.user.has_perm(PERMISSION):
+            raise PermissionDenied("Only instructors can author course content.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 def make_instructor(user) -> None:

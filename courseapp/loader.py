@@ -3,7 +3,7 @@
 Once a module is in the database, the database is its source of truth: a load applies a content file only
 when the file changed since it was last loaded or exported *and* the module was not edited on the web since
 (`edited_on_web`); a file changed on both sides is a conflict, reported and left for an instructor to resolve
-(`courseapp.content_sync`), never applied silently. Each module records what the two last agreed on:
+(`authoring.content_sync`), never applied silently. Each module records what the two last agreed on:
 `synced_file_hash` (the file's text) and `synced_hash` (the module's own file text at that moment).
 """
 from __future__ import annotations
@@ -23,7 +23,6 @@ from .content import (
     serialize_module,
     serialize_tracks,
 )
-from .diffs import file_text
 from .models import Module, Track
 from .quiz_ids import with_stable_ids
 from .rendering import ContentError, RenderedModule, render_markdown
@@ -68,7 +67,7 @@ def text_hash(text: str) -> str:
 
 def module_text(row: Module) -> str:
     """The module as its content file would be written (`export_course`)."""
-    return file_text(*authored(row))
+    return serialize_module(*authored(row))
 
 
 def edited_on_web(row: Module) -> bool:

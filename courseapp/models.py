@@ -74,7 +74,7 @@ class Module(models.Model):
     reading_minutes = models.PositiveIntegerField(default=1, editable=False)
     cue_hash = models.CharField(max_length=64, blank=True, editable=False)
 
-    # What `content/` and this row last agreed on (`courseapp.content_sync`): the SHA-256 of the content
+    # What `content/` and this row last agreed on (`authoring.content_sync`): the SHA-256 of the content
     # file's text when it was last loaded or exported, and of this module's own file text at that moment.
     # Blank for a module never loaded from or exported to content/.
     synced_file_hash = models.CharField(max_length=64, blank=True, editable=False)
@@ -332,7 +332,7 @@ class Narration(models.Model):
     voice = models.CharField(max_length=100, blank=True)
     error = models.TextField(blank=True)
     task_id = models.CharField(max_length=64, blank=True)
-    # The queue, kept here (`courseapp.narration_queue`): a worker runs the pending narration that comes first
+    # The queue, kept here (`narration.queue`): a worker runs the pending narration that comes first
     # by (priority, queued_at), so an instructor's job for one module goes ahead of a bulk regeneration.
     priority = models.PositiveSmallIntegerField(default=0, help_text="0: an instructor's job; 1: bulk.")
     queued_at = models.DateTimeField(null=True, blank=True)
@@ -350,11 +350,11 @@ class Narration(models.Model):
         prefix = "narration/"
         if not field or not field.name.startswith(prefix):
             return field.url if field else ""
-        return reverse("courseapp:narration_media", args=[field.name[len(prefix):]])
+        return reverse("narration:media", args=[field.name[len(prefix):]])
 
     @property
     def audio_url(self) -> str:
-        """Served by `courseapp.media` (HTTP Range support, needed to seek)."""
+        """Served by `narration.media` (HTTP Range support, needed to seek)."""
         return self._media_url(self.audio)
 
     @property

@@ -38,7 +38,10 @@ INSTALLED_APPS = [
     "channels",
     "simple_history",
     "axes",  # the login throttle (inferencelab/login_throttle.py)
-    "courseapp",
+    "courseapp",  # the course: content models, rendering, lessons, quizzes, progress
+    "authoring",
+    "narration",
+    "search",
     "demos",
     "serverprofile",
     "classes",

@@ -7,5 +7,8 @@ urlpatterns = [
     path("demos/", include("demos.urls")),
     path("classes/", include("classes.urls")),
     path("lti/", include("lti.urls")),
+    path("", include("authoring.urls")),
+    path("", include("narration.urls")),
+    path("", include("search.urls")),
     path("", include("courseapp.urls")),
 ]

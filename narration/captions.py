@@ -12,9 +12,10 @@ from dataclasses import replace
 from django.core.files.base import ContentFile
 from django.db import transaction
 
-from .models import Narration
-from .narration import TimedCue, VTTError, parse_vtt, write_vtt
-from .narration_files import stored_name
+from courseapp.models import Narration
+
+from .files import stored_name
+from .synthesis import TimedCue, VTTError, parse_vtt, write_vtt
 
 MAX_CAPTION_CHARS = 2000
 

@@ -11,7 +11,7 @@ import secrets
 import struct
 from dataclasses import dataclass, replace
 
-from .narration import VTTError, parse_vtt
+from .synthesis import VTTError, parse_vtt
 
 SERVED_TYPES = {
     ".wav": "audio/wav",

@@ -12,12 +12,12 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
+from courseapp.models import Module, Narration
 from demos.runstate import CPU_QUEUE
 from inferencelab.celery import app
 
-from . import narration, narration_audio, narration_queue
-from .models import Module, Narration
-from .narration_files import stored_name
+from . import synthesis as narration, audio as narration_audio, queue as narration_queue
+from .files import stored_name
 
 logger = logging.getLogger(__name__)
 
@@ -130,9 +130,9 @@ def _wav_as_mp3(module: Module, wav, scratch: Path) -> Path | None:
 def attach_upload(module: Module, audio, audio_extension: str, vtt, duration: float) -> Narration:
     """Use instructor-provided audio + WebVTT instead of synthesized speech.
 
-    Stored under names the server chooses (`narration_files.stored_name`), with the extension of the audio
+    Stored under names the server chooses (`files.stored_name`), with the extension of the audio
     container its bytes show, never the uploaded name: that is what the media view serves and types by.
-    A WAV is stored as MP3 (`narration_audio`), a tenth of the bytes; one the encoder cannot read (floating
+    A WAV is stored as MP3 (`audio`), a tenth of the bytes; one the encoder cannot read (floating
     point samples, say) is kept as the WAV it is, which browsers play too.
     """
     record, _ = Narration.objects.get_or_create(module=module)

@@ -5,7 +5,7 @@ Browsers need byte ranges to seek in audio (Chrome resets `currentTime` to 0 wit
 linked through this view (`Narration.audio_url`, `/narration/...`), whatever serves MEDIA_URL.
 
 Invariants: only files a `Narration` row points at are served, with a content type from
-`narration_files.SERVED_TYPES` (never guessed from an uploaded name); a draft module's narration only to
+`files.SERVED_TYPES` (never guessed from an uploaded name); a draft module's narration only to
 instructors; a range answer is at most `MAX_CHUNK` bytes and streamed from disk, however large the range
 asked for (the browser asks again for the rest, as it does for open-ended ranges).
 """
@@ -20,10 +20,11 @@ from django.http import FileResponse, Http404, HttpResponse, StreamingHttpRespon
 from django.utils._os import safe_join
 from django.views.decorators.http import require_safe
 
-from .input_limits import MAX_DIGITS, parse_digits
-from .models import Narration
-from .narration import NARRATION_DIR
-from .narration_files import SERVED_TYPES
+from courseapp.input_limits import MAX_DIGITS, parse_digits
+from courseapp.models import Narration
+
+from .files import SERVED_TYPES
+from .synthesis import NARRATION_DIR
 
 MAX_CHUNK = 8 * 1024 * 1024
 READ_SIZE = 64 * 1024

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from .models import NARRATION_STALL_AFTER, Module, Narration
+from courseapp.models import NARRATION_STALL_AFTER, Module, Narration
 
 
 @dataclass(frozen=True)

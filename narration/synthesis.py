@@ -7,7 +7,7 @@ id the rendered page carries as `data-cue`. A cue is spoken sentence by sentence
 sentence after the first is a WebVTT timestamp tag inside the cue text (`First. <00:00:03.200>Second.`),
 from which the player highlights the sentence being spoken. Output files are named by a hash of the voice and the cue
 texts, so unchanged text is never synthesized twice. The audio is encoded to MP3 as it is spoken
-(`narration_audio`): about 11× smaller than the WAV it used to be.
+(`audio`): about 11× smaller than the WAV it used to be.
 
 Piper and onnxruntime are imported lazily: importing this module is cheap.
 """
@@ -22,9 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .narration_audio import EXTENSION as AUDIO_EXTENSION
-from .narration_audio import Mp3Writer
-from .rendering import Cue, cue_hash
+from courseapp.rendering import Cue, cue_hash
+
+from .audio import EXTENSION as AUDIO_EXTENSION
+from .audio import Mp3Writer
 
 logger = logging.getLogger(__name__)
 

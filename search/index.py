@@ -11,7 +11,7 @@ A row is a section of a lesson (module title, the section's heading and id, its 
 calculators, code and scripts left out) or a glossary entry (term, definition, ``#term-…`` anchor).
 Every module is indexed, drafts included; what a visitor may see is decided at query time by joining the
 module table (`ModuleQuerySet.visible_to`'s rule), so a draft can never leak through a stale row.
-Rows are rebuilt whenever a module is saved (signals.py: loading, editing, publishing, restoring) and
+Rows are rebuilt whenever a module is saved (search/signals.py: loading, editing, publishing, restoring) and
 dropped when it is deleted; ``manage.py rebuild_search_index`` rebuilds everything.
 
 User input never reaches the query syntax of either engine: the words of the query (letters and digits)
@@ -27,16 +27,13 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 
 from django.db import DatabaseError, connection, transaction
-from django.shortcuts import render
 from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from django.views.decorators.http import require_GET
 
+from courseapp.glossary import GLOSSARY_SLUG, parse_terms
+from courseapp.models import Module
 from serverprofile import figures as server_figures
-
-from .glossary import GLOSSARY_SLUG, parse_terms
-from .models import Module
 
 logger = logging.getLogger(__name__)
 
@@ -378,20 +375,3 @@ def search(q: str, *, show_drafts: bool = False, conn=connection) -> list[Hit]:
         if rows:
             return _hits(rows)
     return []
-
-
-@require_GET
-def search_view(request):
-    raw = request.GET.get("q", "")
-    q = SPACE_RE.sub(" ", raw[:MAX_QUERY_CHARS]).strip()
-    show_drafts = request.user.has_perm("courseapp.instructor")  # as views._visible_modules
-    results = search(q, show_drafts=show_drafts) if q else []
-    return render(request, "courseapp/search.html", {
-        "q": q,
-        "searched": bool(q),
-        "has_words": bool(query_terms(q)),
-        "truncated": len(raw) > MAX_QUERY_CHARS,
-        "max_chars": MAX_QUERY_CHARS,
-        "results": results,
-        "capped": len(results) == MAX_RESULTS,
-    })

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 def save_live(client, slug: str, data: dict):
     """Save through the editor; a published module first shows its diff, which the author confirms."""
-    url = reverse("courseapp:author_edit", args=[slug])
+    url = reverse("authoring:edit", args=[slug])
     response = client.post(url, data)
     if response.status_code == 200 and "confirm_live" in response.content.decode():
         digest = re.search(r'name="confirm_live" value="([0-9a-f]+)"', response.content.decode()).group(1)
@@ -36,6 +36,6 @@ def confirmed(client, url: str, data: dict | None = None, field: str = "confirm"
 
 def confirm_import(client):
     """Confirm the import waiting for this session, as shown on its review page."""
-    review = client.get(reverse("courseapp:author_import_review"))
+    review = client.get(reverse("authoring:import_review"))
     digest = re.search(r'name="confirm" value="([^"]+)"', review.content.decode()).group(1)
-    return client.post(reverse("courseapp:author_import_confirm"), {"confirm": digest})
+    return client.post(reverse("authoring:import_confirm"), {"confirm": digest})

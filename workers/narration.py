@@ -1,13 +1,13 @@
-"""The `cpu` workers' narration tasks (sent by courseapp.narration_jobs by name, always to the `cpu` queue)."""
+"""The `cpu` workers' narration tasks (sent by narration.jobs by name, always to the `cpu` queue)."""
 from __future__ import annotations
 
 import logging
 
 from celery import shared_task
 
-from courseapp import narration_queue
+from narration import queue as narration_queue
 from courseapp.models import Narration
-from courseapp.narration_jobs import CONVERT_TASK, GENERATE_TASK, convert_to_mp3, run_narration
+from narration.jobs import CONVERT_TASK, GENERATE_TASK, convert_to_mp3, run_narration
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The site search index (courseapp/search.py): an FTS5 table on SQLite, a weighted tsvector table on PostgreSQL.
+"""The site search index (search/index.py): an FTS5 table on SQLite, a weighted tsvector table on PostgreSQL.
 
 RunPython rather than RunSQL so each database gets its own DDL (and any other database none: search is then
 empty). The index is filled from the modules already loaded; after this, saving a module keeps it current.
@@ -7,7 +7,7 @@ from django.db import migrations
 
 
 def create_index(apps, schema_editor):
-    from courseapp import search
+    from search import index as search
 
     connection = schema_editor.connection
     if not search.supported(connection):
@@ -17,7 +17,7 @@ def create_index(apps, schema_editor):
 
 
 def drop_index(apps, schema_editor):
-    from courseapp import search
+    from search import index as search
 
     search.drop_table(schema_editor.connection)
 

@@ -8,7 +8,7 @@ import zipfile
 import pytest
 from browser_login import log_in_instructor_in_browser
 
-from courseapp.archive import build_zip
+from authoring.archive import build_zip
 from courseapp.loader import load_course
 from courseapp.models import Module
 

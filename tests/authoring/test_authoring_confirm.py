@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from courseapp.archive import build_zip
+from authoring.archive import build_zip
 from courseapp.models import Module
 
 from authoring_helpers import editor_data, save_live
@@ -46,7 +46,7 @@ def first_revision(slug: str) -> int:
 def test_restore_shows_its_diff_and_changes_nothing_until_confirmed(author):
     module = Module.objects.get(slug="intro")
     save_live(author, "intro", editor_data(module, module.source.replace("Training happens once.", "Edited.")))
-    url = reverse("courseapp:author_restore", args=["intro", first_revision("intro")])
+    url = reverse("authoring:restore", args=["intro", first_revision("intro")])
 
     asked = author.post(url)
     assert asked.status_code == 200 and "Students see this module now" in text(asked)
@@ -56,7 +56,7 @@ def test_restore_shows_its_diff_and_changes_nothing_until_confirmed(author):
     revisions = Module.objects.get(slug="intro").history.count()
 
     # Cancel is a link back to History: nothing to undo, nothing changed.
-    assert f'href="{reverse("courseapp:author_history", args=["intro"])}"' in asked.content.decode()
+    assert f'href="{reverse("authoring:history", args=["intro"])}"' in asked.content.decode()
     assert Module.objects.get(slug="intro").history.count() == revisions
 
     done = author.post(url, {"confirm": digest_in(asked)})
@@ -67,7 +67,7 @@ def test_restore_shows_its_diff_and_changes_nothing_until_confirmed(author):
 def test_a_restore_confirmed_for_an_older_diff_is_asked_again(author):
     module = Module.objects.get(slug="intro")
     save_live(author, "intro", editor_data(module, module.source + "\nFirst edit.\n"))
-    url = reverse("courseapp:author_restore", args=["intro", first_revision("intro")])
+    url = reverse("authoring:restore", args=["intro", first_revision("intro")])
     digest = digest_in(author.post(url))
     save_live(author, "intro", editor_data(module, module.source + "\nAn edit made meanwhile.\n"))
 
@@ -91,7 +91,7 @@ def zip_with(changes: dict[str, bytes]) -> bytes:
 
 
 def upload(client, data: bytes):
-    return client.post(reverse("courseapp:author_import"),
+    return client.post(reverse("authoring:import"),
                        {"archive": SimpleUploadedFile("next-term.zip", data, "application/zip")})
 
 
@@ -106,7 +106,7 @@ def edited_intro() -> bytes:
 def test_a_zip_import_shows_each_files_diff_and_changes_nothing_until_confirmed(author, pending_dir, media_root):
     before = Module.objects.get(slug="intro").source
     response = upload(author, zip_with({"intro.md": edited_intro(), "spec.md": NEW_MODULE}))
-    assert response.status_code == 302 and response["Location"] == reverse("courseapp:author_import_review")
+    assert response.status_code == 302 and response["Location"] == reverse("authoring:import_review")
     review = author.get(response["Location"])
     page = review.content.decode()
     assert review.status_code == 200 and "Nothing has changed yet" in text(review)
@@ -115,8 +115,8 @@ def test_a_zip_import_shows_each_files_diff_and_changes_nothing_until_confirmed(
     assert "<code>cache.md</code>" not in page  # unchanged files are not listed
     assert Module.objects.get(slug="intro").source == before and not Module.objects.filter(slug="spec").exists()
 
-    done = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest_in(review)})
-    assert done.status_code == 302 and done["Location"] == reverse("courseapp:author_list")
+    done = author.post(reverse("authoring:import_confirm"), {"confirm": digest_in(review)})
+    assert done.status_code == 302 and done["Location"] == reverse("authoring:list")
     assert "imported." in Module.objects.get(slug="intro").source and Module.objects.filter(slug="spec").exists()
     assert not list(pending_dir.glob("*.zip"))  # the kept upload is gone
     assert not (media_root / "pending-imports").exists()  # never where a web server serves files
@@ -125,23 +125,23 @@ def test_a_zip_import_shows_each_files_diff_and_changes_nothing_until_confirmed(
 def test_cancelling_an_import_loses_nothing(author, pending_dir):
     state = list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft"))
     upload(author, zip_with({"intro.md": edited_intro()}))
-    digest = digest_in(author.get(reverse("courseapp:author_import_review")))
-    cancelled = author.post(reverse("courseapp:author_import_cancel"), follow=True)
+    digest = digest_in(author.get(reverse("authoring:import_review")))
+    cancelled = author.post(reverse("authoring:import_cancel"), follow=True)
     assert "cancelled: nothing was changed" in text(cancelled)
     assert list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft")) == state
     assert not list(pending_dir.glob("*.zip"))
     # The cancelled import cannot be confirmed afterwards.
-    late = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest}, follow=True)
+    late = author.post(reverse("authoring:import_confirm"), {"confirm": digest}, follow=True)
     assert "Nothing was imported" in text(late)
     assert list(Module.objects.order_by("slug").values_list("slug", "source", "title", "draft")) == state
 
 
 def test_an_import_confirmed_after_the_course_changed_is_shown_again(author):
     upload(author, zip_with({"intro.md": edited_intro()}))
-    digest = digest_in(author.get(reverse("courseapp:author_import_review")))
+    digest = digest_in(author.get(reverse("authoring:import_review")))
     module = Module.objects.get(slug="intro")
     save_live(author, "intro", editor_data(module, module.source + "\nWritten while the import waited.\n"))
-    again = author.post(reverse("courseapp:author_import_confirm"), {"confirm": digest})
+    again = author.post(reverse("authoring:import_confirm"), {"confirm": digest})
     assert again.status_code == 200 and "changed since you last looked" in text(again)
     assert "Written while the import waited." in Module.objects.get(slug="intro").source
     assert re.search(r'class="diff-removed">.*?Written while the import waited\.', again.content.decode())
@@ -149,12 +149,12 @@ def test_an_import_confirmed_after_the_course_changed_is_shown_again(author):
 
 def test_another_sessions_pending_import_cannot_be_confirmed(author, django_user_model):
     upload(author, zip_with({"intro.md": edited_intro()}))
-    digest = digest_in(author.get(reverse("courseapp:author_import_review")))
+    digest = digest_in(author.get(reverse("authoring:import_review")))
     other = django_user_model.objects.create_user("other-teacher", password="other-pass-123")
     other.groups.add(Group.objects.get(name="instructor"))
     stranger = Client()
     stranger.force_login(other)
-    response = stranger.post(reverse("courseapp:author_import_confirm"), {"confirm": digest}, follow=True)
+    response = stranger.post(reverse("authoring:import_confirm"), {"confirm": digest}, follow=True)
     assert "Nothing was imported" in text(response)
     assert "imported." not in Module.objects.get(slug="intro").source
 
@@ -175,7 +175,7 @@ def test_unpublish_asks_and_lists_the_links_prerequisites_and_learners_it_breaks
     # batching (a draft) lists cache as a prerequisite too, but students do not see drafts: not listed.
     Module.objects.filter(slug="batching").update(draft=False)
 
-    asked = author.post(reverse("courseapp:author_publish", args=["cache"]), {"draft": "1", "return": "list"})
+    asked = author.post(reverse("authoring:publish", args=["cache"]), {"draft": "1", "return": "list"})
     page = text(asked)
     assert asked.status_code == 200 and "Unpublish “Caching”?" in page
     assert "1 published module(s) link to it" in page and "Introduction to inference" in page
@@ -183,22 +183,22 @@ def test_unpublish_asks_and_lists_the_links_prerequisites_and_learners_it_breaks
     assert "1 learner(s) have started it" in page
     assert not Module.objects.get(slug="cache").draft  # nothing changed yet
 
-    done = author.post(reverse("courseapp:author_publish", args=["cache"]),
+    done = author.post(reverse("authoring:publish", args=["cache"]),
                        {"draft": "1", "return": "list", "confirm": "unpublish"})
-    assert done.status_code == 302 and done["Location"] == reverse("courseapp:author_list")
+    assert done.status_code == 302 and done["Location"] == reverse("authoring:list")
     assert Module.objects.get(slug="cache").draft
 
 
 def test_unpublishing_the_glossary_says_every_lessons_term_links_go(author):
     Module.objects.create(slug="glossary", title="Glossary", track=Module.objects.get(slug="intro").track,
                           order=9, draft=False, source=GLOSSARY)
-    page = text(author.post(reverse("courseapp:author_publish", args=["glossary"]), {"draft": "1"}))
+    page = text(author.post(reverse("authoring:publish", args=["glossary"]), {"draft": "1"}))
     assert "The glossary's 2 terms stop being linked from every lesson" in page
     assert not Module.objects.get(slug="glossary").draft
 
 
 def test_publishing_asks_nothing(author):
-    response = author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
+    response = author.post(reverse("authoring:publish", args=["batching"]), {"draft": "0"})
     assert response.status_code == 302 and not Module.objects.get(slug="batching").draft
 
 
@@ -213,34 +213,34 @@ def test_delete_asks_then_hides_the_module_everywhere_and_undo_brings_it_back(au
     assert learner.get("/modules/cache/").status_code == 200
     assert ModuleProgress.objects.filter(module__slug="cache").exists()  # the module has student data
 
-    asked = author.post(reverse("courseapp:author_delete", args=["cache"]))
+    asked = author.post(reverse("authoring:delete", args=["cache"]))
     assert asked.status_code == 200 and "Delete “Caching”?" in text(asked)
     assert "1 learner(s) have started it" in text(asked)
     assert learner.get("/modules/cache/").status_code == 200  # nothing changed yet
-    assert 'href="/modules/cache/' in learner.get(reverse("courseapp:search"), {"q": "Keys"}).content.decode()
+    assert 'href="/modules/cache/' in learner.get(reverse("search:search"), {"q": "Keys"}).content.decode()
 
-    done = author.post(reverse("courseapp:author_delete", args=["cache"]), {"confirm": "delete"}, follow=True)
+    done = author.post(reverse("authoring:delete", args=["cache"]), {"confirm": "delete"}, follow=True)
     page = text(done)
     assert done.status_code == 200 and "Deleted “Caching”" in page and "Undo delete" in page
     assert "permission" not in page.lower()
     assert learner.get("/modules/cache/").status_code == 404
     assert "/modules/cache/" not in learner.get("/").content.decode()
-    assert 'href="/modules/cache/' not in learner.get(reverse("courseapp:search"), {"q": "Keys"}).content.decode()
+    assert 'href="/modules/cache/' not in learner.get(reverse("search:search"), {"q": "Keys"}).content.decode()
     assert ModuleProgress.objects.filter(module__slug="cache").exists()  # the records are kept
 
-    undone = author.post(reverse("courseapp:author_undelete", args=["cache"]), follow=True)
+    undone = author.post(reverse("authoring:undelete", args=["cache"]), follow=True)
     assert "“Caching” is back: students see it again." in text(undone)
     assert learner.get("/modules/cache/").status_code == 200
-    assert 'href="/modules/cache/' in learner.get(reverse("courseapp:search"), {"q": "Keys"}).content.decode()
+    assert 'href="/modules/cache/' in learner.get(reverse("search:search"), {"q": "Keys"}).content.decode()
 
 
 def test_a_deleted_modules_slug_is_not_reused_or_reloaded(author, course):
     from courseapp.loader import load_course
 
-    author.post(reverse("courseapp:author_delete", args=["cache"]), {"confirm": "delete"})
+    author.post(reverse("authoring:delete", args=["cache"]), {"confirm": "delete"})
     form = {"title": "New cache", "slug": "cache", "track": Module.all_objects.get(slug="cache").track_id,
             "order": 5, "source": "Text.", "action": "save"}
-    response = author.post(reverse("courseapp:author_create"), form)
+    response = author.post(reverse("authoring:create"), form)
     assert response.status_code == 200 and "A deleted module has this slug" in text(response)
     report = load_course(course)  # content/ still holds cache.md: the delete stands
     assert any("cache.md was not loaded: its module was deleted" in note for note in report.notes)
@@ -257,5 +257,5 @@ def test_instructors_are_not_offered_the_admins_hard_delete(author, instructor, 
     assert reverse("admin:courseapp_module_delete", args=[module.pk]) not in page
     assert author.get(reverse("admin:courseapp_module_delete", args=[module.pk])).status_code == 403
     # A softly deleted module is still in the admin, where a superuser can delete it for good.
-    author.post(reverse("courseapp:author_delete", args=["cache"]), {"confirm": "delete"})
+    author.post(reverse("authoring:delete", args=["cache"]), {"confirm": "delete"})
     assert admin_client.get(reverse("admin:courseapp_module_change", args=[module.pk])).status_code == 200

@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from courseapp.archive import build_zip, import_zip
+from authoring.archive import build_zip, import_zip
 from courseapp.loader import CourseLoadError
 from courseapp.models import Module, ModuleImage
 
@@ -37,7 +37,7 @@ def author(client, course, instructor):
 
 
 def upload(client, slug: str, data: bytes, alt: str, name: str = "KV Cache Layout.PNG"):
-    return client.post(reverse("courseapp:author_image_upload", args=[slug]),
+    return client.post(reverse("authoring:image_upload", args=[slug]),
                        {"image": SimpleUploadedFile(name, data, "image/png"), "alt": alt})
 
 
@@ -50,13 +50,13 @@ def test_an_uploaded_image_is_shown_on_the_student_page_and_in_the_preview(autho
     assert response.status_code == 302
     image = ModuleImage.objects.get(module__slug="intro")
     assert image.name == "kv-cache-layout.png" and image.alt == "Keys and values stacked per layer"
-    page = text(author.get(reverse("courseapp:author_edit", args=["intro"])))
+    page = text(author.get(reverse("authoring:edit", args=["intro"])))
     assert "![Keys and values stacked per layer](images/kv-cache-layout.png)" in page
 
     module = Module.objects.get(slug="intro")
     save_live(author, "intro", editor_data(module, module.source + "\n![Keys and values](images/kv-cache-layout.png)\n"))
     # The lesson's relative address resolves beside the editor (preview) and beside the student page.
-    editor_copy = author.get(reverse("courseapp:author_edit", args=["intro"]) + "images/kv-cache-layout.png")
+    editor_copy = author.get(reverse("authoring:edit", args=["intro"]) + "images/kv-cache-layout.png")
     assert editor_copy.status_code == 200 and editor_copy["Content-Type"] == "image/png"
     client.force_login(student)
     lesson = client.get("/modules/intro/")

@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from courseapp.archive import build_zip
+from authoring.archive import build_zip
 from courseapp.models import Module
 
 from authoring_helpers import editor_data, save_live
@@ -40,7 +40,7 @@ def author(client, course, instructor):
 
 
 def preview_error(client, source: str) -> str:
-    response = client.post(reverse("courseapp:author_preview"), {"source": source})
+    response = client.post(reverse("authoring:preview"), {"source": source})
     assert response.status_code == 422
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", response.content.decode())).split())
 
@@ -54,7 +54,7 @@ def import_page(client, files: dict[str, bytes]) -> str:
     with zipfile.ZipFile(buffer, "w") as zf:
         for name, data in files.items():
             zf.writestr(name, data)
-    response = client.post(reverse("courseapp:author_import"),
+    response = client.post(reverse("authoring:import"),
                            {"archive": SimpleUploadedFile("course.zip", buffer.getvalue(), "application/zip")})
     assert response.status_code == 400
     return html.unescape(response.content.decode())
@@ -86,7 +86,7 @@ def test_a_missing_closing_fence_of_a_demo_is_named_not_reported_as_json(author)
 
 def test_the_editor_marks_the_same_line_the_preview_names(author):
     module = Module.objects.get(slug="intro")
-    response = author.post(reverse("courseapp:author_edit", args=["intro"]), editor_data(module, MISALIGNED_QUIZ))
+    response = author.post(reverse("authoring:edit", args=["intro"]), editor_data(module, MISALIGNED_QUIZ))
     page = html.unescape(response.content.decode())
     line = line_of(MISALIGNED_QUIZ, "   - text: Training")
     assert f'data-error-line="{line}"' in page and f"Line {line}: quiz is not valid YAML" in page
@@ -116,7 +116,7 @@ def test_the_history_diff_numbers_lesson_lines_as_the_editor_does(author):
     source = module.source.replace("Training happens once.", "Training happens once per model.")
     save_live(author, "intro", editor_data(module, source))
     first = Module.objects.get(slug="intro").history.order_by("history_date", "history_id").first()
-    page = author.get(reverse("courseapp:author_diff", args=["intro"]), {"from": first.history_id, "to": "current"})
+    page = author.get(reverse("authoring:diff", args=["intro"]), {"from": first.history_id, "to": "current"})
     line = line_of(source, "Training happens once per model.")
     rows = html.unescape(page.content.decode())
     assert re.search(rf'<tr class="diff-added"><td class="diff-no"></td><td class="diff-no">{line}</td>', rows)
@@ -128,7 +128,7 @@ def test_a_front_matter_change_is_numbered_as_front_matter_in_the_diff(author):
     module = Module.objects.get(slug="intro")
     save_live(author, "intro", editor_data(module, module.source, title="A new title"))
     first = Module.objects.get(slug="intro").history.order_by("history_date", "history_id").first()
-    rows = author.get(reverse("courseapp:author_diff", args=["intro"]),
+    rows = author.get(reverse("authoring:diff", args=["intro"]),
                       {"from": first.history_id, "to": "current"}).content.decode()
     assert re.search(r'<tr class="diff-added"><td class="diff-no"></td><td class="diff-no">fm 1</td>.*title: A new',
                      rows)
@@ -144,7 +144,7 @@ def test_the_format_reference_lists_every_demo_and_calculator_with_its_props(aut
 
     from courseapp.rendering import calculator_names
 
-    page = html.unescape(author.get(reverse("courseapp:author_reference")).content.decode())
+    page = html.unescape(author.get(reverse("authoring:reference")).content.decode())
     for name, spec in DEMOS.items():
         assert f"<code>:::{{demo}} {name}</code> · {spec.title}" in page
         for prop in spec.params:
@@ -158,5 +158,5 @@ def test_the_format_reference_lists_every_demo_and_calculator_with_its_props(aut
     prompt = DEMOS["kv-cache"].params["prompt"].describe()
     assert f"at most {prompt['max_tokens']} tokens" in page
     # The editor's format help links to it.
-    edit = author.get(reverse("courseapp:author_edit", args=["intro"])).content.decode()
-    assert reverse("courseapp:author_reference") in edit
+    edit = author.get(reverse("authoring:edit", args=["intro"])).content.decode()
+    assert reverse("authoring:reference") in edit

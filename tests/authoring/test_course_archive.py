@@ -13,8 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import timezone
 
-from courseapp import archive
-from courseapp.archive import ArchiveError, build_zip, import_zip
+from authoring import archive
+from authoring.archive import ArchiveError, build_zip, import_zip
 from courseapp.loader import CourseLoadError, export_course
 from courseapp.models import Module, Track
 
@@ -56,7 +56,7 @@ def make_zip(files: dict[str, bytes | str], compression: int = zipfile.ZIP_DEFLA
 
 
 def upload(client, data: bytes, name: str = "course.zip"):
-    return client.post(reverse("courseapp:author_import"),
+    return client.post(reverse("authoring:import"),
                        {"archive": SimpleUploadedFile(name, data, content_type="application/zip")})
 
 
@@ -78,7 +78,7 @@ def lesson_line_of(text: str, needle: str) -> int:
 
 
 def test_download_is_a_zip_of_exactly_what_export_course_writes(author, tmp_path):
-    response = author.get(reverse("courseapp:author_export_zip"))
+    response = author.get(reverse("authoring:export_zip"))
     assert response.status_code == 200 and response["Content-Type"] == "application/zip"
     today = timezone.localdate().strftime("%Y%m%d")
     assert response["Content-Disposition"] == f'attachment; filename="inference-lab-course-{today}.zip"'
@@ -91,9 +91,9 @@ def test_download_is_a_zip_of_exactly_what_export_course_writes(author, tmp_path
 
 
 def test_list_page_offers_download_and_accessible_import_form(author):
-    page = author.get(reverse("courseapp:author_list")).content.decode()
-    assert f'href="{reverse("courseapp:author_export_zip")}"' in page and "Download as zip" in page
-    assert f'action="{reverse("courseapp:author_import")}" enctype="multipart/form-data"' in page
+    page = author.get(reverse("authoring:list")).content.decode()
+    assert f'href="{reverse("authoring:export_zip")}"' in page and "Download as zip" in page
+    assert f'action="{reverse("authoring:import")}" enctype="multipart/form-data"' in page
     assert '<label for="import-archive">' in page and 'id="import-archive" name="archive"' in page
     assert 'accept=".zip' in page and ">Import zip</button>" in page
 
@@ -103,7 +103,7 @@ def test_list_page_offers_download_and_accessible_import_form(author):
 
 def test_export_then_import_round_trip_is_exact(author):
     before = course_state()
-    exported = author.get(reverse("courseapp:author_export_zip")).content
+    exported = author.get(reverse("authoring:export_zip")).content
     intro = Module.objects.get(slug="intro")
     intro.title, intro.source = "Changed meanwhile", "## Other\n\nText.\n"
     intro.save()
@@ -112,13 +112,13 @@ def test_export_then_import_round_trip_is_exact(author):
     assert course_state() != before
 
     response = upload(author, exported)
-    assert response.status_code == 302 and response["Location"] == reverse("courseapp:author_import_review")
+    assert response.status_code == 302 and response["Location"] == reverse("authoring:import_review")
     response = confirm_import(author)
-    assert response.status_code == 302 and response["Location"] == reverse("courseapp:author_list")
+    assert response.status_code == 302 and response["Location"] == reverse("authoring:list")
     assert course_state() == before  # sources, front matter, rendered HTML, cues, quiz rows: all as exported
-    message = page_text(author.get(reverse("courseapp:author_list")))
+    message = page_text(author.get(reverse("authoring:list")))
     assert "Imported course.zip: 1 module(s) created, 1 updated, 1 unchanged; 2 track(s)." in message
-    assert zip_files(author.get(reverse("courseapp:author_export_zip")).content) == zip_files(exported)
+    assert zip_files(author.get(reverse("authoring:export_zip")).content) == zip_files(exported)
 
 
 def test_import_is_idempotent_and_keeps_modules_missing_from_the_zip(author):
@@ -280,7 +280,7 @@ def test_upload_over_the_size_cap_is_refused_before_it_is_opened(author, setting
 
 
 def test_import_without_a_file_says_so(author):
-    response = author.post(reverse("courseapp:author_import"))
+    response = author.post(reverse("authoring:import"))
     assert response.status_code == 400 and "Choose a .zip file to import." in page_text(response)
 
 
@@ -303,7 +303,7 @@ def test_server_lets_the_import_through_its_socket_cap(settings):
 def test_student_gets_403_and_anonymous_goes_to_login(client, course, student, view):
     def request():
         if view == "export":
-            return client.get(reverse("courseapp:author_export_zip"))
+            return client.get(reverse("authoring:export_zip"))
         return upload(client, make_zip({"tracks.yaml": "- slug: hacked\n  title: Hacked\n  order: 9\n"}))
 
     before = course_state()

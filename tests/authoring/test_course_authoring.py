@@ -28,18 +28,18 @@ def form_data(**overrides):
 
 
 def test_list_shows_tracks_status_and_narration(author):
-    html = author.get(reverse("courseapp:author_list")).content.decode()
+    html = author.get(reverse("authoring:list")).content.decode()
     assert "Basics" in html and "Serving" in html
     assert "Batching" in html and "Draft" in html and "Not generated" in html
 
 
 def test_create_form_suggests_the_next_order(author):
-    html = author.get(reverse("courseapp:author_create")).content.decode()
+    html = author.get(reverse("authoring:create")).content.decode()
     assert 'name="order" value="3"' in html and "## First section" in html
 
 
 def test_create_module_starts_as_draft(author, client):
-    response = author.post(reverse("courseapp:author_create"), form_data())
+    response = author.post(reverse("authoring:create"), form_data())
     assert response.status_code == 302
     module = Module.objects.get(slug="new-module")
     assert module.draft and module.prerequisites == ["intro"] and "World." in module.html
@@ -48,7 +48,7 @@ def test_create_module_starts_as_draft(author, client):
 
 def test_edit_validates_demo_directives_with_line_numbers(author):
     source = "Intro line.\n\n:::{demo} kv-cache\n{\"max_new_tokens\": 5000}\n:::\n"
-    response = author.post(reverse("courseapp:author_edit", args=["intro"]),
+    response = author.post(reverse("authoring:edit", args=["intro"]),
                            form_data(slug="intro", title="Changed", source=source))
     html = response.content.decode()
     assert response.status_code == 200
@@ -60,7 +60,7 @@ def test_edit_validates_demo_directives_with_line_numbers(author):
 
 
 def test_edit_rejects_unknown_demo_and_prerequisite(author):
-    response = author.post(reverse("courseapp:author_edit", args=["intro"]),
+    response = author.post(reverse("authoring:edit", args=["intro"]),
                            form_data(slug="intro", prerequisites="ghost", source=":::{demo} nope\n:::\n"))
     html = response.content.decode()
     assert "No module with slug: ghost" in html
@@ -68,7 +68,7 @@ def test_edit_rejects_unknown_demo_and_prerequisite(author):
 
 
 def test_edit_rejects_prerequisite_cycle(author):
-    response = author.post(reverse("courseapp:author_edit", args=["intro"]), form_data(slug="intro", prerequisites="cache"))
+    response = author.post(reverse("authoring:edit", args=["intro"]), form_data(slug="intro", prerequisites="cache"))
     assert "These prerequisites form a cycle: intro → cache → intro." in response.content.decode()
     assert Module.objects.get(slug="intro").prerequisites == []
 
@@ -83,32 +83,32 @@ def test_edit_saves_and_rerenders_quiz(author):
 
 
 def test_preview_matches_student_renderer(author):
-    response = author.post(reverse("courseapp:author_preview"), {"source": "## Hi\n\n<script>x</script>Text\n"})
+    response = author.post(reverse("authoring:preview"), {"source": "## Hi\n\n<script>x</script>Text\n"})
     assert response.status_code == 200
     assert '<h2 id="hi" data-cue="c1">Hi</h2>' in response.content.decode()
     assert "<script>" not in response.content.decode()
-    error = author.post(reverse("courseapp:author_preview"), {"source": "a\n\n:::{callout} loud\nx\n:::\n"})
+    error = author.post(reverse("authoring:preview"), {"source": "a\n\n:::{callout} loud\nx\n:::\n"})
     assert error.status_code == 422 and "Line 3" in error.content.decode()
 
 
 def test_preview_shows_quiz_answers(author):
     intro = Module.objects.get(slug="intro")
-    html = author.post(reverse("courseapp:author_preview"), {"source": intro.source}).content.decode()
+    html = author.post(reverse("authoring:preview"), {"source": intro.source}).content.decode()
     assert "quiz-preview" in html and "Training happens once; inference happens for every request." in html
 
 
 def test_publish_and_unpublish(author, client, student):
-    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
+    author.post(reverse("authoring:publish", args=["batching"]), {"draft": "0"})
     assert not Module.objects.get(slug="batching").draft
-    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "1", "return": "list", "confirm": "unpublish"})
+    author.post(reverse("authoring:publish", args=["batching"]), {"draft": "1", "return": "list", "confirm": "unpublish"})
     assert Module.objects.get(slug="batching").draft
 
 
 def test_reorder_within_track(author):
-    author.post(reverse("courseapp:author_move", args=["cache"]), {"direction": "up"})
+    author.post(reverse("authoring:move", args=["cache"]), {"direction": "up"})
     orders = dict(Module.objects.filter(track__slug="basics").values_list("slug", "order"))
     assert orders == {"cache": 1, "intro": 2}
-    author.post(reverse("courseapp:author_move", args=["cache"]), {"direction": "up"})  # already first
+    author.post(reverse("authoring:move", args=["cache"]), {"direction": "up"})  # already first
     assert Module.objects.get(slug="cache").order == 1
 
 
@@ -118,11 +118,11 @@ def test_reorder_writes_only_the_two_modules_that_swap_places(author):
     Module.objects.filter(slug="intro").update(order=10)
     Module.objects.filter(slug="cache").update(order=20)
     Module.objects.create(slug="extra", title="Extra", track=basics, order=30, source="## X\n")
-    author.post(reverse("courseapp:author_move", args=["extra"]), {"direction": "up"})
+    author.post(reverse("authoring:move", args=["extra"]), {"direction": "up"})
     orders = dict(Module.objects.filter(track=basics).values_list("slug", "order"))
     assert orders == {"intro": 10, "extra": 20, "cache": 30}
     Module.objects.filter(slug="cache").update(order=20)  # a tie: the track is renumbered once
-    author.post(reverse("courseapp:author_move", args=["extra"]), {"direction": "up"})
+    author.post(reverse("authoring:move", args=["extra"]), {"direction": "up"})
     orders = dict(Module.objects.filter(track=basics).values_list("slug", "order"))
     assert orders == {"intro": 1, "extra": 2, "cache": 3}
 
@@ -132,7 +132,7 @@ def test_export_writes_content_that_loads_back(author, settings, tmp_path):
     save_live(author, "intro", form_data(
         slug="intro", prerequisites="", title="Edited in the UI", source="## Hi\r\n\r\nCRLF from a browser.\r\n\r\n"))
     assert Module.objects.get(slug="intro").source == "## Hi\n\nCRLF from a browser.\n\n"  # not stripped
-    response = author.post(reverse("courseapp:author_export"), follow=True)
+    response = author.post(reverse("authoring:export"), follow=True)
     assert "Exported 4 file(s)" in response.content.decode()
     assert b"\r" not in (settings.CONTENT_DIR / "intro.md").read_bytes()
     text = (settings.CONTENT_DIR / "intro.md").read_text()

@@ -26,7 +26,7 @@ def edit(client, slug: str, source: str, confirm: bool = True, **fields):
     data = {"title": module.title, "short_title": module.short_title, "slug": slug, "track": module.track_id,
             "order": module.order, "prerequisites": ", ".join(module.prerequisites), "summary": module.summary,
             "source": source, "action": "save", **fields}
-    url = reverse("courseapp:author_edit", args=[slug])
+    url = reverse("authoring:edit", args=[slug])
     response = client.post(url, data)
     if confirm and response.status_code == 200 and "confirm_live" in response.content.decode():
         digest = re.search(r'name="confirm_live" value="([0-9a-f]+)"', response.content.decode()).group(1)
@@ -51,7 +51,7 @@ def test_every_save_keeps_a_revision_with_its_author_and_reason(author, instruct
     assert all(h.history_user == instructor for h in history[1:])
     assert history[2].history_change_reason == "Edited in the authoring page"
 
-    page = author.get(reverse("courseapp:author_history", args=["intro"])).content.decode()
+    page = author.get(reverse("authoring:history", args=["intro"])).content.decode()
     assert page.count("Restore</button>") == 2  # every revision but the current one
     assert "teacher" in page and "content files" in page
 
@@ -66,17 +66,17 @@ def test_diff_between_two_revisions_shows_the_changed_lines(author):
     edit(author, "intro", "## Why it matters\n\nFirst edit.\n")
     edit(author, "intro", "## Why it matters\n\nSecond edit.\n")
     _, one, two = revision_ids("intro")
-    html = author.get(reverse("courseapp:author_diff", args=["intro"]), {"from": one, "to": two}).content.decode()
+    html = author.get(reverse("authoring:diff", args=["intro"]), {"from": one, "to": two}).content.decode()
     assert re.search(r'class="diff-removed">.*?First edit\.', html)
     assert re.search(r'class="diff-added">.*?Second edit\.', html)
     assert "(+1 / −1 lines)" in html
-    same = author.get(reverse("courseapp:author_diff", args=["intro"]), {"from": two, "to": "current"})
+    same = author.get(reverse("authoring:diff", args=["intro"]), {"from": two, "to": "current"})
     assert "No difference." in same.content.decode()
 
 
 @pytest.mark.parametrize("query", [{"from": "999999"}, {"from": "x"}, {"from": "²"}, {}])
 def test_diff_of_an_unknown_revision_is_a_404(author, query):
-    assert author.get(reverse("courseapp:author_diff", args=["intro"]), query).status_code == 404
+    assert author.get(reverse("authoring:diff", args=["intro"]), query).status_code == 404
 
 
 def test_restore_brings_the_first_version_back_for_students(author, client, student):
@@ -84,7 +84,7 @@ def test_restore_brings_the_first_version_back_for_students(author, client, stud
     edit(author, "intro", "## Why it matters\n\nRewritten twice.\n", title="Retitled")
     edit(author, "intro", "## Why it matters\n\nRewritten again.\n")
     first = revision_ids("intro")[0]
-    response = confirmed(author, reverse("courseapp:author_restore", args=["intro", first]), follow=True)
+    response = confirmed(author, reverse("authoring:restore", args=["intro", first]), follow=True)
     assert "students see it now" in response.content.decode()
     module = Module.objects.get(slug="intro")
     assert module.source == original and module.title == "Introduction to inference" and not module.draft
@@ -101,13 +101,13 @@ def test_a_revision_that_fails_todays_checks_is_not_restored(author):
     with_prerequisite = revision_ids("cache")[0]
     Module.objects.create(slug="extra", title="Extra", track=Track.objects.get(slug="basics"), source="x")
     Module.objects.filter(slug="intro").update(prerequisites=["cache"])  # restoring [intro] would form a cycle
-    response = author.post(reverse("courseapp:author_restore", args=["cache", with_prerequisite]), follow=True)
+    response = author.post(reverse("authoring:restore", args=["cache", with_prerequisite]), follow=True)
     assert "Not restored" in response.content.decode() and "cycle" in response.content.decode()
     assert Module.objects.get(slug="cache").source == "## What is cached\n\nKeys.\n"
 
 
 def test_saving_a_live_module_shows_the_diff_before_students_see_it(author):
-    url = reverse("courseapp:author_edit", args=["intro"])
+    url = reverse("authoring:edit", args=["intro"])
     original = Module.objects.get(slug="intro").source
     response = edit(author, "intro", original + "\nA new paragraph.\n", confirm=False)
     html = response.content.decode()
@@ -139,12 +139,12 @@ def test_a_draft_or_an_unchanged_save_asks_nothing(author):
 
 
 @pytest.mark.parametrize("name, method, args", [
-    ("author_history", "get", ["intro"]),
-    ("author_diff", "get", ["intro"]),
-    ("author_restore", "post", ["intro", 1]),
+    ("history", "get", ["intro"]),
+    ("diff", "get", ["intro"]),
+    ("restore", "post", ["intro", 1]),
 ])
 def test_revisions_are_for_instructors_only(client, course, student, name, method, args):
-    url = reverse(f"courseapp:{name}", args=args)
+    url = reverse(f"authoring:{name}", args=args)
     anonymous = getattr(client, method)(url)
     assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
     client.force_login(student)

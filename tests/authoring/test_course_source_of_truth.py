@@ -105,15 +105,15 @@ def test_a_disk_change_to_a_module_edited_on_the_web_is_a_conflict(author, conte
         loadcourse("--strict")
     assert Module.objects.get(slug="intro").source == WEB_EDIT
 
-    page = author.get(reverse("courseapp:author_list")).content.decode()
+    page = author.get(reverse("authoring:list")).content.decode()
     assert 'id="conflict-intro"' in page and "content/intro.md" in page
     assert re.search(r'class="diff-added">.*?Changed on disk meanwhile\.', page, re.S)
     assert "Keep the web version" in page and "Take the file's version" in page
 
 
 def test_publishing_or_moving_a_module_on_the_web_is_a_web_edit_too(author, content):
-    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
-    author.post(reverse("courseapp:author_move", args=["cache"]), {"direction": "up"})
+    author.post(reverse("authoring:publish", args=["batching"]), {"draft": "0"})
+    author.post(reverse("authoring:move", args=["cache"]), {"direction": "up"})
     # Moving cache up swaps it with intro: both places changed.
     assert "Kept the web edits of 3 module(s) whose file is unchanged: batching, cache, intro" in loadcourse()
     assert not Module.objects.get(slug="batching").draft
@@ -136,21 +136,21 @@ def test_force_takes_every_file(author, content):
 def test_resolving_a_conflict_by_taking_the_file(author, content):
     edit_on_web(author, "intro", WEB_EDIT)
     change_on_disk(content / "intro.md", "Inference runs for every request.", "Changed on disk meanwhile.")
-    url = reverse("courseapp:author_resolve_conflict", args=["intro"])
+    url = reverse("authoring:resolve_conflict", args=["intro"])
     assert author.post(url, {"action": "take_file"}).status_code == 302
     assert "Changed on disk meanwhile." in Module.objects.get(slug="intro").source
     assert reasons("intro")[-1] == "Loaded from content/intro.md over the web edits"
-    assert 'id="conflict-intro"' not in author.get(reverse("courseapp:author_list")).content.decode()
+    assert 'id="conflict-intro"' not in author.get(reverse("authoring:list")).content.decode()
     assert "updated 0" in loadcourse() and "conflicts 0" in loadcourse()
 
 
 def test_resolving_a_conflict_by_keeping_the_web_version_writes_it_to_the_file(author, content):
     edit_on_web(author, "intro", WEB_EDIT)
     change_on_disk(content / "intro.md", "Inference runs for every request.", "Changed on disk meanwhile.")
-    assert author.post(reverse("courseapp:author_resolve_conflict", args=["intro"]),
+    assert author.post(reverse("authoring:resolve_conflict", args=["intro"]),
                        {"action": "keep_web"}).status_code == 302
     assert (content / "intro.md").read_text().endswith(WEB_EDIT)
-    assert 'id="conflict-intro"' not in author.get(reverse("courseapp:author_list")).content.decode()
+    assert 'id="conflict-intro"' not in author.get(reverse("authoring:list")).content.decode()
     out = loadcourse()
     assert "conflicts 0" in out and "Kept the web edits" not in out  # file and module agree again
     change_on_disk(content / "intro.md", "Rewritten on the web", "Then rewritten on disk")
@@ -158,7 +158,7 @@ def test_resolving_a_conflict_by_keeping_the_web_version_writes_it_to_the_file(a
 
 
 def test_resolving_needs_an_instructor_and_a_choice(client, author, content, student):
-    url = reverse("courseapp:author_resolve_conflict", args=["intro"])
+    url = reverse("authoring:resolve_conflict", args=["intro"])
     page = author.post(url, {"action": "neither"}, follow=True).content.decode()
     assert "Choose to keep the web version or to take the file" in page
     client.force_login(student)
@@ -168,20 +168,20 @@ def test_resolving_needs_an_instructor_and_a_choice(client, author, content, stu
 def test_taking_a_broken_file_changes_nothing(author, content):
     edit_on_web(author, "intro", WEB_EDIT)
     change_on_disk(content / "intro.md", "order: 1", "order: first")
-    page = author.post(reverse("courseapp:author_resolve_conflict", args=["intro"]), {"action": "take_file"},
+    page = author.post(reverse("authoring:resolve_conflict", args=["intro"]), {"action": "take_file"},
                        follow=True).content.decode()
     assert "Not changed" in page and "&#x27;order&#x27; must be a whole number" in page
     assert Module.objects.get(slug="intro").source == WEB_EDIT
     change_on_disk(content / "intro.md", "order: first", "order: 1")
     change_on_disk(content / "intro.md", "prerequisites: []", "prerequisites: [batching]")  # batching needs intro
-    page = author.post(reverse("courseapp:author_resolve_conflict", args=["intro"]), {"action": "take_file"},
+    page = author.post(reverse("authoring:resolve_conflict", args=["intro"]), {"action": "take_file"},
                        follow=True).content.decode()
     assert "Not changed" in page and "a cycle intro → batching → intro" in page
 
 
 def test_an_export_to_content_records_what_was_written(author, content):
     edit_on_web(author, "intro", WEB_EDIT)
-    assert author.post(reverse("courseapp:author_export")).status_code == 302
+    assert author.post(reverse("authoring:export")).status_code == 302
     assert (content / "intro.md").read_text().endswith(WEB_EDIT)
     assert "Kept the web edits" not in loadcourse()  # the files hold the web edits now
     change_on_disk(content / "intro.md", "Rewritten on the web", "Rewritten in git")
@@ -192,7 +192,7 @@ def test_an_export_never_overwrites_a_file_changed_on_disk_since(author, content
     edit_on_web(author, "intro", WEB_EDIT)  # a conflict once intro.md changes too
     change_on_disk(content / "intro.md", "Inference runs for every request.", "Changed on disk meanwhile.")
     change_on_disk(content / "cache.md", "Keys and values of past tokens.", "Pulled from git, not loaded yet.")
-    page = author.post(reverse("courseapp:author_export"), follow=True).content.decode()
+    page = author.post(reverse("authoring:export"), follow=True).content.decode()
     assert "Not written, since their files changed on disk after they were last loaded: cache.md, intro.md" in page
     assert "Changed on disk meanwhile." in (content / "intro.md").read_text()
     assert "Pulled from git, not loaded yet." in (content / "cache.md").read_text()
@@ -203,7 +203,7 @@ def test_an_export_never_overwrites_a_file_changed_on_disk_since(author, content
 
 
 def test_a_zip_import_counts_as_a_web_edit(author, content):
-    exported = author.get(reverse("courseapp:author_export_zip")).content
+    exported = author.get(reverse("authoring:export_zip")).content
     edited = io.BytesIO()
     import zipfile
     with zipfile.ZipFile(io.BytesIO(exported)) as source, zipfile.ZipFile(edited, "w") as target:
@@ -214,7 +214,7 @@ def test_a_zip_import_counts_as_a_web_edit(author, content):
             target.writestr(name, data)
     edited.seek(0)
     edited.name = "course.zip"
-    assert author.post(reverse("courseapp:author_import"), {"archive": edited}).status_code == 302
+    assert author.post(reverse("authoring:import"), {"archive": edited}).status_code == 302
     assert confirm_import(author).status_code == 302
     assert "Imported from a zip." in Module.objects.get(slug="intro").source
     loadcourse()
@@ -409,7 +409,7 @@ def test_a_quiz_id_must_be_valid_and_unique(author):
     for bad, message in [("q-which", "quiz question 2: id &#x27;q-which&#x27; is already used by question 1"),
                          ("Q 1", "is not valid")]:
         source = intro.source.replace("id: q-when", f"id: {bad}")
-        response = author.post(reverse("courseapp:author_edit", args=["intro"]), editor_data(intro, source))
+        response = author.post(reverse("authoring:edit", args=["intro"]), editor_data(intro, source))
         assert response.status_code == 200 and message in response.content.decode()
     assert Module.objects.get(slug="intro").source == intro.source
 
@@ -429,19 +429,19 @@ def test_a_file_without_ids_gets_the_ids_its_next_export_writes(content, tmp_pat
 
 def test_a_saved_change_to_a_published_module_is_a_draft_that_survives_leaving(client, author, content, instructor):
     intro = Module.objects.get(slug="intro")
-    url = reverse("courseapp:author_edit", args=["intro"])
+    url = reverse("authoring:edit", args=["intro"])
     response = author.post(url, editor_data(intro, intro.source + "\nA draft paragraph.\n"))
     assert response.status_code == 200 and "Publish these changes" in response.content.decode()
     assert "A draft paragraph." not in client.get(reverse("courseapp:module", args=["intro"])).content.decode()
 
-    author.get(reverse("courseapp:author_list"))  # leave the page
+    author.get(reverse("authoring:list"))  # leave the page
     author.logout()
     author.force_login(instructor)  # and come back another day
     page = author.get(url).content.decode()
     assert "A draft paragraph." in page.split('name="source"')[1].split("</textarea>")[0]  # in the editor
     assert re.search(r'class="diff-added">.*?A draft paragraph\.', page, re.S)
     assert "Publish these changes" in page and "Discard these changes" in page
-    list_page = author.get(reverse("courseapp:author_list")).content.decode()
+    list_page = author.get(reverse("authoring:list")).content.decode()
     assert "Unpublished changes" in list_page
     student_page = client.get(reverse("courseapp:module", args=["intro"])).content.decode()
     assert "A draft paragraph." not in student_page  # students see the published text meanwhile
@@ -455,11 +455,11 @@ def test_a_saved_change_to_a_published_module_is_a_draft_that_survives_leaving(c
 
 def test_a_draft_can_be_discarded(author, content):
     intro = Module.objects.get(slug="intro")
-    url = reverse("courseapp:author_edit", args=["intro"])
+    url = reverse("authoring:edit", args=["intro"])
     author.post(url, editor_data(intro, intro.source + "\nA draft paragraph.\n", title="Draft title"))
     assert ModuleDraft.objects.get().front_matter["title"] == "Draft title"
     assert 'value="Draft title"' in author.get(url).content.decode()
-    assert author.post(reverse("courseapp:author_discard_draft", args=["intro"])).status_code == 302
+    assert author.post(reverse("authoring:discard_draft", args=["intro"])).status_code == 302
     assert not ModuleDraft.objects.exists()
     page = author.get(url).content.decode()
     assert "A draft paragraph." not in page and "Discard these changes" not in page
@@ -468,7 +468,7 @@ def test_a_draft_can_be_discarded(author, content):
 
 def test_a_pending_draft_is_a_web_edit_for_loadcourse(author, content):
     intro = Module.objects.get(slug="intro")
-    author.post(reverse("courseapp:author_edit", args=["intro"]), editor_data(intro, intro.source + "\nDraft.\n"))
+    author.post(reverse("authoring:edit", args=["intro"]), editor_data(intro, intro.source + "\nDraft.\n"))
     change_on_disk(content / "intro.md", "Inference runs for every request.", "Changed on disk meanwhile.")
     assert "CONFLICT content/intro.md" in loadcourse()
     assert ModuleDraft.objects.get().source.endswith("Draft.\n")

@@ -6,7 +6,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from courseapp.models import Module, Narration
-from courseapp.narration_jobs import attach_upload
+from narration.jobs import attach_upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 

@@ -106,9 +106,9 @@ def attach_sentence_narration(slug: str, seconds_per_sentence: float = 0.6):
 
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from courseapp import narration
+    from narration import synthesis as narration
     from courseapp.models import Module
-    from courseapp.narration_jobs import attach_upload
+    from narration.jobs import attach_upload
 
     module = Module.objects.get(slug=slug)
     timed, clock = [], 0.0

@@ -19,7 +19,7 @@ from test_demos_with_recorded_runs import run_every_demo
 
 from courseapp.loader import load_course
 from courseapp.models import Module
-from courseapp.narration_jobs import attach_upload
+from narration.jobs import attach_upload
 from demos.models import Run, RunEvent
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]

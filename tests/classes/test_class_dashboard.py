@@ -500,15 +500,15 @@ def test_anonymous_is_sent_to_log_in(client, seeded, name):
 
 
 def test_the_authoring_list_links_each_module_to_its_class_dashboard(author):
-    html = author.get(reverse("courseapp:author_list")).content.decode()
+    html = author.get(reverse("authoring:list")).content.decode()
     for slug in ("intro", "cache", "batching"):
         link = reverse("classes:module_dashboard", args=[slug])
         assert f'href="{link}"' in html
         assert author.get(link).status_code == 200
 
 
-@pytest.mark.parametrize("old, new", [("courseapp:author_class", "classes:module_dashboard"),
-                                      ("courseapp:author_class_csv", "classes:module_dashboard_csv")])
+@pytest.mark.parametrize("old, new", [("authoring:class", "classes:module_dashboard"),
+                                      ("authoring:class_csv", "classes:module_dashboard_csv")])
 def test_the_old_dashboard_urls_redirect_with_their_range(author, old, new):
     response = author.get(reverse(old, args=["intro"]), QUERY)
     assert response.status_code == 301

@@ -19,8 +19,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from courseapp.archive import import_zip
-from courseapp.diffs import DiffBudget, diff_rows, matching_blocks
+from authoring.archive import import_zip
+from authoring.diffs import DiffBudget, diff_rows, matching_blocks
 from courseapp.loader import CourseLoadError
 from courseapp.models import Module, ModuleProgress, Narration, QuizAttempt, Track
 
@@ -83,7 +83,7 @@ def quiz_lesson(yaml_text: str) -> str:
 
 
 def test_an_alias_bomb_in_the_preview_is_an_error_at_its_line(author):
-    response = timed(lambda: author.post(reverse("courseapp:author_preview"), {"source": quiz_lesson(ALIAS_BOMB)}))
+    response = timed(lambda: author.post(reverse("authoring:preview"), {"source": quiz_lesson(ALIAS_BOMB)}))
     assert response.status_code == 422 and len(response.content) < 10_000
     assert "Line 8: quiz is not valid YAML: anchors (&name) and aliases (*name) are not allowed" in text_of(response)
 
@@ -91,7 +91,7 @@ def test_an_alias_bomb_in_the_preview_is_an_error_at_its_line(author):
 def test_an_alias_bomb_is_not_saved_and_the_lesson_keeps_its_text(author):
     intro = Module.objects.get(slug="intro")
     before = (intro.source, intro.html, list(intro.questions.values_list("text", flat=True)))
-    response = timed(lambda: author.post(reverse("courseapp:author_edit", args=["intro"]),
+    response = timed(lambda: author.post(reverse("authoring:edit", args=["intro"]),
                                          edit_data(intro, quiz_lesson(ALIAS_BOMB))))
     assert response.status_code == 200 and "Not saved" in text_of(response)
     assert "aliases (*name) are not allowed" in text_of(response)
@@ -102,7 +102,7 @@ def test_an_alias_bomb_is_not_saved_and_the_lesson_keeps_its_text(author):
 @pytest.mark.parametrize("order", ["9" * 19, LONG_NUMBER, "-99999999999"])
 def test_an_order_no_database_or_content_file_holds_is_refused_and_nothing_saved(author, order):
     intro = Module.objects.get(slug="intro")
-    response = timed(lambda: author.post(reverse("courseapp:author_edit", args=["intro"]),
+    response = timed(lambda: author.post(reverse("authoring:edit", args=["intro"]),
                                          {**edit_data(intro, intro.source + "\nMore.\n"), "order": order}))
     assert response.status_code == 200 and "Not saved" in text_of(response)
     assert Module.objects.get(slug="intro").source == intro.source
@@ -115,7 +115,7 @@ def test_an_order_no_database_or_content_file_holds_is_refused_and_nothing_saved
     ("- question: " + "Why? " * 25_000 + "\n", "this YAML is 125,013 characters long; at most 100,000 are read"),
 ])
 def test_quiz_yaml_that_would_amplify_or_crash_is_a_clear_error(author, quiz, message):
-    response = timed(lambda: author.post(reverse("courseapp:author_preview"), {"source": quiz_lesson(quiz)}))
+    response = timed(lambda: author.post(reverse("authoring:preview"), {"source": quiz_lesson(quiz)}))
     assert response.status_code == 422 and message in text_of(response)
 
 
@@ -128,7 +128,7 @@ def test_quiz_yaml_that_would_amplify_or_crash_is_a_clear_error(author, quiz, me
 ])
 def test_demo_props_too_deep_or_too_long_are_a_clear_error(author, props, message):
     source = "## Demo\n\n:::{demo} kv-cache\n" + props + "\n:::\n"
-    response = timed(lambda: author.post(reverse("courseapp:author_preview"), {"source": source}))
+    response = timed(lambda: author.post(reverse("authoring:preview"), {"source": source}))
     assert response.status_code == 422 and message in text_of(response)
 
 
@@ -138,7 +138,7 @@ def test_demo_props_too_deep_or_too_long_are_a_clear_error(author, props, messag
 def adversarial_revisions(author) -> list[int]:
     """Two 4–8 KB drafts of repeated lines that cost difflib minutes; returns revision ids, oldest first."""
     batching = Module.objects.get(slug="batching")  # a draft: saved without a live diff to confirm
-    url = reverse("courseapp:author_edit", args=["batching"])
+    url = reverse("authoring:edit", args=["batching"])
     for source in ("x\n" * 2000, "x\ny\n" * 2000):
         assert author.post(url, edit_data(batching, source)).status_code == 302
     return list(batching.history.order_by("history_date", "history_id").values_list("history_id", flat=True))
@@ -146,9 +146,9 @@ def adversarial_revisions(author) -> list[int]:
 
 def test_history_and_diff_of_repetitive_drafts_answer_quickly(author):
     ids = adversarial_revisions(author)
-    history = timed(lambda: author.get(reverse("courseapp:author_history", args=["batching"])))
+    history = timed(lambda: author.get(reverse("authoring:history", args=["batching"])))
     assert history.status_code == 200 and len(ids) == 3
-    diff = timed(lambda: author.get(reverse("courseapp:author_diff", args=["batching"]),
+    diff = timed(lambda: author.get(reverse("authoring:diff", args=["batching"]),
                                     {"from": ids[1], "to": "current"}))
     page = text_of(diff)
     assert diff.status_code == 200 and "too repetitive to compare line by line" in page
@@ -157,24 +157,24 @@ def test_history_and_diff_of_repetitive_drafts_answer_quickly(author):
 
 
 def test_a_version_too_long_to_compare_says_so(author, monkeypatch):
-    monkeypatch.setattr("courseapp.diffs.MAX_DIFF_LINES", 100)
+    monkeypatch.setattr("authoring.diffs.MAX_DIFF_LINES", 100)
     ids = adversarial_revisions(author)
-    diff = timed(lambda: author.get(reverse("courseapp:author_diff", args=["batching"]), {"from": ids[0]}))
+    diff = timed(lambda: author.get(reverse("authoring:diff", args=["batching"]), {"from": ids[0]}))
     assert diff.status_code == 200
     assert "too long to compare line by line (10 and 4009 lines; the limit is 100)" in text_of(diff)
-    history = text_of(author.get(reverse("courseapp:author_history", args=["batching"])))
+    history = text_of(author.get(reverse("authoring:history", args=["batching"])))
     assert "too long to compare" in history
 
 
 @pytest.mark.parametrize("query", [{"from": LONG_NUMBER}, {"from": "1", "to": LONG_NUMBER},
                                    {"from": "9" * 19}, {"from": "٣"}])
 def test_a_revision_id_of_thousands_of_digits_is_a_404(author, query):
-    response = timed(lambda: author.get(reverse("courseapp:author_diff", args=["intro"]), query))
+    response = timed(lambda: author.get(reverse("authoring:diff", args=["intro"]), query))
     assert response.status_code == 404
 
 
 def test_restoring_a_revision_id_beyond_any_integer_is_a_404(author):
-    url = reverse("courseapp:author_restore", args=["intro", 1]).replace("/1/", f"/{'9' * 30}/")
+    url = reverse("authoring:restore", args=["intro", 1]).replace("/1/", f"/{'9' * 30}/")
     assert timed(lambda: author.post(url)).status_code == 404
 
 
@@ -216,7 +216,7 @@ def wav_bytes(seconds: float = 0.5, rate: int = 8000) -> bytes:
 
 
 def upload_narration(client, audio: bytes, **extra):
-    return client.post(reverse("courseapp:author_upload", args=["intro"]), {
+    return client.post(reverse("authoring:upload", args=["intro"]), {
         "audio": SimpleUploadedFile("talk.wav", audio), "vtt": SimpleUploadedFile("talk.vtt", VTT), **extra})
 
 
@@ -302,7 +302,7 @@ def intro_with(course, body_tail: str) -> bytes:
 ])
 def test_a_bad_zip_is_refused_naming_file_and_line_and_changes_nothing(author, course, change, message):
     before = course_state()
-    response = timed(lambda: author.post(reverse("courseapp:author_import"), {
+    response = timed(lambda: author.post(reverse("authoring:import"), {
         "archive": SimpleUploadedFile("course.zip", course_zip(course, **change(course)), "application/zip")}))
     assert response.status_code == 400 and message in text_of(response)
     assert "Not imported: nothing was changed" in text_of(response)
@@ -351,7 +351,7 @@ def test_a_wav_upload_takes_its_duration_from_the_checked_header(author):
 @pytest.mark.parametrize("hours", ["9" * 5000, "9" * 400, "٣"])
 def test_cues_with_thousands_of_digits_of_hours_are_a_400_naming_the_line(author, hours):
     vtt = f"WEBVTT\n\nc1\n{hours}:00:00.000 --> {hours}:00:01.000\nWhy it matters\n".encode()
-    response = timed(lambda: author.post(reverse("courseapp:author_upload", args=["intro"]), {
+    response = timed(lambda: author.post(reverse("authoring:upload", args=["intro"]), {
         "audio": SimpleUploadedFile("talk.wav", wav_bytes()), "vtt": SimpleUploadedFile("talk.vtt", vtt)}))
     assert response.status_code == 400
     assert "Not a valid WebVTT file: line 4: expected 'HH:MM:SS.mmm --> HH:MM:SS.mmm'" in text_of(response)

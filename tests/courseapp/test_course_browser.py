@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from courseapp.loader import load_course
 from courseapp.models import Module
-from courseapp.narration_jobs import attach_upload
+from narration.jobs import attach_upload
 
 REPO_CONTENT = Path(__file__).resolve().parents[2] / "content"
 

@@ -19,9 +19,9 @@ from django.db.models import F
 from django.test import Client
 from django.urls import reverse
 
-from courseapp import media
+from narration import media
 from courseapp.models import Module, Narration
-from courseapp.narration_files import sniff_audio
+from narration.files import sniff_audio
 from inferencelab.secret_key import ensure_key_file, secret_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def wav_bytes(seconds: float = 1.0) -> bytes:
 
 def upload(client, slug="intro", audio=("a.wav", None), vtt=("a.vtt", VTT), **extra):
     name, data = audio
-    return client.post(reverse("courseapp:author_upload", args=[slug]), {
+    return client.post(reverse("authoring:upload", args=[slug]), {
         "audio": SimpleUploadedFile(name, wav_bytes() if data is None else data),
         "vtt": SimpleUploadedFile(vtt[0], vtt[1]), **extra,
     })
@@ -126,7 +126,7 @@ def test_range_answers_are_clamped_and_streamed(client, course, instructor, monk
 @pytest.mark.django_db
 def test_replacing_a_live_narration_asks_first(client, course, instructor, monkeypatch):
     queued = []
-    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+    monkeypatch.setattr("narration.jobs.app.send_task",
                         lambda name, **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
     client.force_login(instructor)
     assert upload(client).status_code == 302
@@ -137,12 +137,12 @@ def test_replacing_a_live_narration_asks_first(client, course, instructor, monke
     assert upload(client, replace="on").status_code == 302
     assert Narration.objects.get(module__slug="intro").audio.name != first
 
-    page = client.get(reverse("courseapp:author_edit", args=["intro"])).content.decode()
+    page = client.get(reverse("authoring:edit", args=["intro"])).content.decode()
     assert "Live for students: <strong>Uploaded by an instructor</strong>" in page
-    refused = client.post(reverse("courseapp:author_narrate", args=["intro"]), follow=True)
+    refused = client.post(reverse("authoring:narrate", args=["intro"]), follow=True)
     assert "Generating narration replaces it" in refused.content.decode() and not queued
     assert Narration.objects.get(module__slug="intro").origin == Narration.Origin.UPLOAD
-    assert client.post(reverse("courseapp:author_narrate", args=["intro"]), {"replace_upload": "1"}).status_code == 302
+    assert client.post(reverse("authoring:narrate", args=["intro"]), {"replace_upload": "1"}).status_code == 302
     assert len(queued) == 1
 
 

@@ -47,7 +47,7 @@ def assert_rendered(html: str) -> None:
 
 
 def test_preview_renders_math_and_code(author):
-    response = author.post(reverse("courseapp:author_preview"), {"source": SOURCE})
+    response = author.post(reverse("authoring:preview"), {"source": SOURCE})
     assert response.status_code == 200
     assert_rendered(response.content.decode())
 
@@ -82,12 +82,12 @@ def test_bad_latex_is_an_error_at_its_line_in_preview_and_save(author, latex, li
         source = f"## Title\n\nText\n\n{latex}\n"
     else:
         source = f"## Title\n\nFirst paragraph.\n\nText {latex} here.\n"
-    preview = author.post(reverse("courseapp:author_preview"), {"source": source})
+    preview = author.post(reverse("authoring:preview"), {"source": source})
     assert preview.status_code == 422
     assert f"Line {line}: math" in preview.content.decode()  # the formula's own line
     assert message in preview.content.decode().replace("&#x27;", "'")
     before = Module.objects.get(slug="intro").source
-    saved = author.post(reverse("courseapp:author_edit", args=["intro"]), {
+    saved = author.post(reverse("authoring:edit", args=["intro"]), {
         "title": "Introduction to inference", "short_title": "", "slug": "intro", "track": Module.objects.get(
             slug="intro").track.pk, "order": 1, "prerequisites": "", "summary": "S.", "source": source,
         "action": "save"})
@@ -132,7 +132,7 @@ def test_dollar_signs_in_prose_are_not_math():
 
 
 def test_search_indexes_a_formula_as_its_words():
-    from courseapp.search import html_sections
+    from search.index import html_sections
 
     text = " ".join(body for _, _, body in html_sections(render_markdown(SOURCE).html))
     assert "takes t equals B over W" in text and "tokens per second is at most bandwidth over bytes per token" in text

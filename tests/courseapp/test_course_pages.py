@@ -335,11 +335,11 @@ def test_404_and_403_use_the_site_layout(client, course, settings):
     assert response.status_code == 404
     assert "Page not found" in html and 'class="site-header"' in html and "/no/such/page/" in html
     assert 'rel="icon" href="/static/favicon.svg"' in html
-    response = client.get(reverse("courseapp:author_list"))  # students may not author
+    response = client.get(reverse("authoring:list"))  # students may not author
     if response.status_code == 302:  # anonymous: to the login page; a student gets the 403
         from django.contrib.auth.models import User
         client.force_login(User.objects.create_user("learner", password="x-long-password-1"))
-        response = client.get(reverse("courseapp:author_list"))
+        response = client.get(reverse("authoring:list"))
     assert response.status_code == 403
     assert "You cannot open this page" in response.content.decode()
     assert 'class="site-header"' in response.content.decode()

@@ -165,54 +165,53 @@ def test_safe_markdown_survives():
 
 def authoring_requests():
     return [
-        ("get", reverse("courseapp:author_list"), {}),
-        ("get", reverse("courseapp:author_create"), {}),
-        ("post", reverse("courseapp:author_create"),
+        ("get", reverse("authoring:list"), {}),
+        ("get", reverse("authoring:create"), {}),
+        ("post", reverse("authoring:create"),
          {"title": "X", "slug": "x", "track": "1", "order": "1", "source": "Hi"}),
-        ("post", reverse("courseapp:author_preview"), {"source": "## Hi"}),
-        ("get", reverse("courseapp:author_reference"), {}),
-        ("post", reverse("courseapp:author_export"), {}),
-        ("get", reverse("courseapp:author_export_zip"), {}),
-        ("post", reverse("courseapp:author_import"), {}),
-        ("get", reverse("courseapp:author_import_review"), {}),
-        ("post", reverse("courseapp:author_import_confirm"), {"confirm": "x"}),
-        ("post", reverse("courseapp:author_import_cancel"), {}),
+        ("post", reverse("authoring:preview"), {"source": "## Hi"}),
+        ("get", reverse("authoring:reference"), {}),
+        ("post", reverse("authoring:export"), {}),
+        ("get", reverse("authoring:export_zip"), {}),
+        ("post", reverse("authoring:import"), {}),
+        ("get", reverse("authoring:import_review"), {}),
+        ("post", reverse("authoring:import_confirm"), {"confirm": "x"}),
+        ("post", reverse("authoring:import_cancel"), {}),
         ("get", reverse("classes:module_dashboard", args=["intro"]), {}),
         ("get", reverse("classes:module_dashboard_csv", args=["intro"]), {}),
-        ("get", reverse("courseapp:author_edit", args=["intro"]), {}),
-        ("post", reverse("courseapp:author_edit", args=["intro"]),
+        ("get", reverse("authoring:edit", args=["intro"]), {}),
+        ("post", reverse("authoring:edit", args=["intro"]),
          {"title": "Hacked", "track": "1", "order": "1", "source": "Hacked"}),
-        ("post", reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"}),
-        ("post", reverse("courseapp:author_move", args=["intro"]), {"direction": "down"}),
-        ("post", reverse("courseapp:author_delete", args=["intro"]), {"confirm": "delete"}),
-        ("post", reverse("courseapp:author_undelete", args=["intro"]), {}),
-        ("post", reverse("courseapp:author_discard_draft", args=["intro"]), {}),
-        ("post", reverse("courseapp:author_resolve_conflict", args=["intro"]), {"action": "take_file"}),
-        ("post", reverse("courseapp:author_image_upload", args=["intro"]), {"alt": "x"}),
-        ("get", reverse("courseapp:author_image", args=["intro", "x.png"]), {}),
-        ("get", reverse("courseapp:author_history", args=["intro"]), {}),
-        ("get", reverse("courseapp:author_diff", args=["intro"]), {"from": "1", "to": "current"}),
-        ("post", reverse("courseapp:author_restore", args=["intro", 1]), {}),
-        ("get", reverse("courseapp:author_narration_status", args=["intro"]), {}),
-        ("post", reverse("courseapp:author_narrate", args=["intro"]), {}),
-        ("post", reverse("courseapp:author_upload", args=["intro"]), {}),
-        ("post", reverse("courseapp:author_caption", args=["intro"]), {"cue": "c1", "text": "x"}),
+        ("post", reverse("authoring:publish", args=["batching"]), {"draft": "0"}),
+        ("post", reverse("authoring:move", args=["intro"]), {"direction": "down"}),
+        ("post", reverse("authoring:delete", args=["intro"]), {"confirm": "delete"}),
+        ("post", reverse("authoring:undelete", args=["intro"]), {}),
+        ("post", reverse("authoring:discard_draft", args=["intro"]), {}),
+        ("post", reverse("authoring:resolve_conflict", args=["intro"]), {"action": "take_file"}),
+        ("post", reverse("authoring:image_upload", args=["intro"]), {"alt": "x"}),
+        ("get", reverse("authoring:image", args=["intro", "x.png"]), {}),
+        ("get", reverse("authoring:history", args=["intro"]), {}),
+        ("get", reverse("authoring:diff", args=["intro"]), {"from": "1", "to": "current"}),
+        ("post", reverse("authoring:restore", args=["intro", 1]), {}),
+        ("get", reverse("authoring:narration_status", args=["intro"]), {}),
+        ("post", reverse("authoring:narrate", args=["intro"]), {}),
+        ("post", reverse("authoring:upload", args=["intro"]), {}),
+        ("post", reverse("authoring:caption", args=["intro"]), {"cue": "c1", "text": "x"}),
     ]
 
 
 def test_every_authoring_url_is_covered():
-    from courseapp import urls
+    from authoring import urls
 
     from django.urls import resolve
     from django.views.generic import RedirectView
 
     # A redirect (the class dashboard moved to the classes app) leads to a URL covered here under its new name.
-    names = {p.name for p in urls.urlpatterns if p.name.startswith("author_")
-             and getattr(p.callback, "view_class", None) is not RedirectView}
+    names = {p.name for p in urls.urlpatterns if getattr(p.callback, "view_class", None) is not RedirectView}
     covered = set()
     for _, url, _ in authoring_requests():
         match = resolve(url)
-        if match.namespace == "courseapp":
+        if match.namespace == "authoring":
             covered.add(match.url_name)
     assert covered == names
 
@@ -245,10 +244,10 @@ def assert_unchanged():
 
 def test_authoring_link_only_for_instructors(client, course, student, instructor):
     client.force_login(student)
-    assert reverse("courseapp:author_list") not in client.get("/").content.decode()
+    assert reverse("authoring:list") not in client.get("/").content.decode()
     client.force_login(instructor)
-    assert reverse("courseapp:author_list") in client.get("/").content.decode()
-    assert client.get(reverse("courseapp:author_list")).status_code == 200
+    assert reverse("authoring:list") in client.get("/").content.decode()
+    assert client.get(reverse("authoring:list")).status_code == 200
 
 
 # --- Property: no mix of dangerous fragments survives sanitization ------------------------------

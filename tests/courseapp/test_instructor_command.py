@@ -20,7 +20,7 @@ def test_createinstructor_makes_a_staff_instructor_with_only_the_course(client, 
     assert ada.groups.filter(name="instructor").exists() and not ada.has_usable_password()
     assert "changepassword ada" in out.getvalue()
     client.force_login(ada)
-    for url in (reverse("courseapp:author_list"), reverse("courseapp:author_edit", args=["intro"]),
+    for url in (reverse("authoring:list"), reverse("authoring:edit", args=["intro"]),
                 reverse("admin:index"), reverse("admin:courseapp_module_changelist"),
                 reverse("admin:courseapp_narration_changelist"), reverse("admin:courseapp_quizattempt_changelist")):
         assert client.get(url).status_code == 200, url
@@ -34,7 +34,7 @@ def test_createinstructor_promotes_an_existing_student(client, course, student):
     student.refresh_from_db()
     assert student.is_staff and student.has_usable_password()  # the password they had is kept
     client.force_login(student)
-    assert client.get(reverse("courseapp:author_list")).status_code == 200
+    assert client.get(reverse("authoring:list")).status_code == 200
 
 
 def test_admin_action_makes_instructors(client, course, student):

@@ -108,7 +108,7 @@ def test_narration_speaks_the_recorded_figures():
 def test_authoring_preview_fills_the_figures(client, instructor):
     store_profile()
     client.force_login(instructor)
-    response = client.post(reverse("courseapp:author_preview"),
+    response = client.post(reverse("authoring:preview"),
                            {"source": "## Hi\n\nBandwidth: {{ server.bandwidth_gbps }} GB/s.\n"})
     assert response.status_code == 200 and "Bandwidth: 31.4 GB/s." in response.content.decode()
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from courseapp import narration
+from narration import synthesis as narration
 from courseapp.models import Module, Narration
-from courseapp.narration_jobs import GENERATE_TASK, run_narration
+from narration.jobs import GENERATE_TASK, run_narration
 from workers.narration import generate_narration
 
 from test_course_narration import FakeVoice
@@ -30,7 +30,7 @@ def tickets(monkeypatch):
         return type("R", (), {"id": f"t{len(sent)}"})()
 
     # The broker client itself, not `narration_jobs.send`: the narrate command holds its own reference to that.
-    monkeypatch.setattr("courseapp.narration_jobs.app.send_task", send_task)
+    monkeypatch.setattr("narration.jobs.app.send_task", send_task)
     monkeypatch.setattr(narration, "load_voice", FakeVoice)
     return sent
 
@@ -42,7 +42,7 @@ def author(client, course, instructor):
 
 
 def state(client, slug: str) -> dict:
-    return client.get(reverse("courseapp:author_narration_status", args=[slug])).json()
+    return client.get(reverse("authoring:narration_status", args=[slug])).json()
 
 
 def test_an_instructors_job_shows_its_place_and_goes_ahead_of_bulk_regeneration(author, tickets):
@@ -50,7 +50,7 @@ def test_an_instructors_job_shows_its_place_and_goes_ahead_of_bulk_regeneration(
     assert [state(author, slug)["position"] for slug in ("intro", "cache")] == [1, 2]
     assert state(author, "cache")["label"] == "Queued: 1 job(s) ahead of it"
 
-    response = author.post(reverse("courseapp:author_narrate", args=["batching"]))  # a new module, later
+    response = author.post(reverse("authoring:narrate", args=["batching"]))  # a new module, later
     assert response.status_code == 302
     mine = state(author, "batching")
     assert mine["position"] == 1 and mine["label"] == "Queued: next to run"
@@ -70,7 +70,7 @@ def test_an_instructors_job_shows_its_place_and_goes_ahead_of_bulk_regeneration(
 
 def test_the_list_page_shows_the_queue_position(author, tickets):
     call_command("narrate", "--all", "--queue")
-    page = html.unescape(author.get(reverse("courseapp:author_list")).content.decode())
+    page = html.unescape(author.get(reverse("authoring:list")).content.decode())
     assert "Queued: next to run" in page and "Queued: 1 job(s) ahead of it" in page
 
 
@@ -78,10 +78,10 @@ def test_a_caption_is_edited_in_place_without_new_audio(author, client, monkeypa
     monkeypatch.setattr(narration, "load_voice", FakeVoice)
     record = run_narration(Module.objects.get(slug="intro").pk)
     audio, vtt = record.audio.name, record.vtt.name
-    page = html.unescape(author.get(reverse("courseapp:author_edit", args=["intro"])).content.decode())
+    page = html.unescape(author.get(reverse("authoring:edit", args=["intro"])).content.decode())
     assert 'name="text" value="Why it matters"' in page
 
-    response = author.post(reverse("courseapp:author_caption", args=["intro"]),
+    response = author.post(reverse("authoring:caption", args=["intro"]),
                            {"cue": "c2", "text": "Inference runs for every single request."})
     assert response.status_code == 302
     record.refresh_from_db()
@@ -91,7 +91,7 @@ def test_a_caption_is_edited_in_place_without_new_audio(author, client, monkeypa
     assert "c2\n" in body and "Inference runs for every single request." in body
     assert "Why it matters" in body  # the other cues are unchanged
 
-    bad = author.post(reverse("courseapp:author_caption", args=["intro"]), {"cue": "c2", "text": "  "})
+    bad = author.post(reverse("authoring:caption", args=["intro"]), {"cue": "c2", "text": "  "})
     assert bad.status_code == 400 and "A caption cannot be empty" in html.unescape(bad.content.decode())
-    missing = author.post(reverse("courseapp:author_caption", args=["intro"]), {"cue": "c99", "text": "x"})
+    missing = author.post(reverse("authoring:caption", args=["intro"]), {"cue": "c99", "text": "x"})
     assert missing.status_code == 400 and "no caption 'c99'" in html.unescape(missing.content.decode())

@@ -11,10 +11,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from courseapp import narration
+from narration import synthesis as narration
 from courseapp.models import Module, Narration
 from courseapp.rendering import render_markdown
-from courseapp.narration_jobs import run_narration
+from narration.jobs import run_narration
 
 # MPEG audio frame headers: bitrate (kbit/s) by index for MPEG-2/2.5 layer III, sample rates by version.
 MP3_BITRATES_V2 = [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160]
@@ -187,12 +187,12 @@ def test_narration_job_and_module_page(client, course, monkeypatch):
 @pytest.mark.django_db
 def test_instructor_generate_upload_and_status(client, course, instructor, monkeypatch):
     queued = []
-    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+    monkeypatch.setattr("narration.jobs.app.send_task",
                         lambda name, **kw: queued.append(kw) or type("R", (), {"id": "task-1"})())
     client.force_login(instructor)
-    response = client.post(reverse("courseapp:author_narrate", args=["intro"]))
+    response = client.post(reverse("authoring:narrate", args=["intro"]))
     assert response.status_code == 302 and queued[0]["queue"] == "cpu"
-    status = client.get(reverse("courseapp:author_narration_status", args=["intro"])).json()
+    status = client.get(reverse("authoring:narration_status", args=["intro"])).json()
     assert status["status"] == "pending" and status["busy"]
 
     vtt = b"WEBVTT\n\nc1\n00:00:00.000 --> 00:00:01.000\nWhy it matters\n"
@@ -204,7 +204,7 @@ def test_instructor_generate_upload_and_status(client, course, instructor, monke
         wav.setsampwidth(2)
         wav.setframerate(8000)
         wav.writeframes(b"\x00\x00" * 16000)
-    response = client.post(reverse("courseapp:author_upload", args=["intro"]), {
+    response = client.post(reverse("authoring:upload", args=["intro"]), {
         "audio": SimpleUploadedFile("mine.wav", buffer.getvalue(), content_type="audio/wav"),
         "vtt": SimpleUploadedFile("mine.vtt", vtt, content_type="text/vtt"),
     })
@@ -213,7 +213,7 @@ def test_instructor_generate_upload_and_status(client, course, instructor, monke
     assert record.origin == Narration.Origin.UPLOAD and record.is_ready
     assert record.duration == pytest.approx(2.0)
 
-    bad = client.post(reverse("courseapp:author_upload", args=["intro"]), {
+    bad = client.post(reverse("authoring:upload", args=["intro"]), {
         "audio": SimpleUploadedFile("x.wav", buffer.getvalue()),
         "vtt": SimpleUploadedFile("x.vtt", b"not a vtt"),
     })
@@ -225,9 +225,9 @@ def test_generate_with_broker_down_is_reported(client, course, instructor, monke
     def refuse(name, **kwargs):
         raise ConnectionRefusedError("no broker")
 
-    monkeypatch.setattr("courseapp.narration_jobs.app.send_task", refuse)
+    monkeypatch.setattr("narration.jobs.app.send_task", refuse)
     client.force_login(instructor)
-    response = client.post(reverse("courseapp:author_narrate", args=["intro"]), follow=True)
+    response = client.post(reverse("authoring:narrate", args=["intro"]), follow=True)
     assert "task queue is not reachable" in response.content.decode()
     assert Narration.objects.get(module__slug="intro").status == Narration.Status.FAILED
 
@@ -256,7 +256,7 @@ def test_stalled_narration_is_reported(client, course, instructor):
     module = Module.objects.get(slug="intro")
     record = Narration.objects.create(module=module, status=Narration.Status.RUNNING, progress=0.4)
     client.force_login(instructor)
-    url = reverse("courseapp:author_narration_status", args=["intro"])
+    url = reverse("authoring:narration_status", args=["intro"])
     assert client.get(url).json()["busy"] is True
     Narration.objects.filter(pk=record.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
     state = client.get(url).json()
@@ -271,7 +271,7 @@ def test_narrate_queue_skips_current_narration(course, monkeypatch, capsys):
     monkeypatch.setattr(narration, "load_voice", FakeVoice)
     call_command("narrate", "intro")  # intro now has current narration
     queued = []
-    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+    monkeypatch.setattr("narration.jobs.app.send_task",
                         lambda name, args, **kw: queued.append(args[0]) or type("R", (), {"id": "t"})())
     call_command("narrate", "--all", "--queue")
     intro = Module.objects.get(slug="intro")
@@ -313,7 +313,7 @@ UPLOAD_VTT = b"WEBVTT\n\nc1\n00:00:00.000 --> 00:00:01.000\nWhy it matters\n"
 
 
 def post_upload(client, audio: bytes, name: str = "talk.wav", **extra):
-    return client.post(reverse("courseapp:author_upload", args=["intro"]), {
+    return client.post(reverse("authoring:upload", args=["intro"]), {
         "audio": SimpleUploadedFile(name, audio), "vtt": SimpleUploadedFile("talk.vtt", UPLOAD_VTT), **extra})
 
 
@@ -447,7 +447,7 @@ def test_make_run_queues_wav_narrations_for_mp3(course, monkeypatch, capsys):
     record.vtt.save("narration/up.vtt", ContentFile(UPLOAD_VTT), save=False)
     record.save()
     sent = []
-    monkeypatch.setattr("courseapp.narration_jobs.app.send_task",
+    monkeypatch.setattr("narration.jobs.app.send_task",
                         lambda name, args, **kw: sent.append((name, args, kw)) or type("R", (), {"id": "t"})())
     call_command("narrate", "--all", "--queue")
     converted = [item for item in sent if item[0] == "courseapp.convert_narration"]

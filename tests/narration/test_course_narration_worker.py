@@ -44,12 +44,12 @@ def test_generate_narration_on_the_cpu_queue(cpu_worker, client, content_dir):
     teacher.groups.add(group)
     client.force_login(teacher)
 
-    state = client.post(reverse("courseapp:author_narrate", args=["intro"]), HTTP_X_REQUESTED_WITH="fetch").json()
+    state = client.post(reverse("authoring:narrate", args=["intro"]), HTTP_X_REQUESTED_WITH="fetch").json()
     assert state["status"] == "pending", state
     seen = set()
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
-        state = client.get(reverse("courseapp:author_narration_status", args=["intro"])).json()
+        state = client.get(reverse("authoring:narration_status", args=["intro"])).json()
         seen.add(state["status"])
         if not state["busy"]:
             break

@@ -1,4 +1,4 @@
-"""Site search (courseapp/search.py): the database's full-text search over lessons and the glossary.
+"""Site search (search/index.py): the database's full-text search over lessons and the glossary.
 
 SQLite (FTS5) here; the same queries on PostgreSQL (weighted tsvector) at the end, when its binaries exist.
 """
@@ -16,7 +16,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from courseapp import search
+from search import index as search
 from courseapp.loader import save_module
 from courseapp.models import Module, Track
 from courseapp.rendering import render_markdown
@@ -29,7 +29,7 @@ from test_postgres import postgres_url  # noqa: E402,F401  (the throw-away Postg
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
-URL = reverse("courseapp:search")
+URL = reverse("search:search")
 GLOSSARY = ("## Terms\n\n"
             "- **Grouped-query attention (GQA)**: several query heads share one key-value head.\n"
             "- **Roofline**: a chart of attainable performance against arithmetic intensity.\n")
@@ -92,9 +92,9 @@ def test_drafts_are_hidden_from_students_but_not_from_instructors(client, course
 def test_publishing_and_unpublishing_updates_what_students_find(client, course, instructor):
     author = Client()
     author.force_login(instructor)
-    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "0"})
+    author.post(reverse("authoring:publish", args=["batching"]), {"draft": "0"})
     assert results(client, "swaps") == ["/modules/batching/"]
-    author.post(reverse("courseapp:author_publish", args=["batching"]), {"draft": "1", "confirm": "unpublish"})
+    author.post(reverse("authoring:publish", args=["batching"]), {"draft": "1", "confirm": "unpublish"})
     assert results(client, "swaps") == []
 
 

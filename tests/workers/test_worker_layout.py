@@ -49,7 +49,7 @@ def test_every_celery_task_and_worker_hook_is_in_workers():
 
 
 def test_the_task_names_senders_and_routes_agree(settings):
-    from courseapp.narration_jobs import CONVERT_TASK, GENERATE_TASK
+    from narration.jobs import CONVERT_TASK, GENERATE_TASK
     from demos.admission import RUN_DEMO_TASK
     from workers.narration import convert_narration, generate_narration
     from workers.tasks import run_demo

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from courseapp.models import Module
-from courseapp import narration_queue
-from courseapp.narration_jobs import CONVERT_TASK, convert_to_mp3, enqueue_narration, is_wav, run_narration, send
+from narration import queue as narration_queue
+from narration.jobs import CONVERT_TASK, convert_to_mp3, enqueue_narration, is_wav, run_narration, send
 
 
 class Command(BaseCommand):

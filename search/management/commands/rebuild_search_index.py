@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from courseapp import search
+from search import index as search
 
 
 class Command(BaseCommand):

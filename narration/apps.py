@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class NarrationConfig(AppConfig):
+    name = "narration"
+    verbose_name = "Narration"
