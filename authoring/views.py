@@ -21,16 +21,18 @@ from courseapp.forms import ModuleForm
 from courseapp.instructors import instructor_required
 from courseapp.loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module,
                               shown_path, stored_authored)
-from courseapp.models import QUIZ_MARKER, Module, ModuleDraft, Narration, Track
+from courseapp.models import QUIZ_MARKER, Module, Track
 from courseapp.quiz import pass_mark
 from courseapp.rendering import ContentError, render_markdown
 from narration import captions, queue as narration_queue
 from narration.forms import NarrationUploadForm
 from narration.jobs import attach_upload, enqueue_narration
+from narration.models import Narration
 from serverprofile import figures as server_figures
 
 from . import archive, content_sync, dependents, format_reference, import_review
 from .diffs import content_digest, diff_rows, diff_stats, file_text
+from .models import ModuleDraft
 
 
 def _narration_state(module: Module) -> dict:

@@ -7,7 +7,7 @@ from simple_history.admin import SimpleHistoryAdmin
 from .forms import ModuleForm
 from .instructors import make_instructor
 from .loader import normalize_newlines, save_module
-from .models import Choice, Module, ModuleProgress, Narration, Preference, Question, QuizAttempt, Track
+from .models import Choice, Module, ModuleProgress, Preference, Question, QuizAttempt, Track
 from .rendering import ContentError, render_markdown
 
 
@@ -120,15 +120,6 @@ class QuestionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("text", "module", "order")
     list_filter = ("module",)
     inlines = [ChoiceInline]
-
-
-@admin.register(Narration)
-class NarrationAdmin(admin.ModelAdmin):
-    list_display = ("module", "status", "origin", "progress", "duration", "updated_at")
-    list_filter = ("status", "origin")
-    # Files change only through the authoring page, which checks audio by its bytes and cues as WebVTT
-    # and stores them under server-chosen names (narration/files.py).
-    readonly_fields = ("audio", "vtt", "progress", "cue_hash", "voice", "task_id", "error", "updated_at")
 
 
 @admin.register(ModuleProgress)

@@ -12,9 +12,8 @@ from dataclasses import replace
 from django.core.files.base import ContentFile
 from django.db import transaction
 
-from courseapp.models import Narration
-
 from .files import stored_name
+from .models import Narration
 from .synthesis import TimedCue, VTTError, parse_vtt, write_vtt
 
 MAX_CAPTION_CHARS = 2000

@@ -12,12 +12,13 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
-from courseapp.models import Module, Narration
+from courseapp.models import Module
 from demos.runstate import CPU_QUEUE
 from inferencelab.celery import app
 
 from . import synthesis as narration, audio as narration_audio, queue as narration_queue
 from .files import stored_name
+from .models import Narration
 
 logger = logging.getLogger(__name__)
 

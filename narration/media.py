@@ -21,9 +21,9 @@ from django.utils._os import safe_join
 from django.views.decorators.http import require_safe
 
 from courseapp.input_limits import MAX_DIGITS, parse_digits
-from courseapp.models import Narration
 
 from .files import SERVED_TYPES
+from .models import Narration
 from .synthesis import NARRATION_DIR
 
 MAX_CHUNK = 8 * 1024 * 1024

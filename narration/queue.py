@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django.utils import timezone
 
-from courseapp.models import Narration
+from .models import Narration
 
 INSTRUCTOR, BULK = 0, 1
 CLAIM_CANDIDATES = 20  # pending rows tried per claim (another worker may take the first ones meanwhile)

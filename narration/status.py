@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from courseapp.models import NARRATION_STALL_AFTER, Module, Narration
+from courseapp.models import Module
+
+from .models import NARRATION_STALL_AFTER, Narration
 
 
 @dataclass(frozen=True)

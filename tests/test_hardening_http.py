@@ -136,7 +136,7 @@ def test_upload_paths_get_the_larger_cap(settings):
     try:
         assert limited.body_limit(b"/author/intro/narration/upload/") == settings.UPLOAD_MAX_BODY_BYTES
         assert limited.body_limit(b"/author/import/?x=1") == settings.UPLOAD_MAX_BODY_BYTES
-        assert limited.body_limit(b"/admin/courseapp/narration/3/change/") == settings.REQUEST_MAX_BODY_BYTES
+        assert limited.body_limit(b"/admin/narration/narration/3/change/") == settings.REQUEST_MAX_BODY_BYTES
         assert limited.body_limit(b"/accounts/login/") == settings.REQUEST_MAX_BODY_BYTES
         assert limited.body_limit(b"/author/intro/narration/upload/../../x") == settings.REQUEST_MAX_BODY_BYTES
     finally:
@@ -208,7 +208,7 @@ def test_the_admin_narration_form_has_no_upload_allowance(server):
     """Its audio and cues are read-only there (uploaded on the authoring page): the ordinary cap, at once."""
     port, _ = server
     started = time.monotonic()
-    reply = _exchange(port, _upload_head(b"/admin/courseapp/narration/1/change/", BIG))
+    reply = _exchange(port, _upload_head(b"/admin/narration/narration/1/change/", BIG))
     assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
     assert time.monotonic() - started < 3
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from inferencelab.env import parse_bool
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("demos", "courseapp", "serverprofile", "inferencelab", "workers")
+PACKAGES = ("demos", "courseapp", "authoring", "narration", "search", "serverprofile", "inferencelab", "workers")
 
 
 def django_process(code: str, **env) -> subprocess.CompletedProcess:

@@ -6,8 +6,8 @@ import logging
 from celery import shared_task
 
 from narration import queue as narration_queue
-from courseapp.models import Narration
 from narration.jobs import CONVERT_TASK, GENERATE_TASK, convert_to_mp3, run_narration
+from narration.models import Narration
 
 logger = logging.getLogger(__name__)
 

@@ -145,8 +145,9 @@ def test_export_writes_content_that_loads_back(author, settings, tmp_path):
 def test_admin_registered(client, course):
     admin = User.objects.create_superuser("admin", password="admin-pass-123")
     client.force_login(admin)
-    for name in ("module", "track", "question", "narration", "moduleprogress", "quizattempt"):
-        assert client.get(reverse(f"admin:courseapp_{name}_changelist")).status_code == 200
+    for name in ("courseapp_module", "courseapp_track", "courseapp_question", "narration_narration",
+                 "courseapp_moduleprogress", "courseapp_quizattempt"):
+        assert client.get(reverse(f"admin:{name}_changelist")).status_code == 200
     intro = Module.objects.get(slug="intro")
     url = reverse("admin:courseapp_module_change", args=[intro.pk])
     assert client.get(url).status_code == 200

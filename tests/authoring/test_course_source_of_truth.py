@@ -23,7 +23,8 @@ from django.urls import reverse
 
 from classes.stats import DateRange, class_stats
 from courseapp.loader import load_course
-from courseapp.models import Module, ModuleDraft, QuizAttempt
+from courseapp.models import Module, QuizAttempt
+from authoring.models import ModuleDraft
 from courseapp.quiz import new_seed, seed_token, shuffled
 
 pytestmark = pytest.mark.django_db

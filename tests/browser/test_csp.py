@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from courseapp.models import Module, Narration
+from courseapp.models import Module
+from narration.models import Narration
 from narration.jobs import attach_upload
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]

@@ -22,7 +22,8 @@ from django.urls import reverse
 from authoring.archive import import_zip
 from authoring.diffs import DiffBudget, diff_rows, matching_blocks
 from courseapp.loader import CourseLoadError
-from courseapp.models import Module, ModuleProgress, Narration, QuizAttempt, Track
+from courseapp.models import Module, ModuleProgress, QuizAttempt, Track
+from narration.models import Narration
 
 pytestmark = pytest.mark.django_db
 

@@ -339,7 +339,7 @@ def test_a_lesson_term_links_to_the_glossary_with_its_definition_on_focus(live_c
 
 
 def test_narration_being_generated_shows_its_progress_then_the_player_without_a_reload(live_course, browser_page):
-    from courseapp.models import Narration
+    from narration.models import Narration
 
     Narration.objects.create(module=Module.objects.get(slug="cache"), status=Narration.Status.RUNNING, progress=0.3)
     page = browser_page

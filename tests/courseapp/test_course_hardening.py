@@ -20,7 +20,8 @@ from django.test import Client
 from django.urls import reverse
 
 from narration import media
-from courseapp.models import Module, Narration
+from courseapp.models import Module
+from narration.models import Narration
 from narration.files import sniff_audio
 from inferencelab.secret_key import ensure_key_file, secret_key
 
@@ -364,7 +365,7 @@ def test_admin_refuses_a_lesson_with_a_content_error(admin_client):
 
 @pytest.mark.django_db
 def test_admin_cannot_upload_narration_files(admin_client):
-    from courseapp.admin import NarrationAdmin
+    from narration.admin import NarrationAdmin
 
     assert {"audio", "vtt"} <= set(NarrationAdmin.readonly_fields)
 

@@ -454,7 +454,7 @@ def test_every_real_module_lists_its_sections_in_page_order(client):
 
 
 def test_narration_being_generated_says_so_with_its_progress(client, course):
-    from courseapp.models import Narration
+    from narration.models import Narration
 
     narration = Narration.objects.create(module=Module.objects.get(slug="cache"))
     html = client.get(module_url("cache")).content.decode()
@@ -469,7 +469,7 @@ def test_narration_state_is_polled_with_the_courses_count_until_the_player_comes
     narrated modules (the two published ones here), then the player's own HTML."""
     from django.core.files.base import ContentFile
 
-    from courseapp.models import Narration
+    from narration.models import Narration
 
     url = reverse("courseapp:narration_state", args=["cache"])
     page = client.get(module_url("cache")).content.decode()
@@ -503,7 +503,7 @@ def test_narration_queued_behind_a_long_queue_is_still_coming_unless_the_queue_s
 
     from django.utils import timezone
 
-    from courseapp.models import Narration
+    from narration.models import Narration
 
     long_ago = timezone.now() - timedelta(minutes=25)
     Narration.objects.create(module=Module.objects.get(slug="cache"))

@@ -22,7 +22,7 @@ def test_createinstructor_makes_a_staff_instructor_with_only_the_course(client, 
     client.force_login(ada)
     for url in (reverse("authoring:list"), reverse("authoring:edit", args=["intro"]),
                 reverse("admin:index"), reverse("admin:courseapp_module_changelist"),
-                reverse("admin:courseapp_narration_changelist"), reverse("admin:courseapp_quizattempt_changelist")):
+                reverse("admin:narration_narration_changelist"), reverse("admin:courseapp_quizattempt_changelist")):
         assert client.get(url).status_code == 200, url
     for url in (reverse("admin:auth_user_changelist"), reverse("admin:auth_group_changelist"),
                 reverse("admin:demos_run_changelist")):

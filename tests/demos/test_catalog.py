@@ -102,8 +102,8 @@ def test_the_engine_keeps_no_course_code_and_no_django():
     assert not (engine / "quant_trace.py").exists()
     for path in engine.rglob("*.py"):
         roots = {name.split(".")[0] for name in _imports(path)}
-        assert not roots & {"django", "demos", "courseapp", "serverprofile", "inferencelab", "workers", "celery",
-                            "channels"}, path
+        assert not roots & {"django", "demos", "courseapp", "authoring", "narration", "search", "serverprofile",
+                            "inferencelab", "workers", "celery", "channels"}, path
 
 
 def test_course_events_are_registered_with_the_engines_registry():

@@ -9,7 +9,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from narration import synthesis as narration
-from courseapp.models import Module, Narration
+from courseapp.models import Module
+from narration.models import Narration
 from narration.jobs import GENERATE_TASK, run_narration
 from workers.narration import generate_narration
 

@@ -12,7 +12,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from narration import synthesis as narration
-from courseapp.models import Module, Narration
+from courseapp.models import Module
+from narration.models import Narration
 from courseapp.rendering import render_markdown
 from narration.jobs import run_narration
 

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WEB_SIDE = ("demos", "courseapp", "serverprofile", "inferencelab")
+WEB_SIDE = ("demos", "courseapp", "authoring", "narration", "search", "serverprofile", "inferencelab")
 CELERY_WORKER_HOOKS = ("worker_ready", "worker_shutting_down", "worker_process_init", "celeryd_init", "shared_task")
 
 
