@@ -106,8 +106,8 @@ class Embedding(models.Model):
     needs the school's Canvas address here (its issuer and login URL are Instructure's, not the school's)."""
 
     platform = models.OneToOneField(LtiTool, on_delete=models.CASCADE, related_name="embedding")
-    origins = models.TextField(blank=True, validators=[parse_origins], help_text="Origins that show the tool in a frame, one per line "
-                                                     "(e.g. https://school.instructure.com).")
+    origins = models.TextField(blank=True, validators=[parse_origins], help_text=(
+        "Origins that show the tool in a frame, one per line (e.g. https://school.instructure.com)."))
 
     def __str__(self) -> str:
         return f"Frame origins of {self.platform.title}"
