@@ -6,31 +6,36 @@ Invariants:
   the platform that launched it (`origins_of`: the registration's issuer and login-URL origins plus those its
   `Embedding` names). Every other response keeps the site's `X-Frame-Options: DENY` and `frame-ancestors
   'none'`; so does the admin, whoever is signed in. Signing out (or in as someone else) flushes the mark.
-- The session and CSRF cookies become `SameSite=None; Secure` only where a frame needs them: a launch that
+- The site's cookies (session, CSRF, messages) become `SameSite=None; Secure` only where a frame needs them: a launch that
   arrived in a frame (`Sec-Fetch-Dest: iframe`) over HTTPS. A first-party visitor, or a launch opened in its
   own tab, keeps the site's `SameSite=Lax` cookies.
 """
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.utils.cache import patch_vary_headers
 
 SESSION_KEY = "lti_frame"  # {"origins": [...], "cross_site": bool}
 FRAME_DESTINATIONS = ("iframe", "frame")
 UNFRAMED_PATHS = ("/admin/",)  # never framed, whoever launched the session
 
 
+ORIGIN_RE = re.compile(r"^https?://(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$")
+
+
 def origin_of(url: str) -> str:
-    """`scheme://host[:port]` of an http(s) URL, or "" when it has none."""
+    """`scheme://host[:port]` of an http(s) URL, or "" when it has none (or a host no CSP source can name:
+    what this returns goes into a header, so nothing but letters, digits, '.', '-' and a port gets through)."""
     try:
         parts = urlsplit(str(url).strip())
     except ValueError:
         return ""
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return ""
-    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}".lower()
+    origin = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}".lower()
+    return origin if ORIGIN_RE.match(origin) else ""
 
 
 def parse_origins(text: str) -> list[str]:
@@ -101,14 +106,15 @@ class LaunchFrameMiddleware:
         if not isinstance(frame, dict) or request.path.startswith(UNFRAMED_PATHS):
             return response
         origins = [o for o in frame.get("origins", []) if origin_of(o) == o]
+        patch_vary_headers(response, ["Cookie"])  # these headers follow the session: no shared cache may mix them
         if origins and not getattr(response, "xframe_options_exempt", False):  # exempt: the view framed it itself
             response["Content-Security-Policy"] = with_frame_ancestors(response.get("Content-Security-Policy", ""),
                                                                        origins)
             if "X-Frame-Options" in response:
                 del response["X-Frame-Options"]
         if frame.get("cross_site") and request.is_secure():
-            for name in (settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME):
-                if name in response.cookies and response.cookies[name].value:
-                    response.cookies[name]["samesite"] = "None"
-                    response.cookies[name]["secure"] = True
+            for cookie in response.cookies.values():  # session, CSRF, messages: all must reach the frame
+                if cookie.value:
+                    cookie["samesite"] = "None"
+                    cookie["secure"] = True
         return response

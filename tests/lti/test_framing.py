@@ -54,7 +54,7 @@ def test_a_launched_session_may_be_framed_by_its_platform_only(client, course, p
     register_frame_origins(platform, SCHOOL)
     assert framed_launch(client, platform, "stu-f1")["Location"] == "/modules/intro/"
     page = client.get("/modules/intro/")
-    assert page.status_code == 200 and "X-Frame-Options" not in page
+    assert page.status_code == 200 and "X-Frame-Options" not in page and "Cookie" in page["Vary"]
     found = directives(page)
     assert found["frame-ancestors"] == f"frame-ancestors 'self' {platform.issuer} {platform.base} {SCHOOL}"
     assert found["script-src"] == "script-src 'self'" and found["form-action"] == "form-action 'self'"  # kept
@@ -73,7 +73,8 @@ def test_another_browser_is_not_framable_after_someone_elses_launch(client, cour
 
 
 def test_a_frame_origin_that_is_not_an_origin_is_refused_and_nothing_changes(db, platform):
-    for bad in ("https://school.instructure.com/courses/1", "javascript:alert(1)", "school.example", "*"):
+    for bad in ("https://school.instructure.com/courses/1", "javascript:alert(1)", "school.example", "*",
+                "https://school.example; script-src *", "https://school.example 'unsafe-inline'"):
         with pytest.raises(CommandError, match="is not an origin"):
             register_frame_origins(platform, bad)
     assert Embedding.objects.get(platform__issuer=platform.issuer).origins == ""  # the fixture's registration
