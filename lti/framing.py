@@ -6,9 +6,9 @@ Invariants:
   the platform that launched it (`origins_of`: the registration's issuer and login-URL origins plus those its
   `Embedding` names). Every other response keeps the site's `X-Frame-Options: DENY` and `frame-ancestors
   'none'`; so does the admin, whoever is signed in. Signing out (or in as someone else) flushes the mark.
-- The site's cookies (session, CSRF, messages) become `SameSite=None; Secure` only where a frame needs them: a launch that
-  arrived in a frame (`Sec-Fetch-Dest: iframe`) over HTTPS. A first-party visitor, or a launch opened in its
-  own tab, keeps the site's `SameSite=Lax` cookies.
+- The site's cookies (session, CSRF, messages) become `SameSite=None; Secure` only where a frame needs them: a
+  launch that arrived in a frame (`Sec-Fetch-Dest: iframe`) over HTTPS. A first-party visitor, or a launch opened
+  in its own tab, keeps the site's `SameSite=Lax` cookies.
 """
 from __future__ import annotations
 

@@ -84,7 +84,8 @@ def test_a_plain_load_keeps_an_image_replaced_on_the_web_and_force_takes_the_fil
 
     call_command("loadcourse", str(course))
     assert ModuleImage.objects.get().digest == newer and ModuleImage.objects.get().alt == "A newer picture"
-    assert "content/images/intro/kv-cache-layout.png differs from the image uploaded on the web" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "content/images/intro/kv-cache-layout.png differs from the image uploaded on the web" in said
 
     call_command("loadcourse", str(course), force=True)
     assert ModuleImage.objects.get().digest != newer and ModuleImage.objects.get().alt == ALT
