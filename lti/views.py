@@ -26,7 +26,7 @@ from courseapp.models import Module
 
 from . import library
 from .accounts import admit, claim, platform_of, remember_link, teaches
-from .framing import allow_framing, launched_in_frame, mark, origin_of
+from .framing import allow_framing, launched_in_frame, mark, origin_of, origins_of
 from .login_again import login_again, remember_login
 from .roster import sync_roster
 from .keys import tool_key
@@ -38,6 +38,11 @@ DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linki
 def _refused(request, reason: str, *, status: int = 400, again: str = ""):
     log.info("LTI request refused: %s", reason)
     return render(request, "lti/refused.html", {"reason": reason, "again": again}, status=status)
+
+
+def _refused_in_frame(request, data: dict, reason: str, *, status: int):
+    """A verified launch refused: the page says why inside the LMS's frame (its platform's origins may show it)."""
+    return allow_framing(_refused(request, reason, status=status), origins_of(platform_of(data)))
 
 
 def _cookie_refused(request, reason: str):
@@ -109,14 +114,15 @@ def launch(request):
     if message.is_deep_link_launch():
         return _deep_link_picker(request, message)
     if not message.is_resource_launch():
-        return _refused(request, "This tool accepts resource-link and deep-linking launches only.")
+        return _refused_in_frame(request, data, "This tool accepts resource-link and deep-linking launches only.",
+                                 status=400)
     module = None
     slug = _module_slug(data)
     if slug:
         module = Module.objects.published().filter(slug=slug).first()
         if module is None:
-            return _refused(request, f"The link names the module “{slug}”, which is not published here.",
-                            status=404)
+            return _refused_in_frame(request, data, f"The link names the module “{slug}”, which is not published "
+                                                    "here.", status=404)
     teacher = _teaches(message)
     user, context = admit(data, teacher=teacher)
     if context is not None and module is not None:
@@ -137,7 +143,8 @@ def _framed_by_platform(response, return_url: str):
 
 def _deep_link_picker(request, launch):
     if not _teaches(launch):
-        return _refused(request, "Only an instructor can add modules from the LMS.", status=403)
+        return _refused_in_frame(request, launch.get_launch_data(), "Only an instructor can add modules from the LMS.",
+                                 status=403)
     settings = launch.get_launch_data().get(DEEP_LINKING_SETTINGS) or {}
     response = render(request, "lti/deep_link_pick.html", {
         "launch_id": launch.get_launch_id(),

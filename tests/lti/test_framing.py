@@ -177,3 +177,13 @@ def test_a_deactivated_platforms_login_gets_no_link(client, course, platform):
     response = client.post("/lti/launch/", {"id_token": token, "state": state}, secure=True, **IN_FRAME)
     assert response.status_code == 400 and "Open in a new tab" not in response.content.decode()
     assert refuses_framing(response)
+
+
+def test_a_verified_launch_refused_says_why_inside_the_lms_frame_only(client, course, platform):
+    redirect_uri, state, nonce = login_and_nonce(client, platform)
+    token = platform.id_token(nonce, platform.resource_claims("stu-f11", LEARNER, module="no-such-module"))
+    response = client.post("/lti/launch/", {"id_token": token, "state": state}, **IN_FRAME)
+    assert response.status_code == 404 and "no-such-module" in response.content.decode()
+    assert directives(response)["frame-ancestors"] == f"frame-ancestors 'self' {platform.issuer} {platform.base}"
+    assert "X-Frame-Options" not in response
+    assert refuses_framing(client.get("/modules/intro/"))  # refused: the session was not marked
