@@ -2,7 +2,8 @@
 
 The archive holds the loader's format: tracks.yaml and one ``<slug>.md`` per module, either at the archive
 root (what `build_zip` writes) or all inside one top-level folder (what zipping a ``content/`` folder gives);
-and each module's images, ``images/<slug>/<name>`` with their alt texts in ``images/<slug>/alt.yaml``.
+each module's images, ``images/<slug>/<name>`` with their alt texts in ``images/<slug>/alt.yaml``, and the
+demos' reference runs, ``runs/<demo>.json`` (both: course_assets.py, which the loader reads and writes).
 
 An import checks every entry of the zip before it extracts a byte, extracts into a private temporary
 directory (never into CONTENT_DIR), and hands that directory to `load_course`, which validates every file
@@ -21,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-import yaml
 from django.db import transaction
 
-from courseapp import images, safe_yaml, yaml_errors
-from courseapp.content import TRACKS_FILE, read_utf8, yaml_scalar
+from courseapp import images
+from courseapp.content import TRACKS_FILE
+from courseapp.course_assets import ALT_FILE, IMAGES_DIR, RUN_NAME_RE, RUNS_DIR
 from courseapp.loader import CourseLoadError, LoadReport, export_course, load_course
-from courseapp.models import Module, ModuleImage
 from courseapp.rendering import ContentError
 
 MAX_ENTRIES = 500
@@ -36,7 +36,7 @@ COURSE_SUFFIXES = {".md", ".yaml", ".yml"}
 CHUNK = 64 * 1024
 # What macOS's "Compress" and Finder add beside the files: never course content, skipped rather than refused.
 IGNORED_DIR, IGNORED_FILE = "__MACOSX", ".DS_Store"
-IMAGES_DIR, ALT_FILE = "images", "alt.yaml"  # images/<slug>/<name>, and their alt texts
+ASSET_DIRS = (IMAGES_DIR, RUNS_DIR)  # images/<slug>/<name> with alt.yaml; runs/<demo>.json
 
 
 class ArchiveError(CourseLoadError):
@@ -52,7 +52,7 @@ class Member:
 
 
 def build_zip() -> bytes:
-    """The database's course (drafts included) as a zip of exactly the files `export_course` writes, flat.
+    """The database's course (drafts included) as a zip of exactly the files `export_course` writes.
 
     Unzipping it into ``content/`` gives byte for byte what the server-side export writes there.
     """
@@ -61,9 +61,7 @@ def build_zip() -> bytes:
         stamp = time.localtime()[:6]
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in export_course(tmp):
-                archive.writestr(_entry(path.name, stamp), path.read_bytes())
-            for name, data in image_entries():
-                archive.writestr(_entry(name, stamp), data)
+                archive.writestr(_entry(path.relative_to(tmp).as_posix(), stamp), path.read_bytes())
         return buffer.getvalue()
 
 
@@ -72,22 +70,6 @@ def _entry(name: str, stamp: tuple) -> zipfile.ZipInfo:
     info.compress_type = zipfile.ZIP_DEFLATED
     info.external_attr = (stat.S_IFREG | 0o644) << 16  # a plain rw-r--r-- file when unzipped
     return info
-
-
-def image_entries() -> list[tuple[str, bytes]]:
-    """Every module's images as ``images/<slug>/<name>``, with their alt texts in ``images/<slug>/alt.yaml``."""
-    entries = []
-    by_module: dict[str, list] = {}
-    for image in ModuleImage.objects.filter(module__deleted_at__isnull=True).select_related("module") \
-            .order_by("module__slug", "name"):
-        path = images.file_path(image)
-        if path.is_file():
-            by_module.setdefault(image.module.slug, []).append(image)
-            entries.append((f"{IMAGES_DIR}/{image.module.slug}/{image.name}", path.read_bytes()))
-    for slug, rows in by_module.items():
-        alt = "".join(f"{row.name}: {yaml_scalar(row.alt)}\n" for row in rows)
-        entries.append((f"{IMAGES_DIR}/{slug}/{ALT_FILE}", alt.encode()))
-    return sorted(entries)
 
 
 def import_zip(fileobj: BinaryIO) -> LoadReport:
@@ -103,58 +85,17 @@ def import_zip(fileobj: BinaryIO) -> LoadReport:
         course_dir = extract(fileobj, root)
         try:
             report = load_course(course_dir, imported=True)  # an instructor's upload: applied, a web edit
-            attached = attach_images(course_dir)
         except CourseLoadError as exc:
             raise CourseLoadError([_inside_zip(error, root) for error in exc.errors]) from None
         report.notes = [_strip_root(note, root) for note in report.notes]
-        if attached:
-            report.notes.append(f"{attached} image(s) stored with their modules.")
         return report
-
-
-def attach_images(course_dir: Path) -> int:
-    """Store the images under ``images/<slug>/`` with their modules; every image needs its alt text in that
-    folder's alt.yaml. Raises `CourseLoadError` listing every problem (the caller's transaction undoes all)."""
-    errors: list[ContentError] = []
-    count = 0
-    for folder in sorted(p for p in (course_dir / IMAGES_DIR).glob("*") if p.is_dir()):
-        module = Module.objects.filter(slug=folder.name).first()
-        alt_path = folder / ALT_FILE
-        if module is None:
-            errors.append(ContentError(f"images for '{folder.name}', which is not a module", None, str(folder)))
-            continue
-        try:
-            alts = safe_yaml.load(read_utf8(alt_path)) if alt_path.is_file() else {}
-        except ContentError as exc:
-            errors.append(exc)
-            continue
-        except yaml.YAMLError as exc:
-            problem, line = yaml_errors.describe(exc)
-            errors.append(ContentError(f"not valid YAML: {problem}", line + 1, str(alt_path)))
-            continue
-        if not isinstance(alts, dict):
-            errors.append(ContentError("write one 'image-name.png: alt text' line per image", 1, str(alt_path)))
-            continue
-        for path in sorted(p for p in folder.iterdir() if p.name != ALT_FILE):
-            alt = alts.get(path.name)
-            if not isinstance(alt, str) or not alt.strip():
-                errors.append(ContentError(f"{path.name} has no alt text: add '{path.name}: what it shows' to "
-                                           f"{ALT_FILE}", None, str(path)))
-                continue
-            try:
-                images.store(module, path.name, path.read_bytes(), alt)
-                count += 1
-            except ValueError as exc:
-                errors.append(ContentError(str(exc), None, str(path)))
-    if errors:
-        raise CourseLoadError(errors)
-    return count
 
 
 def extract(fileobj: BinaryIO, root: Path) -> Path:
     """Check the whole zip, then write its course files under `root`; returns the course directory.
 
-    Invariant: nothing is written unless every entry passed; only regular .md/.yaml files land, and only
+    Invariant: nothing is written unless every entry passed; only regular .md/.yaml files land (and the
+    images/ and runs/ files of `_asset_problem`), and only
     at ``root/NAME`` or ``root/TOP/NAME``, never more than `MAX_UNPACKED_BYTES` in all.
     """
     try:
@@ -192,10 +133,10 @@ def plan(infos: list[zipfile.ZipInfo]) -> tuple[list[Member], str | None]:
             continue
         problem = _entry_problem(info, seen)
         seen.add(info.filename)
-        image, top = _image_entry(parts)
+        asset, top = _asset_entry(parts)
         if problem:
             errors.append(ContentError(problem, None, _printable(info.filename)))
-        elif image:
+        elif asset:
             if top:
                 folders.add(top)
             if not info.is_dir():
@@ -235,9 +176,9 @@ def _entry_problem(info: zipfile.ZipInfo, seen: set[str]) -> str | None:
         return "the entry is encrypted: zip the files without a password"
     if name in seen:
         return "the zip holds this path twice"
-    image, top = _image_entry(tuple(parts))
-    if image:
-        return _image_problem(parts[1 if top else 0:], info.is_dir())
+    asset, top = _asset_entry(tuple(parts))
+    if asset:
+        return _asset_problem(parts[1 if top else 0:], info.is_dir())
     if info.is_dir():
         return None if len(parts) == 1 else "nested folders: files go at the archive root or in one top-level folder"
     if len(parts) > 2:
@@ -245,17 +186,24 @@ def _entry_problem(info: zipfile.ZipInfo, seen: set[str]) -> str | None:
     return _name_problem(PurePosixPath(name))
 
 
-def _image_entry(parts: tuple[str, ...]) -> tuple[bool, str | None]:
-    """Whether an entry is in the course's images folder (``images/…`` or ``TOP/images/…``), and TOP."""
-    if len(parts) >= 2 and parts[0] == IMAGES_DIR:
+def _asset_entry(parts: tuple[str, ...]) -> tuple[bool, str | None]:
+    """Whether an entry is in the course's images or runs folder (``images/…``, ``runs/…``, or inside
+    ``TOP/``; the folders themselves included), and TOP."""
+    if parts and parts[0] in ASSET_DIRS:
         return True, None
-    if len(parts) >= 3 and parts[1] == IMAGES_DIR:
+    if len(parts) >= 2 and parts[1] in ASSET_DIRS:
         return True, parts[0]
     return False, None
 
 
-def _image_problem(parts: list[str], is_dir: bool) -> str | None:
-    """``images/<slug>/<image or alt.yaml>`` (and those folders) only."""
+def _asset_problem(parts: list[str], is_dir: bool) -> str | None:
+    """``images/<slug>/<image or alt.yaml>`` and ``runs/<demo>.json`` (and those folders) only."""
+    if parts[0] == RUNS_DIR:
+        if is_dir:
+            return None if len(parts) == 1 else "nested folders: reference runs go in runs/<demo>.json"
+        if len(parts) != 2 or not RUN_NAME_RE.match(parts[1]):
+            return "reference runs go in runs/<demo name>.json (e.g. runs/kv-cache.json)"
+        return None
     if is_dir:
         return None if len(parts) <= 2 else "nested folders: images go in images/<module slug>/"
     if len(parts) != 3:

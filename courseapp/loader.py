@@ -15,6 +15,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from . import course_assets
 from .content import (
     TRACKS_FILE,
     ModuleFile,
@@ -136,13 +137,16 @@ def load_course(path: Path | str, *, force: bool = False, imported: bool = False
         except ContentError as exc:
             errors.append(exc)
 
+    assets = course_assets.read(path) if path.is_dir() else course_assets.Assets()  # images, reference runs
+    errors.extend(assets.errors)
     parsed: list[tuple[ModuleFile, RenderedModule]] = []
-    for file in files:
-        try:
-            module = parse_module_file(file)
-            parsed.append((module, render_module_file(module)))
-        except ContentError as exc:
-            errors.append(exc)
+    with course_assets.runs_in_view(assets):
+        for file in files:
+            try:
+                module = parse_module_file(file)
+                parsed.append((module, render_module_file(module)))
+            except ContentError as exc:
+                errors.append(exc)
 
     known_tracks = {t.slug for t in tracks} | set(Track.objects.values_list("slug", flat=True))
     known_modules = set(Module.objects.values_list("slug", flat=True))
@@ -201,6 +205,7 @@ def load_course(path: Path | str, *, force: bool = False, imported: bool = False
                 continue
             if not imported:
                 record_sync(row, disk_text)
+        report.notes += course_assets.apply(assets, replace=force or imported)
     stray = sorted(known_modules - set(seen))
     if stray and path.is_dir():
         report.notes.append(f"in the database but not in {path} (left as is; run exportcourse to write them): "
@@ -350,6 +355,7 @@ def export_course(directory: Path | str, record: bool | None = None) -> list[Pat
         if record and changed_on_disk(row, directory):
             continue
         written.append(export_module(row, directory, record))
+    written += course_assets.write(directory, [p.stem for p in written if p.suffix == ".md"])
     return written
 
 

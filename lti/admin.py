@@ -2,7 +2,7 @@
 these pages show what launches left behind, and score posts still owed."""
 from django.contrib import admin
 
-from .models import Context, Identity, ResourceLink, ScorePost
+from .models import Context, Embedding, Identity, ResourceLink, ScorePost
 
 
 @admin.register(Identity)
@@ -27,3 +27,8 @@ class ScorePostAdmin(admin.ModelAdmin):
     list_display = ["identity", "resource_link", "score_given", "score_maximum", "state", "tries", "created_at"]
     list_filter = ["state"]
     readonly_fields = ["last_error"]
+
+
+@admin.register(Embedding)
+class EmbeddingAdmin(admin.ModelAdmin):
+    list_display = ["platform", "origins"]

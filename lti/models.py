@@ -16,6 +16,8 @@ from pylti1p3.contrib.django.lti1p3_tool_config.models import LtiTool
 from classes.models import Cohort
 from courseapp.models import Module
 
+from .framing import parse_origins
+
 
 class Identity(models.Model):
     """An LMS user (`sub` as issued by `issuer`) is this local account, for good: made on their first launch."""
@@ -96,3 +98,16 @@ class ScorePost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.score_given}/{self.score_maximum} for {self.identity.subject} ({self.state})"
+
+
+class Embedding(models.Model):
+    """Where a platform shows the tool in a frame: `origins` (one per line, scheme://host[:port]) may frame the
+    pages of a session its launch began, besides the registration's own issuer and login-URL origins. Canvas
+    needs the school's Canvas address here (its issuer and login URL are Instructure's, not the school's)."""
+
+    platform = models.OneToOneField(LtiTool, on_delete=models.CASCADE, related_name="embedding")
+    origins = models.TextField(blank=True, validators=[parse_origins], help_text=(
+        "Origins that show the tool in a frame, one per line (e.g. https://school.instructure.com)."))
+
+    def __str__(self) -> str:
+        return f"Frame origins of {self.platform.title}"

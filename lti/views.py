@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from urllib.parse import urlsplit
 
-from django.conf import settings as django_settings
 from django.contrib.auth import login
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
@@ -26,7 +25,9 @@ from classes.access import is_teacher
 from courseapp.models import Module
 
 from . import library
-from .accounts import admit, claim, remember_link, teaches
+from .accounts import admit, claim, platform_of, remember_link, teaches
+from .framing import allow_framing, launched_in_frame, mark, origin_of, origins_of
+from .login_again import login_again, remember_login
 from .roster import sync_roster
 from .keys import tool_key
 
@@ -34,9 +35,31 @@ log = logging.getLogger(__name__)
 DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
 
 
-def _refused(request, reason: str, *, status: int = 400):
+def _refused(request, reason: str, *, status: int = 400, again: str = ""):
     log.info("LTI request refused: %s", reason)
-    return render(request, "lti/refused.html", {"reason": reason}, status=status)
+    return render(request, "lti/refused.html", {"reason": reason, "again": again}, status=status)
+
+
+def _refused_in_frame(request, data: dict, reason: str, *, status: int):
+    """A verified launch refused: the page says why inside the LMS's frame (its platform's origins may show it)."""
+    return allow_framing(_refused(request, reason, status=status), origins_of(platform_of(data)))
+
+
+def _cookie_refused(request, reason: str):
+    """The launch's state cookie did not come back. Inside the LMS's frame that is the browser refusing
+    third-party cookies: say so, in the frame (which the platform that started the login may show), and offer
+    the same login in a tab of its own, where the cookies are first-party and the LMS signs the student in again
+    (no credential travels in the link)."""
+    if launched_in_frame(request):
+        again, origins = login_again(request.POST.get("state", ""))
+        if again:
+            response = _refused(request, "Your browser does not allow this site's cookies inside the LMS's frame, "
+                                         "so the lesson cannot open here. Open it in a new tab instead: you will "
+                                         "be signed in there.", again=again)
+            return allow_framing(response, origins)
+    return _refused(request, f"The launch could not be verified: {reason} (the browser did not send back the "
+                             "cookie set when the launch began: cookies blocked, or the launch was started in "
+                             "another browser)")
 
 
 @require_GET
@@ -52,9 +75,11 @@ def login_initiation(request):
     """OIDC third-party login: the platform names itself; the tool answers with a redirect to the platform's
     authorization endpoint carrying a fresh state (cookie) and nonce (cache)."""
     try:
-        return library.oidc_login(request).redirect(request.build_absolute_uri(reverse("lti:launch")))
+        response = library.oidc_login(request).redirect(request.build_absolute_uri(reverse("lti:launch")))
     except (LtiException, OIDCException) as error:  # the library's two families: neither subclasses the other
         return _refused(request, f"The login request could not be matched to a registered platform: {error}")
+    remember_login(request, response["Location"])
+    return response
 
 
 def _module_slug(data: dict) -> str:
@@ -83,21 +108,21 @@ def launch(request):
     except LtiException as error:
         reason = str(error).replace("Missing %s cookie", "Missing cookie")  # the library's own typo
         if "cookie" in reason or "State not found" in reason:
-            reason += (" (the browser did not send back the cookie set when the launch began: cookies blocked, "
-                       "or a launch shown in a frame; open the link in a new window)")
+            return _cookie_refused(request, reason)
         return _refused(request, f"The launch could not be verified: {reason}")
     library.consume_nonce(message)
     if message.is_deep_link_launch():
         return _deep_link_picker(request, message)
     if not message.is_resource_launch():
-        return _refused(request, "This tool accepts resource-link and deep-linking launches only.")
+        return _refused_in_frame(request, data, "This tool accepts resource-link and deep-linking launches only.",
+                                 status=400)
     module = None
     slug = _module_slug(data)
     if slug:
         module = Module.objects.published().filter(slug=slug).first()
         if module is None:
-            return _refused(request, f"The link names the module “{slug}”, which is not published here.",
-                            status=404)
+            return _refused_in_frame(request, data, f"The link names the module “{slug}”, which is not published "
+                                                    "here.", status=404)
     teacher = _teaches(message)
     user, context = admit(data, teacher=teacher)
     if context is not None and module is not None:
@@ -105,25 +130,21 @@ def launch(request):
     if teacher and context is not None and message.has_nrps():
         sync_roster(request, message, context)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    mark(request, platform_of(data))  # after login(), which starts the session afresh
     return redirect(module.get_absolute_url() if module else reverse("courseapp:index"))
 
 
 def _framed_by_platform(response, return_url: str):
     """Let the platform (only it) frame this page and receive its form: the picker opens in the LMS's dialog.
     The site's policy otherwise applies unchanged."""
-    parts = urlsplit(return_url)
-    origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
-    kept = [d.strip() for d in django_settings.CONTENT_SECURITY_POLICY.split(";")
-            if d.strip() and d.split()[0] not in ("form-action", "frame-ancestors")]
-    response["Content-Security-Policy"] = "; ".join(
-        kept + [f"form-action 'self' {origin}".strip(), f"frame-ancestors 'self' {origin}".strip()])
-    response.xframe_options_exempt = True  # what Django's decorator sets: no X-Frame-Options: DENY here
-    return response
+    origin = origin_of(return_url)
+    return allow_framing(response, [origin] if origin else [], form_action=True)
 
 
 def _deep_link_picker(request, launch):
     if not _teaches(launch):
-        return _refused(request, "Only an instructor can add modules from the LMS.", status=403)
+        return _refused_in_frame(request, launch.get_launch_data(), "Only an instructor can add modules from the LMS.",
+                                 status=403)
     settings = launch.get_launch_data().get(DEEP_LINKING_SETTINGS) or {}
     response = render(request, "lti/deep_link_pick.html", {
         "launch_id": launch.get_launch_id(),

@@ -83,10 +83,12 @@ def test_download_is_a_zip_of_exactly_what_export_course_writes(author, tmp_path
     today = timezone.localdate().strftime("%Y%m%d")
     assert response["Content-Disposition"] == f'attachment; filename="inference-lab-course-{today}.zip"'
     assert "no-store" in response["Cache-Control"]  # drafts are in it
-    written = export_course(tmp_path / "server-side")
+    target = tmp_path / "server-side"
+    written = export_course(target)
     files = zip_files(response.content)
-    assert list(files) == [path.name for path in written]  # flat, loader's names, loader's order
-    assert files == {path.name: path.read_bytes() for path in written}  # byte for byte
+    names = [path.relative_to(target).as_posix() for path in written]
+    assert list(files) == names  # the loader's names and order: modules flat, then images/ and runs/
+    assert files == {name: (target / name).read_bytes() for name in names}  # byte for byte
     assert "batching.md" in files  # drafts included
 
 

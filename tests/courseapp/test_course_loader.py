@@ -96,7 +96,12 @@ def test_export_load_round_trip_is_exact(content_dir, tmp_path):
     assert db_state() == state
     again = tmp_path / "again"
     export_course(again)
-    assert {p.name: p.read_bytes() for p in again.iterdir()} == {p.name: p.read_bytes() for p in out.iterdir()}
+    assert files_in(again) == files_in(out)
+
+
+def files_in(directory: Path) -> dict[str, bytes]:
+    """Every file under `directory` (runs/ and images/ included), by its path there."""
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
 
 
 def test_export_normalizes_a_non_canonical_file(content_dir, tmp_path):

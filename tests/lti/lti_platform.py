@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import uuid
+from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -48,6 +49,7 @@ class Platform:
         self.scores: list[dict] = []
         self.roster: list[list[dict]] = []  # the membership service's pages
         self.nrps_down = False
+        self.claims_for: dict[str, dict] = {}  # login_hint -> the claims its browser launches carry
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.base = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -142,7 +144,34 @@ class Platform:
                     return self._send(200, platform.jwks())
                 if self.path.startswith("/memberships?page="):
                     return self._memberships(int(self.path.rsplit("=", 1)[1]))
+                url = urlsplit(self.path)
+                path, query = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
+                if path == "/auth":
+                    return self._authorize(query)
+                if path == "/frame":
+                    return self._html(f'<h1>LMS course page</h1><iframe id="tool" title="Tool" width="1100" '
+                                      f'height="700" src="{escape(query["src"])}"></iframe>')
                 return self._send(404, {})
+
+            def _html(self, body: str) -> None:
+                data = f"<!doctype html><html><head><title>LMS</title></head><body>{body}</body></html>".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorize(self, query: dict) -> None:
+                """The OIDC authorization endpoint, as a browser meets it: the LMS's user is signed in (the
+                claims registered for the login hint), and the answer is a form posted to the tool at once."""
+                claims = platform.claims_for.get(query.get("login_hint", ""))
+                if claims is None or query.get("client_id") != platform.client_id:
+                    return self._send(400, {"error": "unknown login"})
+                token = platform.id_token(query["nonce"], claims)
+                self._html(f'<form id="launch" method="post" action="{escape(query["redirect_uri"])}">'
+                           f'<input type="hidden" name="id_token" value="{escape(token)}">'
+                           f'<input type="hidden" name="state" value="{escape(query["state"])}"></form>'
+                           '<script>document.getElementById("launch").submit()</script>')
 
             def _memberships(self, page: int) -> None:
                 if platform.nrps_down or self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":

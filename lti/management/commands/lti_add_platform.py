@@ -5,7 +5,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from pylti1p3.contrib.django.lti1p3_tool_config.models import LtiTool
 
+from lti.framing import origins_of
 from lti.keys import tool_key
+from lti.models import Embedding
 
 
 class Command(BaseCommand):
@@ -21,6 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--jwks-url", required=True, help="The platform's public keyset URL")
         parser.add_argument("--audience", default="", help="The token endpoint's audience, when not its URL")
         parser.add_argument("--deployment", action="append", required=True, help="A deployment id (repeatable)")
+        parser.add_argument("--frame-origin", action="append", default=[],
+                            help="An origin that shows the tool in a frame, besides the issuer's and login URL's "
+                                 "(repeatable; Canvas: the school's Canvas address, e.g. https://school.instructure.com)")
 
     def handle(self, *args, **options):
         platform = LtiTool.objects.filter(issuer=options["issuer"], client_id=options["client_id"]).first() \
@@ -37,5 +42,12 @@ class Command(BaseCommand):
             platform.full_clean()
         except ValidationError as error:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in error.message_dict.items())) from error
+        embedding = Embedding(platform=platform, origins="\n".join(options["frame_origin"]))
+        try:
+            embedding.full_clean(exclude=["platform"])
+        except ValidationError as error:
+            raise CommandError("--frame-origin: " + " ".join(error.message_dict["origins"])) from error
         platform.save()
-        self.stdout.write(f"Registered {platform.title} ({platform.issuer}, client id {platform.client_id}).")
+        Embedding.objects.update_or_create(platform=platform, defaults={"origins": embedding.origins})
+        self.stdout.write(f"Registered {platform.title} ({platform.issuer}, client id {platform.client_id}); "
+                          f"may frame its launches: {', '.join(origins_of(platform))}.")
