@@ -91,8 +91,8 @@ def one_thread_module():
     torch.set_num_threads(n)
 
 
-def run_demo(name: str, params: dict) -> list[dict]:
-    events = list(DEMOS[name].load_runner()(params))
+def run_demo(name: str, params: dict, models) -> list[dict]:
+    events = list(DEMOS[name].load_runner()(params, models=models))
     for ev in events:
         validate_event(ev)
     return events
@@ -101,9 +101,9 @@ def run_demo(name: str, params: dict) -> list[dict]:
 @pytest.mark.model
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", sorted(COMPARISONS))
-def test_comparison_demo_at_its_defaults_holds(name, one_thread_module):
+def test_comparison_demo_at_its_defaults_holds(name, one_thread_module, loaded_models):
     labels, claim, params = COMPARISONS[name]
-    events = run_demo(name, params)
+    events = run_demo(name, params, loaded_models)
     comparisons = [e for e in events if e["type"] == "comparison"]
     assert len(comparisons) == 1, name
     comp = comparisons[0]
@@ -129,12 +129,12 @@ def test_comparison_demo_at_its_defaults_holds(name, one_thread_module):
 
 @pytest.mark.model
 @pytest.mark.timeout(300)
-def test_kv_cache_comparison_holds_the_engine_lock_only_after_the_served_generation(one_thread_module):
+def test_kv_cache_comparison_holds_the_engine_lock_only_after_the_served_generation(one_thread_module, loaded_models):
     """The cached generation goes through the batching service (no engine lock, so students share forward passes);
     the comparison after it runs the engine directly, so the worker must take the lock for those steps."""
     from demos.catalog import kv_cache
 
-    stream = kv_cache.run({"max_new_tokens": 4})
+    stream = kv_cache.run({"max_new_tokens": 4}, models=loaded_models)
     seen = []
     for ev in stream:
         seen.append((ev["type"], stream.needs_engine_lock))

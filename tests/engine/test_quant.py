@@ -272,12 +272,12 @@ def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
 
 
 @pytest.mark.model
-def test_quantization_demo_events_validate(engine):
+def test_quantization_demo_events_validate(engine, loaded_models):
     from demos.catalog.quantization import run
     from inference_core.engine.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is", "format": "nf4", "layer": 2,
-                       "projection": "wqkv", "max_new_tokens": 3}))
+                       "projection": "wqkv", "max_new_tokens": 3}, models=loaded_models))
     for ev in events:
         validate_event(ev)
     types = [e["type"] for e in events]

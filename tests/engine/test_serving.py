@@ -109,14 +109,14 @@ def test_no_cache_requests_are_refused(tiny_model):
 
 
 @pytest.mark.model
-def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine):
+def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine, loaded_models):
     """The worker serialises `next()` on the engine lock only for direct engine runs: a cached run goes
     through the thread-safe batching service, and holding the lock while it waits for its token would
     let concurrent students reach the service one at a time (measured: mean batch 2.2 instead of 15)."""
     from demos.catalog.kv_cache import run as kv_cache_run
 
-    cached = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": True})
-    direct = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": False})
+    cached = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": True}, models=loaded_models)
+    direct = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": False}, models=loaded_models)
     try:
         assert cached.needs_engine_lock is False and direct.needs_engine_lock is True
         cached_events, direct_events = list(cached), list(direct)
