@@ -28,8 +28,16 @@ _build_lock = threading.Lock()  # two threads of one process never build at once
 # Where this process keeps the outcome of its one load: Python's own table of loaded modules, which owns the
 # extension module as it owns every imported one, so no module of ours keeps it. The compiled module is registered
 # as this package's submodule (`import inference_core.kernels.quant_kernels.compiled` then finds it); a build that
-# failed here is registered as a stand-in without `Layer`, carrying the reason, so it is not tried again.
+# failed here is registered as an `Unavailable` stand-in carrying the reason, so it is not tried again.
 COMPILED = f"{__name__}.compiled"
+
+
+class Unavailable(ModuleType):
+    """What `COMPILED` names when this process has no kernels: the reason, in place of the module."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(COMPILED, f"quant kernels unavailable: {reason}")
+        self.reason = reason
 
 
 def _cpu_has_avx2() -> bool:
@@ -53,19 +61,18 @@ def load(settings) -> ModuleType | None:
             loaded = sys.modules.get(COMPILED)
             if loaded is None:
                 loaded = sys.modules[COMPILED] = _load_once(settings)
-    return None if hasattr(loaded, "unavailable") else loaded
+    return None if type(loaded) is Unavailable else loaded
 
 
 def why_unavailable(settings) -> str:
     """"" when `load(settings)` gives the kernels, else why not (for reports and the demo page)."""
     if not settings.quant_kernels:
         return "disabled by INFERENCE_QUANT_KERNELS=torch"
-    load(settings)
-    return getattr(sys.modules[COMPILED], "unavailable", "")
+    return "" if load(settings) is not None else sys.modules[COMPILED].reason
 
 
 def _load_once(settings) -> ModuleType:
-    """The compiled module, or a stand-in whose `unavailable` says why there is none."""
+    """The compiled module, or a stand-in that says why there is none."""
     if not _cpu_has_avx2():
         reason = "CPU lacks AVX2/FMA/F16C"
     else:
@@ -73,9 +80,7 @@ def _load_once(settings) -> ModuleType:
             return _build(settings.cache_dir)
         except Exception as exc:  # compiler missing, headers missing, link error…
             reason = f"build failed: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-    stand_in = ModuleType(COMPILED, f"quant kernels unavailable: {reason}")
-    stand_in.unavailable = reason
-    return stand_in
+    return Unavailable(reason)
 
 
 def _build(cache_dir: Path) -> ModuleType:
