@@ -48,13 +48,12 @@ def cpu_model() -> str:
 class Load:
     """`n` threads generating through the batching service until stopped: other students' runs."""
 
-    def __init__(self, n: int, model: str) -> None:
+    def __init__(self, n: int, models, model: str) -> None:
         from inference_core import GenerationParams
-        from inference_core.engine.serving import get_service
 
         self.stop = threading.Event()
         self.tokens = 0
-        service = get_service(model)
+        service = models.service(model)
 
         def loop(i: int) -> None:
             gen = GenerationParams(max_new_tokens=24, temperature=0.0, stop_at_eos=False)
@@ -77,11 +76,11 @@ class Load:
             t.join(timeout=60)
 
 
-def one_run(name: str) -> dict:
+def one_run(name: str, models) -> dict:
     from demos.catalog import DEMOS
 
     t0 = time.perf_counter()
-    events = list(DEMOS[name].load_runner()({}))
+    events = list(DEMOS[name].load_runner()({}, models=models))
     comp = next(e for e in events if e["type"] == "comparison")
     return {"wall_s": time.perf_counter() - t0, "claim": comp["claim"], "faster": comp["faster"],
             "within_noise": comp["within_noise"], "other_sequences": comp["other_sequences"],
@@ -116,21 +115,22 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
+    from inference_core.engine.serving import LoadedModels
     from inference_core.model.config import DEFAULT_MODEL
-    from inference_core import load_engine
 
     import torch
 
     demos = [d for d in args.demos.split(",") if d]
-    load_engine(DEFAULT_MODEL)
+    models = LoadedModels()  # this run's models: loaded once, as a worker keeps them
+    models.get(DEFAULT_MODEL)
     for name in demos:  # warm-up: kernels, the quantized copy, first-touch allocations
-        one_run(name)
+        one_run(name, models)
     results: dict[str, list[dict]] = {}
     for condition, n_load in (("idle", 0), (f"beside {args.load} concurrent runs", args.load)):
         rows = []
-        with Load(n_load, DEFAULT_MODEL) if n_load else contextlib.nullcontext():
+        with Load(n_load, models, DEFAULT_MODEL) if n_load else contextlib.nullcontext():
             for name in demos:
-                runs = [one_run(name) for _ in range(args.runs)]
+                runs = [one_run(name, models) for _ in range(args.runs)]
                 rows.append(tally(name, runs))
         results[condition] = rows
     report = {"cpu": cpu_model(), "torch_threads": torch.get_num_threads(), "runs": args.runs,

@@ -32,7 +32,7 @@ django.setup()
 
 from bench.decode import PROMPT, ours_decode_tps  # noqa: E402
 from demos.catalog import kv_cache  # noqa: E402
-from inference_core import load_engine  # noqa: E402
+from inference_core.engine.serving import LoadedModels  # noqa: E402
 from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 from inference_core.engine.model_runner import runner_for  # noqa: E402
 
@@ -42,9 +42,10 @@ def bench_step_ms(engine, ids: list[int], n: int) -> float:
     return 1000 / ours_decode_tps(engine, ids, n)[0]
 
 
-def demo_step_ms(n: int) -> tuple[float, float]:
+def demo_step_ms(models: LoadedModels, n: int) -> tuple[float, float]:
     """(mean wall ms between decode token events as the worker receives them, mean traced step ms)."""
-    events = kv_cache.run({"prompt": PROMPT, "max_new_tokens": n, "use_cache": True, "temperature": 0.0})
+    events = kv_cache.run({"prompt": PROMPT, "max_new_tokens": n, "use_cache": True, "temperature": 0.0},
+                          models=models)
     arrivals, traced = [], []
     try:
         for ev in events:
@@ -62,16 +63,17 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    engine = load_engine(DEFAULT_MODEL)
+    models = LoadedModels()  # as a worker keeps its model: the bench's side and the demo's share it
+    engine = models.get(DEFAULT_MODEL)
     ids = engine.tokenizer.encode(PROMPT)
     print(f"{DEFAULT_MODEL} on {engine.device} ({runner_for(engine.model).kernel}), {args.tokens} new tokens, "
           f"{args.rounds} interleaved rounds", flush=True)
     bench_step_ms(engine, ids, 8)  # warm-up both paths (kernel build, service thread start)
-    demo_step_ms(8)
+    demo_step_ms(models, 8)
     bench, demo_wall, demo_traced = [], [], []
     for r in range(args.rounds):
         bench.append(bench_step_ms(engine, ids, args.tokens))
-        wall, traced = demo_step_ms(args.tokens)
+        wall, traced = demo_step_ms(models, args.tokens)
         demo_wall.append(wall)
         demo_traced.append(traced)
         print(f"round {r + 1}: bench {bench[-1]:.2f} ms/step; demo {wall:.2f} ms between token events "

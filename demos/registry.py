@@ -8,10 +8,10 @@ or raises `DemoParamError(code, message)`.
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 
 from .catalog import DEMOS
@@ -21,16 +21,9 @@ __all__ = ["DEMOS", "DemoParamError", "DemoSpec", "ParamSpec", "count_tokens", "
            "validate"]
 
 
-@functools.lru_cache(maxsize=4)
-def _tokenizer(model: str):
-    from inference_core import load_tokenizer  # cheap: vocabulary only, no weights
-
-    return load_tokenizer(model)
-
-
 def count_tokens(text: str) -> int:
     try:
-        tok = _tokenizer(settings.ENGINE_MODEL)
+        tok = apps.get_app_config("demos").tokenizers.get(settings.ENGINE_MODEL)
     except Exception as exc:  # the engine package is missing or broken: say so, don't guess
         raise DemoParamError("engine_unavailable", f"cannot load the tokenizer: {exc}") from exc
     return len(tok.encode(text))

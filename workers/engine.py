@@ -1,4 +1,4 @@
-"""The worker process's engine: loaded once, shared by the task threads, and what its batching service reports.
+"""The worker process's models: loaded once, shared by the task threads, and what its batching service reports.
 
 Steps of concurrent direct runs interleave under the engine's lock; cached generation goes through the engine's
 batching service (inference_core.engine.serving), which shares forward passes between runs.
@@ -14,31 +14,48 @@ from django.conf import settings
 log = logging.getLogger(__name__)
 
 
-class EngineHolder:
-    """The process's engine, loaded on first use (thread-safe: concurrent first calls load once)."""
+class WorkerModels:
+    """What the worker process owns of the engine: its `LoadedModels` (every model a run asked for, and their
+    batching services), made when the worker starts and handed to each run's runner, so a second run finds the
+    weights loaded, the kernels compiled and the service running. The torch side is imported on first use: a
+    `cpu`-only worker (narration) never loads it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.engine = None
+        self._models = None
+
+    @property
+    def models(self):
+        """The worker's `inference_core.engine.serving.LoadedModels` (made on first use)."""
+        if self._models is None:
+            with self._lock:  # two task threads asking first still share one
+                if self._models is None:
+                    from inference_core.engine.serving import LoadedModels
+
+                    self._models = LoadedModels()
+        return self._models
+
+    @property
+    def engine(self):
+        """The worker's engine model if it is loaded (never loads it: for stats readers)."""
+        return self._models.loaded(settings.ENGINE_MODEL) if self._models is not None else None
 
     @property
     def loaded(self) -> bool:
         return self.engine is not None
 
     def get(self):
-        if self.engine is None:
-            with self._lock:
-                if self.engine is None:
-                    from inference_core import load_engine
-
-                    t0 = time.perf_counter()
-                    self.engine = load_engine(settings.ENGINE_MODEL)
-                    log.info("engine %s loaded on %s in %.1fs", settings.ENGINE_MODEL, self.engine.device,
-                             time.perf_counter() - t0)
-        return self.engine
+        """The worker's engine model (settings.ENGINE_MODEL), loaded on first use."""
+        engine = self.engine
+        if engine is None:
+            t0 = time.perf_counter()
+            engine = self.models.get(settings.ENGINE_MODEL)
+            log.info("engine %s ready on %s in %.1fs", settings.ENGINE_MODEL, engine.device,
+                     time.perf_counter() - t0)
+        return engine
 
 
-ENGINE = EngineHolder()
+ENGINE = WorkerModels()
 
 
 def get_engine():
@@ -72,9 +89,7 @@ def engine_fields(engine) -> dict:
 def batch_fields() -> dict:
     """The continuous batch of the engine's batching service (cached generation): how many sequences shared the
     last forward, and what waits for a slot or KV blocks. Zeros before the service exists."""
-    from inference_core.engine.serving import existing_service
-
-    service = existing_service(settings.ENGINE_MODEL)
+    service = ENGINE.models.existing_service(settings.ENGINE_MODEL) if ENGINE.loaded else None
     batch = service.stats if service is not None else None
     return {"batch_size": batch.running if batch else 0, "max_batch_size": batch.max_batch_size if batch else 0,
             "waiting": batch.waiting if batch else 0, "kv_blocks_used": batch.blocks_used if batch else 0,

@@ -13,7 +13,7 @@ from demos.models import Run, RunEvent
 from demos.registry import get_spec
 from demos.runstate import cancel_key, detach_key, sync_redis, watchers_key
 
-from .engine import get_engine
+from .engine import ENGINE, get_engine
 from .heartbeat import CancelCheck, owner_gone
 from .stats import STATS, WORKER_NAME
 
@@ -70,7 +70,7 @@ class RunState:
     def _start(self):
         self.engine = get_engine()
         runner = get_spec(self.run.demo).load_runner()
-        self.gen = runner({**self.run.params, "model": settings.ENGINE_MODEL}, self.check)
+        self.gen = runner({**self.run.params, "model": settings.ENGINE_MODEL}, self.check, models=ENGINE.models)
         self.t0 = time.monotonic()
 
     def still_running(self) -> bool:

@@ -20,6 +20,7 @@ from .events import AttentionWeights
 from .flash_attention import capture_qkv
 
 if TYPE_CHECKING:
+    from inference_core.engine.serving import LoadedModels
     import torch
 
 MAX_PROMPT_TOKENS = 32  # a heatmap of 32 × 32 cells still reads on a phone
@@ -38,11 +39,12 @@ def head_weights(q: torch.Tensor, k: torch.Tensor, head: int) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(later, float("-inf")), dim=-1)
 
 
-def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core import load_engine  # the worker only: the web process loads no torch
+def run(params: dict, should_stop: Callable[[], bool] | None = None,
+        models: LoadedModels | None = None) -> Iterator[dict]:
+    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
 
     params = SPEC.with_defaults(params)
-    engine = load_engine(params.get("model", DEFAULT_MODEL))
+    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
     cfg = engine.config
     layer, head = int(params["layer"]), int(params["head"])
     if not 0 <= layer < cfg.n_layers:

@@ -19,6 +19,7 @@ from .comparison import Side, compare
 from .events import AttentionCompare, AttentionMemoryCurve, FlashTileWalk
 
 if TYPE_CHECKING:
+    from inference_core.engine.serving import LoadedModels
     import torch
 
 CURVE_N = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -158,15 +159,16 @@ def lesson_claim(n_tokens: int) -> str:
     return TILED if n_tokens >= 512 else ""
 
 
-def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+def run(params: dict, should_stop: Callable[[], bool] | None = None,
+        models: LoadedModels | None = None) -> Iterator[dict]:
+    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
     import torch  # the worker only: the web process loads no torch
 
-    from inference_core import load_engine
     from inference_core.kernels.flash_attention import hbm_traffic, naive_attention, tiled_attention
     from inference_core.model.kv_cache import sdpa
 
     params = SPEC.with_defaults(params)
-    engine = load_engine(params.get("model", DEFAULT_MODEL))
+    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
     cfg = engine.config
     layer = min(int(params["layer"]), cfg.n_layers - 1)
     block = int(params["block_size"])

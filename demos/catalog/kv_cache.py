@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from inference_core import DEFAULT_MODEL, TraceEvent
 
 from ..spec import DemoSpec, ParamSpec, max_new_tokens_limit, max_prompt_tokens_limit
 from .comparison import Side, compare
+
+if TYPE_CHECKING:
+    from inference_core.engine.serving import LoadedModels
 
 
 class EventDicts:
@@ -88,22 +92,21 @@ def lesson_claim(counters: dict[str, dict]) -> str:
     return WITH if recomputed >= 16 else ""
 
 
-def compare_steps(model: str, should_stop: Callable[[], bool] | None) -> Callable[[list[dict]], Iterator[dict]]:
+def compare_steps(engine, should_stop: Callable[[], bool] | None) -> Callable[[list[dict]], Iterator[dict]]:
     def then(seen: list[dict]) -> Iterator[dict]:
-        from inference_core import load_engine
-
         started = seen[0]
         ids = started["prompt_token_ids"] + seen[-1]["token_ids"]  # the prompt is already templated
         others = max((e["batch_size"] for e in seen if e["type"] == "token"), default=1) - 1
-        yield from compare(*step_sides(load_engine(model), ids), metric="time of one decode step at the run's "
+        yield from compare(*step_sides(engine, ids), metric="time of one decode step at the run's "
                            "final length (median of 3 per repeat)", claim=lesson_claim, other_sequences=others, repeats=KV_REPEATS,
                            should_stop=should_stop)
     return then
 
 
-def run(params: dict, should_stop: Callable[[], bool] | None = None) -> EventDicts:
-    from inference_core import GenerationParams, load_engine  # the worker only: the web loads no torch
-    from inference_core.engine.serving import get_service
+def run(params: dict, should_stop: Callable[[], bool] | None = None,
+        models: LoadedModels | None = None) -> EventDicts:
+    from inference_core import GenerationParams  # the worker only: the web loads no torch
+    from inference_core.engine.serving import LoadedModels
 
     params = SPEC.with_defaults(params)
     model = params.get("model", DEFAULT_MODEL)
@@ -116,9 +119,10 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> EventDic
         use_cache=bool(params["use_cache"]),
         chat=bool(params.get("chat", False)),
     )
-    source = get_service(model) if gen.use_cache else load_engine(model)
+    models = models or LoadedModels()
+    source = models.service(model) if gen.use_cache else models.get(model)
     return EventDicts(source.generate(params["prompt"], gen, should_stop), needs_engine_lock=not gen.use_cache,
-                      then=compare_steps(model, should_stop))
+                      then=compare_steps(models.get(model), should_stop))
 
 
 SPEC = DemoSpec(

@@ -23,6 +23,7 @@ from .events import QuantBlocks, QuantFormats, QuantLayer, QuantOutliers, QuantS
 
 if TYPE_CHECKING:  # the engine (and torch) load in the worker only, inside the functions below
     from inference_core import LoadedModel
+    from inference_core.engine.serving import LoadedModels
     from inference_core.quant.linears import QuantizedLinear
 
 PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "feed_forward.w_gate_up",
@@ -41,15 +42,14 @@ OUTLIER_FACTOR = 6.0  # |w| > 6 × the matrix's rms: far beyond a bell curve's t
 
 
 @lru_cache(maxsize=2)
-def quantized_engine_for(model_name: str, fmt_name: str) -> LoadedModel:
-    """Quantizing all 30 blocks takes seconds; keep the last two formats per worker process."""
-    from inference_core import LoadedModel, load_engine
+def quantized_engine_for(base: LoadedModel, fmt_name: str) -> LoadedModel:
+    """Quantizing all 30 blocks takes seconds; keep the last two formats of the worker's model."""
+    from inference_core import LoadedModel
     from inference_core.quant.formats import parse_format
     from inference_core.quant.quantize import quantize_model
 
-    base = load_engine(model_name)
     fmt = parse_format(fmt_name)
-    return LoadedModel(f"{model_name}:{fmt.name}", quantize_model(base.model, fmt), base.tokenizer, base.device)
+    return LoadedModel(f"{base.name}:{fmt.name}", quantize_model(base.model, fmt), base.tokenizer, base.device)
 
 
 def format_grid(layer: QuantizedLinear) -> tuple[list[float], float]:
@@ -209,8 +209,10 @@ def recorded_formats() -> QuantFormats:
     return QuantFormats(source=recorded_source(data), rows=data.get("rows", []))
 
 
-def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core import GenerationParams, load_engine  # the worker only: the web loads no torch
+def run(params: dict, should_stop: Callable[[], bool] | None = None,
+        models: LoadedModels | None = None) -> Iterator[dict]:
+    from inference_core import GenerationParams  # the worker only: the web loads no torch
+    from inference_core.engine.serving import LoadedModels
     from inference_core.quant.formats import parse_format
     from inference_core.quant.quantize import matmul_weight_bytes
     from inference_core.engine.model_runner import kernels_used
@@ -222,7 +224,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     projection = params["projection"]
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {sorted(PROJECTIONS)}")
-    base = load_engine(model_name)
+    base = (models or LoadedModels()).get(model_name)
     if not 0 <= layer < base.config.n_layers:
         raise ValueError(f"layer must be in [0, {base.config.n_layers})")
     prompt_ids = base.encode_prompt(params["prompt"], chat=False)
@@ -231,7 +233,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator
     yield blocks_event(base.model, fmt.name, layer, projection).to_dict()
     if should_stop is not None and should_stop():
         return
-    quant = quantized_engine_for(model_name, fmt.name)
+    quant = quantized_engine_for(base, fmt.name)
     gen = GenerationParams(max_new_tokens=int(params["max_new_tokens"]), stop_at_eos=False)
     streams = {"fp32": base.generate_events(prompt_ids, gen, should_stop),
                fmt.name: quant.generate_events(prompt_ids, gen, should_stop)}

@@ -13,6 +13,8 @@ sleeping through them (`SkippingClock`): it holds the engine for its whole lengt
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +25,9 @@ from inference_core import DEFAULT_MODEL, TokenStep
 from ..spec import DemoSpec, ParamSpec
 from .comparison import Side, compare
 from .events import LoadRequest, LoadStep, LoadSummary
+
+if TYPE_CHECKING:
+    from inference_core.engine.serving import LoadedModels
 
 PROMPTS = (
     "The capital of France is",
@@ -212,11 +217,12 @@ def lesson_claim(counters: dict[str, dict]) -> str:
     return BATCHED if fewer and batched.get("most sequences sharing one forward pass", 0) > 1 else ""
 
 
-def run(params: dict, should_stop: Callable[[], bool] | None = None) -> Iterator[dict]:
-    from inference_core import load_engine  # the worker only: the web process loads no torch
+def run(params: dict, should_stop: Callable[[], bool] | None = None,
+        models: LoadedModels | None = None) -> Iterator[dict]:
+    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
 
     params = SPEC.with_defaults(params)
-    engine = load_engine(params.get("model", DEFAULT_MODEL))
+    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
     max_new = int(params["max_new_tokens"])
     ttft_slo, tpot_slo = float(params["ttft_slo_s"]), float(params["tpot_slo_s"])
     mode = params["mode"]

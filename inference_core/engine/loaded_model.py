@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 
 import torch
 
@@ -108,11 +107,11 @@ class LoadedModel:
         yield from generate_one(self, request, kv_cache=params.use_cache, should_stop=should_stop)
 
 
-@lru_cache(maxsize=2)
 def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedModel:
-    """Load once per process (cached): weights from the safetensors cache, fp32 on the CPU and bf16 on CUDA
+    """Load a model, anew on every call: weights from the safetensors cache, fp32 on the CPU and bf16 on CUDA
     (INFERENCE_DTYPE overrides; the dtype is in every run header). A speed-only name
-    (speed_models.py) gives its shape with seeded random weights, labelled as such."""
+    (speed_models.py) gives its shape with seeded random weights, labelled as such. A process that runs more
+    than once keeps what it loaded on an object it owns (`serving.LoadedModels`: a worker's models)."""
     dev = torch.device(device) if device else pick_device()
     dtype = getattr(torch, engine_settings().dtype_for(dev.type))
     if is_speed_only(name):

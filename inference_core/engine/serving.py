@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from ..model.config import DEFAULT_MODEL
 from .llm_engine import LLMEngine, RequestStream
-from .loaded_model import GenerationParams, LoadedModel
+from .loaded_model import GenerationParams, LoadedModel, load_engine
 from .paged_trace import BatchStep, RequestFinished
 from .scheduler import Request, SchedulerConfig
 from .trace import RunFinished, TraceEvent
@@ -170,20 +170,40 @@ class EngineService:
         self.stats.steps += stepped
 
 
-_services: dict[str, EngineService] = {}
-_services_lock = threading.Lock()
+class LoadedModels:
+    """A process's loaded models and their batching services, each made once and kept for the next run: owned by
+    whoever owns the process (a worker holds one from its start; a test session, a bench script, one each), never
+    by this module. Thread-safe: concurrent first asks for a model load it once.
 
+    `get` loads `name` on `device` (`load_engine`: weights from the safetensors cache, the compiled kernels the
+    first time in the process), `service` starts the model's `EngineService`; a second run asks again and gets
+    the same objects, so it neither reloads weights nor restarts a service."""
 
-def existing_service(name: str = DEFAULT_MODEL) -> EngineService | None:
-    """The service for `name` if this process has started one (never starts it: for stats readers)."""
-    return _services.get(name)
+    def __init__(self, load: Callable[..., LoadedModel] = load_engine) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._models: dict[tuple[str, str | None], LoadedModel] = {}
+        self._services: dict[str, EngineService] = {}
 
+    def get(self, name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedModel:
+        """Model `name` on `device` (None: the process's default device), loaded on first ask."""
+        with self._lock:
+            if (name, device) not in self._models:
+                self._models[name, device] = self._load(name, device=device)
+            return self._models[name, device]
 
-def get_service(name: str = DEFAULT_MODEL) -> EngineService:
-    """The process-wide service for `name` (one per worker process, like the engine itself)."""
-    from .loaded_model import load_engine
+    def loaded(self, name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedModel | None:
+        """Model `name` if it is loaded already (never loads: for stats readers)."""
+        return self._models.get((name, device))
 
-    with _services_lock:
-        if name not in _services:
-            _services[name] = EngineService(load_engine(name))
-        return _services[name]
+    def service(self, name: str = DEFAULT_MODEL) -> EngineService:
+        """The batching service of model `name` on the default device, started on first ask."""
+        model = self.get(name)
+        with self._lock:
+            if name not in self._services:
+                self._services[name] = EngineService(model)
+            return self._services[name]
+
+    def existing_service(self, name: str = DEFAULT_MODEL) -> EngineService | None:
+        """The service for `name` if one was started (never starts it: for stats readers)."""
+        return self._services.get(name)

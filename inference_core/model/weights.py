@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -243,8 +242,9 @@ def load_state(name: str) -> dict[str, torch.Tensor]:
     return load_file(str(prepared_dir(name) / "model.safetensors"))
 
 
-@lru_cache(maxsize=4)
 def load_tokenizer(name: str = DEFAULT_MODEL) -> Tokenizer:
+    """Model `name`'s tokenizer, read anew on every call (a process that counts tokens often keeps it: the web
+    side's `demos` app holds one per model)."""
     cfg = load_config(name)
     path = str(prepared_dir(name) / "tokenizer.json")
     return Tokenizer(path, cfg.bos_token_id, cfg.eos_token_id, MODELS[name].default_system)

@@ -40,10 +40,12 @@ def make_draft(engine: LoadedModel, kind: str) -> Draft:
         return ModelDraft(engine.model, n_layers=n, name=f"self-early-exit:{n}")
     if kind == "self-int8":
         return ModelDraft(int8_copy(engine), name="self-int8")
-    other = load_engine(kind, device=str(engine.device))
-    if other.config.vocab_size != engine.config.vocab_size:
-        raise ValueError(f"draft {kind} has vocabulary {other.config.vocab_size}, target {engine.config.vocab_size}")
-    return ModelDraft(other.model, name=kind)
+    if kind not in engine.derived_models:  # loaded once, kept with the target that drafts with it
+        other = load_engine(kind, device=str(engine.device))
+        if other.config.vocab_size != engine.config.vocab_size:
+            raise ValueError(f"draft {kind} has vocabulary {other.config.vocab_size}, target {engine.config.vocab_size}")
+        engine.derived_models[kind] = other.model
+    return ModelDraft(engine.derived_models[kind], name=kind)
 
 
 def int8_copy(engine: LoadedModel) -> Transformer:

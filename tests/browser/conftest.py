@@ -32,9 +32,9 @@ def live_stack(django_db_setup, tmp_path_factory, request):
 
 
 @pytest.fixture(scope="session")
-def recorded_runs() -> dict[str, list[dict]]:
+def recorded_runs(loaded_models) -> dict[str, list[dict]]:
     """Each demo's events from one small run of its real runner, recorded once per test session."""
-    return record_runs()
+    return record_runs(loaded_models)
 
 
 @pytest.fixture

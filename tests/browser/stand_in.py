@@ -21,14 +21,15 @@ SMALL_PARAMS = {
 }
 
 
-def record_runs() -> dict[str, list[dict]]:
-    """Each demo's trace events from one small run of its real runner (what a worker would publish)."""
+def record_runs(models) -> dict[str, list[dict]]:
+    """Each demo's trace events from one small run of its real runner (what a worker would publish), with the
+    caller's `LoadedModels` (as a worker runs them with its own)."""
     from demos.registry import DEMOS, validate
 
     assert set(SMALL_PARAMS) == set(DEMOS), "a new demo: give it small params here"
     runs = {}
     for name, params in SMALL_PARAMS.items():
-        events = list(DEMOS[name].load_runner()(validate(name, params)))
+        events = list(DEMOS[name].load_runner()(validate(name, params), models=models))
         runs[name] = json.loads(json.dumps(events))
     return runs
 

@@ -22,9 +22,10 @@ DONE = "() => ['done', 'shared'].includes(document.querySelector('.ilab-demo').d
 
 
 @pytest.fixture(scope="module")
-def recorded_runs() -> dict[str, list[dict]]:
+def recorded_runs(loaded_models) -> dict[str, list[dict]]:
     """This module's two demos only, as stand_in.record_runs records them (the session fixture records all ten)."""
-    return {name: json.loads(json.dumps(list(DEMOS[name].load_runner()(validate(name, SMALL_PARAMS[name])))))
+    return {name: json.loads(json.dumps(list(DEMOS[name].load_runner()(validate(name, SMALL_PARAMS[name]),
+                                                                       models=loaded_models))))
             for name in ("quantization", "attention")}
 
 

@@ -14,11 +14,11 @@ from inference_core import validate_event
 
 
 @pytest.fixture(scope="module")
-def engine():
-    """The engine the runner uses (load_engine caches it per name: the same object)."""
-    from inference_core import DEFAULT_MODEL, load_engine
+def engine(loaded_models):
+    """The engine the runner uses when given the session's models (the same object)."""
+    from inference_core import DEFAULT_MODEL
 
-    return load_engine(DEFAULT_MODEL)
+    return loaded_models.get(DEFAULT_MODEL)
 
 
 def test_spec_limits_the_prompt_to_32_tokens_and_the_layer_and_head_to_the_model():
@@ -84,11 +84,11 @@ def _recompute(engine, ids: list[int], layer: int, head: int):
 
 @pytest.mark.model
 @pytest.mark.parametrize("layer,head", [(16, 0), (0, 5), (29, 8)])
-def test_weights_are_causal_sum_to_one_and_match_a_recomputation(engine, layer, head):
+def test_weights_are_causal_sum_to_one_and_match_a_recomputation(engine, layer, head, loaded_models):
     import torch
 
     prompt = "The cat sat on the mat because it was tired."
-    events = list(run({"prompt": prompt, "layer": layer, "head": head}))
+    events = list(run({"prompt": prompt, "layer": layer, "head": head}, models=loaded_models))
     assert [e["type"] for e in events] == ["attention_weights"]
     ev = validate_event(events[0])
     ids = engine.encode_prompt(prompt, chat=False)
@@ -111,10 +111,10 @@ def test_weights_are_causal_sum_to_one_and_match_a_recomputation(engine, layer, 
 
 
 @pytest.mark.model
-def test_the_primers_claims_hold_for_the_default_prompt(engine):
+def test_the_primers_claims_hold_for_the_default_prompt(engine, loaded_models):
     """content/primer.md and the spec's try_next describe these heads on the default prompt."""
     def weights(layer, head):
-        ev = next(iter(run(validate("attention", {"layer": layer, "head": head}))))
+        ev = next(iter(run(validate("attention", {"layer": layer, "head": head}), models=loaded_models)))
         return ev["tokens"], ev["weights"]
 
     tokens, w = weights(*(SPEC.params[k].default for k in ("layer", "head")))
@@ -141,26 +141,27 @@ def test_a_stopped_run_emits_nothing(monkeypatch):
 
     import torch
 
-    monkeypatch.setattr("inference_core.engine.loaded_model.load_engine", lambda name: Engine())
+    from inference_core.engine.serving import LoadedModels
+
     monkeypatch.setattr("demos.catalog.attention.capture_qkv",
                         lambda engine, ids, layer: (calls.append(layer), torch.zeros(1, 9, 3, 64),
                                                     torch.zeros(1, 3, 3, 64), None)[1:])
-    assert list(run({}, should_stop=lambda: True)) == []
+    assert list(run({}, should_stop=lambda: True, models=LoadedModels(load=lambda name, device: Engine()))) == []
     assert calls == [16]
 
 
 @pytest.mark.model
-def test_every_head_of_the_layer_comes_with_the_run_so_the_picture_can_switch_head(engine):
+def test_every_head_of_the_layer_comes_with_the_run_so_the_picture_can_switch_head(engine, loaded_models):
     """`all_heads[h]` is head h's rows up to the diagonal: what a run asking for head h sends as `weights`."""
     import json
 
-    events = list(run({"prompt": DEFAULT_PROMPT, "layer": 13, "head": 8}))
+    events = list(run({"prompt": DEFAULT_PROMPT, "layer": 13, "head": 8}, models=loaded_models))
     ev = validate_event(events[0])
     assert len(ev["all_heads"]) == ev["n_heads"] == 9
     for h in (0, 4, 8):
-        other = next(iter(run({"prompt": DEFAULT_PROMPT, "layer": 13, "head": h})))["weights"]
+        other = next(iter(run({"prompt": DEFAULT_PROMPT, "layer": 13, "head": h}, models=loaded_models)))["weights"]
         for i, row in enumerate(ev["all_heads"][h]):
             assert len(row) == i + 1
             assert row == pytest.approx(other[i][: i + 1], abs=6e-5)
-    longest = next(iter(run({"prompt": " ".join(["word"] * 32), "layer": 0, "head": 0})))
+    longest = next(iter(run({"prompt": " ".join(["word"] * 32), "layer": 0, "head": 0}, models=loaded_models)))
     assert len(longest["tokens"]) == MAX_PROMPT_TOKENS and len(json.dumps(longest)) < 60_000  # still a small event

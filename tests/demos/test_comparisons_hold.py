@@ -91,8 +91,8 @@ def one_thread_module():
     torch.set_num_threads(n)
 
 
-def run_demo(name: str, params: dict) -> list[dict]:
-    events = list(DEMOS[name].load_runner()(params))
+def run_demo(name: str, params: dict, models) -> list[dict]:
+    events = list(DEMOS[name].load_runner()(params, models=models))
     for ev in events:
         validate_event(ev)
     return events
@@ -101,9 +101,9 @@ def run_demo(name: str, params: dict) -> list[dict]:
 @pytest.mark.model
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", sorted(COMPARISONS))
-def test_comparison_demo_at_its_defaults_holds(name, one_thread_module):
+def test_comparison_demo_at_its_defaults_holds(name, one_thread_module, loaded_models):
     labels, claim, params = COMPARISONS[name]
-    events = run_demo(name, params)
+    events = run_demo(name, params, loaded_models)
     comparisons = [e for e in events if e["type"] == "comparison"]
     assert len(comparisons) == 1, name
     comp = comparisons[0]
@@ -129,12 +129,12 @@ def test_comparison_demo_at_its_defaults_holds(name, one_thread_module):
 
 @pytest.mark.model
 @pytest.mark.timeout(300)
-def test_kv_cache_comparison_holds_the_engine_lock_only_after_the_served_generation(one_thread_module):
+def test_kv_cache_comparison_holds_the_engine_lock_only_after_the_served_generation(one_thread_module, loaded_models):
     """The cached generation goes through the batching service (no engine lock, so students share forward passes);
     the comparison after it runs the engine directly, so the worker must take the lock for those steps."""
     from demos.catalog import kv_cache
 
-    stream = kv_cache.run({"max_new_tokens": 4})
+    stream = kv_cache.run({"max_new_tokens": 4}, models=loaded_models)
     seen = []
     for ev in stream:
         seen.append((ev["type"], stream.needs_engine_lock))
@@ -146,9 +146,10 @@ def test_kv_cache_comparison_holds_the_engine_lock_only_after_the_served_generat
 
 @pytest.mark.model
 @pytest.mark.timeout(300)
-def test_a_comparison_whose_lesson_makes_no_claim_says_so(one_thread_module):
+def test_a_comparison_whose_lesson_makes_no_claim_says_so(one_thread_module, loaded_models):
     """One question reuses nothing, the cache or not: the lesson makes no claim, and no block is shared."""
-    events = run_demo("prefix-caching", {"questions": "How much does printing cost?", "max_new_tokens": 1})
+    events = run_demo("prefix-caching", {"questions": "How much does printing cost?", "max_new_tokens": 1},
+                      loaded_models)
     comp = next(e for e in events if e["type"] == "comparison")
     assert comp["claim"] == ""
     assert counters_of(comp)["with the prefix cache"]["KV blocks shared"] == 0
@@ -156,9 +157,9 @@ def test_a_comparison_whose_lesson_makes_no_claim_says_so(one_thread_module):
 
 @pytest.mark.model
 @pytest.mark.timeout(300)
-def test_one_request_shares_no_forward_pass_so_serving_makes_no_claim(one_thread_module):
+def test_one_request_shares_no_forward_pass_so_serving_makes_no_claim(one_thread_module, loaded_models):
     """Batched or not, a lone request runs the same passes: the lesson claims nothing, and the verdict says so."""
-    events = run_demo("serving-load", {"n_requests": 1, "max_new_tokens": 2})
+    events = run_demo("serving-load", {"n_requests": 1, "max_new_tokens": 2}, loaded_models)
     comp = next(e for e in events if e["type"] == "comparison")
     assert comp["claim"] == ""
     c = counters_of(comp)

@@ -209,10 +209,10 @@ def test_flash_attention_lesson_uses_the_registry_default():
 
 
 @pytest.mark.model
-def test_flash_attention_default_run_tiles_and_skips():
+def test_flash_attention_default_run_tiles_and_skips(loaded_models):
     from demos.catalog.flash_attention import run
 
-    compare = next(ev for ev in run(validate("flash-attention", {})) if ev["type"] == "attention_compare")
+    compare = next(ev for ev in run(validate("flash-attention", {}), models=loaded_models) if ev["type"] == "attention_compare")
     assert compare["tiles_computed"] >= 6 and compare["tiles_skipped"] >= 3
     assert compare["naive_score_bytes"] / compare["tile_bytes"] >= 9  # "Ratio" well above 1.0×
     assert compare["max_abs_diff"] < 1e-4

@@ -15,10 +15,10 @@ pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
-def model():
-    from inference_core import DEFAULT_MODEL, load_engine
+def model(loaded_models):
+    from inference_core import DEFAULT_MODEL
 
-    return load_engine(DEFAULT_MODEL).model
+    return loaded_models.get(DEFAULT_MODEL).model
 
 
 @pytest.mark.parametrize("fmt,projection,group", [("int4-g128", "w_down", 128), ("nf4", "wqkv", 64),

@@ -7,10 +7,8 @@ from engine_reference import hf_reference
 
 
 @pytest.fixture(scope="session")
-def engine():
-    from inference_core import load_engine
-
-    return load_engine("smollm2-135m", device="cpu")
+def engine(loaded_models):
+    return loaded_models.get("smollm2-135m", device="cpu")
 
 
 @pytest.fixture(scope="session")

@@ -35,10 +35,10 @@ def test_percentile_nearest_rank():
 
 
 @pytest.mark.model
-def test_prefill_decode_run_streams_valid_events(engine):
+def test_prefill_decode_run_streams_valid_events(engine, loaded_models):
     from demos.catalog.prefill_decode import run
 
-    events = list(run({"prompt": "The capital of France is", "max_new_tokens": 3, "repeat_prompt": 2}))
+    events = list(run({"prompt": "The capital of France is", "max_new_tokens": 3, "repeat_prompt": 2}, models=loaded_models))
     for ev in events:
         validate_event(ev)
     kinds = [e["type"] for e in events]
@@ -52,10 +52,10 @@ def test_prefill_decode_run_streams_valid_events(engine):
 
 @pytest.mark.model
 @pytest.mark.parametrize("mode", ["sequential", "batched"])
-def test_serving_load_same_text_either_way(engine, mode):
+def test_serving_load_same_text_either_way(engine, mode, loaded_models):
     from demos.catalog.serving_load import run
 
-    events = list(run({"n_requests": 2, "max_new_tokens": 3, "mode": mode}))
+    events = list(run({"n_requests": 2, "max_new_tokens": 3, "mode": mode}, models=loaded_models))
     for ev in events:
         validate_event(ev)
     done = sorted((e for e in events if e["type"] == "load_request"), key=lambda e: e["request_id"])

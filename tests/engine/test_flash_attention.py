@@ -69,13 +69,13 @@ def test_traffic_model():
 
 
 @pytest.mark.model
-def test_real_layer_qkv_agree(engine):
+def test_real_layer_qkv_agree(engine, loaded_models):
     """On the real model's q/k/v (GQA 9:3) the tiled pass matches naive attention and the engine's SDPA."""
     from demos.catalog.flash_attention import run
     from inference_core.engine.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is Paris, and the capital of Italy is", "layer": 3,
-                       "block_size": 4}))
+                       "block_size": 4}, models=loaded_models))
     for ev in events:
         validate_event(ev)
     compare, walk, *timing, curve = events

@@ -335,13 +335,13 @@ def few_tokens(spec) -> dict:
 
 
 @pytest.mark.model
-def test_every_demo_runner_generates_through_step(trace, engine):
+def test_every_demo_runner_generates_through_step(trace, engine, loaded_models):
     from demos.catalog import DEMOS
 
     generated: dict[str, int] = {}
     for name, spec in DEMOS.items():
         steps = trace.steps
-        events = list(spec.load_runner()(few_tokens(spec)))
+        events = list(spec.load_runner()(few_tokens(spec), models=loaded_models))
         assert events, name
         generated[name] = trace.steps - steps
         assert_one_loop(trace)

@@ -130,6 +130,27 @@ def test_a_build_lock_left_by_a_killed_build_does_not_hang_the_next_load():
     assert not (module_file.parent / "lock").exists()
 
 
+def test_the_kernels_load_once_per_process_and_a_failed_build_is_not_retried(monkeypatch):
+    """The compiled module is kept in the interpreter's module table (no module of ours holds it): every later
+    load is that object. A build that fails is tried once; later loads answer None with its reason at once."""
+    settings = engine_settings()
+    first = quant_kernels.load(settings)
+    assert first is not None and quant_kernels.load(settings) is first
+    assert sys.modules[quant_kernels.COMPILED] is first
+
+    builds = []
+
+    def failing_build(cache_dir):
+        builds.append(cache_dir)
+        raise OSError("no compiler here")
+
+    monkeypatch.delitem(sys.modules, quant_kernels.COMPILED)  # as in a fresh process (restored afterwards)
+    monkeypatch.setattr(quant_kernels, "_build", failing_build)
+    assert quant_kernels.load(settings) is None and quant_kernels.load(settings) is None
+    assert quant_kernels.why_unavailable(settings) == "build failed: OSError: no compiler here"
+    assert len(builds) == 1
+
+
 def test_torch_fallback_matches_kernel(monkeypatch):
     w, x = _w(64, 576), torch.randn(1, 576)
     fast = {f: linears.quantize_linear(w, f)(x) for f in FORMATS}
@@ -272,12 +293,12 @@ def test_generate_quant_cli_leaves_cached_engine_fp32(engine, capsys):
 
 
 @pytest.mark.model
-def test_quantization_demo_events_validate(engine):
+def test_quantization_demo_events_validate(engine, loaded_models):
     from demos.catalog.quantization import run
     from inference_core.engine.trace import validate_event
 
     events = list(run({"prompt": "The capital of France is", "format": "nf4", "layer": 2,
-                       "projection": "wqkv", "max_new_tokens": 3}))
+                       "projection": "wqkv", "max_new_tokens": 3}, models=loaded_models))
     for ev in events:
         validate_event(ev)
     types = [e["type"] for e in events]

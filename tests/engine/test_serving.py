@@ -7,7 +7,7 @@ import pytest
 
 from inference_core import GenerationParams
 from inference_core.engine.scheduler import SchedulerConfig
-from inference_core.engine.serving import EngineService
+from inference_core.engine.serving import EngineService, LoadedModels
 from inference_core.engine.trace import RunFinished, TokenStep, validate_event
 
 PROMPTS = ["The capital of France is", "def add(a, b):\n    return", "Once upon a time, a robot",
@@ -109,14 +109,14 @@ def test_no_cache_requests_are_refused(tiny_model):
 
 
 @pytest.mark.model
-def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine):
+def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine, loaded_models):
     """The worker serialises `next()` on the engine lock only for direct engine runs: a cached run goes
     through the thread-safe batching service, and holding the lock while it waits for its token would
     let concurrent students reach the service one at a time (measured: mean batch 2.2 instead of 15)."""
     from demos.catalog.kv_cache import run as kv_cache_run
 
-    cached = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": True})
-    direct = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": False})
+    cached = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": True}, models=loaded_models)
+    direct = kv_cache_run({"prompt": "Hello", "max_new_tokens": 2, "use_cache": False}, models=loaded_models)
     try:
         assert cached.needs_engine_lock is False and direct.needs_engine_lock is True
         cached_events, direct_events = list(cached), list(direct)
@@ -130,3 +130,31 @@ def test_kv_cache_runner_says_when_the_worker_must_hold_the_engine_lock(engine):
         assert set(types[4:-1]) == {"comparison_sample"}
     assert cached.needs_engine_lock is True  # the comparison ran the engine directly: the worker took the lock
     assert cached_events[3]["token_ids"] == direct_events[3]["token_ids"]
+
+
+def test_a_processs_loaded_models_load_once_and_keep_one_service_each(tiny_model):
+    """What a worker's second run finds: the model it loaded (never reloaded, even when several task threads ask
+    first at once) and the batching service it started; stats readers look without loading or starting."""
+    from inference_core import LoadedModel
+
+    loads = []
+
+    def load(name, device=None):
+        loads.append((name, device))
+        return LoadedModel(name, tiny_model, None, tiny_model.tok_embeddings.weight.device)
+
+    models = LoadedModels(load=load)
+    assert models.loaded("tiny") is None and models.existing_service("tiny") is None
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(models.get("tiny"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(got) == 4 and all(m is got[0] for m in got) and loads == [("tiny", None)]
+    assert models.loaded("tiny") is got[0]
+    service = models.service("tiny")
+    assert models.service("tiny") is service and models.existing_service("tiny") is service
+    assert service.engine is got[0] and loads == [("tiny", None)]
+    models.get("tiny", device="cpu")  # another device is another model
+    assert loads == [("tiny", None), ("tiny", "cpu")]

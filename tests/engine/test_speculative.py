@@ -384,11 +384,11 @@ def test_a_speculative_request_beside_a_plain_one_is_token_identical_on_the_real
 
 
 @pytest.mark.model
-def test_demo_runner_streams_valid_events(engine):
+def test_demo_runner_streams_valid_events(engine, loaded_models):
     from demos.catalog.speculative import run
 
     events = list(run({"prompt": "one two three one two three one two", "chat": False, "draft": "ngram", "k": 3,
-                       "max_new_tokens": 6}))
+                       "max_new_tokens": 6}, models=loaded_models))
     types = [e["type"] for e in events]
     assert types[:3] == ["run_started", "spec_baseline", "spec_started"]
     assert types[-2 - 7:-7] == ["spec_finished", "run_finished"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -23,8 +24,20 @@ from types import ModuleType
 _HERE = Path(__file__).parent
 _SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
 _HEADERS = [_HERE / "linear.h"]
-_lock = threading.Lock()
-_state: dict[str, object] = {}
+_build_lock = threading.Lock()  # two threads of one process never build at once (the flock orders processes)
+# Where this process keeps the outcome of its one load: Python's own table of loaded modules, which owns the
+# extension module as it owns every imported one, so no module of ours keeps it. The compiled module is registered
+# as this package's submodule (`import inference_core.kernels.quant_kernels.compiled` then finds it); a build that
+# failed here is registered as an `Unavailable` stand-in carrying the reason, so it is not tried again.
+COMPILED = f"{__name__}.compiled"
+
+
+class Unavailable(ModuleType):
+    """What `COMPILED` names when this process has no kernels: the reason, in place of the module."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(COMPILED, f"quant kernels unavailable: {reason}")
+        self.reason = reason
 
 
 def _cpu_has_avx2() -> bool:
@@ -36,29 +49,38 @@ def _cpu_has_avx2() -> bool:
 
 
 def load(settings) -> ModuleType | None:
-    """The compiled kernels, built once per source version; None (with a reason) when unavailable. `settings`: the
-    engine's (`model.config.engine_settings()`, passed in by the caller so that this loader imports nothing of the
-    engine and the quantized layers above it stay one level up)."""
-    with _lock:
-        if "module" in _state:
-            return _state["module"]  # type: ignore[return-value]
-        module, reason = None, ""
-        if not settings.quant_kernels:
-            reason = "disabled by INFERENCE_QUANT_KERNELS=torch"
-        elif not _cpu_has_avx2():
-            reason = "CPU lacks AVX2/FMA/F16C"
-        else:
-            try:
-                module = _build(settings.cache_dir)
-            except Exception as exc:  # compiler missing, headers missing, link error…
-                reason = f"build failed: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-        _state["module"], _state["reason"] = module, reason
-        return module
+    """The compiled kernels, built (or loaded from the cache) once per process; None when unavailable (see
+    `why_unavailable`). `settings`: the engine's (`model.config.engine_settings()`, passed in by the caller so
+    that this loader imports nothing of the engine and the quantized layers above it stay one level up). Called
+    per quantized matmul: after the first call, one dictionary lookup."""
+    if not settings.quant_kernels:
+        return None
+    loaded = sys.modules.get(COMPILED)
+    if loaded is None:
+        with _build_lock:
+            loaded = sys.modules.get(COMPILED)
+            if loaded is None:
+                loaded = sys.modules[COMPILED] = _load_once(settings)
+    return None if type(loaded) is Unavailable else loaded
 
 
 def why_unavailable(settings) -> str:
-    load(settings)
-    return str(_state.get("reason", ""))
+    """"" when `load(settings)` gives the kernels, else why not (for reports and the demo page)."""
+    if not settings.quant_kernels:
+        return "disabled by INFERENCE_QUANT_KERNELS=torch"
+    return "" if load(settings) is not None else sys.modules[COMPILED].reason
+
+
+def _load_once(settings) -> ModuleType:
+    """The compiled module, or a stand-in that says why there is none."""
+    if not _cpu_has_avx2():
+        reason = "CPU lacks AVX2/FMA/F16C"
+    else:
+        try:
+            return _build(settings.cache_dir)
+        except Exception as exc:  # compiler missing, headers missing, link error…
+            reason = f"build failed: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    return Unavailable(reason)
 
 
 def _build(cache_dir: Path) -> ModuleType:
