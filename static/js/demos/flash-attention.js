@@ -21,12 +21,13 @@ const SETTLE_MS = 150;
 const BLUE = "#1f77b4";
 const ORANGE = "#f97316";
 
-/** The accumulator's image is a few pixels stretched over its cells: crisp cells, not a blur. */
+/** The accumulator's image is a few pixels stretched over its cells: crisp cells, not a blur. The two charts a
+ * step redraws are contained: their changes restyle and lay out only themselves, not the page around them. */
 function pixelatedImages() {
   if (document.getElementById("ilab-flash-style")) return;
   const style = document.createElement("style");
   style.id = "ilab-flash-style";
-  style.textContent = ".ilab-flash__stats image { image-rendering: pixelated; }";
+  style.textContent = ".ilab-flash__stats image { image-rendering: pixelated; } .ilab-flash__step { contain: content; }";
   document.head.appendChild(style);
 }
 
@@ -43,13 +44,14 @@ export function mount(root, config = {}) {
   const weights = chartBlock("Bar chart: how much the last token attends to each earlier token");
   const grid = chartBlock("Grid: which query-by-key tiles a causal tiled pass computes and which it skips");
   const stats = chartBlock("Profiles and heatmap: for the lit query tile, each query's running max m and running sum l, and the first dimensions of its output accumulator, after the lit key tile");
-  const headPick = el("select", { class: "ilab-flash__head" });
+  const headPick = el("select", { class: "ilab-flash__head", "aria-label": "Head whose tile walk the timeline shows" });
   const headNote = el("span", { class: "ilab-calc__summary" });
   const headLabel = el("label", {}, "Head shown ", headPick, " ", headNote);
   // Which tile the profiles are after, as text beside the chart: a Plotly title change would cost a relayout a step.
   const litTile = el("p", { class: "ilab-flash__lit", "aria-hidden": "true" });
   stats.figure.prepend(headLabel, litTile);
-  stats.chart.classList.add("ilab-flash__stats");
+  stats.chart.classList.add("ilab-flash__stats", "ilab-flash__step");
+  grid.chart.classList.add("ilab-flash__step");
   pixelatedImages();
   const curve = chartBlock("Log-log line chart: bytes of the N by N score matrix and of memory traffic against sequence length, naive against tiled");
   const why = whyNote();
@@ -67,10 +69,12 @@ export function mount(root, config = {}) {
     },
     onStart(params) {
       cmp.reset();
+      // a resumed run's own settings
       fillForm({ prompt: prompt.input, layer: layer.input, head: head.input, block_size: block.input }, params);
       walkEvent = null;
       headShown = null;
-      shownFrame = null; // a resumed run's own settings
+      shownFrame = null;
+      clearTimeout(settle);
       for (const k of ["n", "diff", "diffSdpa", "scores", "tile", "ratio", "tiles", "times"]) out.set(k, "–");
       showWhy(why, "");
     },
@@ -155,9 +159,8 @@ export function mount(root, config = {}) {
     headPick.replaceChildren(...heads.map((h) => el("option", { value: String(h), text: `head ${h}` })));
     headPick.value = String(headShown);
     headPick.disabled = heads.length < 2;
-    headPick.setAttribute("aria-label", "Head whose tile walk the timeline shows");
     headNote.textContent = heads.length > 1 ? `(this run carries all ${heads.length} heads of its layer)`
-      : `(a run this long carries one head's walk: set Head in the settings, ${formatRange()}, and run again for another)`;
+      : `(a run this long carries one head's walk: set Head in the settings, ${sp.min("head")}–${sp.max("head")}, and run again for another)`;
     headLabel.hidden = false;
     const some = ev.q_blocks.length < ev.n_q_blocks;
     stats.summary.textContent = `The online softmax of head ${headShown}, tile by tile: ${ev.tiles.length} tiles of ` +
@@ -165,7 +168,6 @@ export function mount(root, config = {}) {
         : `all ${ev.n_q_blocks} query tiles`) + `. Move the timeline: rows in orange are those whose max rose at the lit tile, ` +
       `so their l and accumulator were scaled down by exp(m_old − m_new) first.`;
   }
-  const formatRange = () => `${sp.min("head")}–${sp.max("head")}`;
 
   let shownFrame = null; // "head:query tile" whose axes the stats chart has now
   let settle = 0;
