@@ -256,3 +256,18 @@ def test_scrubbing_the_largest_walk_frame_rate(live_server, chromium, size):
     for context, page in pages.values():
         assert page.errors == [], page.errors
         context.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_shared_before_heads_were_carried_draws_its_one_head(live_server, stand_in, recorded_runs):
+    """A trace stored before `heads` and `n_heads` existed: its share link walks `head` with `tiles`, as before."""
+    events = [{k: v for k, v in e.items() if k not in ("heads", "n_heads")} if e["type"] == "flash_tile_walk" else e
+              for e in recorded_runs[DEMO]]
+    walk = next(e for e in events if e["type"] == "flash_tile_walk")
+    open_shared(stand_in, live_server.url, events, SMALL_PARAMS[DEMO])
+    shown = tile_shown(stand_in)
+    assert shown["heads"] == [walk["head"]] and shown["headDisabled"]
+    i = middle_rescaling_step(walk["tiles"])
+    scrub_to(stand_in, DEMO, i)
+    assert_tile(stand_in, {**walk, "heads": [{"head": walk["head"], "tiles": walk["tiles"]}]}, walk["head"], i)
+    assert stand_in.errors == []

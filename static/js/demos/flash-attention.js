@@ -160,7 +160,7 @@ export function mount(root, config = {}) {
     headPick.value = String(headShown);
     headPick.disabled = heads.length < 2;
     headNote.textContent = heads.length > 1 ? `(this run carries all ${heads.length} heads of its layer)`
-      : `(a run this long carries one head's walk: set Head in the settings, ${sp.min("head")}–${sp.max("head")}, and run again for another)`;
+      : `(this run carries one head's walk, its prompt being long: set Head in the settings, ${sp.min("head")}–${sp.max("head")}, and run again for another)`;
     headLabel.hidden = false;
     const some = ev.q_blocks.length < ev.n_q_blocks;
     stats.summary.textContent = `The online softmax of head ${headShown}, tile by tile: ${ev.tiles.length} tiles of ` +
