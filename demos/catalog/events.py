@@ -86,7 +86,8 @@ class FlashTileWalk(TraceEvent):
     q_blocks: list[int]  # the query tiles walked, in order: every one, or as many as the size budget allows
     tiles: list[dict]  # per computed tile, in walk order: q_block, k_block, m, l, rescale (one per row), acc (rows × acc_dims)
     # Added later (older traces lack them: read as one head, `head`, with `tiles`): the layer's query heads, and
-    # the walks carried, [{head, tiles}] in head order: every head when they fit the budget, else `head` alone.
+    # the heads carried, in head order: every head when they fit the budget, else `head` alone; [{head, tiles}],
+    # where `head`'s own entry is {head} (its tiles are `tiles`).
     n_heads: int | None = None
     heads: list[dict] | None = None
 

@@ -149,15 +149,16 @@ def walk_rows(tiles: list[dict]) -> int:
 def tile_walk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: int, block_k: int,
               head: int = WALK_HEAD) -> FlashTileWalk:
     """The walk of query head `head` (`head`, `tiles`) and, when every head's walk together fits
-    WALK_ALL_HEADS_MAX_ROWS, all heads' walks in `heads` (the chosen one's tiles are the same list); otherwise
-    `heads` holds the chosen head's walk only. Every head walks the same tiles in the same order."""
+    WALK_ALL_HEADS_MAX_ROWS, all heads in `heads`, in head order; otherwise `heads` lists the chosen head only.
+    The chosen head's entry is `{head}` alone (its tiles are `tiles`: the trace never holds a walk twice); the
+    others' are `{head, tiles}`. Every head walks the same tiles in the same order."""
     n, n_heads = q.shape[2], q.shape[1]
     blocks = walked_query_blocks(n, block_q, block_k)
     tiles = head_tiles(q, k, v, block_q, block_k, head, blocks)
     walked = [head]
     if walk_rows(tiles) * n_heads <= WALK_ALL_HEADS_MAX_ROWS:
         walked = list(range(n_heads))
-    heads = [{"head": h, "tiles": tiles if h == head else head_tiles(q, k, v, block_q, block_k, h, blocks)}
+    heads = [{"head": h} if h == head else {"head": h, "tiles": head_tiles(q, k, v, block_q, block_k, h, blocks)}
              for h in walked]
     return FlashTileWalk(head=head, n_tokens=n, block_q=block_q, block_k=block_k, n_q_blocks=-(-n // block_q),
                          n_k_blocks=-(-n // block_k), acc_dims=min(WALK_ACC_DIMS, v.shape[-1]), q_blocks=blocks,

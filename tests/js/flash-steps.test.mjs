@@ -37,9 +37,10 @@ test("captions: the first tile starts the state, a risen max rescales, the last 
   assert.match(tileCaption(walk, flat, false), /no row's max rose: l and the accumulator just add this tile \(rescale 1\)\.$/);
 });
 
-// The same walk for two heads, as a run small enough to carry every head sends it (`tiles` stay the run's head's).
+// The same walk for two heads, as a run small enough to carry every head sends it (`tiles` stay the run's head's,
+// and its entry in `heads` points there).
 const other = walk.tiles.map((t) => ({ ...t, m: t.m.map((x) => x + 1), rescale: t.k_block ? [1, 1, 1] : t.rescale }));
-const both = { ...walk, head: 1, n_heads: 2, tiles: other, heads: [{ head: 0, tiles: walk.tiles }, { head: 1, tiles: other }] };
+const both = { ...walk, head: 1, n_heads: 2, tiles: other, heads: [{ head: 0, tiles: walk.tiles }, { head: 1 }] };
 
 test("heads: every head the event carries, the run's own by default; an old trace is its one head", () => {
   assert.deepEqual(walkHeads(both), [0, 1]);

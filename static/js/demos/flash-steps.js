@@ -44,9 +44,10 @@ export function walkHeads(walk) {
   return Array.isArray(walk.heads) && walk.heads.length ? walk.heads.map((h) => h.head) : [walk.head];
 }
 
-/** The tiles of head `head` (the run's own head when that one is not carried). */
+/** The tiles of head `head` (the run's own head when that one is not carried); the run's head's entry in
+ * `heads` has no tiles of its own: they are the event's `tiles`. */
 function headTiles(walk, head) {
-  const found = Array.isArray(walk.heads) ? walk.heads.find((h) => h.head === head) : null;
+  const found = Array.isArray(walk.heads) ? walk.heads.find((h) => h.head === head && h.tiles) : null;
   return found ? [found.head, found.tiles] : [walk.head, walk.tiles];
 }
 
