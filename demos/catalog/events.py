@@ -71,11 +71,12 @@ class AttentionCompare(TraceEvent):
 
 @event("flash_tile_walk")
 class FlashTileWalk(TraceEvent):
-    """The online softmax tile by tile for one head of the captured layer: after each computed
-    (query tile, key tile), that query tile's running max `m`, running sum `l` and unnormalized output
-    accumulator `acc` per query row, and the factor exp(m_old − m_new) that rescaled `l` and `acc` first."""
+    """The online softmax tile by tile for the chosen head of the captured layer (and every head when they fit
+    the size budget): after each computed (query tile, key tile), that query tile's running max `m`, running sum
+    `l` and unnormalized output accumulator `acc` per query row, and the factor exp(m_old − m_new) that rescaled
+    `l` and `acc` first."""
 
-    head: int  # the query head walked (its KV head is head // (n_heads / n_kv_heads))
+    head: int  # the query head chosen by the run (its KV head is head // (n_heads / n_kv_heads)); `tiles` are its
     n_tokens: int
     block_q: int
     block_k: int
@@ -84,6 +85,11 @@ class FlashTileWalk(TraceEvent):
     acc_dims: int  # the first acc_dims of the head's dimensions are kept in `acc`
     q_blocks: list[int]  # the query tiles walked, in order: every one, or as many as the size budget allows
     tiles: list[dict]  # per computed tile, in walk order: q_block, k_block, m, l, rescale (one per row), acc (rows × acc_dims)
+    # Added later (older traces lack them: read as one head, `head`, with `tiles`): the layer's query heads, and
+    # the heads carried, in head order: every head when they fit the budget, else `head` alone; [{head, tiles}],
+    # where `head`'s own entry is {head} (its tiles are `tiles`).
+    n_heads: int | None = None
+    heads: list[dict] | None = None
 
 
 @event("attention_memory_curve")

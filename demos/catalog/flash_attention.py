@@ -4,7 +4,8 @@ A capturing attention backend runs the real model up to the chosen layer and kee
 q, k, v; both implementations then attend over them. Emits `attention_compare` (agreement, timings, the
 bytes of the N×N matrix vs one tile), the two timed in alternating repeats (`comparison_sample`…, `comparison`,
 see `comparison.py`), `attention_memory_curve` (how those grow with N) and `flash_tile_walk` (the online softmax's
-running max, running sum and output accumulator after every tile of one head, for the page's step timeline).
+running max, running sum and output accumulator after every tile, for the chosen head and, when they fit the same
+size budget, every head of the layer, for the page's step timeline).
 """
 from __future__ import annotations
 
@@ -70,6 +71,10 @@ WALK_MAX_ROWS = 4096  # Σ over recorded tiles of the query rows in the tile
 WALK_MAX_TILES = 512
 WALK_ACC_DIMS = 8
 WALK_HEAD = 0
+# Every head of the layer travels in the event when all their walks together stay within one walk's row budget
+# (the trace is never larger than one long walk: a short prompt carries all heads, the student switches after the
+# run); otherwise only the head the run's `head` setting chose.
+WALK_ALL_HEADS_MAX_ROWS = WALK_MAX_ROWS
 
 
 def _sig(x: float) -> float:
@@ -99,9 +104,10 @@ def walked_query_blocks(n_tokens: int, block_q: int, block_k: int) -> list[int]:
     return [n_q - 1]
 
 
-def tile_walk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: int, block_k: int,
-              head: int = WALK_HEAD) -> FlashTileWalk:
-    """The causal online softmax of `tiled_attention`, for one query head, recording the state after each tile.
+def head_tiles(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: int, block_k: int, head: int,
+               blocks: list[int]) -> list[dict]:
+    """The causal online softmax of `tiled_attention` for one query head over query tiles `blocks`, recording the
+    state after each tile.
 
     Same invariant: after key tiles 0..j of a query tile, m = the largest score per row so far, l = Σ exp(s − m),
     acc = Σ exp(s − m) · v; a larger max first rescales l and acc by exp(m_old − m_new). acc / l after the last
@@ -113,7 +119,6 @@ def tile_walk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: int, b
     qh = q[0, head].float() / q.shape[-1] ** 0.5
     kh, vh = k[0, kv_head].float(), v[0, kv_head].float()
     dims = min(WALK_ACC_DIMS, vh.shape[-1])
-    blocks = walked_query_blocks(n, block_q, block_k)
     tiles = []
     for qb in blocks:
         qs, qe = qb * block_q, min((qb + 1) * block_q, n)
@@ -135,8 +140,30 @@ def tile_walk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: int, b
                           "l": [_sig(x) for x in l[:, 0].tolist()],
                           "rescale": [_sig(x) for x in rescale[:, 0].tolist()],
                           "acc": [[_sig(x) for x in row] for row in acc[:, :dims].tolist()]})
+    return tiles
+
+
+def walk_rows(tiles: list[dict]) -> int:
+    return sum(len(t["m"]) for t in tiles)
+
+
+def tile_walk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_q: int, block_k: int,
+              head: int = WALK_HEAD) -> FlashTileWalk:
+    """The walk of query head `head` (`head`, `tiles`) and, when every head's walk together fits
+    WALK_ALL_HEADS_MAX_ROWS, all heads in `heads`, in head order; otherwise `heads` lists the chosen head only.
+    The chosen head's entry is `{head}` alone (its tiles are `tiles`: the trace never holds a walk twice); the
+    others' are `{head, tiles}`. Every head walks the same tiles in the same order."""
+    n, n_heads = q.shape[2], q.shape[1]
+    blocks = walked_query_blocks(n, block_q, block_k)
+    tiles = head_tiles(q, k, v, block_q, block_k, head, blocks)
+    walked = [head]
+    if walk_rows(tiles) * n_heads <= WALK_ALL_HEADS_MAX_ROWS:
+        walked = list(range(n_heads))
+    heads = [{"head": h} if h == head else {"head": h, "tiles": head_tiles(q, k, v, block_q, block_k, h, blocks)}
+             for h in walked]
     return FlashTileWalk(head=head, n_tokens=n, block_q=block_q, block_k=block_k, n_q_blocks=-(-n // block_q),
-                         n_k_blocks=-(-n // block_k), acc_dims=dims, q_blocks=blocks, tiles=tiles)
+                         n_k_blocks=-(-n // block_k), acc_dims=min(WALK_ACC_DIMS, v.shape[-1]), q_blocks=blocks,
+                         tiles=tiles, n_heads=n_heads, heads=heads)
 
 
 NAIVE, TILED = "naive", "tiled"
@@ -171,6 +198,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
     engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
     cfg = engine.config
     layer = min(int(params["layer"]), cfg.n_layers - 1)
+    head = min(int(params["head"]), cfg.n_heads - 1)
     block = int(params["block_size"])
     ids = engine.encode_prompt(params["prompt"], chat=False)
     q, k, v = capture_qkv(engine, ids, layer)
@@ -218,7 +246,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
         last_row_weights=[float(x) for x in last[0, :, 0].mean(dim=0)],
     ).to_dict()
     with torch.inference_mode():
-        yield tile_walk(q, k, v, block, block).to_dict()
+        yield tile_walk(q, k, v, block, block, head).to_dict()
     yield from samples
     curve_block = 128  # a typical GPU tile edge for head_dim 64
     traffic = [hbm_traffic(n, cfg.head_dim, CURVE_BYTES_PER_VALUE, curve_block) for n in CURVE_N]
@@ -244,6 +272,10 @@ SPEC = DemoSpec(
         "prompt": ParamSpec("str", default=DEFAULT_PROMPT, label="Prompt", max_chars=4000,
                             max_tokens=max_prompt_tokens_limit),
         "layer": ParamSpec("int", default=0, label="Layer", min_value=0, max_value=29),
+        # SmolLM2-135M's 9 query heads per layer (a larger model's extra heads are clamped, as its layers are)
+        "head": ParamSpec("int", default=WALK_HEAD, label="Head of the tile walk", min_value=0, max_value=8,
+                          help="the query head whose online softmax the step timeline walks; a short run "
+                               "carries every head of the layer, to switch after the run"),
         "block_size": ParamSpec("int", default=16, label="Tile size (queries and keys)", min_value=4,
                                 max_value=128),
     },

@@ -1,12 +1,13 @@
 """The step timelines of the speculative and FlashAttention demos, on runs recorded from their real runners: scrub
 to a middle step and the picture shows that step's data (a round's accepted and rejected guesses with the target's
-correction, aligned with the text so far; the lit tile and its query tile's running max, sum and accumulator),
+correction, aligned with the text so far; the lit tile and its query tile's running max, sum and accumulator, see also test_timeline_flash_heads.py),
 with its caption; the same on a share link."""
 from __future__ import annotations
 
 import pytest
 
 from stand_in import SMALL_PARAMS, scrub_to, store_finished_run, timeline_state
+from test_timeline_flash_heads import assert_tile, middle_rescaling_step
 
 pytestmark = [pytest.mark.browser, pytest.mark.model, pytest.mark.timeout(600)]
 
@@ -86,50 +87,21 @@ def test_speculative_timeline_shows_each_rounds_verdict_in_the_text_live_and_sha
     assert stand_in.errors == []
 
 
-def tile_shown(page) -> dict:
-    return page.evaluate("""() => {
-      const root = document.querySelector('[data-demo="flash-attention"]');
-      const charts = [...root.querySelectorAll('.ilab-calc__chart')];
-      const grid = charts.find((c) => c.getAttribute('aria-label').startsWith('Grid:'));
-      const stats = charts.find((c) => c.getAttribute('aria-label').startsWith('Profiles and heatmap'));
-      const lit = grid.layout.shapes[1];
-      return {lit: [Math.round(lit.y0 + 0.5), Math.round(lit.x0 + 0.5)], m: stats.data[0].x, l: stats.data[1].x,
-              acc: stats.data[2].z, rows: stats.data[0].y, rose: stats.data[3].y,
-              title: stats.layout.title.text};
-    }""")
-
-
 def check_tile(page, events: list[dict]) -> None:
+    """The run's head: a middle tile that rescaled rows, the first and the last (test_timeline_flash_heads.py
+    checks the picture of a step, and the other heads)."""
     walk = next(e for e in events if e["type"] == "flash_tile_walk")
     tiles = walk["tiles"]
     assert len(tiles) >= 3
     state = timeline_state(page, "flash-attention")
     assert state["steps"] == len(tiles)
-    # A middle tile that rescaled some rows, where there is one.
-    mid = len(tiles) // 2
-    rescaled = [i for i, t in enumerate(tiles) if t["k_block"] > 0 and any(r < 1 for r in t["rescale"])]
-    i = min(rescaled, key=lambda j: abs(j - mid)) if rescaled else mid
-    tile = tiles[i]
-    state = scrub_to(page, "flash-attention", i)
-    shown = tile_shown(page)
-    assert shown["lit"] == [tile["q_block"], tile["k_block"]]
-    assert shown["m"] == tile["m"] and shown["l"] == tile["l"] and shown["acc"] == tile["acc"]
-    assert shown["rows"][0] == tile["q_block"] * walk["block_q"]
-    assert shown["title"].startswith(f"Query tile {tile['q_block']} after key tile {tile['k_block']}")
-    rose = [r for r in tile["rescale"] if 0 < r < 1]
-    start = tile["q_block"] * walk["block_q"]
-    assert shown["rose"] == [start + j for j, r in enumerate(tile["rescale"]) if 0 < r < 1]  # rows whose max rose
-    caption = state["caption"]
-    assert caption.startswith(f"Query tile {tile['q_block']} × key tile {tile['k_block']} "), caption
-    if tile["k_block"] == 0:
-        assert "nothing to rescale" in caption
-    elif rose:
-        assert f"the running max rose in {len(rose)} of {len(tile['rescale'])} rows" in caption
-    else:
-        assert "no row's max rose" in caption
+    i = middle_rescaling_step(tiles)
+    scrub_to(page, "flash-attention", i)
+    assert_tile(page, walk, walk["head"], i)
     # The first step and the last: the walk starts at query tile 0's first key tile and ends on the last tile.
-    scrub_to(page, "flash-attention", 0)
-    assert tile_shown(page)["lit"] == [tiles[0]["q_block"], 0]
+    state = scrub_to(page, "flash-attention", 0)
+    assert_tile(page, walk, walk["head"], 0)
+    assert "nothing to rescale" in state["caption"]
     state = scrub_to(page, "flash-attention", len(tiles) - 1)
     assert state["caption"].endswith("its output is acc / l.")
 
