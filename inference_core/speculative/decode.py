@@ -1,25 +1,11 @@
-"""Speculative decoding (Leviathan et al. 2023, arXiv:2211.17192; Chen et al. 2023, arXiv:2302.01318).
+"""Speculative decoding (Leviathan et al. 2023, arXiv:2211.17192; Chen et al. 2023, arXiv:2302.01318), with
+**p = the draft's distribution, q = the target's** (Chen et al.; Leviathan et al. swap the letters).
 
-Notation, as in the issue and Chen et al.: **p = the draft's distribution, q = the target's**.
-(Leviathan et al. write the same algorithm with the letters swapped: their M_p is the target model and
-M_q the approximation. Every trace field says which model it belongs to: `p_draft`, `q_target`.)
-
-One round, with the committed sequence x_1..x_n whose last token is not yet in the target's cache:
-  1. the draft proposes d_1..d_k, each d_i drawn from p_i (deterministic drafts: p_i is one-hot);
-  2. the target runs ONE forward over [x_n, d_1..d_k] (k+1 positions) giving q_1..q_{k+1};
-  3. for i = 1..k: accept d_i with probability min(1, q_i(d_i) / p_i(d_i)); at the first rejection,
-     emit a sample from the residual norm(max(0, q_i − p_i)) and stop;
-  4. if all k were accepted, emit a bonus token from q_{k+1}.
-Each emitted token is then distributed exactly as q (the target alone, with the same temperature /
-top-k / top-p). Greedy (temperature 0) makes p and q one-hot: accept while d_i == argmax q_i, and the
-residual is the target's argmax — so greedy output equals plain greedy decoding token for token.
-
-A round is one `LLMEngine.step()` (engine/scheduler.py): the step's draft phase calls `propose` (1.), its one
-forward verifies the guesses beside every other request's tokens (2.), and the scheduler's postprocess calls
-`judge` (3.–4.). Cache invariant between rounds, kept by the scheduler: the request's block table holds K/V for
-every committed token except the last. After a round that accepted m of k guesses, the k − m rejected guesses'
-positions are forgotten and the blocks past the new end go back to the pool; the draft re-syncs itself the same
-way (drafts.py).
+A round is one `LLMEngine.step()`: `propose` (the draft phase), the step's one forward scores the last committed
+token and the k guesses (q_1..q_{k+1}), the scheduler's postprocess calls `judge` (acceptance.py: every emitted token
+is distributed as q; greedy output equals plain greedy). Cache invariant between rounds: the request's block table
+holds K/V for every committed token but the last; a rejected guess's position is forgotten (its blocks freed) and the
+draft re-syncs the same way (drafts.py).
 """
 from __future__ import annotations
 
@@ -32,6 +18,7 @@ import torch
 from ..engine.request import Request
 from ..model.sampling import SamplingParams, probabilities
 from .acceptance import accept
+from .adaptive import AdaptiveK
 from .drafts import Draft, Proposal
 from .events import SpecRound
 
@@ -98,18 +85,21 @@ class SpecStats:
 
 @dataclass(frozen=True)
 class SpecParams(SamplingParams):
-    k: int = 4  # guesses per round
+    k: int = 4  # guesses per round (adaptive: at most)
+    adaptive: bool = False  # the draft length follows the acceptance (adaptive.py)
 
 
 class SpecDecoding:
     """What makes an engine `Request` speculative (engine/request.py's `Speculation`): its draft, the acceptance
     rule and the record of its rounds (`SpecRound` events, `SpecStats`). The scheduler drives it from the step;
-    nothing here runs the target. Its `rounds` wait for the driver to `take_rounds()`."""
+    nothing here runs the target. Its `rounds` wait for the driver to `take_rounds()`. With a `policy` each round
+    drafts the policy's k (the engine's k, `self.k`, is then its cap)."""
 
-    def __init__(self, draft: Draft, k: int, token_text: Callable[[int], str] = str) -> None:
+    def __init__(self, draft: Draft, k: int, token_text: Callable[[int], str] = str,
+                 policy: AdaptiveK | None = None) -> None:
         if k < 0:
             raise ValueError("k must be ≥ 0")
-        self.draft, self.k, self.token_text = draft, k, token_text
+        self.draft, self.k, self.token_text, self.policy = draft, k, token_text, policy
         self.stats = SpecStats(k)
         self.rounds: list[SpecRound] = []
         self.n_rounds = 0
@@ -121,6 +111,8 @@ class SpecDecoding:
         self.draft.begin(list(req.prompt_ids), capacity, req.params, req.generator)
 
     def propose(self, req: Request, k: int) -> list[int]:
+        if self.policy is not None:
+            k = min(k, self.policy.next_k())
         if k <= 0:
             self.proposal = None
             return []
@@ -141,6 +133,8 @@ class SpecDecoding:
         q = logits.float() if params.greedy else probabilities(logits, params)
         verdict = accept(drafted, p, q, params.greedy, req.generator)
         m = verdict.n_accepted
+        if self.policy is not None:
+            self.policy.update(len(drafted), m)
         emitted = drafted[:m] + [verdict.next_token]
         if params.stop_at_eos and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]

@@ -13,6 +13,7 @@ from ..engine.trace import RunFinished, RunStarted, TraceEvent
 from ..model.sampling import SamplingParams
 from ..model.transformer import Transformer
 from ..quant.quantize import quantize_model
+from .adaptive import AdaptiveK
 from .decode import SpecDecoding, SpecParams
 from .drafts import Draft, ModelDraft, NgramDraft
 from .events import NOTATION, SpecFinished, SpecStarted
@@ -62,7 +63,8 @@ def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, pa
     so no verify work is thrown away."""
     if isinstance(draft, str):
         draft = make_draft(engine, draft)
-    spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text)
+    policy = AdaptiveK(cap=max(params.k, 1)) if params.adaptive else None
+    spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text, policy)
     cfg = engine.config
     yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name,
                      prompt_token_ids=list(prompt_ids), prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids],
