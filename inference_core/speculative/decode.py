@@ -35,7 +35,7 @@ class SpecStats:
     accepted: int = 0
     drafted_at: list[int] = field(default_factory=list)  # per draft position i: rounds that drafted ≥ i+1 tokens
     accepted_at: list[int] = field(default_factory=list)  # … and in which position i was accepted
-    target_forwards: int = 0  # verify passes (prefill not counted; plain decoding makes 1 per token)
+    target_forwards: int = 0  # verify passes (the first round's prefill not counted; plain decoding: 1 per token)
     draft_forwards: int = 0
     prefill_time_s: float = 0.0
     draft_time_s: float = 0.0
@@ -46,9 +46,14 @@ class SpecStats:
         self.drafted_at = [0] * self.k
         self.accepted_at = [0] * self.k
 
-    def record(self, n_drafted: int, n_accepted: int, n_draft_forwards: int, draft_s: float, verify_s: float) -> None:
+    def record(self, n_drafted: int, n_accepted: int, n_draft_forwards: int, draft_s: float, verify_s: float,
+               prefill: bool = False) -> None:
         self.rounds += 1
-        self.target_forwards += 1
+        if prefill:  # the first round's forward is the prompt's prefill, counted apart (as plain decoding's)
+            self.prefill_time_s += verify_s
+            verify_s = 0.0
+        else:
+            self.target_forwards += 1
         self.drafted += n_drafted
         self.accepted += n_accepted
         self.draft_forwards += n_draft_forwards
@@ -119,9 +124,6 @@ class SpecDecoding:
         self.proposal = self.draft.propose(req.all_ids, k)
         return self.proposal.tokens[:k]
 
-    def prefilled(self, seconds: float) -> None:
-        self.stats.prefill_time_s = seconds
-
     @torch.inference_mode()
     def judge(self, req: Request, drafted: list[int], logits: torch.Tensor, eos: int,
               step_s: float) -> tuple[int, list[int]]:
@@ -142,7 +144,7 @@ class SpecDecoding:
         verify_s = max(0.0, step_s - prop.time_s)  # the step less this request's draft phase
         stats = self.stats
         stats.n_prompt_tokens = len(req.prompt_ids)
-        stats.record(len(drafted), m, prop.n_forwards, prop.time_s, verify_s)
+        stats.record(len(drafted), m, prop.n_forwards, prop.time_s, verify_s, prefill=not self.n_rounds)
         stats.n_generated = len(req.output_ids) + len(emitted)
         stats.total_time_s = time.perf_counter() - self.t_start
         text = self.token_text

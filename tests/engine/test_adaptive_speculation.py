@@ -103,11 +103,11 @@ def test_the_rounds_draft_the_policys_k_and_stay_exact(peaky, right):
                                                                  stop_at_eos=False))
     lengths = [len(e.drafted) for e in events if e.type == "spec_round"]
     assert events[-1].token_ids == want
-    lengths = lengths[lengths.index(4):]
+    assert lengths[0] == 0  # the first round is the prompt's prefill
     if right:
-        assert lengths[:3] == [4, 8, 16] and sum(n + 1 for n in lengths) == 40
+        assert lengths[:4] == [0, 4, 8, 16] and sum(n + 1 for n in lengths) == 40
     else:
-        assert lengths[:10] == [4, 1, 0, 0, 1, 0, 0, 0, 0, 1]
+        assert lengths[:11] == [0, 4, 1, 0, 0, 1, 0, 0, 0, 0, 1]
 
 
 def adaptive_request(rid: str, draft, n: int, prompt=PROMPT) -> Request:
