@@ -23,8 +23,6 @@ from .drafts import Draft, Proposal
 from .events import SpecRound
 
 
-# ---------------------------------------------------------------- metrics
-
 @dataclass
 class SpecStats:
     k: int
@@ -33,8 +31,8 @@ class SpecStats:
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
-    drafted_at: list[int] = field(default_factory=list)  # per draft position i: rounds that drafted ≥ i+1 tokens
-    accepted_at: list[int] = field(default_factory=list)  # … and in which position i was accepted
+    drafted_at: list[int] = field(init=False)  # per draft position i: rounds that drafted ≥ i+1 tokens
+    accepted_at: list[int] = field(init=False)  # … and in which position i was accepted
     target_forwards: int = 0  # verify passes (the first round's prefill not counted; plain decoding: 1 per token)
     draft_forwards: int = 0
     prefill_time_s: float = 0.0
@@ -43,21 +41,16 @@ class SpecStats:
     total_time_s: float = 0.0
 
     def __post_init__(self) -> None:
-        self.drafted_at = [0] * self.k
-        self.accepted_at = [0] * self.k
+        self.drafted_at, self.accepted_at = [0] * self.k, [0] * self.k
 
     def record(self, n_drafted: int, n_accepted: int, n_draft_forwards: int, draft_s: float, verify_s: float,
                prefill: bool = False) -> None:
         self.rounds += 1
         if prefill:  # the first round's forward is the prompt's prefill, counted apart (as plain decoding's)
-            self.prefill_time_s += verify_s
-            verify_s = 0.0
-        else:
-            self.target_forwards += 1
-        self.drafted += n_drafted
-        self.accepted += n_accepted
-        self.draft_forwards += n_draft_forwards
-        self.draft_time_s += draft_s
+            self.prefill_time_s, verify_s = self.prefill_time_s + verify_s, 0.0
+        self.target_forwards += not prefill
+        self.drafted, self.accepted = self.drafted + n_drafted, self.accepted + n_accepted
+        self.draft_forwards, self.draft_time_s = self.draft_forwards + n_draft_forwards, self.draft_time_s + draft_s
         self.verify_time_s += verify_s
         for i in range(n_drafted):
             self.drafted_at[i] += 1
@@ -85,8 +78,6 @@ class SpecStats:
             "tokens_per_s": self.n_generated / self.total_time_s if self.total_time_s else 0.0,
         }
 
-
-# ---------------------------------------------------------------- one request's rounds
 
 @dataclass(frozen=True)
 class SpecParams(SamplingParams):
