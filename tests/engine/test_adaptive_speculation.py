@@ -48,10 +48,19 @@ def test_rejections_shrink_then_pause_with_doubling_probes():
     assert ks == [4, 1, 0, 0, 1, 0, 0, 0, 0, 1] + [0] * 8 + [1] + [0] * 8 + [1] + [0, 0]
 
 
-def test_an_accepted_probe_resumes_and_resets_the_pause():
+def test_an_accepted_probe_resumes_and_halves_the_pause():
     p = AdaptiveK(cap=16, k=4, pause=2)
     assert trajectory(p, [0] * 9 + [None] * 3) == [4, 1, 0, 0, 1, 0, 0, 0, 0, 1, 2, 4]
-    assert p.pause == 2 and p.next_k() == 8
+    assert p.pause == 2 and p.next_k() == 8  # 8 (after two failed probes) halved three times, not below 2
+    # a draft right about once in five tries: the pause halves once, then keeps doubling
+    q, outcomes, drafting = AdaptiveK(cap=16, k=4, pause=2), iter([0, 0, 0, None] + [0] * 20), []
+    for i in range(60):
+        if k := q.next_k():
+            drafting.append((i, k))
+        a = next(outcomes) if k else 0
+        q.update(k, k if a is None else a)
+    assert drafting == [(0, 4), (1, 1), (4, 1), (9, 1), (10, 2), (11, 1), (16, 1), (25, 1), (42, 1)]
+    assert q.pause == 32
 
 
 def test_a_round_without_guesses_only_counts_the_pause_down():
