@@ -30,6 +30,17 @@ def trajectory(policy: AdaptiveK, accepted: list[int | None]) -> list[int]:
     return ks
 
 
+def drafting(policy: AdaptiveK, outcomes: list[int | None], rounds: int = 60) -> list[tuple[int, int]]:
+    """(round, k) of the rounds that draft, the n-th of them accepting outcomes[n] (None: all; past the end: 0)."""
+    it, out = iter(outcomes), []
+    for i in range(rounds):
+        if k := policy.next_k():
+            out.append((i, k))
+        a = next(it, 0) if k else 0
+        policy.update(k, k if a is None else min(a, k))
+    return out
+
+
 # ---------------------------------------------------------------- the policy alone
 
 def test_full_acceptance_doubles_k_up_to_the_cap():
@@ -38,35 +49,47 @@ def test_full_acceptance_doubles_k_up_to_the_cap():
     assert AdaptiveK(cap=2, k=4).next_k() == 2
 
 
-def test_partial_acceptance_sets_k_to_the_accepted_run_plus_one():
-    assert trajectory(AdaptiveK(cap=16, k=8), [3, None, 2, 0]) == [8, 4, 8, 3]
+def test_a_partial_round_sets_k_to_half_or_the_accepted_run_plus_one():
+    assert trajectory(AdaptiveK(cap=16, k=8), [3, None, 2, 5]) == [8, 4, 8, 4]
+    assert trajectory(AdaptiveK(cap=16, k=16), [10, 0]) == [16, 11]
 
 
-def test_rejections_shrink_then_pause_with_doubling_probes():
-    # 0 accepted: k → 1; again: 2 plain rounds, probe, fails: 4 plain rounds, probe, fails: 8 …
-    ks = trajectory(AdaptiveK(cap=16, k=4, pause=2, max_pause=8), [0] * 30)
-    assert ks == [4, 1, 0, 0, 1, 0, 0, 0, 0, 1] + [0] * 8 + [1] + [0] * 8 + [1] + [0, 0]
+def test_rejections_shrink_k_then_pause_with_doubling_probes():
+    # k halves; the rate estimate falls under min_rate on the third rejection: 2 plain rounds, a probe, 4, a probe,
+    # then 8 (the cap)
+    assert drafting(AdaptiveK(cap=16, k=4, pause=2, max_pause=8), [], 30) == [(0, 4), (1, 2), (2, 1), (5, 1), (10, 1),
+                                                                              (19, 1), (28, 1)]
 
 
 def test_an_accepted_probe_resumes_and_halves_the_pause():
     p = AdaptiveK(cap=16, k=4, pause=2)
-    assert trajectory(p, [0] * 9 + [None] * 3) == [4, 1, 0, 0, 1, 0, 0, 0, 0, 1, 2, 4]
-    assert p.pause == 2 and p.next_k() == 8  # 8 (after two failed probes) halved three times, not below 2
-    # a draft right about once in five tries: the pause halves once, then keeps doubling
-    q, outcomes, drafting = AdaptiveK(cap=16, k=4, pause=2), iter([0, 0, 0, None] + [0] * 20), []
-    for i in range(60):
-        if k := q.next_k():
-            drafting.append((i, k))
-        a = next(outcomes) if k else 0
-        q.update(k, k if a is None else a)
-    assert drafting == [(0, 4), (1, 1), (4, 1), (9, 1), (10, 2), (11, 1), (16, 1), (25, 1), (42, 1)]
+    assert drafting(p, [0, 0, 0, 0, None, None, None], 13) == [(0, 4), (1, 2), (2, 1), (5, 1), (10, 1), (11, 2), (12, 4)]
+    assert p.pause == 2 and p.next_k() == 8  # 8 after two pauses, halved three times, not below 2
+    # right about once in five tries: after the one success the pauses keep doubling
+    q = AdaptiveK(cap=16, k=4, pause=2)
+    assert drafting(q, [0, 0, 0, 0, None]) == [(0, 4), (1, 2), (2, 1), (5, 1), (10, 1), (11, 2), (12, 1), (17, 1), (26, 1),
+                                                (43, 1)]
     assert q.pause == 32
+
+
+def test_a_draft_right_often_drafts_almost_always_and_one_rarely_right_almost_never():
+    def share_drafting(alpha: float) -> float:
+        rng, p, n = random.Random(0), AdaptiveK(), 0
+        for _ in range(400):
+            k, a = p.next_k(), 0
+            while a < k and rng.random() < alpha:  # each guess accepted with probability alpha
+                a += 1
+            n += k > 0
+            p.update(k, a)
+        return n / 400
+    assert share_drafting(0.6) > 0.9 and share_drafting(0.9) == 1.0
+    assert share_drafting(0.1) < 0.1 and share_drafting(0.2) < 0.1
 
 
 def test_a_round_without_guesses_only_counts_the_pause_down():
     p = AdaptiveK(cap=16, k=8)
     p.update(0, 0)  # e.g. the n-gram draft found no match
-    assert p.next_k() == 8 and p.idle == 0
+    assert p.next_k() == 8 and p.idle == 0 and p.rate == 1.0
 
 
 def test_k_stays_within_zero_and_the_cap():
@@ -116,7 +139,7 @@ def test_the_rounds_draft_the_policys_k_and_stay_exact(peaky, right):
     if right:
         assert lengths[:4] == [0, 4, 8, 16] and sum(n + 1 for n in lengths) == 40
     else:
-        assert lengths[:11] == [0, 4, 1, 0, 0, 1, 0, 0, 0, 0, 1]
+        assert lengths[:12] == [0, 4, 2, 1, 0, 0, 1, 0, 0, 0, 0, 1]
 
 
 def adaptive_request(rid: str, draft, n: int, prompt=PROMPT) -> Request:
@@ -145,7 +168,7 @@ def test_adaptive_requests_survive_preemption(peaky):
     engine = as_engine(peaky)
     reqs = [adaptive_request(f"s{i}", NgramDraft() if i % 2 else ModelDraft(peaky, n_layers=1, name="exit1"), 24)
             for i in range(3)]
-    sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=20))
+    sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=12))
     assert any(e.type == "preemption" for e in events)
     want = plain_greedy(peaky, PROMPT, 24)
     assert all(r.output_ids == want for r in reqs) and sched.allocator.num_used == 0
