@@ -54,8 +54,7 @@ class SpecStats:
         self.verify_time_s += verify_s
         for i in range(n_drafted):
             self.drafted_at[i] += 1
-            if i < n_accepted:
-                self.accepted_at[i] += 1
+            self.accepted_at[i] += i < n_accepted
 
     def metrics(self) -> dict:
         """JSON-able summary. `mean_accept_length` = tokens per verify pass = 1 + accepted / rounds."""
@@ -107,13 +106,9 @@ class SpecDecoding:
         self.draft.begin(list(req.prompt_ids), capacity, req.params, req.generator)
 
     def propose(self, req: Request, k: int) -> list[int]:
-        if self.policy is not None:
-            k = min(k, self.policy.next_k())
-        if k <= 0:
-            self.proposal = None
-            return []
-        self.proposal = self.draft.propose(req.all_ids, k)
-        return self.proposal.tokens[:k]
+        k = min(k, self.policy.next_k()) if self.policy is not None else k
+        self.proposal = self.draft.propose(req.all_ids, k) if k > 0 else None
+        return self.proposal.tokens[:k] if self.proposal is not None else []
 
     @torch.inference_mode()
     def judge(self, req: Request, drafted: list[int], logits: torch.Tensor, eos: int,

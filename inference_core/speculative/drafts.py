@@ -134,17 +134,11 @@ class ModelDraft:
         feed = context_ids[common:]
         tokens: list[int] = []
         dists: list[torch.Tensor] = []
-        forwards = 0
-        for i in range(k):
-            logits = self._forward(feed)
-            forwards += 1
-            p = probabilities(logits, self.sampling)
-            if self.sampling.greedy:
-                token = int(p.argmax())
-            else:
-                token = int(torch.multinomial(p.cpu(), 1, generator=self.generator))
+        for _ in range(k):  # one forward per guess
+            p = probabilities(self._forward(feed), self.sampling)
+            greedy = self.sampling.greedy
+            token = int(p.argmax()) if greedy else int(torch.multinomial(p.cpu(), 1, generator=self.generator))
             tokens.append(token)
             dists.append(p)
             feed = [token]
-        p_all = torch.stack(dists) if dists else None
-        return Proposal(tokens, p_all, time.perf_counter() - t0, forwards)
+        return Proposal(tokens, torch.stack(dists) if dists else None, time.perf_counter() - t0, len(tokens))

@@ -107,14 +107,12 @@ def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, pa
 def plain_timed(engine: LoadedModel, prompt_ids: list[int], params: SpecParams) -> tuple[list[int], float, float]:
     """Plain decoding of the same request: (token ids, total seconds, prefill seconds)."""
     gen = GenerationParams(**{f.name: getattr(params, f.name) for f in fields(SamplingParams)})
-    t0 = time.perf_counter()
     ids: list[int] = []
-    prefill = 0.0
+    prefill, t0 = 0.0, time.perf_counter()
     for ev in engine.generate_events(prompt_ids, gen):
         if ev.type == "token":
             ids.append(ev.token_id)
-            if ev.phase == "prefill":
-                prefill = ev.step_time_s
+            prefill = ev.step_time_s if ev.phase == "prefill" else prefill
     return ids, time.perf_counter() - t0, prefill
 
 
