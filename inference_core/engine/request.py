@@ -59,8 +59,8 @@ class Request:
         return self.spec is not None and computed < len(self.prompt_ids) + len(self.output_ids)
 
     def new_tokens(self, computed: int) -> int:
-        """Positions a step feeds, `computed` of the tokens having K/V: every one left (a plain request); all but
-        and this step's guesses (a speculative request)."""
+        """Positions a step feeds, `computed` of the tokens having K/V: every one left, and a speculative request's
+        guesses of this step."""
         left = len(self.prompt_ids) + len(self.output_ids) - computed
         return left + len(self.drafted) if self.spec is not None else left
 
