@@ -1,10 +1,11 @@
-"""Speculative decoding vs plain decoding on the same prompts, per draft kind and k (greedy, exact).
+"""Speculative decoding vs plain decoding on the same prompts, per draft kind and k, fixed or adaptive (greedy, exact).
 
     .venv/bin/python bench/speculative.py [--tokens 48] [--repeats 3] [--threads N] [--quick]
     .venv/bin/python bench/speculative.py --model qwen2.5-coder-1.5b-instruct --draft qwen2.5-coder-0.5b-instruct
         (after `make models-qwen`: a target with a separate draft model, on every workload)
 
-One process; for every (workload, draft, k) plain and speculative runs alternate, and the medians give
+Workloads: copy (quote a paragraph), code-edit, free text (three prompts). A draft is KIND@K (k fixed) or KIND@aK
+(adaptive k up to K: speculative/adaptive.py). One process; for every (workload, draft, k) plain and speculative runs alternate, and the medians give
 the speedup (end-to-end, prefill included on both sides) by two clocks: wall time, and this process's CPU
 time, and the decode phase's speedup (`decode×`: wall time after the prompt's prefill on both sides; the
 speculative side's includes its first token, so it is the conservative figure) (with --threads 1 the CPU time is what an idle machine's wall time would be, and it is far less
@@ -15,6 +16,7 @@ positions (what a verify pass costs relative to a decode step on this CPU).
 from __future__ import annotations
 
 import argparse
+import platform
 import statistics
 import sys
 import time
@@ -50,16 +52,34 @@ WORKLOADS = {
     # (chat?, prompt): the instruct model copies most of the input back, which an n-gram draft predicts
     "code-edit": (True, f"Rename the function moving_average to rolling_mean and keep everything else the "
                         f"same. Return only the code.\n\n```python\n{CODE}```"),
-    "quote": (True, f"Repeat the following paragraph word for word, then summarize it in one sentence.\n\n{QUOTE}"),
+    "copy": (True, f"Repeat the following paragraph word for word, then summarize it in one sentence.\n\n{QUOTE}"),
     "free-text": (True, "Write a short story about a lighthouse keeper who finds a message in a bottle."),
+    "free-sky": (True, "Explain why the sky is blue in two sentences."),
+    "free-poem": (True, "Write a short poem about autumn."),
 }
-DRAFTS = {
-    "code-edit": [("ngram", 2), ("ngram", 4), ("ngram", 6), ("ngram:2", 4), ("self-early-exit:20", 3), ("self-int8", 2),
-                  ("self-int8", 4)],
-    "quote": [("ngram", 4), ("ngram:2", 4), ("self-int8", 3)],
-    "free-text": [("ngram", 4), ("ngram:2", 4), ("self-int8", 3)],
+FREE = "ngram@4,ngram@a16,self-int8@3,self-int8@a16"
+DRAFTS = {  # KIND@K: k fixed; KIND@aK: adaptive up to K
+    "copy": "ngram@4,ngram@12,ngram@a16,self-int8@3,self-int8@a16",
+    "code-edit": "ngram@4,ngram@a16,self-early-exit:20@3,self-early-exit:20@a16,self-int8@4,self-int8@a16",
+    "free-text": FREE, "free-sky": FREE, "free-poem": FREE,
 }
-QUICK = [("ngram:2", 4), ("self-int8", 3)]
+QUICK = "ngram@4,ngram@a16"
+
+
+def parse_drafts(spec: str) -> list[tuple[str, int, bool]]:
+    """'ngram@4,ngram@a16' → [(kind, k, adaptive)]."""
+    out = []
+    for d in filter(None, spec.split(",")):
+        kind, _, k = d.rpartition("@")
+        out.append((kind, int(k.removeprefix("a")), k.startswith("a")))
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, tuple[float, float]]:
@@ -95,12 +115,12 @@ def main() -> int:
     ap.add_argument("--model", default=DEFAULT_MODEL, help=f"the target model (default {DEFAULT_MODEL})")
     ap.add_argument("--draft", default="", help="a draft model's name (or kind) to run at k = 2, 4, 6 on every "
                     "workload instead of the default draft list")
-    ap.add_argument("--drafts", default="", help="override the draft list: comma-separated KIND@K, e.g. ngram@4,ngram:2@6")
+    ap.add_argument("--drafts", default="", help="override the draft list: comma-separated KIND@K or KIND@aK (adaptive), e.g. ngram@4,ngram@a16")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     engine = load_engine(args.model, device=args.device)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {engine.name} {engine.dtype} on {args.device}, "
+    print(f"{cpu_model()}, torch {torch.__version__}, {torch.get_num_threads()} threads, {engine.name} {engine.dtype} on {args.device}, "
           f"{args.tokens} new tokens, median of {args.repeats}")
     costs = verify_cost(engine)
     print("target forward over T positions, wall ms (× T=1): " +
@@ -110,22 +130,23 @@ def main() -> int:
     names = [w for w in (args.workloads.split(",") if args.workloads else WORKLOADS) if w]
     if args.quick and not args.workloads:
         names = ["code-edit", "free-text"]
-    print(f"\n{'workload':<10} {'draft':<19} {'k':>2} {'plain s':>8} {'spec s':>8} {'speedup':>7} {'cpu×':>6} {'decode×':>7} {'accept':>6} "
+    print(f"\n{'workload':<10} {'draft':<19} {'k':>3} {'plain s':>8} {'spec s':>8} {'speedup':>7} {'cpu×':>6} {'decode×':>7} {'accept':>6} "
           f"{'tok/pass':>8} {'pass/tok':>8} {'draft/verify':>12} {'same':>5}  acceptance by position")
     for wname in names:
         chat, prompt = WORKLOADS[wname]
         ids = engine.encode_prompt(prompt, chat)
         params = SpecParams(max_new_tokens=args.tokens, stop_at_eos=False)
         ref, _, _ = plain_timed(engine, ids, params)  # warm-up and the reference output
-        chosen = [(d.rsplit("@", 1)[0], int(d.rsplit("@", 1)[1])) for d in args.drafts.split(",") if d] or \
-            [(args.draft, k) for k in (2, 4, 6) if args.draft] or (QUICK if args.quick else DRAFTS[wname])
-        for kind, k in chosen:
+        chosen = parse_drafts(args.drafts or (",".join(f"{args.draft}@{k}" for k in (2, 4, 6)) if args.draft else "")
+                              or (QUICK if args.quick else DRAFTS[wname]))
+        for kind, k, adaptive in chosen:
+            label = f"a{k}" if adaptive else str(k)
             try:
                 draft = make_draft(engine, kind)
             except ValueError as exc:
-                print(f"{wname:<10} {kind:<19} {k:>2} skipped: {exc}")
+                print(f"{wname:<10} {kind:<19} {label:>3} skipped: {exc}")
                 continue
-            sp = SpecParams(k=k, max_new_tokens=args.tokens, stop_at_eos=False)
+            sp = SpecParams(k=k, adaptive=adaptive, max_new_tokens=args.tokens, stop_at_eos=False)
             run_speculative(engine, ids, draft, sp)  # warm-up (e.g. the int8 kernels, the draft's cache)
             plain_s, spec_s, plain_cpu, spec_cpu, same, m = [], [], [], [], True, {}
             plain_decode, spec_decode = [], []
@@ -146,7 +167,7 @@ def main() -> int:
             cpu = statistics.median(plain_cpu) / statistics.median(spec_cpu)
             decode = statistics.median(plain_decode) / statistics.median(spec_decode)
             by_pos = " ".join("-" if a is None else f"{a:.2f}" for a in m["acceptance_by_position"])
-            print(f"{wname:<10} {kind:<19} {k:>2} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {cpu:>5.2f}× {decode:>6.2f}× {m['acceptance_rate']:>6.2f} "
+            print(f"{wname:<10} {kind:<19} {label:>3} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {cpu:>5.2f}× {decode:>6.2f}× {m['acceptance_rate']:>6.2f} "
                   f"{m['mean_accept_length']:>8.2f} {m['target_forwards_per_token']:>8.2f} "
                   f"{m['draft_cost_ratio']:>12.2f} {'yes' if same else 'NO':>5}  {by_pos}", flush=True)
     return 0

@@ -116,7 +116,7 @@ class RequestStream:
         for ev in sorted(events, key=lambda e: not isinstance(e, BatchStep)):
             if isinstance(ev, BatchStep):
                 for entry in ev.entries:
-                    if entry["token_id"] is not None:  # None: a speculative prefill, which samples nothing
+                    if entry["token_id"] is not None:  # None: nothing emitted this step
                         yield entry["request_id"], self.token(ev, entry)
             elif isinstance(ev, RequestFinished):
                 yield ev.request_id, self.finished(ev)

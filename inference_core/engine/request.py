@@ -14,10 +14,10 @@ class Speculation(Protocol):
     """What makes a request speculative (speculative/decode.py's `SpecDecoding`; the engine never imports it).
     `begin(req)` when added (outside any step: a model draft borrows its pool then); in each step a draft phase,
     `propose(req, k)` → up to k guesses of what follows req.all_ids (run by `LLMEngine.step` before the schedule),
-    and a verify phase: the target scores the last committed token and the guesses in the step's one forward (like
-    a prefill chunk of k+1 positions), and the scheduler's postprocess calls `judge(req, drafted, logits [k+1,
-    vocab], eos, step_s)` → (guesses accepted, tokens to emit, cut at EOS / max_new_tokens). `prefilled(seconds)`
-    after its prefill; `release()` when it is over (the draft's pool goes back)."""
+    and a verify phase: the step's one forward feeds its tokens without K/V (the whole prompt in its first step,
+    which guesses nothing) and the guesses, scoring the last k+1 rows, and the scheduler's postprocess calls
+    `judge(req, drafted, logits [k+1, vocab], eos, step_s)` → (guesses accepted, tokens to emit, cut at EOS /
+    max_new_tokens). `release()` when it is over (the draft's pool goes back)."""
 
     k: int  # guesses per round at most
 
@@ -25,7 +25,6 @@ class Speculation(Protocol):
     def propose(self, req: "Request", k: int) -> list[int]: ...
     def judge(self, req: "Request", drafted: list[int], logits: torch.Tensor, eos: int,
               step_s: float) -> tuple[int, list[int]]: ...
-    def prefilled(self, seconds: float) -> None: ...
     def release(self) -> None: ...
 
 
@@ -56,16 +55,14 @@ class Request:
         return self.prompt_ids + self.output_ids
 
     def verifies(self, computed: int) -> bool:
-        """A speculative request verifies once every token but its last has K/V (before: its prefill)."""
-        return self.spec is not None and computed == len(self.prompt_ids) + len(self.output_ids) - 1
+        """A speculative request verifies in every step (its first one is also its prefill)."""
+        return self.spec is not None and computed < len(self.prompt_ids) + len(self.output_ids)
 
     def new_tokens(self, computed: int) -> int:
-        """Positions a step feeds, `computed` of the tokens having K/V: every one left (a plain request); all but
-        the last (a speculative request's prefill); the last and this step's guesses (its verify)."""
+        """Positions a step feeds, `computed` of the tokens having K/V: every one left, and a speculative request's
+        guesses of this step."""
         left = len(self.prompt_ids) + len(self.output_ids) - computed
-        if self.spec is None:
-            return left
-        return 1 + len(self.drafted) if left == 1 else left - 1
+        return left + len(self.drafted) if self.spec is not None else left
 
 
 @dataclass

@@ -14,9 +14,9 @@ Invariant: after a step, every running request has K/V for all but its last toke
 no block past them (with `kv_cache=False` none: every step recomputes the whole sequence, which is what the
 cache saves).
 
-A speculative request (`req.spec`) shares the batch: its first step feeds all prompt tokens but the last; each
-later one is a draft phase (`to_draft`, run by LLMEngine.step before the schedule) and a verify (its last token +
-k guesses, all k+1 rows scored), judged in postprocess: rejected guesses are forgotten, their blocks freed.
+A speculative request (`req.spec`) shares the batch: each step is a draft phase (`to_draft`, run by LLMEngine.step
+before the schedule; none in its first step, which feeds the prompt) and a verify (its tokens without K/V + k
+guesses, the last k+1 rows scored), judged in postprocess: rejected guesses are forgotten, their blocks freed.
 Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort from one thread.
 """
 from __future__ import annotations
@@ -138,7 +138,7 @@ class Scheduler:
             tokens.extend(req.all_ids[start:] + req.drafted if verify else req.all_ids[start:start + n_new])
             positions.extend(range(start, start + n_new))
             seq.extend([j] * n_new)
-            n_rows.append(n_new if verify else 1)
+            n_rows.append(1 + len(req.drafted) if verify else 1)
             rows.extend(range(len(tokens) - n_rows[-1], len(tokens)))
             drafted.append(list(req.drafted) if verify else None)
         return ScheduledBatch(tokens, positions, seq, rows, slices, requests=[r for r, _ in scheduled],
@@ -157,11 +157,8 @@ class Scheduler:
                 n_accepted, emitted = req.spec.judge(req, drafted, out, eos, now - t_start)
                 req.num_computed -= len(drafted) - n_accepted
                 self._truncate(req)  # … and the blocks past the new end go back to the pool
-                req.drafted, phase = [], "verify"
+                req.drafted, phase = [], "verify" if n_new == 1 + len(drafted) else "prefill"
                 extra = {"emitted": emitted, "n_drafted": len(drafted), "n_accepted": n_accepted}
-            elif req.spec is not None:  # a speculative prefill: every prompt token but the last, nothing sampled
-                req.spec.prefilled(now - t_start)
-                emitted, phase = [], "prefill"
             else:  # a recompute after preemption is a prefill; without a cache every step re-feeds everything
                 emitted = [out]
                 phase = "decode" if req.output_ids and (n_new == 1 or not self.cfg.kv_cache) else "prefill"

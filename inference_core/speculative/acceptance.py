@@ -18,10 +18,6 @@ class Verdict:
     outcome: list[str]
 
 
-def _rand(generator: torch.Generator | None) -> float:
-    return float(torch.rand((), generator=generator))
-
-
 def _draw(dist: torch.Tensor, generator: torch.Generator | None) -> int:
     return int(torch.multinomial(dist.cpu(), 1, generator=generator))
 
@@ -50,7 +46,7 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
         if greedy:
             ok = drafted[i] == top[i]
         else:
-            r = _rand(generator)
+            r = float(torch.rand((), generator=generator))
             uniform[i] = r
             ok = r < ratio[i]
         if ok:

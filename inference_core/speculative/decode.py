@@ -1,25 +1,11 @@
-"""Speculative decoding (Leviathan et al. 2023, arXiv:2211.17192; Chen et al. 2023, arXiv:2302.01318).
+"""Speculative decoding (Leviathan et al. 2023, arXiv:2211.17192; Chen et al. 2023, arXiv:2302.01318), with
+**p = the draft's distribution, q = the target's** (Chen et al.; Leviathan et al. swap the letters).
 
-Notation, as in the issue and Chen et al.: **p = the draft's distribution, q = the target's**.
-(Leviathan et al. write the same algorithm with the letters swapped: their M_p is the target model and
-M_q the approximation. Every trace field says which model it belongs to: `p_draft`, `q_target`.)
-
-One round, with the committed sequence x_1..x_n whose last token is not yet in the target's cache:
-  1. the draft proposes d_1..d_k, each d_i drawn from p_i (deterministic drafts: p_i is one-hot);
-  2. the target runs ONE forward over [x_n, d_1..d_k] (k+1 positions) giving q_1..q_{k+1};
-  3. for i = 1..k: accept d_i with probability min(1, q_i(d_i) / p_i(d_i)); at the first rejection,
-     emit a sample from the residual norm(max(0, q_i − p_i)) and stop;
-  4. if all k were accepted, emit a bonus token from q_{k+1}.
-Each emitted token is then distributed exactly as q (the target alone, with the same temperature /
-top-k / top-p). Greedy (temperature 0) makes p and q one-hot: accept while d_i == argmax q_i, and the
-residual is the target's argmax — so greedy output equals plain greedy decoding token for token.
-
-A round is one `LLMEngine.step()` (engine/scheduler.py): the step's draft phase calls `propose` (1.), its one
-forward verifies the guesses beside every other request's tokens (2.), and the scheduler's postprocess calls
-`judge` (3.–4.). Cache invariant between rounds, kept by the scheduler: the request's block table holds K/V for
-every committed token except the last. After a round that accepted m of k guesses, the k − m rejected guesses'
-positions are forgotten and the blocks past the new end go back to the pool; the draft re-syncs itself the same
-way (drafts.py).
+A round is one `LLMEngine.step()`: `propose` (the draft phase), the step's one forward scores the last committed
+token and the k guesses (q_1..q_{k+1}), the scheduler's postprocess calls `judge` (acceptance.py: every emitted token
+is distributed as q; greedy output equals plain greedy). Cache invariant between rounds: the request's block table
+holds K/V for every committed token but the last; a rejected guess's position is forgotten (its blocks freed) and the
+draft re-syncs the same way (drafts.py).
 """
 from __future__ import annotations
 
@@ -32,11 +18,10 @@ import torch
 from ..engine.request import Request
 from ..model.sampling import SamplingParams, probabilities
 from .acceptance import accept
+from .adaptive import AdaptiveK
 from .drafts import Draft, Proposal
 from .events import SpecRound
 
-
-# ---------------------------------------------------------------- metrics
 
 @dataclass
 class SpecStats:
@@ -46,9 +31,9 @@ class SpecStats:
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
-    drafted_at: list[int] = field(default_factory=list)  # per draft position i: rounds that drafted ≥ i+1 tokens
-    accepted_at: list[int] = field(default_factory=list)  # … and in which position i was accepted
-    target_forwards: int = 0  # verify passes (prefill not counted; plain decoding makes 1 per token)
+    drafted_at: list[int] = field(init=False)  # per draft position i: rounds that drafted ≥ i+1 tokens
+    accepted_at: list[int] = field(init=False)  # … and in which position i was accepted
+    target_forwards: int = 0  # verify passes (the first round's prefill not counted; plain decoding: 1 per token)
     draft_forwards: int = 0
     prefill_time_s: float = 0.0
     draft_time_s: float = 0.0
@@ -56,21 +41,20 @@ class SpecStats:
     total_time_s: float = 0.0
 
     def __post_init__(self) -> None:
-        self.drafted_at = [0] * self.k
-        self.accepted_at = [0] * self.k
+        self.drafted_at, self.accepted_at = [0] * self.k, [0] * self.k
 
-    def record(self, n_drafted: int, n_accepted: int, n_draft_forwards: int, draft_s: float, verify_s: float) -> None:
+    def record(self, n_drafted: int, n_accepted: int, n_draft_forwards: int, draft_s: float, verify_s: float,
+               prefill: bool = False) -> None:
         self.rounds += 1
-        self.target_forwards += 1
-        self.drafted += n_drafted
-        self.accepted += n_accepted
-        self.draft_forwards += n_draft_forwards
-        self.draft_time_s += draft_s
+        if prefill:  # the first round's forward is the prompt's prefill, counted apart (as plain decoding's)
+            self.prefill_time_s, verify_s = self.prefill_time_s + verify_s, 0.0
+        self.target_forwards += not prefill
+        self.drafted, self.accepted = self.drafted + n_drafted, self.accepted + n_accepted
+        self.draft_forwards, self.draft_time_s = self.draft_forwards + n_draft_forwards, self.draft_time_s + draft_s
         self.verify_time_s += verify_s
         for i in range(n_drafted):
             self.drafted_at[i] += 1
-            if i < n_accepted:
-                self.accepted_at[i] += 1
+            self.accepted_at[i] += i < n_accepted
 
     def metrics(self) -> dict:
         """JSON-able summary. `mean_accept_length` = tokens per verify pass = 1 + accepted / rounds."""
@@ -94,22 +78,23 @@ class SpecStats:
         }
 
 
-# ---------------------------------------------------------------- one request's rounds
-
 @dataclass(frozen=True)
 class SpecParams(SamplingParams):
-    k: int = 4  # guesses per round
+    k: int = 4  # guesses per round (adaptive: at most)
+    adaptive: bool = False  # the draft length follows the acceptance (adaptive.py)
 
 
 class SpecDecoding:
     """What makes an engine `Request` speculative (engine/request.py's `Speculation`): its draft, the acceptance
     rule and the record of its rounds (`SpecRound` events, `SpecStats`). The scheduler drives it from the step;
-    nothing here runs the target. Its `rounds` wait for the driver to `take_rounds()`."""
+    nothing here runs the target. Its `rounds` wait for the driver to `take_rounds()`. With a `policy` each round
+    drafts the policy's k (the engine's k, `self.k`, is then its cap)."""
 
-    def __init__(self, draft: Draft, k: int, token_text: Callable[[int], str] = str) -> None:
+    def __init__(self, draft: Draft, k: int, token_text: Callable[[int], str] = str,
+                 policy: AdaptiveK | None = None) -> None:
         if k < 0:
             raise ValueError("k must be ≥ 0")
-        self.draft, self.k, self.token_text = draft, k, token_text
+        self.draft, self.k, self.token_text, self.policy = draft, k, token_text, policy
         self.stats = SpecStats(k)
         self.rounds: list[SpecRound] = []
         self.n_rounds = 0
@@ -121,14 +106,9 @@ class SpecDecoding:
         self.draft.begin(list(req.prompt_ids), capacity, req.params, req.generator)
 
     def propose(self, req: Request, k: int) -> list[int]:
-        if k <= 0:
-            self.proposal = None
-            return []
-        self.proposal = self.draft.propose(req.all_ids, k)
-        return self.proposal.tokens[:k]
-
-    def prefilled(self, seconds: float) -> None:
-        self.stats.prefill_time_s = seconds
+        k = min(k, self.policy.next_k()) if self.policy is not None else k
+        self.proposal = self.draft.propose(req.all_ids, k) if k > 0 else None
+        return self.proposal.tokens[:k] if self.proposal is not None else []
 
     @torch.inference_mode()
     def judge(self, req: Request, drafted: list[int], logits: torch.Tensor, eos: int,
@@ -141,6 +121,8 @@ class SpecDecoding:
         q = logits.float() if params.greedy else probabilities(logits, params)
         verdict = accept(drafted, p, q, params.greedy, req.generator)
         m = verdict.n_accepted
+        if self.policy is not None:
+            self.policy.update(len(drafted), m)
         emitted = drafted[:m] + [verdict.next_token]
         if params.stop_at_eos and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]
@@ -148,7 +130,7 @@ class SpecDecoding:
         verify_s = max(0.0, step_s - prop.time_s)  # the step less this request's draft phase
         stats = self.stats
         stats.n_prompt_tokens = len(req.prompt_ids)
-        stats.record(len(drafted), m, prop.n_forwards, prop.time_s, verify_s)
+        stats.record(len(drafted), m, prop.n_forwards, prop.time_s, verify_s, prefill=not self.n_rounds)
         stats.n_generated = len(req.output_ids) + len(emitted)
         stats.total_time_s = time.perf_counter() - self.t_start
         text = self.token_text

@@ -1,20 +1,9 @@
-"""Draft proposers for speculative decoding, behind one small protocol.
+"""Drafts: guess the next k tokens cheaply (p = the draft's distribution, q = the target's). `NgramDraft` looks the
+context's last n tokens up earlier in it (no model: p one-hot); `ModelDraft` runs a model sharing the target's
+vocabulary with its own KV cache (the target's first L layers, an int8 copy, or another model).
 
-A draft guesses the next k tokens cheaply; the target model then checks them all in one forward
-(`decode.py`). Notation follows the issue and Chen et al. 2023: **p is the draft's distribution,
-q the target's** (Leviathan et al. 2023 use the opposite letters: their M_p is the target).
-
-Kinds:
-  * `NgramDraft`    — prompt lookup: find the last n tokens earlier in the context, propose what
-                      followed. No model, no distribution: p is one-hot on each proposed token.
-  * `ModelDraft`    — any Llama-family model sharing the target's vocabulary, with its own KV cache:
-                      the early-exit self-draft (first L layers of the target + the shared head) or a
-                      quantized copy of the target.
-
-Invariant for model drafts: `self.cached` lists exactly the tokens whose K/V sit in positions
-[0, len(cached)) of the draft's cache. `propose` re-syncs to the context by the longest common prefix,
-so after a partial acceptance the rejected guesses are rolled back (`PagedSequence.truncate`) before anything
-new is written; `rollback(length)` does the same explicitly.
+Invariant for model drafts: `cached` lists exactly the tokens whose K/V sit in positions [0, len(cached)) of the
+draft's cache; `propose` re-syncs to the context by their longest common prefix (rolling back rejected guesses).
 """
 from __future__ import annotations
 
@@ -44,24 +33,16 @@ class Proposal:
 
 
 class Draft(Protocol):
+    """begin (a new sequence of at most `capacity` tokens), propose (up to k tokens after `context_ids`, the whole
+    committed sequence), rollback (forget all past the first `length` tokens), close (release the caches)."""
+
     name: str
 
     def begin(self, prompt_ids: list[int], capacity: int, sampling: SamplingParams,
-              generator: torch.Generator | None) -> None:
-        """Prepare for a new sequence of at most `capacity` tokens (allocate caches, remember sampling)."""
-        ...
-
-    def propose(self, context_ids: list[int], k: int) -> Proposal:
-        """Guess up to k tokens that follow `context_ids` (the whole committed sequence)."""
-        ...
-
-    def rollback(self, length: int) -> None:
-        """Forget any state beyond the first `length` committed tokens."""
-        ...
-
-    def close(self) -> None:
-        """The sequence is over: release caches (a model draft's pool goes back to its runner)."""
-        ...
+              generator: torch.Generator | None) -> None: ...
+    def propose(self, context_ids: list[int], k: int) -> Proposal: ...
+    def rollback(self, length: int) -> None: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -153,17 +134,11 @@ class ModelDraft:
         feed = context_ids[common:]
         tokens: list[int] = []
         dists: list[torch.Tensor] = []
-        forwards = 0
-        for i in range(k):
-            logits = self._forward(feed)
-            forwards += 1
-            p = probabilities(logits, self.sampling)
-            if self.sampling.greedy:
-                token = int(p.argmax())
-            else:
-                token = int(torch.multinomial(p.cpu(), 1, generator=self.generator))
+        for _ in range(k):  # one forward per guess
+            p = probabilities(self._forward(feed), self.sampling)
+            greedy = self.sampling.greedy
+            token = int(p.argmax()) if greedy else int(torch.multinomial(p.cpu(), 1, generator=self.generator))
             tokens.append(token)
             dists.append(p)
             feed = [token]
-        p_all = torch.stack(dists) if dists else None
-        return Proposal(tokens, p_all, time.perf_counter() - t0, forwards)
+        return Proposal(tokens, torch.stack(dists) if dists else None, time.perf_counter() - t0, len(tokens))

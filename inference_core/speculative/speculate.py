@@ -13,6 +13,7 @@ from ..engine.trace import RunFinished, RunStarted, TraceEvent
 from ..model.sampling import SamplingParams
 from ..model.transformer import Transformer
 from ..quant.quantize import quantize_model
+from .adaptive import AdaptiveK
 from .decode import SpecDecoding, SpecParams
 from .drafts import Draft, ModelDraft, NgramDraft
 from .events import NOTATION, SpecFinished, SpecStarted
@@ -49,8 +50,7 @@ def make_draft(engine: LoadedModel, kind: str) -> Draft:
 
 
 def int8_copy(engine: LoadedModel) -> Transformer:
-    """A weight-only int8 copy of the target, kept with the engine that owns the target (made once per engine):
-    same tokenizer by construction; embedding, norms and RoPE tables shared with the target."""
+    """A weight-only int8 copy of the target, made once per engine (embedding, norms, RoPE tables shared)."""
     if "int8" not in engine.derived_models:
         engine.derived_models["int8"] = quantize_model(engine.model, "int8", inplace=False)
     return engine.derived_models["int8"]
@@ -58,22 +58,22 @@ def int8_copy(engine: LoadedModel) -> Transformer:
 
 def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams,
               should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
-    """One speculative request as a one-request schedule of `LLMEngine.step()`s, each a round (its prefill
-    first): run_started, spec_started, spec_round…, spec_finished, run_finished. Emits exactly `max_new_tokens`
+    """One speculative request as a one-request schedule of `LLMEngine.step()`s, each a round (the first is its
+    prefill): run_started, spec_started, spec_round…, spec_finished, run_finished. Emits exactly `max_new_tokens`
     tokens unless EOS or `should_stop` ends it: the last rounds draft fewer guesses (k capped at tokens-left − 1)
     so no verify work is thrown away."""
     if isinstance(draft, str):
         draft = make_draft(engine, draft)
-    spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text)
-    cfg = engine.config
-    yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name,
-                     prompt_token_ids=list(prompt_ids), prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids],
-                     params={**asdict(params), "draft": draft.name}, n_layers=cfg.n_layers,
+    policy = AdaptiveK(cap=max(params.k, 1)) if params.adaptive else None
+    spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text, policy)
+    cfg, prompt = engine.config, dict(prompt_token_ids=list(prompt_ids),
+                                      prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids])
+    yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name, **prompt, n_layers=cfg.n_layers,
+                     params={**asdict(params), "draft": draft.name},
                      kv_bytes_per_token=cfg.kv_bytes_per_token(engine.bytes_per_value))
-    yield SpecStarted(model=engine.name, draft=draft.name, k=params.k, temperature=params.temperature,
+    yield SpecStarted(model=engine.name, draft=draft.name, k=params.k, temperature=params.temperature, **prompt,
                       target_layers=cfg.n_layers, draft_layers=draft.depth if isinstance(draft, ModelDraft) else None,
-                      prompt_token_ids=list(prompt_ids),
-                      prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids], notation=NOTATION)
+                      notation=NOTATION)
     total, bs = len(prompt_ids) + params.max_new_tokens, 16
     config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
                              max_num_batched_tokens=max(total, 1), kv_dtype=engine.kv_dtype)
@@ -95,16 +95,12 @@ def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, pa
     finally:  # also when the consumer stops early (a closed generator): the pools go back to their runners
         llm.close()
         spec.release()
-    stats = spec.stats
-    stats.n_prompt_tokens = len(prompt_ids)
-    stats.total_time_s = time.perf_counter() - spec.t_start
-    ids = list(req.output_ids)
+    spec.stats.n_prompt_tokens, spec.stats.total_time_s = len(prompt_ids), time.perf_counter() - spec.t_start
+    ids, m = list(req.output_ids), spec.stats.metrics()
     finish = {"aborted": "cancelled"}.get(req.finish_reason, req.finish_reason)
     text = engine.tokenizer.decode(ids, skip_special=True)
-    m = stats.metrics()
     yield SpecFinished(token_ids=ids, text=text, finish_reason=finish, metrics=m)
-    n = m["n_generated"]
-    rest = m["total_time_s"] - first_round_s
+    n, rest = m["n_generated"], m["total_time_s"] - first_round_s
     yield RunFinished(token_ids=ids, text=text, finish_reason=finish, n_prompt_tokens=len(prompt_ids), n_generated=n,
                       ttft_s=first_round_s, tpot_s=rest / (n - 1) if n > 1 else 0.0, tokens_per_s=m["tokens_per_s"],
                       kv_bytes=0)
@@ -113,14 +109,12 @@ def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, pa
 def plain_timed(engine: LoadedModel, prompt_ids: list[int], params: SpecParams) -> tuple[list[int], float, float]:
     """Plain decoding of the same request: (token ids, total seconds, prefill seconds)."""
     gen = GenerationParams(**{f.name: getattr(params, f.name) for f in fields(SamplingParams)})
-    t0 = time.perf_counter()
     ids: list[int] = []
-    prefill = 0.0
+    prefill, t0 = 0.0, time.perf_counter()
     for ev in engine.generate_events(prompt_ids, gen):
         if ev.type == "token":
             ids.append(ev.token_id)
-            if ev.phase == "prefill":
-                prefill = ev.step_time_s
+            prefill = ev.step_time_s if ev.phase == "prefill" else prefill
     return ids, time.perf_counter() - t0, prefill
 
 

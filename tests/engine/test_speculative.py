@@ -247,7 +247,7 @@ def test_events_validate_and_metrics_add_up(peaky):
     assert final["type"] == "spec_finished" and events[-1]["token_ids"] == final["token_ids"]
     m = final["metrics"]
     assert len(final["token_ids"]) == 20 == sum(len(r["emitted"]) for r in rounds)
-    assert m["rounds"] == len(rounds) == m["target_forwards"]
+    assert m["rounds"] == len(rounds) == m["target_forwards"] + 1  # the first round is the prompt's prefill
     assert m["accepted"] == sum(r["n_accepted"] for r in rounds)
     assert m["mean_accept_length"] == pytest.approx(1 + m["accepted"] / m["rounds"])
     for r in rounds:

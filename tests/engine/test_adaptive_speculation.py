@@ -1,0 +1,184 @@
+"""Adaptive speculation: the draft length follows the acceptance (speculative/adaptive.py), and the output stays
+token-identical to plain greedy decoding, alone, sharing a batch and under preemption."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from inference_core.engine.llm_engine import drive
+from inference_core.engine.loaded_model import GenerationParams
+from inference_core.engine.scheduler import Request, SchedulerConfig
+from inference_core.model.sampling import SamplingParams
+from inference_core.speculative.adaptive import AdaptiveK
+from inference_core.speculative.decode import SpecDecoding, SpecParams
+from inference_core.speculative.drafts import ModelDraft, NgramDraft, Proposal
+from inference_core.speculative.speculate import make_draft, run_speculative
+
+from test_speculative import (CODE_PROMPT, PROMPT, VOCAB, as_engine, peaky, plain_greedy,  # noqa: F401 (fixture)
+                               random_draft_model, speculative_events)
+
+
+def trajectory(policy: AdaptiveK, accepted: list[int | None]) -> list[int]:
+    """The k of each round when round i accepts accepted[i] of its guesses (None: all of them)."""
+    ks = []
+    for a in accepted:
+        k = policy.next_k()
+        ks.append(k)
+        policy.update(k, k if a is None else min(a, k))
+    return ks
+
+
+def drafting(policy: AdaptiveK, outcomes: list[int | None], rounds: int = 60) -> list[tuple[int, int]]:
+    """(round, k) of the rounds that draft, the n-th of them accepting outcomes[n] (None: all; past the end: 0)."""
+    it, out = iter(outcomes), []
+    for i in range(rounds):
+        if k := policy.next_k():
+            out.append((i, k))
+        a = next(it, 0) if k else 0
+        policy.update(k, k if a is None else min(a, k))
+    return out
+
+
+# ---------------------------------------------------------------- the policy alone
+
+def test_full_acceptance_doubles_k_up_to_the_cap():
+    assert trajectory(AdaptiveK(cap=16, k=4), [None] * 5) == [4, 8, 16, 16, 16]
+    assert trajectory(AdaptiveK(cap=6, k=4), [None] * 3) == [4, 6, 6]
+    assert AdaptiveK(cap=2, k=4).next_k() == 2
+
+
+def test_a_partial_round_sets_k_to_half_or_the_accepted_run_plus_one():
+    assert trajectory(AdaptiveK(cap=16, k=8), [3, None, 2, 5]) == [8, 4, 8, 4]
+    assert trajectory(AdaptiveK(cap=16, k=16), [10, 0]) == [16, 11]
+
+
+def test_rejections_shrink_k_then_pause_with_doubling_probes():
+    # k halves; the rate estimate falls under min_rate on the third rejection: 2 plain rounds, a probe, 4, a probe,
+    # then 8 (the cap)
+    assert drafting(AdaptiveK(cap=16, k=4, pause=2, max_pause=8), [], 30) == [(0, 4), (1, 2), (2, 1), (5, 1), (10, 1),
+                                                                              (19, 1), (28, 1)]
+
+
+def test_an_accepted_probe_resumes_and_halves_the_pause():
+    p = AdaptiveK(cap=16, k=4, pause=2)
+    assert drafting(p, [0, 0, 0, 0, None, None, None], 13) == [(0, 4), (1, 2), (2, 1), (5, 1), (10, 1), (11, 2), (12, 4)]
+    assert p.pause == 2 and p.next_k() == 8  # 8 after two pauses, halved three times, not below 2
+    # right about once in five tries: after the one success the pauses keep doubling
+    q = AdaptiveK(cap=16, k=4, pause=2)
+    assert drafting(q, [0, 0, 0, 0, None]) == [(0, 4), (1, 2), (2, 1), (5, 1), (10, 1), (11, 2), (12, 1), (17, 1), (26, 1),
+                                                (43, 1)]
+    assert q.pause == 32
+
+
+def test_a_draft_right_often_drafts_almost_always_and_one_rarely_right_almost_never():
+    def share_drafting(alpha: float) -> float:
+        rng, p, n = random.Random(0), AdaptiveK(), 0
+        for _ in range(400):
+            k, a = p.next_k(), 0
+            while a < k and rng.random() < alpha:  # each guess accepted with probability alpha
+                a += 1
+            n += k > 0
+            p.update(k, a)
+        return n / 400
+    assert share_drafting(0.6) > 0.9 and share_drafting(0.9) == 1.0
+    assert share_drafting(0.1) < 0.1 and share_drafting(0.2) < 0.1
+
+
+def test_a_round_without_guesses_only_counts_the_pause_down():
+    p = AdaptiveK(cap=16, k=8)
+    p.update(0, 0)  # e.g. the n-gram draft found no match
+    assert p.next_k() == 8 and p.idle == 0 and p.rate == 1.0
+
+
+def test_k_stays_within_zero_and_the_cap():
+    rng = random.Random(0)
+    p = AdaptiveK(cap=7, k=3)
+    for _ in range(2000):
+        k = p.next_k()
+        assert 0 <= k <= 7
+        p.update(k, rng.randint(0, k))
+    with pytest.raises(ValueError):
+        AdaptiveK(cap=0)
+
+
+# ---------------------------------------------------------------- driving the engine's rounds
+
+@dataclass
+class ScriptedDraft:
+    """Proposes the plain greedy continuation (right) or the token after it in the vocabulary (wrong)."""
+
+    reference: list[int]
+    right: bool
+    name: str = "scripted"
+
+    def begin(self, prompt_ids, capacity, sampling, generator) -> None:
+        pass
+
+    def propose(self, context_ids, k):
+        nxt = self.reference[len(context_ids):len(context_ids) + k]
+        return Proposal(nxt if self.right else [(t + 1) % VOCAB for t in nxt], None)
+
+    def rollback(self, length: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("right", [True, False])
+def test_the_rounds_draft_the_policys_k_and_stay_exact(peaky, right):
+    want = plain_greedy(peaky, PROMPT, 40)
+    draft = ScriptedDraft(PROMPT + want, right)
+    events = speculative_events(peaky, draft, PROMPT, SpecParams(k=16, adaptive=True, max_new_tokens=40,
+                                                                 stop_at_eos=False))
+    lengths = [len(e.drafted) for e in events if e.type == "spec_round"]
+    assert events[-1].token_ids == want
+    assert lengths[0] == 0  # the first round is the prompt's prefill
+    if right:
+        assert lengths[:4] == [0, 4, 8, 16] and sum(n + 1 for n in lengths) == 40
+    else:
+        assert lengths[:12] == [0, 4, 2, 1, 0, 0, 1, 0, 0, 0, 0, 1]
+
+
+def adaptive_request(rid: str, draft, n: int, prompt=PROMPT) -> Request:
+    params = SpecParams(k=8, adaptive=True, max_new_tokens=n, stop_at_eos=False)
+    return Request(rid, list(prompt), params, spec=SpecDecoding(draft, params.k, policy=AdaptiveK(cap=params.k)))
+
+
+def test_adaptive_requests_share_a_batch_with_a_plain_one_token_identical(peaky):
+    """n-gram, early-exit and a separate (often wrong) draft model, adaptive, in the same steps as a plain request."""
+    engine = as_engine(peaky)
+    prompts = {"ngram": [1, 2, 3, 1, 2, 3, 1, 2], "exit": PROMPT, "other": [4, 0, 2, 1], "plain": [2, 4, 1, 0, 3]}
+    reqs = [adaptive_request("ngram", NgramDraft(), 30, prompts["ngram"]),
+            adaptive_request("exit", ModelDraft(peaky, n_layers=1, name="exit1"), 30),
+            adaptive_request("other", ModelDraft(random_draft_model(VOCAB, 3, seed=5, eos_token_id=99)), 30,
+                             prompts["other"]),
+            Request("plain", prompts["plain"], SamplingParams(max_new_tokens=30, stop_at_eos=False))]
+    sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=96))
+    for r in reqs:
+        assert r.output_ids == plain_greedy(peaky, prompts[r.request_id], 30), r.request_id
+    verifies = [e for e in events if e.type == "batch_step" for e in e.entries if e["phase"] == "verify"]
+    assert any(e["n_accepted"] < e["n_drafted"] for e in verifies) and any(e["n_accepted"] > 0 for e in verifies)
+    assert sched.allocator.num_used == 0
+
+
+def test_adaptive_requests_survive_preemption(peaky):
+    engine = as_engine(peaky)
+    reqs = [adaptive_request(f"s{i}", NgramDraft() if i % 2 else ModelDraft(peaky, n_layers=1, name="exit1"), 24)
+            for i in range(3)]
+    sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=12))
+    assert any(e.type == "preemption" for e in events)
+    want = plain_greedy(peaky, PROMPT, 24)
+    assert all(r.output_ids == want for r in reqs) and sched.allocator.num_used == 0
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("kind", ["ngram", "self-early-exit:4"])
+def test_adaptive_greedy_is_token_identical_on_the_real_model(engine, kind):
+    ids = engine.tokenizer.encode(CODE_PROMPT)
+    reference = engine.generate_ids(ids, GenerationParams(max_new_tokens=32, stop_at_eos=False))
+    out, metrics = run_speculative(engine, ids, make_draft(engine, kind),
+                                   SpecParams(k=16, adaptive=True, max_new_tokens=32, stop_at_eos=False))
+    assert out == reference and metrics["target_forwards"] <= 32
