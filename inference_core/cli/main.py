@@ -1,8 +1,4 @@
-"""`python -m inference_core <command> …`: the engine from a shell, JSON out for scripts and tests.
-
-Every bad argument ends in one line on stderr (`… error: …; see --help`) and exit code 2, checked before
-any model loads; every option has --help text.
-"""
+"""`python -m inference_core <command> …`: the engine from a shell, JSON out for scripts and tests."""
 from __future__ import annotations
 
 import argparse

@@ -6,11 +6,7 @@ from ..model.config import ModelConfig
 
 def step_cost(cfg: ModelConfig, n_new: int, n_context: int, n_logits: int, bytes_per_value: int,
               kv_cached: bool) -> tuple[float, float]:
-    """(FLOPs, bytes moved) estimate for one forward of `n_new` tokens over `n_context` total positions.
-
-    FLOPs: 2 per multiply-add in every projection, plus QKᵀ and AV (2·2·heads·head_dim per query-key pair).
-    Bytes: every weight read once, plus K/V read for attention (and written for the new tokens).
-    """
+    """(FLOPs, bytes moved) estimate for one forward of `n_new` tokens over `n_context` total positions."""
     body = cfg.matmul_params() - cfg.vocab_size * cfg.dim
     flops = 2.0 * body * n_new + 2.0 * cfg.vocab_size * cfg.dim * n_logits
     pairs = n_new * n_context - (n_new * (n_new - 1)) / 2  # causal: query i sees context − n_new + i + 1 keys

@@ -1,14 +1,4 @@
-"""LLMEngine: the one generation loop. step() = Scheduler.schedule() → ModelRunner.run() → postprocess.
-
-Everything that generates drives `step()`: a single request (`LoadedModel.generate_events` is a one-request
-schedule), a batch (`run_batch`), a speculative request (speculative/speculate.py: a draft phase, then its
-verify in the step's one forward, beside any plain request), the worker's batching service (a thread around
-`step()`) and the course's demos. The scheduler decides and keeps the books, the runner owns the weights, the KV pool's layout and the
-fast paths; neither knows about the other.
-
-`RequestStream` turns the batch's events back into one caller's `token` / `run_finished` events (the same
-ones for a single request as for a request that shared its steps with others).
-"""
+"""LLMEngine: the one generation loop. step() = Scheduler.schedule() → ModelRunner.run() → postprocess."""
 from __future__ import annotations
 
 import time
@@ -73,12 +63,7 @@ class LLMEngine:
 
 
 class RequestStream:
-    """One request's view of the batch's events: `token` per step it took part in, then `run_finished`.
-
-    Figures per token: the step's wall time (shared by the whole batch), its cost estimate for this request's
-    new tokens, the request's K/V bytes after the step (0 without a cache; `per_token` from the pool, whose int8
-    storage costs less than the model's dtype) and how many requests shared it.
-    """
+    """One request's view of the batch's events: `token` per step it took part in, then `run_finished`."""
 
     def __init__(self, engine, scheduler: Scheduler, kv_cache: bool = True, per_token: int | None = None) -> None:
         self.cfg = engine.config

@@ -90,13 +90,7 @@ class LoadedModel:
 
     def generate_events(self, prompt_ids: list[int], params: GenerationParams,
                         should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
-        """Prefill, then decode one token per forward; yields run_started, token…, run_finished.
-
-        A one-request schedule of `LLMEngine.step()` on every device: on CUDA its decode steps replay the runner's
-        bucket-1 step graph, captured when the pool was lent (model_runner.py), never inside a timed step. With
-        `use_cache=False` no K/V are kept and every step re-feeds the whole sequence, which is what the KV cache
-        saves; outputs are identical either way (tested).
-        """
+        """Prefill, then decode one token per forward; yields run_started, token…, run_finished."""
         cfg = self.config
         if not prompt_ids:
             raise ValueError("prompt is empty")

@@ -1,10 +1,5 @@
 """This machine's roofline and decode speed, measured: memory bandwidth (a large tensor copy), fp32 matmul
-FLOP/s, and the batch-1 decode step time of a real model.
-
-One implementation for two callers: `bench/machine_roofline.py` prints it, and the demo worker measures at
-start and publishes the result as the server's `MachineProfile` (serverprofile/), which the lessons and the
-roofline calculator read. The machine may be shared, so a profile is what it achieved at that moment.
-"""
+FLOP/s, and the batch-1 decode step time of a real model."""
 from __future__ import annotations
 
 import statistics

@@ -25,14 +25,7 @@ def _summary(values: list[float], name: str) -> dict:
 
 
 def run_metrics(sched) -> dict:
-    """Run-level metrics named as `vllm bench serve` prints them, plus KV-pool figures.
-
-    duration = first arrival → last finish. output_throughput = generated tokens / duration;
-    total_token_throughput = (prompt + generated) / duration. kv_waste_pct: allocated-but-unfilled slots /
-    allocated slots, averaged over steps; contiguous_*: the same ratio had every live request reserved
-    prompt + max_new_tokens (request max) or the model's whole context (model max) up front.
-    prefix_cache_hit_rate: hit tokens / prompt tokens looked up.
-    """
+    """Run-level metrics named as `vllm bench serve` prints them, plus KV-pool figures."""
     done = [r for r in sched.finished if r.finish_reason != "aborted"]
     out: dict = {"mode": sched.cfg.mode, "completed": len(done), "num_steps": sched.step_count}
     if not done:

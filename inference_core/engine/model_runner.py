@@ -1,27 +1,4 @@
-"""ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward.
-
-The reference is `Transformer.hidden_states` + `compute_logits` (model/transformer.py), the code the lessons read.
-On the CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step
-(fused_cpu.py), which computes the same logits up to fp32 summation order (tested token-identical); a longer
-input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
-for the call. A longer fp32 step stays on the reference: measured end to end on the batching workload (32
-concurrent requests, 1 thread), running its 1,714-token first step as fused chunks made the run 7% slower (8.53 vs
-7.97 s), and a 1,319-token prefill 1.9× slower (the fused step attends row by row; SDPA does long contexts
-better). Its linears run on oneDNN rather than MKL (onednn_linears.py), which made that first step 9% faster
-(4.63 vs 5.10 s CPU time).
-
-Two entry points over the same `forward_batch`, both here so a fast path added once reaches every caller:
-- `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request
-  (a speculative request's verify: the logits of its k+1 rows, judged by the scheduler). `LLMEngine.step()` calls
-  it: single requests, batches, speculative requests among them, the demos and the worker.
-- `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
-  → logits. A model draft's guesses (the draft phase of a step) call it: it rolls its sequence back after a
-  rejection, which frees the blocks past its new end.
-On CUDA a step of up to 64 new tokens (a single request's decode, a batch of decodes, a speculative verify, a
-draft's guess, a short prefill chunk) replays a CUDA graph captured per token-count bucket over the paged pool
-(paged_graphs.py): batch-1 decode is the bucket-1 graph, a fast path of `run` like any other, not a loop of its
-own. Every bucket is captured when the pool is lent (`lend_pool`), so no scheduled step waits for a capture.
-"""
+"""ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward."""
 from __future__ import annotations
 
 import threading

@@ -1,24 +1,4 @@
-"""Paged KV cache: fixed-size blocks, a block allocator, per-sequence block tables, paged attention.
-
-Memory is one pool of `num_blocks` physical blocks, each holding `block_size` token slots for every layer
-and KV head: k, v of shape [layers, num_blocks, kv_heads, block_size, head_dim]. A sequence owns a
-`BlockTable` (logical block i → physical block id), so its K/V need not be contiguous and it never reserves
-more than one partly filled block (the waste is < block_size slots per sequence).
-
-`PagedBackend` implements the model's `AttentionBackend` for a *flattened variable-length batch*: the
-scheduler feeds every running sequence's new tokens as one row [1, N_total] with per-token positions, after
-`begin_step(...)` told the backend which slice of the row belongs to which sequence. Per layer the backend
-scatters all N_total new K/V into their slots with one indexed write, then attends through `paged_attention`
-(the torch paged attention, shared with the step graphs): decode sequences (one new token each) together, a
-prefill with a cached prefix one by one; a fresh prefill over an fp pool attends over its new keys as they are.
-
-An int8 pool (`kv_dtype="int8"`) stores each token's key and value vector per head as int8 plus one fp16 scale
-(absmax / 127): head_dim + 2 bytes instead of 2·head_dim (bf16) or 4·head_dim (fp32). Writes quantize
-(`PagedKVPool.write`), every read dequantizes to the model's dtype, and every attention over an int8 pool reads
-the pool (a fresh prefill too), so each path sees the same rounded keys and values.
-
-This module imports nothing of the engine: the scheduler's requests, the runner and the kernels build on it.
-"""
+"""Paged KV cache: fixed-size blocks, a block allocator, per-sequence block tables, paged attention."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -34,13 +14,7 @@ class NoFreeBlocks(RuntimeError):
 
 
 class BlockAllocator:
-    """Free list + reference counts over physical block ids 0..num_blocks-1.
-
-    Invariants: a block is in the free queue iff its refcount is 0; every operation is O(1).
-    The free queue is ordered least-recently-freed first, so blocks that still hold prefix-cache
-    content are reused (evicted) in LRU order. `on_reuse(block)` runs when a popped block is handed
-    out again — the prefix cache uses it to forget that block's hash (an eviction).
-    """
+    """Free list + reference counts over physical block ids 0..num_blocks-1."""
 
     def __init__(self, num_blocks: int) -> None:
         if num_blocks < 1:
@@ -157,12 +131,7 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: t
 
 
 class PagedKVPool:
-    """The physical K/V storage: [layers, num_blocks, kv_heads, block_size, head_dim] each for K and V.
-
-    `dtype` is what attention computes in (the model's); the storage is that dtype, or int8 with per-token-head
-    scales `k_scale`, `v_scale` [layers, num_blocks, kv_heads, block_size] when `kv_dtype="int8"`. Scales live
-    beside their block, so a block shared by a prefix-cache hit or a forked sequence carries its scales with it.
-    """
+    """The physical K/V storage: [layers, num_blocks, kv_heads, block_size, head_dim] each for K and V."""
 
     def __init__(self, n_layers: int, num_blocks: int, n_kv_heads: int, block_size: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",

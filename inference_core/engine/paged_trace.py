@@ -1,8 +1,4 @@
-"""Trace events of the batching scheduler and the paged KV pool (documented in docs/trace-schema/paged.md).
-
-Times are seconds since the scheduler started (`t_s`, `*_s` stamps) unless the name says duration.
-A consumer can rebuild every request's block table from `kv_block` events alone.
-"""
+"""Trace events of the batching scheduler and the paged KV pool (documented in docs/trace-schema/paged.md)."""
 from __future__ import annotations
 
 import typing

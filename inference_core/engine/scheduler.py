@@ -1,24 +1,4 @@
-"""Batching scheduler over the paged KV cache: continuous (iteration-level) or static batching.
-
-The scheduler decides; it never runs the model. `LLMEngine.step()` (llm_engine.py) ties one step together:
-    batch = scheduler.schedule()          # who runs, with which new tokens, in which blocks
-    outputs = runner.run(batch, pool)     # ONE forward over all of them, flattened, then one token each
-    events = scheduler.postprocess(batch, outputs, t_start)   # append, retire, free blocks, trace events
-
-`schedule()`: running requests first (oldest first; each decode needs room for one more token — when the
-pool is empty the *newest* running request is preempted: blocks freed, back to the front of the waiting
-queue, recomputed later); then admits waiting requests FIFO while sequence slots, the token budget and
-free blocks allow (prefix-cache hits are shared, not recomputed). Static mode admits only when the previous
-batch has completely finished, and keeps early finishers' blocks and slots until then.
-Invariant: after a step, every running request has K/V for all but its last token in its block table, and
-no block past them (with `kv_cache=False` none: every step recomputes the whole sequence, which is what the
-cache saves).
-
-A speculative request (`req.spec`) shares the batch: its first step feeds all prompt tokens but the last; each
-later one is a draft phase (`to_draft`, run by LLMEngine.step before the schedule) and a verify (its last token +
-k guesses, all k+1 rows scored), judged in postprocess: rejected guesses are forgotten, their blocks freed.
-Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort from one thread.
-"""
+"""Batching scheduler over the paged KV cache: continuous (iteration-level) or static batching."""
 from __future__ import annotations
 
 import time

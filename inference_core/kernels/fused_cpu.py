@@ -1,18 +1,4 @@
-"""The CPU fast path: a whole forward step (every layer and the head) in one native call (quant_kernels/step.cpp).
-
-`Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one or
-more sequences over the paged pool (`forward_rows`; the runner's only way in),
-for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant/linears.py, reading each weight once per
-step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch), over fp32 pages
-or an int8 pool's (dequantized inside the attention loop). Tested token-identical (greedy) against the reference and
-transformers, and over int8 pages against the reference's int8 step, page for page.
-
-`build(model)` returns a `FusedStep`, or None with the reason (compiled kernels unavailable,
-`INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8, llm-int8,
-bitsandbytes); the model's runner builds it once and keeps it. Building one re-lays fp32 projections stored
-column-major (model/transformer.py's batch-1 layout for the Python path) back to row-major, which is what the
-fused kernels read.
-"""
+"""The CPU fast path: a whole forward step (every layer and the head) in one native call (quant_kernels/step.cpp)."""
 from __future__ import annotations
 
 import torch

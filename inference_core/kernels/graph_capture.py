@@ -14,11 +14,7 @@ _capture_lock = threading.Lock()
 
 
 def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
-    """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite.
-
-    Warmed up twice on a side stream first (lazily initialised kernels, cuBLAS workspaces). `thread_local` mode:
-    other threads keep running kernels and synchronising their own streams during a capture; only this thread's
-    unsafe calls would invalidate it."""
+    """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite."""
     with _capture_lock:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())

@@ -1,24 +1,4 @@
-"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, …, 64).
-
-A forward of the 135M model is ~500 small kernels; on a GPU their launches, not the weights' bandwidth, set the
-pace, and the scheduler's batched step, the speculative verify and a draft's guesses all ran eagerly. Here any
-step of at most 64 new tokens is padded to the next bucket and replayed from the graph captured for it.
-
-Every token is one row with its own query: row i is token `tokens[i]` at position p of its sequence, attending
-to that sequence's positions [0, p] through its block table. Each layer first writes every row's K/V to its slot,
-then attends, so one shape covers a batch of decodes (one row per sequence), a speculative verify (k+1 rows of
-one sequence with growing context lengths: causal), a short prefill chunk, or a mix. Replays need fixed shapes
-and addresses, so every input lives in a static buffer per bucket: tokens, positions, slots, block tables padded
-to the pool's width, context lengths. Attention is one paged-decode kernel per layer (Triton,
-triton_kernels/paged_decode.py) or, where Triton is absent, a gather of the table's blocks and a masked SDPA
-over the fixed width; both read only the pool, so a replay sees this step's tables. An int8 pool's K/V are
-rounded as they are written (`PagedKVPool.write`) and dequantized as they are read (the kernel reads the scales
-beside the pages, the torch path dequantizes what it gathered).
-
-Invariant: a padded row repeats the step's last real row, so it computes the same K/V and writes them to the same
-slot (an idempotent duplicate write, never another slot); its logits are dropped. On the CPU the same buffers
-run eagerly (`capture=False`): the tests compare that against the reference step.
-"""
+"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, …, 64)."""
 from __future__ import annotations
 
 import weakref
@@ -95,13 +75,7 @@ class _BucketBackend:
 
 
 class StepGraphs:
-    """Steps of at most 64 new tokens over one pool, one graph (or eager buffer set) per token-count bucket.
-
-    Built lazily per bucket; capturing warms the step up twice on a side stream first (CUDA's rule for lazily
-    initialised kernels). The warm-up runs write the same K/V to the same slots the replay then writes.
-    `compile` (INFERENCE_COMPILE=1): Inductor fuses each layer's elementwise ops (RoPE, SiLU·up, residual adds,
-    norms) before the capture, so a graph holds fewer, larger kernels; it compiles once per bucket, when built.
-    """
+    """Steps of at most 64 new tokens over one pool, one graph (or eager buffer set) per token-count bucket."""
 
     def __init__(self, model, pool: PagedKVPool, capture: bool, use_triton: bool | None = None,
                  compile: bool = False) -> None:
@@ -154,10 +128,7 @@ class StepGraphs:
 
     @torch.inference_mode()
     def prepare_all(self) -> None:
-        """Build (capture, where capturing) every bucket now, so no scheduled step waits for a capture.
-
-        Only over a pool no sequence holds a block of: each warm-up step is token 0 at position 0 of block 0,
-        whose K/V it writes (a later holder writes a position before it reads it)."""
+        """Build (capture, where capturing) every bucket now, so no scheduled step waits for a capture."""
         for size in BUCKETS:
             bucket = self._bucket(size)
             self._fill(bucket, _WarmUp([0] * size, [0] * size, [0] * size, [SeqSlice(0, size, 1, [0])]), size)

@@ -12,10 +12,7 @@ DEFAULT_MODEL = "smollm2-135m"  # the course's model: every default model name i
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A Llama-family decoder. Invariant: dim == n_heads * head_dim and n_heads % n_kv_heads == 0.
-
-    `qkv_bias` adds a bias to the fused Q/K/V projection (Qwen2); off, the model is plain Llama (SmolLM2).
-    """
+    """A Llama-family decoder. Invariant: dim == n_heads * head_dim and n_heads % n_kv_heads == 0."""
 
     vocab_size: int
     dim: int

