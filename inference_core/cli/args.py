@@ -1,5 +1,4 @@
-"""What every sub-command shares: a parser that errs in one line, the model and generation options, and the
-checks that name a bad option before any model loads."""
+"""What every sub-command shares: a one-line-error parser, model/generation options, early checks."""
 from __future__ import annotations
 
 import argparse

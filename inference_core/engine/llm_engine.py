@@ -13,8 +13,7 @@ from .trace import RunFinished, TokenStep, TraceEvent
 
 
 class LLMEngine:
-    """One scheduler and one runner over one KV pool, lent by the runner (with the CUDA graphs captured over it)
-    until `close()` or until the engine is collected. Not thread-safe: one thread calls add/step/abort."""
+    """One scheduler and one runner over one KV pool lent by the runner until `close()`. Not thread-safe."""
 
     def __init__(self, engine, config: SchedulerConfig = SchedulerConfig(), trace: bool = True,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -44,8 +43,7 @@ class LLMEngine:
         return self.scheduler.has_work()
 
     def step(self) -> list[TraceEvent]:
-        """Draft (speculative requests), schedule, run one forward for the whole batch, postprocess (acceptance
-        and rollback included). This step's trace events; its duration counts the draft phase."""
+        """Draft, schedule, one forward for the whole batch, postprocess: this step's trace events."""
         t_start = self.clock()
         for req, k in self.scheduler.to_draft():  # the draft phase: speculative requests guess before the verify
             req.drafted = req.spec.propose(req, k)
@@ -96,8 +94,7 @@ class RequestStream:
             kv_bytes=(len(req.all_ids) - 1) * self.per_token if kept else 0)
 
     def route(self, events: list[TraceEvent]) -> Iterator[tuple[str, TraceEvent]]:
-        """(request id, event) for each request's token and run_finished in `events`, tokens first: the
-        scheduler emits `request_finished` before the `batch_step` carrying that request's last token."""
+        """(request id, event) for each token and run_finished in `events`, tokens first."""
         for ev in sorted(events, key=lambda e: not isinstance(e, BatchStep)):
             if isinstance(ev, BatchStep):
                 for entry in ev.entries:
@@ -137,9 +134,8 @@ def generate_one(engine, request: Request, kv_cache: bool = True,
 def run_batch(engine, requests: Iterable[Request], config: SchedulerConfig,
               arrival_steps: dict[str, int] | None = None, should_stop: Callable[[], bool] | None = None,
               trace: bool = True, clock: Callable[[], float] = time.perf_counter) -> Iterator[TraceEvent]:
-    """Drive an LLMEngine over `requests` (each added when the step counter reaches its arrival step, default
-    0) until all finish; yields every event, ending with `batch_run_finished`. Returns the scheduler (its
-    requests and metrics) via StopIteration.value (use `sched = yield from run_batch(...)` or `drive`)."""
+    """Drive an LLMEngine over `requests` (each added at its arrival step) until all finish; yields every
+    event, ends with `batch_run_finished`, returns the scheduler (`sched = yield from run_batch(...)`, or `drive`)."""
     llm = LLMEngine(engine, config, trace=trace, clock=clock)
     sched = llm.scheduler
     pending = sorted(requests, key=lambda r: (arrival_steps or {}).get(r.request_id, 0))

@@ -33,9 +33,7 @@ class GenerationParams(SamplingParams):
 
 
 class LoadedModel:
-    """One model on one device with its tokenizer: what `load_engine` returns and a run generates with. Not the
-    engine: `LLMEngine` (llm_engine.py) is the loop that schedules and steps requests over it. Not thread-safe: a
-    worker serialises access with `lock`."""
+    """One model on one device with its tokenizer (not the loop: that is `LLMEngine`). Not thread-safe: use `lock`."""
 
     def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, device: torch.device,
                  kv_dtype: str = "auto") -> None:
@@ -125,7 +123,6 @@ def quantized_engine(engine: LoadedModel, fmt: QuantFormat | str) -> LoadedModel
 
 def speed_only_engine(name: str, device: torch.device, dtype: torch.dtype = torch.float32,
                       n_layers: int | None = None) -> LoadedModel:
-    """A LoadedModel around speed-only model `name` (seeded random weights; `n_layers` trims it, for tests),
-    named with `SPEED_ONLY_LABEL` so every run header says so."""
+    """Speed-only model `name` (seeded random weights, `n_layers` trims it), labelled `SPEED_ONLY_LABEL`."""
     cfg, tokenizer = speed_only_parts(name, n_layers)
     return LoadedModel(f"{name} ({SPEED_ONLY_LABEL})", build_model(cfg, None, device, dtype), tokenizer, device)

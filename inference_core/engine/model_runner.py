@@ -26,8 +26,7 @@ SPARE_POOL_BYTES = 1 << 29  # pools kept between runs on the CPU: at most 512 Mi
 
 
 def spare_pool_bytes(device: torch.device) -> int:
-    """How many bytes of pools a runner keeps between runs: SPARE_POOL_BYTES of RAM, an eighth of a GPU's memory
-    (an 8B-shaped model's serving pool is 1 GiB; dropping it would capture its step graphs again every run)."""
+    """Bytes of pools a runner keeps between runs: SPARE_POOL_BYTES of RAM, an eighth of a GPU's memory."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory // 8
     return SPARE_POOL_BYTES
@@ -74,22 +73,15 @@ class ModelRunner:
 
     def new_kv_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
                     kv_dtype: str = "auto") -> PagedKVPool:
-        """The paged K/V storage this model's steps read and write (computing in its dtype, on its device, stored
-        as that dtype or as int8 with scales: `kv_dtype`); `n_layers` < depth for an early-exit draft, which never
-        runs the layers above."""
+        """The paged K/V storage of this model's steps (`n_layers` < depth: an early-exit draft's)."""
         cfg, weight = self.model.config, self.model.tok_embeddings.weight
         return PagedKVPool(n_layers or cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim,
                            weight.dtype, weight.device, kv_dtype)
 
     def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
                   kv_dtype: str = "auto") -> PagedKVPool:
-        """A pool of at least `num_blocks` blocks, lent until `give_back`: a run's (LLMEngine, a single request's
-        included) or a model draft's. Sizes round up to a power of two blocks, so runs of
-        similar size share a class and borrow each other's pools with the CUDA graphs captured over them (a GPU step
-        would otherwise capture them again for every run, inside its timings). A pool's graphs are captured here,
-        for every bucket not yet built, before anyone holds a block of it: the warm-up steps write K/V to block 0,
-        which no sequence owns yet, and no later step waits for a capture. A pool is lent to one holder at a time;
-        a holder never reads a position it has not written, so what the last one left in the pool is never seen."""
+        """A pool of at least `num_blocks` blocks (a power of two: similar runs share spares and their CUDA graphs),
+        lent until `give_back`; every bucket's graph is captured here, before anyone holds a block, never in a step."""
         depth = n_layers or self.model.config.n_layers
         key = (pool_size_class(num_blocks), block_size, depth, kv_dtype)
         with self._lock:
@@ -103,8 +95,7 @@ class ModelRunner:
         return pool
 
     def give_back(self, pool: PagedKVPool) -> None:
-        """Keep a lent pool for the next holder of its size class (at most MAX_SPARE_POOLS per class and
-        `spare_pool_bytes` in all; past that it is dropped, and its graphs with it)."""
+        """Keep a lent pool for its size class (≤ MAX_SPARE_POOLS each, `spare_pool_bytes` in all)."""
         key = (pool.num_blocks, pool.block_size, pool.k.shape[0], pool.kv_dtype)
         with self._lock:
             spare = self._spare_pools.setdefault(key, [])
@@ -119,8 +110,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list:
-        """One forward over every scheduled request's new tokens, then one token per plain request; a speculative
-        request gets its rows' logits [n_rows, vocab] instead (the scheduler's acceptance rule judges them)."""
+        """One forward, then a token per plain request; a speculative request gets its rows' logits."""
         logits = self.forward_batch(batch, pool)
         reqs = batch.requests
         plain = all(r.spec is None for r in reqs)
@@ -143,8 +133,7 @@ class ModelRunner:
     @torch.inference_mode()
     def forward_sequence(self, tokens: list[int], seq: PagedSequence, all_rows: bool = False,
                          n_layers: int | None = None) -> torch.Tensor:
-        """Logits of the new `tokens` at positions seq.length…: [len(tokens), vocab], or [1, vocab] for the last
-        one unless `all_rows`. Their K/V go to the sequence's blocks; it advances by len(tokens)."""
+        """Logits of `tokens` at seq.length… (all rows or the last); the sequence advances by len(tokens)."""
         n = len(tokens)
         start = seq.length
         step = StepRows(list(tokens), list(range(start, start + n)), [0] * n,
@@ -154,8 +143,7 @@ class ModelRunner:
         return logits
 
     def forward_batch(self, step: StepRows, pool: PagedKVPool, n_layers: int | None = None) -> torch.Tensor:
-        """Logits [len(step.rows), vocab] at the step's rows; K/V of every new token written to `pool`.
-        `n_layers` < depth runs only the first layers (an early-exit draft) before the head."""
+        """Logits [len(step.rows), vocab]; K/V of every new token written to `pool` (`n_layers`: early exit)."""
         n = len(step.tokens)
         kv_int8 = " (int8 KV)" if pool.quantized else ""  # path names say when the pages are int8
         if self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized):
@@ -191,9 +179,7 @@ class ModelRunner:
 
 
 def runner_for(model: Transformer) -> ModelRunner:
-    """One runner per model (built at first use: the fused step's weight views are made once), kept on the model:
-    the runner refers to its model, so the two (with the runner's pools and graphs) go together when the model's
-    last holder drops it."""
+    """One runner per model, kept on the model so both (with pools and graphs) go when the model does."""
     runner = model.__dict__.get("_runner")
     if runner is None:
         runner = model.__dict__["_runner"] = ModelRunner(model)

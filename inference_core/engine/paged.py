@@ -14,7 +14,7 @@ class NoFreeBlocks(RuntimeError):
 
 
 class BlockAllocator:
-    """Free list + reference counts over physical block ids 0..num_blocks-1."""
+    """Free list + reference counts over block ids. Invariant: a block is free iff its refcount is 0 (LRU order)."""
 
     def __init__(self, num_blocks: int) -> None:
         if num_blocks < 1:
@@ -99,8 +99,7 @@ SCALE_DTYPE = torch.float16  # one scale per token and head: 2 bytes beside head
 
 
 def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [..., D] → (int8 [..., D], fp16 scale [...]): absmax scaling along the last dim, with the scale rounded to
-    fp16 *before* dividing, so that |dequantized - x| ≤ scale / 2 holds for the stored scale."""
+    """x [..., D] → (int8, fp16 scale [...]): absmax, scale rounded first, so |dequantized − x| ≤ scale / 2."""
     xf = x.float()
     scale = (xf.abs().amax(dim=-1) / 127.0).clamp(2.0 ** -24, 65504.0).to(SCALE_DTYPE)
     q = torch.round(xf / scale.float().unsqueeze(-1)).clamp_(-127, 127).to(torch.int8)
@@ -114,11 +113,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torc
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor,
                     k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Attention through block tables, in torch: the one implementation every torch path uses (a scheduled step's
-    decodes and cached prefills, the step graphs' rows). q [B, Hq, T, D] over one layer's pool k, v
-    [NB, Hkv, BS, D] (int8 with scales [NB, Hkv, BS], dequantized to q's dtype after the gather) through
-    tables [B, W]; query t of sequence b sees positions < lens[b, t]. Shapes depend only on B, T and W (the whole
-    table width is gathered and masked), so a CUDA graph can capture it. Returns [B, Hq, T, D]."""
+    """Attention through block tables, in torch (every torch path's): q [B, Hq, T, D] over a layer's pool
+    [NB, Hkv, BS, D] via tables [B, W]; query t of b sees positions < lens[b, t]. Fixed shapes: graph-capturable."""
     b, w = tables.shape
     hkv, bs, d = k.shape[1:]
     kg, vg = k[tables], v[tables]
@@ -131,7 +127,7 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: t
 
 
 class PagedKVPool:
-    """The physical K/V storage: [layers, num_blocks, kv_heads, block_size, head_dim] each for K and V."""
+    """K/V storage [layers, blocks, kv_heads, block_size, head_dim]: the model's dtype, or int8 + per-token scales."""
 
     def __init__(self, n_layers: int, num_blocks: int, n_kv_heads: int, block_size: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
@@ -200,9 +196,8 @@ def pool_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype: t
 
 
 class PagedSequence:
-    """One sequence on blocks of a pool outside the scheduler (a speculative request's model draft): it can
-    roll back. Invariant: its K/V for positions [0, length) sit in `table`, which holds ⌈length / block_size⌉
-    blocks between calls (`reserve` adds the blocks a step needs, `truncate` frees those past the new end)."""
+    """A sequence on its own pool, outside the scheduler (a model draft's); it can roll back.
+    Invariant: K/V of positions [0, length) sit in `table`, which holds ⌈length / block_size⌉ blocks between calls."""
 
     def __init__(self, pool: PagedKVPool, on_close: Callable[[PagedKVPool], None] | None = None) -> None:
         self.pool = pool
@@ -212,8 +207,7 @@ class PagedSequence:
         self._on_close = on_close
 
     def close(self) -> None:
-        """Done with the sequence: its pool goes back to whoever lent it (the runner keeps it, and the CUDA graphs
-        captured over it, for the next sequence). Idempotent; the sequence must not be used afterwards."""
+        """Give the pool back to its lender (idempotent); the sequence is not used afterwards."""
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close(self.pool)

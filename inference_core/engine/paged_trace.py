@@ -82,9 +82,7 @@ class BatchStep(TraceEvent):
 
 @event("request_finished")
 class RequestFinished(TraceEvent):
-    """Per-request metrics with vLLM's definitions (seconds): ttft = first token − arrival; e2e = last token −
-    arrival; tpot = (e2e − ttft) / (n_generated − 1); itl = gaps between consecutive tokens; queue = first
-    scheduled − arrival."""
+    """Per-request metrics with vLLM's definitions (seconds): ttft, e2e, tpot, itl, queue."""
 
     request_id: str
     token_ids: list[int]

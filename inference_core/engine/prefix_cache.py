@@ -25,7 +25,7 @@ def chain_hashes(tokens: Sequence[int], block_size: int, parent: bytes = ROOT) -
 
 
 class PrefixCache:
-    """hash ↔ physical block maps on top of a `BlockAllocator`."""
+    """hash ↔ block maps over a `BlockAllocator`. Invariant: a mapped block holds exactly its key's prefix."""
 
     def __init__(self, allocator: BlockAllocator, block_size: int,
                  on_evict: Callable[[int], None] | None = None) -> None:

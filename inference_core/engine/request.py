@@ -60,8 +60,7 @@ class Request:
         return self.spec is not None and computed == len(self.prompt_ids) + len(self.output_ids) - 1
 
     def new_tokens(self, computed: int) -> int:
-        """Positions a step feeds, `computed` of the tokens having K/V: every one left (a plain request); all but
-        the last (a speculative request's prefill); the last and this step's guesses (its verify)."""
+        """Positions a step feeds: all left (plain), all but the last (spec prefill), last + guesses (verify)."""
         left = len(self.prompt_ids) + len(self.output_ids) - computed
         if self.spec is None:
             return left
@@ -70,8 +69,7 @@ class Request:
 
 @dataclass
 class StepRows:
-    """One forward's new tokens, flattened (what `ModelRunner.forward_batch` runs): token i sits at `positions[i]`
-    of sequence `seq[i]`, whose share of the row and blocks are `slices[seq[i]]`; logits are computed at `rows`."""
+    """One forward's tokens, flattened: token i at `positions[i]` of sequence `seq[i]`; logits at `rows`."""
 
     tokens: list[int]
     positions: list[int]
@@ -88,9 +86,8 @@ class StepRows:
 
 @dataclass
 class ScheduledBatch(StepRows):
-    """A scheduler step: `requests[j]` owns slice j and gets `n_new[j]` new tokens; `rows` are the rows whose logits
-    are computed: `n_rows[j]` per request, its last new tokens — 1 (the token to sample), or for a speculative
-    verify every one of its k+1 positions (`drafted[j]`: the guesses it checks; None when not a verify)."""
+    """A scheduler step: `requests[j]` owns slice j with `n_new[j]` new tokens and `n_rows[j]` logits rows
+    (1, or a verify's k+1; `drafted[j]`: the guesses it checks, None when not a verify)."""
 
     requests: list[Request] = field(default_factory=list)
     n_new: list[int] = field(default_factory=list)

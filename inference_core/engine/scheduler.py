@@ -1,4 +1,5 @@
-"""Batching scheduler over the paged KV cache: continuous (iteration-level) or static batching."""
+"""Batching scheduler over the paged KV cache: continuous (iteration-level) or static batching.
+Invariant: after a step, every running request has K/V for all but its last token, and no block past them."""
 from __future__ import annotations
 
 import time
@@ -125,8 +126,7 @@ class Scheduler:
                               n_new=[n for _, n in scheduled], n_rows=n_rows, drafted=drafted)
 
     def postprocess(self, batch: ScheduledBatch, outputs: list, t_start: float) -> list[TraceEvent]:
-        """Append each request's new token(s) (`outputs[j]`: a token, or a speculative request's scored rows),
-        retire finished ones (continuous: blocks freed at once); the step's trace events."""
+        """Append each request's new token(s), retire finished ones; the step's trace events."""
         now = self.clock()
         entries, finished = [], []
         eos = self.model_config.eos_token_id

@@ -30,19 +30,15 @@ class FusedStep:
                      k_pool: torch.Tensor, v_pool: torch.Tensor, rows: torch.Tensor,
                      n_layers: int | None = None, k_scale: torch.Tensor | None = None,
                      v_scale: torch.Tensor | None = None) -> torch.Tensor:
-        """A flattened step of several sequences over a paged pool: row i is token `tokens[i]` at `positions[i]`
-        of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`.
-        Pages are fp32, or int8 with their fp16 scales `k_scale`, `v_scale` (an int8 PagedKVPool's), which the
-        native step dequantizes as it reads them and fills as it writes new K/V, exactly as the pool's
-        `write` quantizes."""
+        """A flattened step over a paged pool (fp32, or int8 pages with their scales): row i is `tokens[i]` at
+        `positions[i]` of sequence `seq[i]` with blocks `tables[seq[i]]`. Logits [len(rows), vocab]."""
         x = self.model.tok_embeddings.weight.index_select(0, tokens)
         return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers,
                                    k_scale, v_scale)
 
 
 def _linear(kernels, layer: nn.Module):
-    """A native weight view of an fp32 nn.Linear, or of a quantized layer (which makes its own: `fused_view`, so
-    this module names no quantized layer); None when the step has no kernel for it."""
+    """A native weight view of an nn.Linear or a quantized layer (`fused_view`); None without a kernel."""
     if not isinstance(layer, nn.Linear):
         return layer.fused_view(kernels) if hasattr(layer, "fused_view") else None
     weight, bias = layer.weight, layer.bias

@@ -1,5 +1,4 @@
-"""Recording one step as a CUDA graph: the capture of every paged step graph (paged_graphs.py), one per token-count
-bucket of a lent pool."""
+"""Recording one step as a CUDA graph: the capture of every paged step graph (paged_graphs.py)."""
 from __future__ import annotations
 
 import threading

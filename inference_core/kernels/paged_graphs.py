@@ -1,4 +1,5 @@
-"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, …, 64)."""
+"""Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, …, 64).
+Invariant: a padded row repeats the step's last real row (same K/V, same slot); its logits are dropped."""
 from __future__ import annotations
 
 import weakref
@@ -49,8 +50,7 @@ class _Bucket:
 
 
 class _BucketBackend:
-    """AttentionBackend of one bucket's step: every row's K/V into its slot, then each row's query over its
-    sequence's positions [0, position] (paged decode attention, one query per row)."""
+    """AttentionBackend of one bucket: each row's K/V into its slot, then its query over positions [0, p]."""
 
     def __init__(self, pool: PagedKVPool, bucket: _Bucket, use_triton: bool) -> None:
         self.pool, self.bucket, self.use_triton = pool, bucket, use_triton
@@ -112,8 +112,7 @@ class StepGraphs:
 
     @torch.inference_mode()
     def run(self, step) -> torch.Tensor:
-        """Logits [len(step.rows), vocab] at the step's rows (a `request.StepRows`: the runner's flattened step);
-        every new token's K/V written to the pool."""
+        """Logits [len(step.rows), vocab] of a `request.StepRows`; every new token's K/V written to the pool."""
         size = bucket_for(len(step.tokens))
         bucket = self._bucket(size)
         self._fill(bucket, step, size)
@@ -144,11 +143,7 @@ class StepGraphs:
         return bucket
 
     def _fill(self, b: _Bucket, step, size: int) -> None:
-        """Copy the step into the bucket's buffers. Host work is per sequence plus a few tensor ops (it runs
-        before every replay, beside a ~2 ms step of 32 rows on a GPU): each sequence's table is built once and
-        indexed per row, and only the table columns the widest sequence uses are written. Columns past them keep
-        an earlier step's block ids, which are ids of this pool (the buffers start at 0): the Triton kernel never
-        reads past a row's length, and the torch path gathers them and masks them out."""
+        """Copy the step into the bucket's buffers (host work per sequence; stale columns are masked)."""
         bs = self.pool.block_size
         pad = size - len(step.tokens)
         widest = max(len(s.blocks) for s in step.slices)

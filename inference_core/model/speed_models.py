@@ -44,8 +44,7 @@ def is_speed_only(name: str) -> bool:
 
 
 def speed_only_parts(name: str, n_layers: int | None = None) -> tuple[ModelConfig, IdsTokenizer]:
-    """`name`'s shape (`n_layers` trims it, for tests) and its ids-only tokenizer; the weights are
-    `loader.build_model(cfg, None, …)`'s seeded draw, and the engine layer wraps them with the label."""
+    """`name`'s shape (`n_layers` trims it) and its ids-only tokenizer; weights are a seeded draw."""
     cfg = SPEED_ONLY_MODELS[name]
     if n_layers is not None:
         cfg = replace(cfg, n_layers=n_layers)

@@ -57,8 +57,7 @@ class Tokenizer:
         return self._tok.decode([token_id], skip_special_tokens=False)
 
     def chat_prompt(self, user: str, system: str | None = None) -> str:
-        """ChatML with the generation prompt appended (SmolLM2's and Qwen2.5's, which differ only in the
-        default system turn; Qwen's tool-calling branches are not reproduced)."""
+        """ChatML with the generation prompt (SmolLM2's and Qwen2.5's; Qwen's tool calling not reproduced)."""
         sys_text = self.default_system if system is None else system
         return (
             f"<|im_start|>system\n{sys_text}<|im_end|>\n"

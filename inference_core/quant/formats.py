@@ -1,5 +1,4 @@
-"""Weight formats and their packed storage: the format names, and each format's quantize / dequantize of a
-weight tensor (the layers that compute with them are in linears.py)."""
+"""Weight formats: their names, and each one's quantize / dequantize of a weight (layers: linears.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -156,8 +155,7 @@ def quantize_nf4(w: torch.Tensor, block: int = NF4_BLOCK) -> tuple[torch.Tensor,
 
 def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_BLOCK,
                    codebook: torch.Tensor | None = None) -> torch.Tensor:
-    """`codebook`: the layer's copy on the weights' device (else NF4_CODEBOOK is copied there: a host → device
-    copy, which a CUDA graph capture forbids)."""
+    """`codebook`: the layer's copy on the weights' device (a host copy would break a graph capture)."""
     book = codebook if codebook is not None else NF4_CODEBOOK.to(packed.device)
     vals = book[unpack_nibbles(packed).long()]
     return _ungrouped(_grouped(vals, block) * absmax[..., None], vals.shape[1])

@@ -1,5 +1,4 @@
-"""Quantized linear layers: packed weights as buffers, and y = x Wᵀ computed by the fastest kernel available
-(AVX2 GEMV on the CPU, fused Triton on CUDA, else dequantize + matmul). Formats: formats.py."""
+"""Quantized linear layers: packed weights as buffers, y = x Wᵀ by the fastest kernel available."""
 from __future__ import annotations
 
 import collections
@@ -48,13 +47,11 @@ class QuantizedLinear(nn.Module):
 
     @property
     def capturable(self) -> bool:
-        """A CUDA graph may record this layer: it runs a fused Triton kernel. The others may synchronise (LLM.int8
-        counts its outliers on the host) or dequantize per call. Read by kernels/cuda_graphs.py, which names no layer."""
+        """A CUDA graph may record this layer: it runs a fused Triton kernel (never syncs, never dequantizes)."""
         return self.kernel.startswith("triton-")
 
     def fused_view(self, native):
-        """This layer's weights as a view for the fused CPU step (`native.make_linear`, kernels/fused_cpu.py), or
-        None when the step has no kernel for its format (w8a8, LLM.int8, bitsandbytes)."""
+        """This layer's weights for the fused CPU step (`native.make_linear`), or None: no kernel for it."""
         return None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -85,8 +82,7 @@ def _kernels():
 
 
 def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = "torch-dequant") -> str:
-    """The AVX2 kernels run on CPU tensors, the fused Triton kernels (triton_kernels/quant_matmul.py) on CUDA
-    ones; without them the weight is dequantized per call."""
+    """AVX2 on CPU tensors, fused Triton on CUDA ones; without them the weight is dequantized per call."""
     if weight.device.type == "cpu":
         return compiled if _kernels() else fallback
     if weight.device.type == "cuda" and triton_kernels.available():
@@ -176,8 +172,7 @@ def fbgemm_available() -> bool:
 
 
 class W8A8DynamicLinear(QuantizedLinear):
-    """int8 per-channel weights prepacked for FBGEMM; each call quantizes x to uint8 (7-bit range,
-    asymmetric, one scale per call) and runs an int8 GEMM with int32 accumulation."""
+    """int8 weights prepacked for FBGEMM × activations quantized per call (7-bit uint8), int32 accumulation."""
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
@@ -201,9 +196,7 @@ class W8A8DynamicLinear(QuantizedLinear):
         return self.qweight.nbytes + self.scale.nbytes + (self.bias.nbytes if self.bias is not None else 0)
 
     def prepacked_bytes(self) -> int:
-        """FBGEMM's prepacked copy, held beside `qweight` (which prefill and the emulation multiply by): the same
-        int8 values rearranged for its kernel, plus an int32 column offset, an fp32 scale and an int32 zero point
-        per output channel. Not a parameter or buffer, so `resident_bytes` cannot see it; the report adds it."""
+        """FBGEMM's prepacked copy beside `qweight` (not a buffer: the report adds it)."""
         return self.qweight.nbytes + 12 * self.out_features if self._packed is not None else 0
 
     def product(self, x):
@@ -217,8 +210,7 @@ class W8A8DynamicLinear(QuantizedLinear):
 
 
 def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
-    """Per-row FBGEMM-style dynamic activation quantization, returned dequantized: range [min(x,0),
-    max(x,0)] mapped onto 0..127 (reduce_range: 7 bits so AVX2's 16-bit pair sums cannot saturate)."""
+    """Per-row FBGEMM-style activation quantization onto 0..127 (7 bits), returned dequantized."""
     lo = x2.amin(dim=1, keepdim=True).clamp(max=0)
     hi = x2.amax(dim=1, keepdim=True).clamp(min=0)
     scale = ((hi - lo) / 127.0).clamp_min(1e-12)
@@ -265,9 +257,8 @@ class LLMInt8Linear(QuantizedLinear):
 
 
 class BitsAndBytesLinear(QuantizedLinear):
-    """bitsandbytes' own CUDA layer holding the weight: `Linear8bitLt` (int8 with fp16 outlier columns above
-    6.0, computing in fp16) or `Linear4bit` (NF4, blocks of 64, computing in fp32). The fp32 model around
-    it is unchanged: inputs and outputs are cast. Quantization happens on bitsandbytes' move to the GPU."""
+    """bitsandbytes' own CUDA layer (`Linear8bitLt` or `Linear4bit` NF4), quantized on its move to the GPU;
+    inputs and outputs are cast, so the fp32 model around it is unchanged."""
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)

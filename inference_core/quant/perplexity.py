@@ -88,9 +88,8 @@ def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], 
 
 def paged_backend(model: nn.Module, kv_dtype: str = "int8", block_size: int = 16
                   ) -> Callable[[int], AttentionBackend]:
-    """A `compare` backend factory: each window runs as one prefill step over a fresh paged pool of `kv_dtype`, the
-    engine's own attention (`PagedBackend`). Over an int8 pool every query attends over the rounded keys and values
-    the pool stores, which is what decoding with it reads."""
+    """A `compare` backend factory: each window is one prefill over a fresh paged pool of `kv_dtype` (int8:
+    the rounded K/V that decoding reads)."""
     cfg, weight = model.config, model.tok_embeddings.weight
 
     def make(n_tokens: int) -> AttentionBackend:

@@ -1,5 +1,4 @@
-"""The one place a quantized model is made: every projection and the head swapped for a quantized linear,
-and the sizes that reports compare (matmul weight bytes, resident bytes)."""
+"""The one place a quantized model is made, and the sizes reports compare (weight, resident bytes)."""
 from __future__ import annotations
 
 import copy

@@ -37,8 +37,7 @@ KV_INT8 = "fp32+kv-int8"
 
 
 def resident_total(model) -> int:
-    """Bytes the model holds in memory: `resident_bytes` (parameters and buffers) plus what quantized layers keep
-    outside them (w8a8: FBGEMM's prepacked copy of the int8 weights)."""
+    """Bytes the model holds: parameters and buffers plus w8a8's prepacked copy."""
     return resident_bytes(model) + sum(m.prepacked_bytes() for m in quantized_linears(model).values()
                                        if hasattr(m, "prepacked_bytes"))
 
