@@ -2,20 +2,41 @@
 Invariant: a padded row repeats the step's last real row (same K/V, same slot); its logits are dropped."""
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from ..engine.paged import PagedKVPool, SeqSlice, paged_attention
 from . import triton_kernels
-from .graph_capture import capture
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
+T = TypeVar("T")
+# One capture at a time in the process: the worker's threads (the batching service, single runs, speculative runs)
+# may each lend a new pool and capture over it, and a capture records whatever its stream launches.
+_capture_lock = threading.Lock()
 
 
 def bucket_for(n: int) -> int:
     return next(b for b in BUCKETS if b >= n)
+
+
+def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
+    """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite."""
+    with _capture_lock:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            out = step()
+    return graph, out
 
 
 @dataclass
