@@ -9,7 +9,6 @@ from functools import lru_cache
 import torch
 
 from ..model.config import DEFAULT_MODEL, engine_settings
-from ..model.kv_cache import KVCache
 from ..model.loader import build_model, pick_device
 from ..model.sampling import SamplingParams
 from ..model.speed_models import SPEED_ONLY_LABEL, is_speed_only, speed_only_parts
@@ -60,11 +59,6 @@ class LoadedModel:
     def encode_prompt(self, prompt: str, chat: bool) -> list[int]:
         text = self.tokenizer.chat_prompt(prompt) if chat else prompt
         return self.tokenizer.encode(text)
-
-    def new_cache(self, capacity: int, batch: int = 1) -> KVCache:
-        """A contiguous cache for this model: the reference the tests decode against."""
-        cfg = self.config
-        return KVCache.allocate(cfg.n_layers, batch, cfg.n_kv_heads, capacity, cfg.head_dim, self.dtype, self.device)
 
     @torch.inference_mode()
     def generate_ids(self, prompt_ids: list[int], params: GenerationParams) -> list[int]:
