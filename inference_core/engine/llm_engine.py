@@ -5,7 +5,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 
-from .cost import step_cost
+from .metrics import step_cost
 from .model_runner import runner_for
 from .paged_trace import BatchRunFinished, BatchRunStarted, BatchStep, RequestFinished
 from .scheduler import Request, Scheduler, SchedulerConfig
@@ -74,7 +74,7 @@ class RequestStream:
         cfg = self.cfg
         req = self.scheduler.requests[entry["request_id"]]
         context = entry["context_len"]
-        flops, moved = step_cost(cfg, entry["n_tokens"], context, 1, self.bpv, self.kv_cache)
+        flops, moved = step_cost(cfg, entry["n_tokens"], context, self.bpv, self.kv_cache)
         per_layer = context * self.per_token // cfg.n_layers if self.kv_cache else 0
         return TokenStep(
             phase=entry["phase"], step=len(req.output_ids) - 1, token_id=entry["token_id"], text=entry["text"],
