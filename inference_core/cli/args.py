@@ -120,7 +120,6 @@ OPTION_HELP: dict[str, str] = {
     "prefix_cache": "reuse the KV blocks of prompt prefixes already computed",
     "temperature": "sampling temperature; 0 = greedy (default)",
     "seed": "random seed for sampling (default: none)",
-    "prompt": "the text to continue",
 }
 
 

@@ -60,7 +60,8 @@ class Request:
         return self.spec is not None and computed == len(self.prompt_ids) + len(self.output_ids) - 1
 
     def new_tokens(self, computed: int) -> int:
-        """Positions a step feeds: all left (plain), all but the last (spec prefill), last + guesses (verify)."""
+        """Positions a step feeds, `computed` of the tokens having K/V: every one left (a plain request); all but
+        the last (a speculative request's prefill); the last and this step's guesses (its verify)."""
         left = len(self.prompt_ids) + len(self.output_ids) - computed
         if self.spec is None:
             return left

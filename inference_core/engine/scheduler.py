@@ -247,7 +247,7 @@ class Scheduler:
     def _preempt(self, req: Request) -> None:
         self.running.remove(req)
         n_blocks = len(req.table.blocks)
-        self._free_blocks(req)
+        self._truncate(req, keep=0)
         req.num_computed = 0
         req.block_hashes = []
         req.drafted = []  # guesses for a verify that will not run: the draft re-syncs on its next proposal
@@ -258,21 +258,15 @@ class Scheduler:
         self.emit(Preemption(request_id=req.request_id, step=self.step_count, blocks_freed=n_blocks,
                               tokens_to_recompute=len(req.all_ids)))
 
-    def _truncate(self, req: Request) -> None:
-        """Free the blocks past the one holding position num_computed − 1 (a verify's rejected guesses)."""
-        keep = -(-req.num_computed // self.cfg.block_size)
+    def _truncate(self, req: Request, keep: int | None = None) -> None:
+        """Free the blocks past the first `keep`; by default those past the one holding position num_computed − 1
+        (a verify's rejected guesses)."""
+        keep = -(-req.num_computed // self.cfg.block_size) if keep is None else keep
+        # Last first: a prefix's tail blocks are the least likely to be shared, so they sit nearer the head of the
+        # LRU free queue and are evicted first (vLLM frees in the same order).
         while len(req.table.blocks) > keep:
             b = req.table.blocks.pop()
             self._block_event("freed", b, req.request_id, len(req.table.blocks), self.allocator.free(b))
-
-    def _free_blocks(self, req: Request) -> None:
-        # Reverse order: a prefix's tail blocks are the least likely to be shared, so they sit nearer the
-        # head of the LRU free queue and are evicted first (vLLM frees in the same order).
-        for i in range(len(req.table.blocks) - 1, -1, -1):
-            b = req.table.blocks[i]
-            rc = self.allocator.free(b)
-            self._block_event("freed", b, req.request_id, i, rc)
-        req.table.blocks.clear()
 
     def _finish(self, req: Request, reason: str, now: float) -> None:
         req.status = "finished"
@@ -284,13 +278,13 @@ class Scheduler:
         if self.cfg.mode == "static" and reason != "aborted":
             self.held.append(req)  # keeps its slot and blocks until the whole batch is done
         else:
-            self._free_blocks(req)
+            self._truncate(req, keep=0)
         self.emit(request_finished_event(req, self))
 
     def _release_static_batch(self) -> None:
         if self.cfg.mode == "static" and not self.running and self.held:
             for req in self.held:
-                self._free_blocks(req)
+                self._truncate(req, keep=0)
             self.held.clear()
 
     def _publish_full_blocks(self, req: Request) -> None:

@@ -14,10 +14,6 @@ from . import quant_kernels
 MAX_FUSED_POSITIONS = 128
 
 
-def enabled() -> bool:
-    return engine_settings().cpu_fastpath
-
-
 class FusedStep:
     """One model's weights as views for the native forward. Holds no copy of any weight."""
 
@@ -56,7 +52,7 @@ def _format_name(model) -> str:
 
 def build(model) -> tuple[FusedStep | None, str]:
     """The model's fused step and "", or None and why there is none."""
-    if not enabled():
+    if not engine_settings().cpu_fastpath:
         return None, "disabled by INFERENCE_CPU_FASTPATH=0"
     if model.tok_embeddings.weight.device.type != "cpu" or model.tok_embeddings.weight.dtype != torch.float32:
         return None, "the fused step runs fp32 activations on the CPU"

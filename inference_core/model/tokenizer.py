@@ -1,10 +1,8 @@
 """Byte-level BPE tokenizer rebuilt from the GGUF's vocabulary and merges (no hub, no transformers)."""
 from __future__ import annotations
 
-
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
-
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token_type values for special and added tokens
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"

@@ -40,12 +40,10 @@ NF4_BLOCK = 64
 def parse_format(name: str) -> QuantFormat:
     """'int4' → int4-g128; 'int4-g32' → group 32; unknown names raise ValueError listing the choices."""
     key = name.strip().lower()
-    simple = {"fp32": ("fp32", 0, 32), "int8": ("int8", 0, 8), "w8a8": ("w8a8", 0, 8), "fp8": ("fp8", 0, 8),
-              "nf4": ("nf4", NF4_BLOCK, 4), "llm-int8": ("llm-int8", 0, 8), "bnb-int8": ("bnb-int8", 0, 8),
-              "bnb-nf4": ("bnb-nf4", NF4_BLOCK, 4)}
+    simple = {"fp32": (0, 32), "int8": (0, 8), "w8a8": (0, 8), "fp8": (0, 8), "nf4": (NF4_BLOCK, 4),
+              "llm-int8": (0, 8), "bnb-int8": (0, 8), "bnb-nf4": (NF4_BLOCK, 4)}  # name → (group, bits); kind = name
     if key in simple:
-        kind, group, bits = simple[key]
-        return QuantFormat(key, kind, group, bits)
+        return QuantFormat(key, key, *simple[key])
     if key == "int4":
         key = "int4-g128"
     if key.startswith("int4-g") and key[6:].isdigit() and int(key[6:]) in (32, 64, 128):

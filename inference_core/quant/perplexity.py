@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -16,12 +16,8 @@ from ..model.kv_cache import AttentionBackend, NoCache
 HELDOUT_PATH = Path(__file__).parents[1] / "data" / "heldout.txt"
 
 
-def heldout_text() -> str:
-    return HELDOUT_PATH.read_text(encoding="utf-8")
-
-
 def heldout_ids(tokenizer, max_tokens: int | None = None) -> list[int]:
-    ids = tokenizer.encode(heldout_text())
+    ids = tokenizer.encode(HELDOUT_PATH.read_text(encoding="utf-8"))
     return ids[:max_tokens] if max_tokens else ids
 
 
@@ -38,7 +34,6 @@ class QualityStats:
     kl_sum: float = 0.0
     top1_agree: int = 0
     n: int = 0
-    kl_per_window: list[float] = field(default_factory=list)
 
     @property
     def perplexity(self) -> float:
@@ -80,7 +75,6 @@ def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], 
             # KL(ref ‖ model) = Σ p_ref (log p_ref − log p_model), per position
             kl = (ref_logp.exp() * (ref_logp - logp)).sum(dim=1)
             s.kl_sum += float(kl.sum())
-            s.kl_per_window.append(float(kl.mean()))
             s.top1_agree += int((logp.argmax(1) == ref_logp.argmax(1)).sum())
             s.n += len(chunk) - 1
     return stats
