@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..model.kv_cache import causal_mask
+
 
 @dataclass(frozen=True)
 class TileStats:
@@ -33,9 +35,7 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     tq, tk = q.shape[2], k.shape[2]
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # [B, Hq, Tq, Tk]: the N×N matrix
     if causal:
-        rows = torch.arange(tq, device=q.device).unsqueeze(1) + (tk - tq)
-        cols = torch.arange(tk, device=q.device).unsqueeze(0)
-        scores = scores.masked_fill(cols > rows, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(tq, tk, q.device), float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     return probs @ v, scores.numel() * scores.element_size()
 
