@@ -20,7 +20,7 @@ def step_cost(cfg: ModelConfig, n_new: int, n_context: int, bytes_per_value: int
 
 
 def request_metrics(req) -> dict:
-    """Of a `request.Request` (its arrival, scheduling and token times), vLLM's per-request definitions: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
+    """A `request.Request`'s figures, as vLLM defines them: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
     times = req.token_times
     ttft = times[0] - req.arrival_time if times else None
     e2e = (req.finished_time or (times[-1] if times else req.arrival_time)) - req.arrival_time

@@ -104,7 +104,7 @@ class ModelRunner:
                 spare.append(pool)
 
     def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
-        """A sequence of at least `capacity` positions on a lent pool of its own (a model draft's); `PagedSequence.close()` gives the pool back."""
+        """A sequence of ≥ `capacity` positions on a lent pool of its own (a model draft's); `close()` gives it back."""
         pool = self.lend_pool(-(-capacity // block_size), block_size, n_layers)
         return PagedSequence(pool, on_close=self.give_back)
 

@@ -61,7 +61,7 @@ class BatchStep(TraceEvent):
     first or recomputed pass over many tokens, "decode" for one, "verify" for a speculative request's last token
     and its drafted guesses, with emitted / n_drafted / n_accepted), n_tokens (fed this step), context_len (K/V
     positions after the step), n_cached (prefix-cache hit tokens skipped, prefill only), token_id (null for a
-    speculative request's prefill), text, finished (bool). `idle`: request ids holding a static-batch slot without computing (finished early)."""
+    speculative request's prefill), text, finished (bool). `idle`: ids holding a static-batch slot, finished early."""
 
     step: int
     t_s: float

@@ -29,8 +29,8 @@ class FusedStep:
         """A flattened step over a paged pool (fp32, or int8 pages with their scales): row i is `tokens[i]` at
         `positions[i]` of sequence `seq[i]` with blocks `tables[seq[i]]`. Logits [len(rows), vocab]."""
         x = self.model.tok_embeddings.weight.index_select(0, tokens)
-        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers,
-                                   k_scale, v_scale)
+        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows,
+                                   -1 if n_layers is None else n_layers, k_scale, v_scale)
 
 
 def _linear(kernels, layer: nn.Module):

@@ -21,7 +21,8 @@ class RMSNorm(nn.Module):
 
 def rope_table(cfg: ModelConfig, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin of shape [max_seq_len, head_dim], computed in fp32 like the reference."""
-    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32, device=device) / cfg.head_dim))
+    dims = torch.arange(0, cfg.head_dim, 2, dtype=torch.float32, device=device)
+    inv_freq = 1.0 / (cfg.rope_theta ** (dims / cfg.head_dim))
     pos = torch.arange(cfg.max_seq_len, dtype=torch.float32, device=device)
     freqs = torch.outer(pos, inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
