@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import collections
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -90,81 +92,60 @@ def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = 
     return fallback
 
 
-class Int8Linear(QuantizedLinear):
+@dataclass(frozen=True)
+class Packing:
+    """One weight-only format's differences: how it packs a weight and reads it back, its native kernel
+    (`gemv` in quant_kernels, `native` the fused step's weight kind) and the kernel names reports show."""
+
+    quantize: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]  # (weight, group) → codes, scales
+    dequantize: Callable[..., torch.Tensor]  # (codes, scales, group, codebook) → fp32 weight
+    gemv: str
+    native: int  # make_linear's kind: 1 int8, 2 fp8 bits, 3 4-bit lookup (NF4), 4 int4
+    cpu_kernel: str
+    gpu_kernel: str
+
+
+PACKINGS = {
+    "int8": Packing(lambda w, g: quantize_int8(w), lambda q, s, g, book: dequantize_int8(q, s), "int8_gemv", 1,
+                    "avx2-int8-gemv", triton_kernels.KERNEL_INT8),
+    "fp8": Packing(lambda w, g: quantize_fp8(w), lambda q, s, g, book: dequantize_fp8(q, s), "fp8_gemv", 2,
+                   "avx2-fp8-gemv", triton_kernels.KERNEL_FP8),
+    "int4": Packing(quantize_int4, lambda q, s, g, book: dequantize_int4(q, s, g), "lut4_gemv", 4,
+                    "avx2-int4-lut-gemv", triton_kernels.KERNEL_INT4),
+    "nf4": Packing(quantize_nf4, dequantize_nf4, "lut4_gemv", 3, "avx2-nf4-lut-gemv", triton_kernels.KERNEL_NF4),
+}
+
+
+class PackedLinear(QuantizedLinear):
+    """Weight-only int8, fp8, int4 or NF4: `qweight` holds the codes (4-bit ones two per byte), `scale` one
+    scale per output row or per `fmt.group` inputs; NF4 keeps its `codebook` on the weights' device."""
+
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
-        q, s = quantize_int8(weight)
+        self.packing = PACKINGS[fmt.kind]
+        q, s = self.packing.quantize(weight, fmt.group)
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-int8-gemv", triton_kernels.KERNEL_INT8)
+        self.register_buffer("codebook", NF4_CODEBOOK.to(weight.device, copy=True) if fmt.kind == "nf4" else None)
+        self.kernel = _kernel_name(weight, self.packing.cpu_kernel, self.packing.gpu_kernel.format(group=fmt.group))
+
+    @property
+    def codes(self) -> torch.Tensor:
+        """The codes as the kernels read them: fp8 as its bits (uint8)."""
+        return self.qweight.view(torch.uint8) if self.fmt.kind == "fp8" else self.qweight
 
     def dequantize(self):
-        return dequantize_int8(self.qweight, self.scale)
+        return self.packing.dequantize(self.qweight, self.scale, self.fmt.group, self.codebook)
 
     def _gemv(self, x2):
         k = _kernels()
-        return k.int8_gemv(x2, self.qweight, self.scale) if k else None
+        lut = self.codebook.half() if self.codebook is not None else INT4_LUT  # 4-bit code → value
+        group_args = (self.fmt.group, lut) if self.fmt.group else ()
+        return getattr(k, self.packing.gemv)(x2, self.codes, self.scale, *group_args) if k else None
 
     def fused_view(self, native):
-        return native.make_linear(1, self.qweight, self.scale, self.bias, 0, None)
-
-
-class FP8Linear(QuantizedLinear):
-    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        q, s = quantize_fp8(weight)
-        self.register_buffer("qweight", q)
-        self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-fp8-gemv", triton_kernels.KERNEL_FP8)
-
-    def dequantize(self):
-        return dequantize_fp8(self.qweight, self.scale)
-
-    def _gemv(self, x2):
-        k = _kernels()
-        return k.fp8_gemv(x2, self.qweight.view(torch.uint8), self.scale) if k else None
-
-    def fused_view(self, native):
-        return native.make_linear(2, self.qweight.view(torch.uint8), self.scale, self.bias, 0, None)
-
-
-class Int4Linear(QuantizedLinear):
-    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        p, s = quantize_int4(weight, fmt.group)
-        self.register_buffer("packed", p)
-        self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-int4-lut-gemv", triton_kernels.KERNEL_INT4.format(group=fmt.group))
-
-    def dequantize(self):
-        return dequantize_int4(self.packed, self.scale, self.fmt.group)
-
-    def _gemv(self, x2):
-        k = _kernels()
-        return k.lut4_gemv(x2, self.packed, self.scale, self.fmt.group, INT4_LUT) if k else None
-
-    def fused_view(self, native):
-        return native.make_linear(4, self.packed, self.scale, self.bias, self.fmt.group, None)
-
-
-class NF4Linear(QuantizedLinear):
-    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        p, a = quantize_nf4(weight, fmt.group)
-        self.register_buffer("packed", p)
-        self.register_buffer("absmax", a)
-        self.register_buffer("codebook", NF4_CODEBOOK.to(weight.device, copy=True))
-        self.kernel = _kernel_name(weight, "avx2-nf4-lut-gemv", triton_kernels.KERNEL_NF4)
-
-    def dequantize(self):
-        return dequantize_nf4(self.packed, self.absmax, self.fmt.group, self.codebook)
-
-    def _gemv(self, x2):
-        k = _kernels()
-        return k.lut4_gemv(x2, self.packed, self.absmax, self.fmt.group, self.codebook.half()) if k else None
-
-    def fused_view(self, native):
-        return native.make_linear(3, self.packed, self.absmax, self.bias, self.fmt.group, self.codebook.half())
+        lut = self.codebook.half() if self.codebook is not None else None
+        return native.make_linear(self.packing.native, self.codes, self.scale, self.bias, self.fmt.group, lut)
 
 
 def fbgemm_available() -> bool:
@@ -305,7 +286,7 @@ class BitsAndBytesLinear(QuantizedLinear):
 
 
 LINEAR_CLASSES: dict[str, type[QuantizedLinear]] = {
-    "int8": Int8Linear, "w8a8": W8A8DynamicLinear, "int4": Int4Linear, "nf4": NF4Linear, "fp8": FP8Linear,
+    "int8": PackedLinear, "w8a8": W8A8DynamicLinear, "int4": PackedLinear, "nf4": PackedLinear, "fp8": PackedLinear,
     "llm-int8": LLMInt8Linear, "bnb-int8": BitsAndBytesLinear, "bnb-nf4": BitsAndBytesLinear,
 }
 

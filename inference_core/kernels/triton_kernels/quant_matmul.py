@@ -177,17 +177,9 @@ def nf4_matmul(x: torch.Tensor, packed: torch.Tensor, absmax: torch.Tensor, code
 
 
 def product(x: torch.Tensor, layer) -> torch.Tensor:
-    """x @ dequant(W).T through the fused kernel (what `QuantizedLinear.product` runs on a GPU)."""
-    kind = layer.fmt.kind
-    if kind == "int8":
-        y = int8_matmul(x, layer.qweight, layer.scale)
-    elif kind == "fp8":
-        y = fp8_matmul(x, layer.qweight, layer.scale)
-    elif kind == "int4":
-        y = int4_matmul(x, layer.packed, layer.scale, layer.fmt.group)
-    elif kind == "nf4":
-        y = nf4_matmul(x, layer.packed, layer.absmax, layer.codebook, layer.fmt.group)
-    else:
+    """x @ dequant(W).T through the fused kernel (what `PackedLinear.product` runs on a GPU)."""
+    if layer.fmt.kind not in ("int8", "fp8", "int4", "nf4"):
         raise TypeError(f"no Triton kernel for {type(layer).__name__} ({layer.fmt.name})")
-    return y
-
+    if layer.fmt.group:  # int4, nf4
+        return _nibbles(x, layer.qweight, layer.scale, layer.fmt.group, layer.codebook)
+    return _per_channel(x, layer.codes, layer.scale, fp8=layer.fmt.kind == "fp8")
