@@ -121,7 +121,10 @@ def _rows(x: torch.Tensor, k: int) -> torch.Tensor:
     return x.reshape(-1, k).contiguous()
 
 
-def _per_channel(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, fp8: bool) -> torch.Tensor:
+def per_channel_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ (q [N, K] · scale[:, None]).T → [..., N] in x's dtype; q int8 or float8_e4m3fn."""
+    fp8 = q.dtype == torch.float8_e4m3fn
+    q = q.view(torch.uint8) if fp8 else q
     n, k = q.shape
     x2 = _rows(x, k)
     m = x2.shape[0]
@@ -133,18 +136,10 @@ def _per_channel(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, fp8: boo
     return y.reshape(*x.shape[:-1], n)
 
 
-def int8_matmul(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """x [..., K] @ (qweight int8 [N, K] · scale[:, None]).T → [..., N] in x's dtype."""
-    return _per_channel(x, qweight, scale, fp8=False)
-
-
-def fp8_matmul(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """x [..., K] @ (qweight float8_e4m3fn [N, K] · scale[:, None]).T → [..., N] in x's dtype."""
-    return _per_channel(x, qweight.view(torch.uint8), scale, fp8=True)
-
-
-def _nibbles(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int,
-             lut: torch.Tensor | None) -> torch.Tensor:
+def nibble_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int,
+                  lut: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., K] @ W.T → [..., N], W [N, K] packed two 4-bit codes per byte [N, K/2] with a scale per `group`
+    inputs [N, ⌈K/group⌉]: int4 (code − 8) without `lut`, NF4 with its 16-value codebook as `lut`."""
     n, k = packed.shape[0], packed.shape[1] * 2
     if k % 32 or group not in (32, 64, 128):
         raise ValueError(f"K={k} must be a multiple of 32 and group={group} one of 32, 64, 128")
@@ -162,17 +157,6 @@ def _nibbles(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: 
     return y.reshape(*x.shape[:-1], n)
 
 
-def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int = 128) -> torch.Tensor:
-    """x [..., K] @ dequantize_int4(packed [N, K/2], scale [N, ⌈K/group⌉], group).T → [..., N]."""
-    return _nibbles(x, packed, scale, group, None)
-
-
-def nf4_matmul(x: torch.Tensor, packed: torch.Tensor, absmax: torch.Tensor, codebook: torch.Tensor,
-               block: int = 64) -> torch.Tensor:
-    """x [..., K] @ dequantize_nf4(packed [N, K/2], absmax [N, ⌈K/block⌉], block).T → [..., N]."""
-    return _nibbles(x, packed, absmax, block, codebook)
-
-
 # --------------------------------------------------------------------------- the hook for the runner
 
 
@@ -181,5 +165,5 @@ def product(x: torch.Tensor, layer) -> torch.Tensor:
     if layer.fmt.kind not in ("int8", "fp8", "int4", "nf4"):
         raise TypeError(f"no Triton kernel for {type(layer).__name__} ({layer.fmt.name})")
     if layer.fmt.group:  # int4, nf4
-        return _nibbles(x, layer.qweight, layer.scale, layer.fmt.group, layer.codebook)
-    return _per_channel(x, layer.codes, layer.scale, fp8=layer.fmt.kind == "fp8")
+        return nibble_matmul(x, layer.qweight, layer.scale, layer.fmt.group, layer.codebook)
+    return per_channel_matmul(x, layer.qweight, layer.scale)
