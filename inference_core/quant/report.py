@@ -91,7 +91,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
 
 def add_quantize_report(sub) -> None:
     p = sub.add_parser("quantize-report", help="bytes, perplexity, KL vs fp32 and decode speed per format")
-    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default: {DEFAULT_MODEL})")
     p.add_argument("--formats", default=",".join(DEFAULT_FORMATS),
                    help="comma-separated: fp32,int8,w8a8,int4-g32,int4-g64,int4-g128,nf4,fp8,llm-int8")
     p.add_argument("--max-tokens", type=int, default=None, help="score only the first N held-out tokens")
