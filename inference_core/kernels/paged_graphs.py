@@ -137,12 +137,7 @@ class StepGraphs:
         size = bucket_for(len(step.tokens))
         bucket = self._bucket(size)
         self._fill(bucket, step, size)
-        if not self.capture:
-            bucket.logits = self._step(bucket)
-        elif bucket.graph is None:
-            self._capture(bucket)
-        else:
-            bucket.graph.replay()
+        self._execute(bucket)
         self.replays[size] = self.replays.get(size, 0) + 1
         return bucket.logits[torch.tensor(step.rows, device=bucket.logits.device)]
 
@@ -151,11 +146,9 @@ class StepGraphs:
         """Build (capture, where capturing) every bucket now, so no scheduled step waits for a capture."""
         for size in BUCKETS:
             bucket = self._bucket(size)
-            self._fill(bucket, _WarmUp([0] * size, [0] * size, [0] * size, [SeqSlice(0, size, 1, [0])]), size)
-            if not self.capture:
-                bucket.logits = self._step(bucket)
-            elif bucket.graph is None:
-                self._capture(bucket)
+            if bucket.graph is None:  # a captured bucket is ready; an eager one runs once (its compile, if any)
+                self._fill(bucket, _WarmUp([0] * size, [0] * size, [0] * size, [SeqSlice(0, size, 1, [0])]), size)
+                self._execute(bucket)
 
     def _bucket(self, size: int) -> _Bucket:
         bucket = self.buckets.get(size)
@@ -188,6 +181,11 @@ class StepGraphs:
         x = self.model.hidden_states(b.tokens, b.positions, backend, self.n_layers)
         return self.model.compute_logits(x[0])
 
-    def _capture(self, b: _Bucket) -> None:
-        b.graph, b.logits = capture(lambda: self._step(b))
-        b.graph.replay()  # the capture recorded the step without running it
+    def _execute(self, b: _Bucket) -> None:
+        """Run the filled bucket: eagerly, else by replaying its graph (captured at first use, then replayed)."""
+        if not self.capture:
+            b.logits = self._step(b)
+            return
+        if b.graph is None:
+            b.graph, b.logits = capture(lambda: self._step(b))
+        b.graph.replay()  # a capture records the step without running it
