@@ -1,18 +1,6 @@
 """Inference Lab's engine: a Llama-family model in plain PyTorch that explains itself with trace events.
 
-The package is layered, each layer importing only those below it:
-
-    cli/          `python -m inference_core …`: one sub-command per feature
-    speculative/  draft, verify, accept
-    engine/       LLMEngine.step → Scheduler → ModelRunner, over the paged KV pool; trace events
-    quant/        quantized formats, their linear layers, the quantized copy of a model, the report
-    kernels/      fused CPU step, oneDNN, CUDA graphs, flash attention, C++ and Triton kernels
-    model/        config, Transformer, weights, tokenizer, sampling
-
-This module is the public API the web side and the benches use: names resolve on first use, so
-`from inference_core import load_tokenizer` (the web process counting a prompt's tokens) never imports torch:
-Daphne stays small, and its garbage-collector pauses short. Importing it changes nothing in the process (the
-OpenMP wait policy is set where a process starts: the CLI, the Celery app, the Makefile).
+The public API, resolved on first use (importing it loads no torch). Layers and design notes: docs/engine-notes.md.
 """
 import importlib
 

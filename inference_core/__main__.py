@@ -1,7 +1,4 @@
-"""`python -m inference_core <command> …`: the entry point, holding the table of sub-commands.
-
-The table lives here, at the top, so that the parser machinery (cli/main.py) sits below the features it lists.
-"""
+"""`python -m inference_core <command> …`: the entry point, holding the table of sub-commands."""
 import os
 import sys
 

@@ -96,7 +96,7 @@ def block_levels(q: QuantizedLinear) -> tuple[torch.Tensor, torch.Tensor, int]:
 
     kind = q.fmt.kind
     if kind == "nf4":
-        return NF4_CODEBOOK.float(), q.absmax, q.fmt.group
+        return NF4_CODEBOOK.float(), q.scale, q.fmt.group
     if kind == "int4":
         return torch.arange(-7, 8, dtype=torch.float32), q.scale, q.fmt.group
     scale = q.scale[:, None]

@@ -1,5 +1,4 @@
-"""What every sub-command shares: a parser that errs in one line, the model and generation options, and the
-checks that name a bad option before any model loads."""
+"""What every sub-command shares: a one-line-error parser, model/generation options, early checks."""
 from __future__ import annotations
 
 import argparse
@@ -109,21 +108,6 @@ CHECKS: dict[str, Callable] = {
     "max_num_seqs": _at_least(1),
     "max_num_batched_tokens": _at_least(1),
 }
-
-# Help for options a feature module declares without any; shown by --help.
-OPTION_HELP: dict[str, str] = {
-    "model": "model name (default: smollm2-135m)",
-    "mode": "continuous: schedule every step; static: a batch runs until its slowest member is done",
-    "block_size": "tokens per KV-cache block (default: 16)",
-    "num_blocks": "KV-cache blocks in the pool (default: 256)",
-    "max_num_seqs": "sequences in one batch at most (default: 32)",
-    "max_num_batched_tokens": "tokens in one forward pass at most (default: 4096)",
-    "prefix_cache": "reuse the KV blocks of prompt prefixes already computed",
-    "temperature": "sampling temperature; 0 = greedy (default)",
-    "seed": "random seed for sampling (default: none)",
-    "prompt": "the text to continue",
-}
-
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Raise ArgumentError naming the first bad option (as --its-name), before any model loads."""

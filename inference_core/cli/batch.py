@@ -39,14 +39,17 @@ def add_batch(sub) -> None:
                    help="one prompt per line; JSON lines with --jsonl or a .jsonl file")
     p.add_argument("--jsonl", action="store_true",
                    help='read the file as JSON lines: {"prompt", "max_new_tokens"?, "arrival_step"?, "id"?}')
-    p.add_argument("--mode", choices=["continuous", "static"], default="continuous")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-blocks", type=int, default=256)
-    p.add_argument("--max-num-seqs", type=int, default=32)
-    p.add_argument("--max-num-batched-tokens", type=int, default=4096)
-    p.add_argument("--prefix-cache", action="store_true")
+    p.add_argument("--mode", choices=["continuous", "static"], default="continuous",
+                   help="continuous: schedule every step; static: a batch runs until its slowest member is done")
+    p.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block (default: 16)")
+    p.add_argument("--num-blocks", type=int, default=256, help="KV-cache blocks in the pool (default: 256)")
+    p.add_argument("--max-num-seqs", type=int, default=32, help="sequences in one batch at most (default: 32)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=4096,
+                   help="tokens in one forward pass at most (default: 4096)")
+    p.add_argument("--prefix-cache", action="store_true",
+                   help="reuse the KV blocks of prompt prefixes already computed")
     p.add_argument("--max-new-tokens", type=int, default=32, help="default for lines that do not set it")
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 = greedy (default)")
     p.add_argument("--seed", type=int, default=None, help="request i samples with seed + i")
     p.add_argument("--chat", action="store_true", help="apply the model's chat template")
     p.add_argument("--json", action="store_true", help="print one JSON object")

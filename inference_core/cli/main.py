@@ -1,22 +1,12 @@
-"""`python -m inference_core <command> …`: the engine from a shell, JSON out for scripts and tests.
-
-Every bad argument ends in one line on stderr (`… error: …; see --help`) and exit code 2, checked before
-any model loads; every option has --help text.
-"""
+"""`python -m inference_core <command> …`: the engine from a shell, JSON out for scripts and tests."""
 from __future__ import annotations
 
 import argparse
 import importlib
 
-from .args import OPTION_HELP, OneLineParser, check_arguments
+from .args import OneLineParser, check_arguments
 
 # The table of sub-commands is the entry point's (inference_core/__main__.py): this parser sits below the features.
-
-
-def _fill_help(parser: argparse.ArgumentParser) -> None:
-    for action in parser._actions:
-        if action.help is None and action.dest in OPTION_HELP:
-            action.help = OPTION_HELP[action.dest]
 
 
 def run(subcommands: list[tuple[str, str]], argv: list[str] | None = None) -> int:
@@ -26,8 +16,6 @@ def run(subcommands: list[tuple[str, str]], argv: list[str] | None = None) -> in
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for module, func in subcommands:
         getattr(importlib.import_module(module), func)(sub)
-    for subparser in sub.choices.values():
-        _fill_help(subparser)
     args = parser.parse_args(argv)
     prog = f"{parser.prog} {args.command}"
     try:

@@ -1,5 +1,2 @@
 """The serving loop, in nano-vllm's shape: `LLMEngine.step()` asks the `Scheduler` for a batch, the `ModelRunner`
-runs one forward over the paged KV pool, and the step's tokens go back to their requests as trace events.
-
-Nothing is imported here: a module is loaded only by whoever names it, so the layers stay visible.
-"""
+runs one forward over the paged KV pool, and the step's tokens go back to their requests as trace events."""

@@ -1,21 +1,11 @@
-"""LLMEngine: the one generation loop. step() = Scheduler.schedule() → ModelRunner.run() → postprocess.
-
-Everything that generates drives `step()`: a single request (`LoadedModel.generate_events` is a one-request
-schedule), a batch (`run_batch`), a speculative request (speculative/speculate.py: a draft phase, then its
-verify in the step's one forward, beside any plain request), the worker's batching service (a thread around
-`step()`) and the course's demos. The scheduler decides and keeps the books, the runner owns the weights, the KV pool's layout and the
-fast paths; neither knows about the other.
-
-`RequestStream` turns the batch's events back into one caller's `token` / `run_finished` events (the same
-ones for a single request as for a request that shared its steps with others).
-"""
+"""LLMEngine: the one generation loop. step() = Scheduler.schedule() → ModelRunner.run() → postprocess."""
 from __future__ import annotations
 
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 
-from .cost import step_cost
+from .metrics import step_cost
 from .model_runner import runner_for
 from .paged_trace import BatchRunFinished, BatchRunStarted, BatchStep, RequestFinished
 from .scheduler import Request, Scheduler, SchedulerConfig
@@ -23,8 +13,7 @@ from .trace import RunFinished, TokenStep, TraceEvent
 
 
 class LLMEngine:
-    """One scheduler and one runner over one KV pool, lent by the runner (with the CUDA graphs captured over it)
-    until `close()` or until the engine is collected. Not thread-safe: one thread calls add/step/abort."""
+    """One scheduler and one runner over one KV pool lent by the runner until `close()`. Not thread-safe."""
 
     def __init__(self, engine, config: SchedulerConfig = SchedulerConfig(), trace: bool = True,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -54,8 +43,7 @@ class LLMEngine:
         return self.scheduler.has_work()
 
     def step(self) -> list[TraceEvent]:
-        """Draft (speculative requests), schedule, run one forward for the whole batch, postprocess (acceptance
-        and rollback included). This step's trace events; its duration counts the draft phase."""
+        """Draft, schedule, one forward for the whole batch, postprocess: this step's trace events."""
         t_start = self.clock()
         for req, k in self.scheduler.to_draft():  # the draft phase: speculative requests guess before the verify
             req.drafted = req.spec.propose(req, k)
@@ -73,12 +61,7 @@ class LLMEngine:
 
 
 class RequestStream:
-    """One request's view of the batch's events: `token` per step it took part in, then `run_finished`.
-
-    Figures per token: the step's wall time (shared by the whole batch), its cost estimate for this request's
-    new tokens, the request's K/V bytes after the step (0 without a cache; `per_token` from the pool, whose int8
-    storage costs less than the model's dtype) and how many requests shared it.
-    """
+    """One request's view of the batch's events: `token` per step it took part in, then `run_finished`."""
 
     def __init__(self, engine, scheduler: Scheduler, kv_cache: bool = True, per_token: int | None = None) -> None:
         self.cfg = engine.config
@@ -91,7 +74,7 @@ class RequestStream:
         cfg = self.cfg
         req = self.scheduler.requests[entry["request_id"]]
         context = entry["context_len"]
-        flops, moved = step_cost(cfg, entry["n_tokens"], context, 1, self.bpv, self.kv_cache)
+        flops, moved = step_cost(cfg, entry["n_tokens"], context, self.bpv, self.kv_cache)
         per_layer = context * self.per_token // cfg.n_layers if self.kv_cache else 0
         return TokenStep(
             phase=entry["phase"], step=len(req.output_ids) - 1, token_id=entry["token_id"], text=entry["text"],
@@ -111,8 +94,7 @@ class RequestStream:
             kv_bytes=(len(req.all_ids) - 1) * self.per_token if kept else 0)
 
     def route(self, events: list[TraceEvent]) -> Iterator[tuple[str, TraceEvent]]:
-        """(request id, event) for each request's token and run_finished in `events`, tokens first: the
-        scheduler emits `request_finished` before the `batch_step` carrying that request's last token."""
+        """(request id, event) for each token and run_finished in `events`, tokens first."""
         for ev in sorted(events, key=lambda e: not isinstance(e, BatchStep)):
             if isinstance(ev, BatchStep):
                 for entry in ev.entries:
@@ -152,9 +134,8 @@ def generate_one(engine, request: Request, kv_cache: bool = True,
 def run_batch(engine, requests: Iterable[Request], config: SchedulerConfig,
               arrival_steps: dict[str, int] | None = None, should_stop: Callable[[], bool] | None = None,
               trace: bool = True, clock: Callable[[], float] = time.perf_counter) -> Iterator[TraceEvent]:
-    """Drive an LLMEngine over `requests` (each added when the step counter reaches its arrival step, default
-    0) until all finish; yields every event, ending with `batch_run_finished`. Returns the scheduler (its
-    requests and metrics) via StopIteration.value (use `sched = yield from run_batch(...)` or `drive`)."""
+    """Drive an LLMEngine over `requests` (each added at its arrival step) until all finish; yields every
+    event, ends with `batch_run_finished`, returns the scheduler (`sched = yield from run_batch(...)`, or `drive`)."""
     llm = LLMEngine(engine, config, trace=trace, clock=clock)
     sched = llm.scheduler
     pending = sorted(requests, key=lambda r: (arrival_steps or {}).get(r.request_id, 0))

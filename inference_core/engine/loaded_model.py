@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..model.config import DEFAULT_MODEL, engine_settings
-from ..model.kv_cache import KVCache
 from ..model.loader import build_model, pick_device
 from ..model.sampling import SamplingParams
 from ..model.speed_models import SPEED_ONLY_LABEL, is_speed_only, speed_only_parts
@@ -32,9 +31,7 @@ class GenerationParams(SamplingParams):
 
 
 class LoadedModel:
-    """One model on one device with its tokenizer: what `load_engine` returns and a run generates with. Not the
-    engine: `LLMEngine` (llm_engine.py) is the loop that schedules and steps requests over it. Not thread-safe: a
-    worker serialises access with `lock`."""
+    """One model on one device with its tokenizer (not the loop: that is `LLMEngine`). Not thread-safe: use `lock`."""
 
     def __init__(self, name: str, model: Transformer, tokenizer: Tokenizer, device: torch.device,
                  kv_dtype: str = "auto") -> None:
@@ -62,11 +59,6 @@ class LoadedModel:
         text = self.tokenizer.chat_prompt(prompt) if chat else prompt
         return self.tokenizer.encode(text)
 
-    def new_cache(self, capacity: int, batch: int = 1) -> KVCache:
-        """A contiguous cache for this model: the reference the tests decode against."""
-        cfg = self.config
-        return KVCache.allocate(cfg.n_layers, batch, cfg.n_kv_heads, capacity, cfg.head_dim, self.dtype, self.device)
-
     @torch.inference_mode()
     def generate_ids(self, prompt_ids: list[int], params: GenerationParams) -> list[int]:
         """Convenience: run `generate_events` and return only the generated token ids."""
@@ -89,13 +81,7 @@ class LoadedModel:
 
     def generate_events(self, prompt_ids: list[int], params: GenerationParams,
                         should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
-        """Prefill, then decode one token per forward; yields run_started, token…, run_finished.
-
-        A one-request schedule of `LLMEngine.step()` on every device: on CUDA its decode steps replay the runner's
-        bucket-1 step graph, captured when the pool was lent (model_runner.py), never inside a timed step. With
-        `use_cache=False` no K/V are kept and every step re-feeds the whole sequence, which is what the KV cache
-        saves; outputs are identical either way (tested).
-        """
+        """Prefill, then decode one token per forward; yields run_started, token…, run_finished."""
         cfg = self.config
         if not prompt_ids:
             raise ValueError("prompt is empty")
@@ -130,7 +116,6 @@ def quantized_engine(engine: LoadedModel, fmt: QuantFormat | str) -> LoadedModel
 
 def speed_only_engine(name: str, device: torch.device, dtype: torch.dtype = torch.float32,
                       n_layers: int | None = None) -> LoadedModel:
-    """A LoadedModel around speed-only model `name` (seeded random weights; `n_layers` trims it, for tests),
-    named with `SPEED_ONLY_LABEL` so every run header says so."""
+    """Speed-only model `name` (seeded random weights, `n_layers` trims it), labelled `SPEED_ONLY_LABEL`."""
     cfg, tokenizer = speed_only_parts(name, n_layers)
     return LoadedModel(f"{name} ({SPEED_ONLY_LABEL})", build_model(cfg, None, device, dtype), tokenizer, device)

@@ -1,10 +1,5 @@
 """This machine's roofline and decode speed, measured: memory bandwidth (a large tensor copy), fp32 matmul
-FLOP/s, and the batch-1 decode step time of a real model.
-
-One implementation for two callers: `bench/machine_roofline.py` prints it, and the demo worker measures at
-start and publishes the result as the server's `MachineProfile` (serverprofile/), which the lessons and the
-roofline calculator read. The machine may be shared, so a profile is what it achieved at that moment.
-"""
+FLOP/s, and the batch-1 decode step time of a real model."""
 from __future__ import annotations
 
 import statistics
@@ -55,8 +50,7 @@ def matmul_flops(n: int = 1024, repeats: int = 7, device: torch.device | str = "
 
 
 def decode_step(engine, steps: int = 8, prompt: str = DECODE_PROMPT) -> tuple[float, float]:
-    """(median seconds, median bytes moved) of one batch-1 greedy decode step of `engine`'s model, as timed by
-    the engine's own trace (`TokenStep.step_time_s`, prefill excluded)."""
+    """(median seconds, median bytes moved) of one batch-1 greedy decode step, from the engine's trace."""
     from .loaded_model import GenerationParams
     from .trace import TokenStep
 
@@ -68,8 +62,7 @@ def decode_step(engine, steps: int = 8, prompt: str = DECODE_PROMPT) -> tuple[fl
 
 
 def warm_up(engine, prompt: str = DECODE_PROMPT) -> float:
-    """Seconds of one prefill and one decode step, untimed by `decode_step`: the engine's first use (a kernel
-    extension built or loaded, buffers allocated) must not count as a step, nor as the measurement's cost."""
+    """Seconds of one prefill and one decode step: first use, kept out of `decode_step`'s figures."""
     from .loaded_model import GenerationParams
 
     t0 = time.perf_counter()
@@ -79,8 +72,7 @@ def warm_up(engine, prompt: str = DECODE_PROMPT) -> float:
 
 
 def measure(engine=None, *, device: torch.device | str | None = None, quick: bool = False) -> dict:
-    """Measure this machine on `engine`'s device (or `device`, default CPU). With an engine, also its decode
-    step. Returns a JSON-ready dict; rates are rounded to what the measurement can support."""
+    """This machine's figures on `engine`'s device (or `device`), JSON-ready, rates rounded to what holds."""
     copy_mib, n, repeats, steps = SIZES["quick" if quick else "full"]
     device = torch.device(device if device is not None else (engine.device if engine is not None else "cpu"))
     warmup = warm_up(engine) if engine is not None else 0.0

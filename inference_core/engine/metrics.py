@@ -1,11 +1,26 @@
-"""Serving metrics named as vLLM names them: per request (TTFT, TPOT, ITL, e2e) and per run (throughputs, KV use)."""
+"""Serving metrics named as vLLM names them: per request (TTFT, TPOT, ITL, e2e) and per run (throughputs, KV use);
+what one forward step costs, estimated from the model's shape (for the roofline)."""
 from __future__ import annotations
 
 import statistics
 
+from ..model.config import ModelConfig
+
+
+def step_cost(cfg: ModelConfig, n_new: int, n_context: int, bytes_per_value: int,
+              kv_cached: bool) -> tuple[float, float]:
+    """(FLOPs, bytes moved) estimate for one forward of `n_new` tokens over `n_context` positions, one logits row."""
+    body = cfg.matmul_params() - cfg.vocab_size * cfg.dim
+    flops = 2.0 * body * n_new + 2.0 * cfg.vocab_size * cfg.dim
+    pairs = n_new * n_context - (n_new * (n_new - 1)) / 2  # causal: query i sees context − n_new + i + 1 keys
+    flops += cfg.n_layers * 4.0 * cfg.n_heads * cfg.head_dim * pairs
+    weight_bytes = cfg.matmul_params() * bytes_per_value
+    kv_read = cfg.kv_bytes_per_token(bytes_per_value) * (n_context if kv_cached else 0)
+    return flops, float(weight_bytes + kv_read)
+
 
 def request_metrics(req) -> dict:
-    """Of a `request.Request` (its arrival, scheduling and token times), vLLM's per-request definitions: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
+    """A `request.Request`'s figures, as vLLM defines them: TTFT from arrival; TPOT = (e2e − TTFT)/(n − 1); ITL gaps."""
     times = req.token_times
     ttft = times[0] - req.arrival_time if times else None
     e2e = (req.finished_time or (times[-1] if times else req.arrival_time)) - req.arrival_time
@@ -25,14 +40,7 @@ def _summary(values: list[float], name: str) -> dict:
 
 
 def run_metrics(sched) -> dict:
-    """Run-level metrics named as `vllm bench serve` prints them, plus KV-pool figures.
-
-    duration = first arrival → last finish. output_throughput = generated tokens / duration;
-    total_token_throughput = (prompt + generated) / duration. kv_waste_pct: allocated-but-unfilled slots /
-    allocated slots, averaged over steps; contiguous_*: the same ratio had every live request reserved
-    prompt + max_new_tokens (request max) or the model's whole context (model max) up front.
-    prefix_cache_hit_rate: hit tokens / prompt tokens looked up.
-    """
+    """Run-level metrics named as `vllm bench serve` prints them, plus KV-pool figures."""
     done = [r for r in sched.finished if r.finish_reason != "aborted"]
     out: dict = {"mode": sched.cfg.mode, "completed": len(done), "num_steps": sched.step_count}
     if not done:

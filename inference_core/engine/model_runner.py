@@ -1,27 +1,4 @@
-"""ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward.
-
-The reference is `Transformer.hidden_states` + `compute_logits` (model/transformer.py), the code the lessons read.
-On the CPU a step of at most `MAX_FUSED_POSITIONS` new tokens runs instead through the fused native step
-(fused_cpu.py), which computes the same logits up to fp32 summation order (tested token-identical); a longer
-input to a quantized model runs as fused chunks too, since its reference layers would dequantize every weight
-for the call. A longer fp32 step stays on the reference: measured end to end on the batching workload (32
-concurrent requests, 1 thread), running its 1,714-token first step as fused chunks made the run 7% slower (8.53 vs
-7.97 s), and a 1,319-token prefill 1.9× slower (the fused step attends row by row; SDPA does long contexts
-better). Its linears run on oneDNN rather than MKL (onednn_linears.py), which made that first step 9% faster
-(4.63 vs 5.10 s CPU time).
-
-Two entry points over the same `forward_batch`, both here so a fast path added once reaches every caller:
-- `run(batch, pool)`: a scheduled step (scheduler.ScheduledBatch) over the paged pool → one token per request
-  (a speculative request's verify: the logits of its k+1 rows, judged by the scheduler). `LLMEngine.step()` calls
-  it: single requests, batches, speculative requests among them, the demos and the worker.
-- `forward_sequence(tokens, seq)`: new positions of one `PagedSequence`, a sequence on blocks of its own pool
-  → logits. A model draft's guesses (the draft phase of a step) call it: it rolls its sequence back after a
-  rejection, which frees the blocks past its new end.
-On CUDA a step of up to 64 new tokens (a single request's decode, a batch of decodes, a speculative verify, a
-draft's guess, a short prefill chunk) replays a CUDA graph captured per token-count bucket over the paged pool
-(paged_graphs.py): batch-1 decode is the bucket-1 graph, a fast path of `run` like any other, not a loop of its
-own. Every bucket is captured when the pool is lent (`lend_pool`), so no scheduled step waits for a capture.
-"""
+"""ModelRunner: one model's weights, its KV layout and every fast path; the only code that runs its forward."""
 from __future__ import annotations
 
 import threading
@@ -49,8 +26,7 @@ SPARE_POOL_BYTES = 1 << 29  # pools kept between runs on the CPU: at most 512 Mi
 
 
 def spare_pool_bytes(device: torch.device) -> int:
-    """How many bytes of pools a runner keeps between runs: SPARE_POOL_BYTES of RAM, an eighth of a GPU's memory
-    (an 8B-shaped model's serving pool is 1 GiB; dropping it would capture its step graphs again every run)."""
+    """Bytes of pools a runner keeps between runs: SPARE_POOL_BYTES of RAM, an eighth of a GPU's memory."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory // 8
     return SPARE_POOL_BYTES
@@ -97,22 +73,15 @@ class ModelRunner:
 
     def new_kv_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
                     kv_dtype: str = "auto") -> PagedKVPool:
-        """The paged K/V storage this model's steps read and write (computing in its dtype, on its device, stored
-        as that dtype or as int8 with scales: `kv_dtype`); `n_layers` < depth for an early-exit draft, which never
-        runs the layers above."""
+        """The paged K/V storage of this model's steps (`n_layers` < depth: an early-exit draft's)."""
         cfg, weight = self.model.config, self.model.tok_embeddings.weight
         return PagedKVPool(n_layers or cfg.n_layers, num_blocks, cfg.n_kv_heads, block_size, cfg.head_dim,
                            weight.dtype, weight.device, kv_dtype)
 
     def lend_pool(self, num_blocks: int, block_size: int, n_layers: int | None = None,
                   kv_dtype: str = "auto") -> PagedKVPool:
-        """A pool of at least `num_blocks` blocks, lent until `give_back`: a run's (LLMEngine, a single request's
-        included) or a model draft's. Sizes round up to a power of two blocks, so runs of
-        similar size share a class and borrow each other's pools with the CUDA graphs captured over them (a GPU step
-        would otherwise capture them again for every run, inside its timings). A pool's graphs are captured here,
-        for every bucket not yet built, before anyone holds a block of it: the warm-up steps write K/V to block 0,
-        which no sequence owns yet, and no later step waits for a capture. A pool is lent to one holder at a time;
-        a holder never reads a position it has not written, so what the last one left in the pool is never seen."""
+        """A pool of at least `num_blocks` blocks (a power of two: similar runs share spares and their CUDA graphs),
+        lent until `give_back`; every bucket's graph is captured here, before anyone holds a block, never in a step."""
         depth = n_layers or self.model.config.n_layers
         key = (pool_size_class(num_blocks), block_size, depth, kv_dtype)
         with self._lock:
@@ -126,8 +95,7 @@ class ModelRunner:
         return pool
 
     def give_back(self, pool: PagedKVPool) -> None:
-        """Keep a lent pool for the next holder of its size class (at most MAX_SPARE_POOLS per class and
-        `spare_pool_bytes` in all; past that it is dropped, and its graphs with it)."""
+        """Keep a lent pool for its size class (≤ MAX_SPARE_POOLS each, `spare_pool_bytes` in all)."""
         key = (pool.num_blocks, pool.block_size, pool.k.shape[0], pool.kv_dtype)
         with self._lock:
             spare = self._spare_pools.setdefault(key, [])
@@ -136,14 +104,13 @@ class ModelRunner:
                 spare.append(pool)
 
     def new_sequence(self, capacity: int, block_size: int = 16, n_layers: int | None = None) -> PagedSequence:
-        """A sequence of at least `capacity` positions on a lent pool of its own (a model draft's); `PagedSequence.close()` gives the pool back."""
+        """A sequence of ≥ `capacity` positions on a lent pool of its own (a model draft's); `close()` gives it back."""
         pool = self.lend_pool(-(-capacity // block_size), block_size, n_layers)
         return PagedSequence(pool, on_close=self.give_back)
 
     @torch.inference_mode()
     def run(self, batch: ScheduledBatch, pool: PagedKVPool) -> list:
-        """One forward over every scheduled request's new tokens, then one token per plain request; a speculative
-        request gets its rows' logits [n_rows, vocab] instead (the scheduler's acceptance rule judges them)."""
+        """One forward, then a token per plain request; a speculative request gets its rows' logits."""
         logits = self.forward_batch(batch, pool)
         reqs = batch.requests
         plain = all(r.spec is None for r in reqs)
@@ -166,8 +133,7 @@ class ModelRunner:
     @torch.inference_mode()
     def forward_sequence(self, tokens: list[int], seq: PagedSequence, all_rows: bool = False,
                          n_layers: int | None = None) -> torch.Tensor:
-        """Logits of the new `tokens` at positions seq.length…: [len(tokens), vocab], or [1, vocab] for the last
-        one unless `all_rows`. Their K/V go to the sequence's blocks; it advances by len(tokens)."""
+        """Logits of `tokens` at seq.length… (all rows or the last); the sequence advances by len(tokens)."""
         n = len(tokens)
         start = seq.length
         step = StepRows(list(tokens), list(range(start, start + n)), [0] * n,
@@ -177,8 +143,7 @@ class ModelRunner:
         return logits
 
     def forward_batch(self, step: StepRows, pool: PagedKVPool, n_layers: int | None = None) -> torch.Tensor:
-        """Logits [len(step.rows), vocab] at the step's rows; K/V of every new token written to `pool`.
-        `n_layers` < depth runs only the first layers (an early-exit draft) before the head."""
+        """Logits [len(step.rows), vocab]; K/V of every new token written to `pool` (`n_layers`: early exit)."""
         n = len(step.tokens)
         kv_int8 = " (int8 KV)" if pool.quantized else ""  # path names say when the pages are int8
         if self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized):
@@ -214,9 +179,7 @@ class ModelRunner:
 
 
 def runner_for(model: Transformer) -> ModelRunner:
-    """One runner per model (built at first use: the fused step's weight views are made once), kept on the model:
-    the runner refers to its model, so the two (with the runner's pools and graphs) go together when the model's
-    last holder drops it."""
+    """One runner per model, kept on the model so both (with pools and graphs) go when the model does."""
     runner = model.__dict__.get("_runner")
     if runner is None:
         runner = model.__dict__["_runner"] = ModelRunner(model)

@@ -1,24 +1,4 @@
-"""Paged KV cache: fixed-size blocks, a block allocator, per-sequence block tables, paged attention.
-
-Memory is one pool of `num_blocks` physical blocks, each holding `block_size` token slots for every layer
-and KV head: k, v of shape [layers, num_blocks, kv_heads, block_size, head_dim]. A sequence owns a
-`BlockTable` (logical block i → physical block id), so its K/V need not be contiguous and it never reserves
-more than one partly filled block (the waste is < block_size slots per sequence).
-
-`PagedBackend` implements the model's `AttentionBackend` for a *flattened variable-length batch*: the
-scheduler feeds every running sequence's new tokens as one row [1, N_total] with per-token positions, after
-`begin_step(...)` told the backend which slice of the row belongs to which sequence. Per layer the backend
-scatters all N_total new K/V into their slots with one indexed write, then attends through `paged_attention`
-(the torch paged attention, shared with the step graphs): decode sequences (one new token each) together, a
-prefill with a cached prefix one by one; a fresh prefill over an fp pool attends over its new keys as they are.
-
-An int8 pool (`kv_dtype="int8"`) stores each token's key and value vector per head as int8 plus one fp16 scale
-(absmax / 127): head_dim + 2 bytes instead of 2·head_dim (bf16) or 4·head_dim (fp32). Writes quantize
-(`PagedKVPool.write`), every read dequantizes to the model's dtype, and every attention over an int8 pool reads
-the pool (a fresh prefill too), so each path sees the same rounded keys and values.
-
-This module imports nothing of the engine: the scheduler's requests, the runner and the kernels build on it.
-"""
+"""Paged KV cache: fixed-size blocks, a block allocator, per-sequence block tables, paged attention."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -34,13 +14,7 @@ class NoFreeBlocks(RuntimeError):
 
 
 class BlockAllocator:
-    """Free list + reference counts over physical block ids 0..num_blocks-1.
-
-    Invariants: a block is in the free queue iff its refcount is 0; every operation is O(1).
-    The free queue is ordered least-recently-freed first, so blocks that still hold prefix-cache
-    content are reused (evicted) in LRU order. `on_reuse(block)` runs when a popped block is handed
-    out again — the prefix cache uses it to forget that block's hash (an eviction).
-    """
+    """Free list + reference counts over block ids. Invariant: a block is free iff its refcount is 0 (LRU order)."""
 
     def __init__(self, num_blocks: int) -> None:
         if num_blocks < 1:
@@ -125,8 +99,7 @@ SCALE_DTYPE = torch.float16  # one scale per token and head: 2 bytes beside head
 
 
 def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [..., D] → (int8 [..., D], fp16 scale [...]): absmax scaling along the last dim, with the scale rounded to
-    fp16 *before* dividing, so that |dequantized - x| ≤ scale / 2 holds for the stored scale."""
+    """x [..., D] → (int8, fp16 scale [...]): absmax, scale rounded first, so |dequantized − x| ≤ scale / 2."""
     xf = x.float()
     scale = (xf.abs().amax(dim=-1) / 127.0).clamp(2.0 ** -24, 65504.0).to(SCALE_DTYPE)
     q = torch.round(xf / scale.float().unsqueeze(-1)).clamp_(-127, 127).to(torch.int8)
@@ -140,11 +113,8 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torc
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor,
                     k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Attention through block tables, in torch: the one implementation every torch path uses (a scheduled step's
-    decodes and cached prefills, the step graphs' rows). q [B, Hq, T, D] over one layer's pool k, v
-    [NB, Hkv, BS, D] (int8 with scales [NB, Hkv, BS], dequantized to q's dtype after the gather) through
-    tables [B, W]; query t of sequence b sees positions < lens[b, t]. Shapes depend only on B, T and W (the whole
-    table width is gathered and masked), so a CUDA graph can capture it. Returns [B, Hq, T, D]."""
+    """Attention through block tables, in torch (every torch path's): q [B, Hq, T, D] over a layer's pool
+    [NB, Hkv, BS, D] via tables [B, W]; query t of b sees positions < lens[b, t]. Fixed shapes: graph-capturable."""
     b, w = tables.shape
     hkv, bs, d = k.shape[1:]
     kg, vg = k[tables], v[tables]
@@ -157,12 +127,7 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tables: t
 
 
 class PagedKVPool:
-    """The physical K/V storage: [layers, num_blocks, kv_heads, block_size, head_dim] each for K and V.
-
-    `dtype` is what attention computes in (the model's); the storage is that dtype, or int8 with per-token-head
-    scales `k_scale`, `v_scale` [layers, num_blocks, kv_heads, block_size] when `kv_dtype="int8"`. Scales live
-    beside their block, so a block shared by a prefix-cache hit or a forked sequence carries its scales with it.
-    """
+    """K/V storage [layers, blocks, kv_heads, block_size, head_dim]: the model's dtype, or int8 + per-token scales."""
 
     def __init__(self, n_layers: int, num_blocks: int, n_kv_heads: int, block_size: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
@@ -231,9 +196,8 @@ def pool_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype: t
 
 
 class PagedSequence:
-    """One sequence on blocks of a pool outside the scheduler (a speculative request's model draft): it can
-    roll back. Invariant: its K/V for positions [0, length) sit in `table`, which holds ⌈length / block_size⌉
-    blocks between calls (`reserve` adds the blocks a step needs, `truncate` frees those past the new end)."""
+    """A sequence on its own pool, outside the scheduler (a model draft's); it can roll back.
+    Invariant: K/V of positions [0, length) sit in `table`, which holds ⌈length / block_size⌉ blocks between calls."""
 
     def __init__(self, pool: PagedKVPool, on_close: Callable[[PagedKVPool], None] | None = None) -> None:
         self.pool = pool
@@ -243,8 +207,7 @@ class PagedSequence:
         self._on_close = on_close
 
     def close(self) -> None:
-        """Done with the sequence: its pool goes back to whoever lent it (the runner keeps it, and the CUDA graphs
-        captured over it, for the next sequence). Idempotent; the sequence must not be used afterwards."""
+        """Give the pool back to its lender (idempotent); the sequence is not used afterwards."""
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close(self.pool)

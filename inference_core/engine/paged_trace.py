@@ -1,8 +1,4 @@
-"""Trace events of the batching scheduler and the paged KV pool (documented in docs/trace-schema/paged.md).
-
-Times are seconds since the scheduler started (`t_s`, `*_s` stamps) unless the name says duration.
-A consumer can rebuild every request's block table from `kv_block` events alone.
-"""
+"""Trace events of the batching scheduler and the paged KV pool (documented in docs/trace-schema/paged.md)."""
 from __future__ import annotations
 
 import typing
@@ -65,7 +61,7 @@ class BatchStep(TraceEvent):
     first or recomputed pass over many tokens, "decode" for one, "verify" for a speculative request's last token
     and its drafted guesses, with emitted / n_drafted / n_accepted), n_tokens (fed this step), context_len (K/V
     positions after the step), n_cached (prefix-cache hit tokens skipped, prefill only), token_id (null for a
-    speculative request's prefill), text, finished (bool). `idle`: request ids holding a static-batch slot without computing (finished early)."""
+    speculative request's prefill), text, finished (bool). `idle`: ids holding a static-batch slot, finished early."""
 
     step: int
     t_s: float
@@ -86,9 +82,7 @@ class BatchStep(TraceEvent):
 
 @event("request_finished")
 class RequestFinished(TraceEvent):
-    """Per-request metrics with vLLM's definitions (seconds): ttft = first token − arrival; e2e = last token −
-    arrival; tpot = (e2e − ttft) / (n_generated − 1); itl = gaps between consecutive tokens; queue = first
-    scheduled − arrival."""
+    """Per-request metrics with vLLM's definitions (seconds): ttft, e2e, tpot, itl, queue."""
 
     request_id: str
     token_ids: list[int]

@@ -1,11 +1,4 @@
-"""Prefix caching over the paged pool: full blocks keyed by a chained hash of their tokens.
-
-A block's key is hash(parent key, its block_size token ids), so one key names the whole prefix up to and
-including that block — two requests share block i only if they agree on every token before it. Blocks stay
-in the map after their last user frees them (refcount 0, sitting in the allocator's free queue); a later
-request with the same prefix revives them instead of recomputing. They are forgotten only when the allocator
-hands them out again (LRU order of the free queue), i.e. only when memory is actually needed.
-"""
+"""Prefix caching over the paged pool: full blocks keyed by a chained hash of their tokens."""
 from __future__ import annotations
 
 import hashlib
@@ -32,11 +25,7 @@ def chain_hashes(tokens: Sequence[int], block_size: int, parent: bytes = ROOT) -
 
 
 class PrefixCache:
-    """hash ↔ physical block maps on top of a `BlockAllocator`.
-
-    Invariant: `by_hash[h] == b` iff `hash_of[b] == h`; a mapped block holds the K/V of exactly the prefix
-    its key names (it is full and was never written again: sequences only write past their cached part).
-    """
+    """hash ↔ block maps over a `BlockAllocator`. Invariant: a mapped block holds exactly its key's prefix."""
 
     def __init__(self, allocator: BlockAllocator, block_size: int,
                  on_evict: Callable[[int], None] | None = None) -> None:

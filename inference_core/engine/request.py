@@ -67,8 +67,7 @@ class Request:
 
 @dataclass
 class StepRows:
-    """One forward's new tokens, flattened (what `ModelRunner.forward_batch` runs): token i sits at `positions[i]`
-    of sequence `seq[i]`, whose share of the row and blocks are `slices[seq[i]]`; logits are computed at `rows`."""
+    """One forward's tokens, flattened: token i at `positions[i]` of sequence `seq[i]`; logits at `rows`."""
 
     tokens: list[int]
     positions: list[int]
@@ -85,9 +84,8 @@ class StepRows:
 
 @dataclass
 class ScheduledBatch(StepRows):
-    """A scheduler step: `requests[j]` owns slice j and gets `n_new[j]` new tokens; `rows` are the rows whose logits
-    are computed: `n_rows[j]` per request, its last new tokens — 1 (the token to sample), or for a speculative
-    verify every one of its k+1 positions (`drafted[j]`: the guesses it checks; None when not a verify)."""
+    """A scheduler step: `requests[j]` owns slice j with `n_new[j]` new tokens and `n_rows[j]` logits rows
+    (1, or a verify's k+1; `drafted[j]`: the guesses it checks, None when not a verify)."""
 
     requests: list[Request] = field(default_factory=list)
     n_new: list[int] = field(default_factory=list)

@@ -1,24 +1,5 @@
 """Batching scheduler over the paged KV cache: continuous (iteration-level) or static batching.
-
-The scheduler decides; it never runs the model. `LLMEngine.step()` (llm_engine.py) ties one step together:
-    batch = scheduler.schedule()          # who runs, with which new tokens, in which blocks
-    outputs = runner.run(batch, pool)     # ONE forward over all of them, flattened, then one token each
-    events = scheduler.postprocess(batch, outputs, t_start)   # append, retire, free blocks, trace events
-
-`schedule()`: running requests first (oldest first; each decode needs room for one more token — when the
-pool is empty the *newest* running request is preempted: blocks freed, back to the front of the waiting
-queue, recomputed later); then admits waiting requests FIFO while sequence slots, the token budget and
-free blocks allow (prefix-cache hits are shared, not recomputed). Static mode admits only when the previous
-batch has completely finished, and keeps early finishers' blocks and slots until then.
-Invariant: after a step, every running request has K/V for all but its last token in its block table, and
-no block past them (with `kv_cache=False` none: every step recomputes the whole sequence, which is what the
-cache saves).
-
-A speculative request (`req.spec`) shares the batch: each step is a draft phase (`to_draft`, run by LLMEngine.step
-before the schedule; none in its first step, which feeds the prompt) and a verify (its tokens without K/V + k
-guesses, the last k+1 rows scored), judged in postprocess: rejected guesses are forgotten, their blocks freed.
-Not thread-safe: whoever drives it (LLMEngine) calls add_request / step / abort from one thread.
-"""
+Invariant: after a step, every running request has K/V for all but its last token, and no block past them."""
 from __future__ import annotations
 
 import time
@@ -145,8 +126,7 @@ class Scheduler:
                               n_new=[n for _, n in scheduled], n_rows=n_rows, drafted=drafted)
 
     def postprocess(self, batch: ScheduledBatch, outputs: list, t_start: float) -> list[TraceEvent]:
-        """Append each request's new token(s) (`outputs[j]`: a token, or a speculative request's scored rows),
-        retire finished ones (continuous: blocks freed at once); the step's trace events."""
+        """Append each request's new token(s), retire finished ones; the step's trace events."""
         now = self.clock()
         entries, finished = [], []
         eos = self.model_config.eos_token_id
@@ -264,7 +244,7 @@ class Scheduler:
     def _preempt(self, req: Request) -> None:
         self.running.remove(req)
         n_blocks = len(req.table.blocks)
-        self._free_blocks(req)
+        self._truncate(req, keep=0)
         req.num_computed = 0
         req.block_hashes = []
         req.drafted = []  # guesses for a verify that will not run: the draft re-syncs on its next proposal
@@ -275,21 +255,15 @@ class Scheduler:
         self.emit(Preemption(request_id=req.request_id, step=self.step_count, blocks_freed=n_blocks,
                               tokens_to_recompute=len(req.all_ids)))
 
-    def _truncate(self, req: Request) -> None:
-        """Free the blocks past the one holding position num_computed − 1 (a verify's rejected guesses)."""
-        keep = -(-req.num_computed // self.cfg.block_size)
+    def _truncate(self, req: Request, keep: int | None = None) -> None:
+        """Free the blocks past the first `keep`; by default those past the one holding position num_computed − 1
+        (a verify's rejected guesses)."""
+        keep = -(-req.num_computed // self.cfg.block_size) if keep is None else keep
+        # Last first: a prefix's tail blocks are the least likely to be shared, so they sit nearer the head of the
+        # LRU free queue and are evicted first (vLLM frees in the same order).
         while len(req.table.blocks) > keep:
             b = req.table.blocks.pop()
             self._block_event("freed", b, req.request_id, len(req.table.blocks), self.allocator.free(b))
-
-    def _free_blocks(self, req: Request) -> None:
-        # Reverse order: a prefix's tail blocks are the least likely to be shared, so they sit nearer the
-        # head of the LRU free queue and are evicted first (vLLM frees in the same order).
-        for i in range(len(req.table.blocks) - 1, -1, -1):
-            b = req.table.blocks[i]
-            rc = self.allocator.free(b)
-            self._block_event("freed", b, req.request_id, i, rc)
-        req.table.blocks.clear()
 
     def _finish(self, req: Request, reason: str, now: float) -> None:
         req.status = "finished"
@@ -301,13 +275,13 @@ class Scheduler:
         if self.cfg.mode == "static" and reason != "aborted":
             self.held.append(req)  # keeps its slot and blocks until the whole batch is done
         else:
-            self._free_blocks(req)
+            self._truncate(req, keep=0)
         self.emit(request_finished_event(req, self))
 
     def _release_static_batch(self) -> None:
         if self.cfg.mode == "static" and not self.running and self.held:
             for req in self.held:
-                self._free_blocks(req)
+                self._truncate(req, keep=0)
             self.held.clear()
 
     def _publish_full_blocks(self, req: Request) -> None:

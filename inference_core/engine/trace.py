@@ -1,10 +1,4 @@
-"""Typed trace events: the versioned contract between the engine and the pages.
-
-Each event is a frozen dataclass subclass of `TraceEvent` with a `type` name. `to_dict()` gives the JSON form
-(`type`, `schema_version`, then the fields); `validate_event()` checks a dict against its class (the subclasses
-are the registry: `event_types()`), so producers and consumers are tested against one definition. Documented in docs/trace-schema.md.
-Bump SCHEMA_VERSION when a field changes meaning or disappears; adding an event type is additive.
-"""
+"""Typed trace events: the versioned contract between the engine and the pages."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,18 +1,4 @@
-"""The CPU fast path: a whole forward step (every layer and the head) in one native call (quant_kernels/step.cpp).
-
-`Transformer.forward` stays the readable reference; this runs the same arithmetic for the new positions of one or
-more sequences over the paged pool (`forward_rows`; the runner's only way in),
-for fp32 weights and the weight-only int8, fp8, int4-gG and NF4 layers of quant/linears.py, reading each weight once per
-step whatever the number of rows (a decode step, a speculative verify, a short prefill, a batch), over fp32 pages
-or an int8 pool's (dequantized inside the attention loop). Tested token-identical (greedy) against the reference and
-transformers, and over int8 pages against the reference's int8 step, page for page.
-
-`build(model)` returns a `FusedStep`, or None with the reason (compiled kernels unavailable,
-`INFERENCE_CPU_FASTPATH=0`, a CUDA or non-fp32 model, a format without a fused kernel: w8a8, llm-int8,
-bitsandbytes); the model's runner builds it once and keeps it. Building one re-lays fp32 projections stored
-column-major (model/transformer.py's batch-1 layout for the Python path) back to row-major, which is what the
-fused kernels read.
-"""
+"""The CPU fast path: a whole forward step (every layer and the head) in one native call (quant_kernels/step.cpp)."""
 from __future__ import annotations
 
 import torch
@@ -28,10 +14,6 @@ from . import quant_kernels
 MAX_FUSED_POSITIONS = 128
 
 
-def enabled() -> bool:
-    return engine_settings().cpu_fastpath
-
-
 class FusedStep:
     """One model's weights as views for the native forward. Holds no copy of any weight."""
 
@@ -44,19 +26,15 @@ class FusedStep:
                      k_pool: torch.Tensor, v_pool: torch.Tensor, rows: torch.Tensor,
                      n_layers: int | None = None, k_scale: torch.Tensor | None = None,
                      v_scale: torch.Tensor | None = None) -> torch.Tensor:
-        """A flattened step of several sequences over a paged pool: row i is token `tokens[i]` at `positions[i]`
-        of sequence `seq[i]`, whose blocks are `tables[seq[i]]`. Returns logits [len(rows), vocab] of `rows`.
-        Pages are fp32, or int8 with their fp16 scales `k_scale`, `v_scale` (an int8 PagedKVPool's), which the
-        native step dequantizes as it reads them and fills as it writes new K/V, exactly as the pool's
-        `write` quantizes."""
+        """A flattened step over a paged pool (fp32, or int8 pages with their scales): row i is `tokens[i]` at
+        `positions[i]` of sequence `seq[i]` with blocks `tables[seq[i]]`. Logits [len(rows), vocab]."""
         x = self.model.tok_embeddings.weight.index_select(0, tokens)
-        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows, -1 if n_layers is None else n_layers,
-                                   k_scale, v_scale)
+        return self.native.forward(x, positions, seq, tables, k_pool, v_pool, rows,
+                                   -1 if n_layers is None else n_layers, k_scale, v_scale)
 
 
 def _linear(kernels, layer: nn.Module):
-    """A native weight view of an fp32 nn.Linear, or of a quantized layer (which makes its own: `fused_view`, so
-    this module names no quantized layer); None when the step has no kernel for it."""
+    """A native weight view of an nn.Linear or a quantized layer (`fused_view`); None without a kernel."""
     if not isinstance(layer, nn.Linear):
         return layer.fused_view(kernels) if hasattr(layer, "fused_view") else None
     weight, bias = layer.weight, layer.bias
@@ -74,7 +52,7 @@ def _format_name(model) -> str:
 
 def build(model) -> tuple[FusedStep | None, str]:
     """The model's fused step and "", or None and why there is none."""
-    if not enabled():
+    if not engine_settings().cpu_fastpath:
         return None, "disabled by INFERENCE_CPU_FASTPATH=0"
     if model.tok_embeddings.weight.device.type != "cpu" or model.tok_embeddings.weight.dtype != torch.float32:
         return None, "the fused step runs fp32 activations on the CPU"

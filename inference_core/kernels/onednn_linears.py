@@ -1,12 +1,4 @@
-"""Long fp32 steps on the CPU: the reference forward's linears through oneDNN's GEMM instead of MKL's.
-
-A step too long for the fused native step (a batch's first step, a long prefill) runs the reference forward,
-whose linears are F.linear → MKL sgemm. On the 2-core EPYC (AVX-512) oneDNN's fp32 GEMM is faster for every
-shape of this model: single-threaded, CPU time, 1,714 rows through the four layer shapes, MKL 94-97 GFLOP/s
-and oneDNN 106-111; at 130 rows 66 vs 100. Same arithmetic, another summation order: logits agree to ~1e-4
-(tested token-identical like every fast path). `OneDnnLinears` swaps the GEMM under the unchanged reference
-code, for the duration of one step, on the thread that runs it (torch function modes are thread-local).
-"""
+"""Long fp32 steps on the CPU: the reference forward's linears through oneDNN's GEMM instead of MKL's."""
 from __future__ import annotations
 
 import torch

@@ -1,40 +1,42 @@
 """Short steps over the paged KV pool as CUDA graphs, one per token-count bucket (1, 2, 4, …, 64).
-
-A forward of the 135M model is ~500 small kernels; on a GPU their launches, not the weights' bandwidth, set the
-pace, and the scheduler's batched step, the speculative verify and a draft's guesses all ran eagerly. Here any
-step of at most 64 new tokens is padded to the next bucket and replayed from the graph captured for it.
-
-Every token is one row with its own query: row i is token `tokens[i]` at position p of its sequence, attending
-to that sequence's positions [0, p] through its block table. Each layer first writes every row's K/V to its slot,
-then attends, so one shape covers a batch of decodes (one row per sequence), a speculative verify (k+1 rows of
-one sequence with growing context lengths: causal), a short prefill chunk, or a mix. Replays need fixed shapes
-and addresses, so every input lives in a static buffer per bucket: tokens, positions, slots, block tables padded
-to the pool's width, context lengths. Attention is one paged-decode kernel per layer (Triton,
-triton_kernels/paged_decode.py) or, where Triton is absent, a gather of the table's blocks and a masked SDPA
-over the fixed width; both read only the pool, so a replay sees this step's tables. An int8 pool's K/V are
-rounded as they are written (`PagedKVPool.write`) and dequantized as they are read (the kernel reads the scales
-beside the pages, the torch path dequantizes what it gathered).
-
-Invariant: a padded row repeats the step's last real row, so it computes the same K/V and writes them to the same
-slot (an idempotent duplicate write, never another slot); its logits are dropped. On the CPU the same buffers
-run eagerly (`capture=False`): the tests compare that against the reference step.
-"""
+Invariant: a padded row repeats the step's last real row (same K/V, same slot); its logits are dropped."""
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from ..engine.paged import PagedKVPool, SeqSlice, paged_attention
 from . import triton_kernels
-from .graph_capture import capture
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
+T = TypeVar("T")
+# One capture at a time in the process: the worker's threads (the batching service, single runs, speculative runs)
+# may each lend a new pool and capture over it, and a capture records whatever its stream launches.
+_capture_lock = threading.Lock()
 
 
 def bucket_for(n: int) -> int:
     return next(b for b in BUCKETS if b >= n)
+
+
+def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
+    """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite."""
+    with _capture_lock:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            out = step()
+    return graph, out
 
 
 @dataclass
@@ -69,8 +71,7 @@ class _Bucket:
 
 
 class _BucketBackend:
-    """AttentionBackend of one bucket's step: every row's K/V into its slot, then each row's query over its
-    sequence's positions [0, position] (paged decode attention, one query per row)."""
+    """AttentionBackend of one bucket: each row's K/V into its slot, then its query over positions [0, p]."""
 
     def __init__(self, pool: PagedKVPool, bucket: _Bucket, use_triton: bool) -> None:
         self.pool, self.bucket, self.use_triton = pool, bucket, use_triton
@@ -95,13 +96,7 @@ class _BucketBackend:
 
 
 class StepGraphs:
-    """Steps of at most 64 new tokens over one pool, one graph (or eager buffer set) per token-count bucket.
-
-    Built lazily per bucket; capturing warms the step up twice on a side stream first (CUDA's rule for lazily
-    initialised kernels). The warm-up runs write the same K/V to the same slots the replay then writes.
-    `compile` (INFERENCE_COMPILE=1): Inductor fuses each layer's elementwise ops (RoPE, SiLU·up, residual adds,
-    norms) before the capture, so a graph holds fewer, larger kernels; it compiles once per bucket, when built.
-    """
+    """Steps of at most 64 new tokens over one pool, one graph (or eager buffer set) per token-count bucket."""
 
     def __init__(self, model, pool: PagedKVPool, capture: bool, use_triton: bool | None = None,
                  compile: bool = False) -> None:
@@ -138,33 +133,22 @@ class StepGraphs:
 
     @torch.inference_mode()
     def run(self, step) -> torch.Tensor:
-        """Logits [len(step.rows), vocab] at the step's rows (a `request.StepRows`: the runner's flattened step);
-        every new token's K/V written to the pool."""
+        """Logits [len(step.rows), vocab] of a `request.StepRows`; every new token's K/V written to the pool."""
         size = bucket_for(len(step.tokens))
         bucket = self._bucket(size)
         self._fill(bucket, step, size)
-        if not self.capture:
-            bucket.logits = self._step(bucket)
-        elif bucket.graph is None:
-            self._capture(bucket)
-        else:
-            bucket.graph.replay()
+        self._execute(bucket)
         self.replays[size] = self.replays.get(size, 0) + 1
         return bucket.logits[torch.tensor(step.rows, device=bucket.logits.device)]
 
     @torch.inference_mode()
     def prepare_all(self) -> None:
-        """Build (capture, where capturing) every bucket now, so no scheduled step waits for a capture.
-
-        Only over a pool no sequence holds a block of: each warm-up step is token 0 at position 0 of block 0,
-        whose K/V it writes (a later holder writes a position before it reads it)."""
+        """Build (capture, where capturing) every bucket now, so no scheduled step waits for a capture."""
         for size in BUCKETS:
             bucket = self._bucket(size)
-            self._fill(bucket, _WarmUp([0] * size, [0] * size, [0] * size, [SeqSlice(0, size, 1, [0])]), size)
-            if not self.capture:
-                bucket.logits = self._step(bucket)
-            elif bucket.graph is None:
-                self._capture(bucket)
+            if bucket.graph is None:  # a captured bucket is ready; an eager one runs once (its compile, if any)
+                self._fill(bucket, _WarmUp([0] * size, [0] * size, [0] * size, [SeqSlice(0, size, 1, [0])]), size)
+                self._execute(bucket)
 
     def _bucket(self, size: int) -> _Bucket:
         bucket = self.buckets.get(size)
@@ -173,11 +157,7 @@ class StepGraphs:
         return bucket
 
     def _fill(self, b: _Bucket, step, size: int) -> None:
-        """Copy the step into the bucket's buffers. Host work is per sequence plus a few tensor ops (it runs
-        before every replay, beside a ~2 ms step of 32 rows on a GPU): each sequence's table is built once and
-        indexed per row, and only the table columns the widest sequence uses are written. Columns past them keep
-        an earlier step's block ids, which are ids of this pool (the buffers start at 0): the Triton kernel never
-        reads past a row's length, and the torch path gathers them and masks them out."""
+        """Copy the step into the bucket's buffers (host work per sequence; stale columns are masked)."""
         bs = self.pool.block_size
         pad = size - len(step.tokens)
         widest = max(len(s.blocks) for s in step.slices)
@@ -201,6 +181,11 @@ class StepGraphs:
         x = self.model.hidden_states(b.tokens, b.positions, backend, self.n_layers)
         return self.model.compute_logits(x[0])
 
-    def _capture(self, b: _Bucket) -> None:
-        b.graph, b.logits = capture(lambda: self._step(b))
-        b.graph.replay()  # the capture recorded the step without running it
+    def _execute(self, b: _Bucket) -> None:
+        """Run the filled bucket: eagerly, else by replaying its graph (captured at first use, then replayed)."""
+        if not self.capture:
+            b.logits = self._step(b)
+            return
+        if b.graph is None:
+            b.graph, b.logits = capture(lambda: self._step(b))
+        b.graph.replay()  # a capture records the step without running it

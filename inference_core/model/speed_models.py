@@ -1,12 +1,4 @@
-"""Speed-only models: real model shapes with random weights, to measure speed at a scale SmolLM2 cannot show.
-
-A 135M model reads 0.5 GB per fp32 step, so on a GPU its decode is bound by kernel launches and on a CPU the
-gap between formats is modest. These configurations have the shapes of Llama 3.2 1B and Llama 3 8B; their
-weights are drawn on the device from a fixed seed (`build_model` with no state), never downloaded, and their
-"tokenizer" maps bytes to ids and back to `<id>` labels: the text they produce is meaningless by construction.
-Every engine built here carries `SPEED_ONLY_LABEL` in its name, so every run header, CLI line and bench row says
-so. Invariant: nothing loads these for text (the demos and the course never name them).
-"""
+"""Speed-only models: real model shapes with random weights, to measure speed at a scale SmolLM2 cannot show."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -52,8 +44,7 @@ def is_speed_only(name: str) -> bool:
 
 
 def speed_only_parts(name: str, n_layers: int | None = None) -> tuple[ModelConfig, IdsTokenizer]:
-    """`name`'s shape (`n_layers` trims it, for tests) and its ids-only tokenizer; the weights are
-    `loader.build_model(cfg, None, …)`'s seeded draw, and the engine layer wraps them with the label."""
+    """`name`'s shape (`n_layers` trims it) and its ids-only tokenizer; weights are a seeded draw."""
     cfg = SPEED_ONLY_MODELS[name]
     if n_layers is not None:
         cfg = replace(cfg, n_layers=n_layers)

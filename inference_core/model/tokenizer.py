@@ -1,17 +1,8 @@
-"""Byte-level BPE tokenizer rebuilt from the GGUF's vocabulary and merges (no hub, no transformers).
-
-The pre-tokenizer follows the GGUF's `tokenizer.ggml.pre`. SmolLM2 splits digits one by one, then applies
-GPT-2's byte-level regex. Qwen2 (`pre == "qwen2"`) NFC-normalizes, splits with its own regex (single
-digits, letters with one leading non-letter, `'s`-style contractions case-insensitively), then maps bytes.
-Control tokens (`<|im_start|>`, `<|im_end|>`, …) are matched whole before BPE, and so are user-defined
-ones (Qwen's `<tool_call>`), which are not special (decoding keeps them).
-"""
+"""Byte-level BPE tokenizer rebuilt from the GGUF's vocabulary and merges (no hub, no transformers)."""
 from __future__ import annotations
-
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
-
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token_type values for special and added tokens
 DEFAULT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -64,8 +55,7 @@ class Tokenizer:
         return self._tok.decode([token_id], skip_special_tokens=False)
 
     def chat_prompt(self, user: str, system: str | None = None) -> str:
-        """ChatML with the generation prompt appended (SmolLM2's and Qwen2.5's, which differ only in the
-        default system turn; Qwen's tool-calling branches are not reproduced)."""
+        """ChatML with the generation prompt (SmolLM2's and Qwen2.5's; Qwen's tool calling not reproduced)."""
         sys_text = self.default_system if system is None else system
         return (
             f"<|im_start|>system\n{sys_text}<|im_end|>\n"

@@ -1,9 +1,4 @@
-"""A Llama-family decoder in plain PyTorch: RMSNorm, RoPE (rotate-half), GQA attention, SwiGLU MLP.
-
-`ModelConfig.qkv_bias` gives the fused Q/K/V projection a bias (Qwen2); everything else is shared.
-
-Weights use fused projections (wqkv, w_gate_up) so a decode step issues fewer, larger matmuls.
-"""
+"""A Llama-family decoder in plain PyTorch: RMSNorm, RoPE (rotate-half), GQA attention, SwiGLU MLP."""
 from __future__ import annotations
 
 import torch
@@ -26,7 +21,8 @@ class RMSNorm(nn.Module):
 
 def rope_table(cfg: ModelConfig, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin of shape [max_seq_len, head_dim], computed in fp32 like the reference."""
-    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32, device=device) / cfg.head_dim))
+    dims = torch.arange(0, cfg.head_dim, 2, dtype=torch.float32, device=device)
+    inv_freq = 1.0 / (cfg.rope_theta ** (dims / cfg.head_dim))
     pos = torch.arange(cfg.max_seq_len, dtype=torch.float32, device=device)
     freqs = torch.outer(pos, inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
@@ -101,12 +97,7 @@ class Transformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, backend: AttentionBackend,
                 last_only: bool = False, n_layers: int | None = None) -> torch.Tensor:
-        """tokens, positions: [B, T] (positions may also be [T], shared by the batch).
-
-        Returns logits [B, T, vocab] (or [B, 1, vocab] when `last_only`: decode needs only the last row,
-        and skipping the head for the rest saves most of prefill's output-layer cost). `n_layers` runs
-        only the first blocks before the shared head (an early-exit draft of the same model).
-        """
+        """tokens, positions: [B, T] (positions may also be [T], shared by the batch)."""
         x = self.hidden_states(tokens, positions, backend, n_layers)
         return self.compute_logits(x[:, -1:] if last_only else x)
 
@@ -129,14 +120,7 @@ class Transformer(nn.Module):
 
 
 def store_wide_weights_column_major(model: Transformer, min_ratio: int = 2) -> None:
-    """Lay out projections with out ≥ min_ratio × in (fused gate/up, the vocabulary head) column-major.
-
-    The weight keeps its [out, in] shape and meaning; only its strides change, so x @ Wᵀ reads one
-    contiguous [in, out] block. On this 2-core AVX2 CPU that took the 576→49,152 head from ~5 to ~9 GB/s
-    and gate/up from ~18 to ~40 GB/s at batch 1 (bench/decode.py shows the end-to-end effect).
-    The tied embedding shares the head's storage, so its row lookups become strided: a few
-    hundred gathers per prompt, negligible next to the head's 113 MB read per token.
-    """
+    """Lay out projections with out ≥ min_ratio × in (fused gate/up, the vocabulary head) column-major."""
     for module in model.modules():
         if isinstance(module, nn.Linear):
             out_features, in_features = module.weight.shape

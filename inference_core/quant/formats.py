@@ -1,18 +1,4 @@
-"""Weight formats and their packed storage: the format names, and each format's quantize / dequantize of a
-weight tensor (the layers that compute with them are in linears.py).
-
-Formats (`parse_format` names):
-  * `int8`      — per-output-channel absmax int8 weights, fp32 activations (weight-only, W8A32).
-  * `w8a8`      — the same int8 weights × activations quantized to int8 per call (FBGEMM's dynamic linear).
-  * `int4-gG`   — symmetric int4 in groups of G ∈ {32, 64, 128} along the input dim (`int4` = `int4-g128`).
-  * `nf4`       — 4-bit NormalFloat codebook (QLoRA), absmax per block of 64.
-  * `fp8`       — float8 e4m3fn storage with a per-output-channel scale (weight-only).
-  * `llm-int8`  — LLM.int8() mixed decomposition: activation columns above a threshold stay fp32.
-  * `bnb-int8`, `bnb-nf4` — bitsandbytes' CUDA layers (`Linear8bitLt` with threshold 6, `Linear4bit` NF4)
-    as a backend beside ours; CUDA only, and only where bitsandbytes is installed.
-Every quantized layer holds only packed tensors (int8/uint8/float8 + fp32 scales); `weight_bytes` counts
-their real `nbytes`. Invariant tested for every fast path: `layer(x) ≈ x @ layer.dequantize().T`.
-"""
+"""Weight formats: their names, and each one's quantize / dequantize of a weight (layers: linears.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,12 +40,10 @@ NF4_BLOCK = 64
 def parse_format(name: str) -> QuantFormat:
     """'int4' → int4-g128; 'int4-g32' → group 32; unknown names raise ValueError listing the choices."""
     key = name.strip().lower()
-    simple = {"fp32": ("fp32", 0, 32), "int8": ("int8", 0, 8), "w8a8": ("w8a8", 0, 8), "fp8": ("fp8", 0, 8),
-              "nf4": ("nf4", NF4_BLOCK, 4), "llm-int8": ("llm-int8", 0, 8), "bnb-int8": ("bnb-int8", 0, 8),
-              "bnb-nf4": ("bnb-nf4", NF4_BLOCK, 4)}
+    simple = {"fp32": (0, 32), "int8": (0, 8), "w8a8": (0, 8), "fp8": (0, 8), "nf4": (NF4_BLOCK, 4),
+              "llm-int8": (0, 8), "bnb-int8": (0, 8), "bnb-nf4": (NF4_BLOCK, 4)}  # name → (group, bits); kind = name
     if key in simple:
-        kind, group, bits = simple[key]
-        return QuantFormat(key, kind, group, bits)
+        return QuantFormat(key, key, *simple[key])
     if key == "int4":
         key = "int4-g128"
     if key.startswith("int4-g") and key[6:].isdigit() and int(key[6:]) in (32, 64, 128):
@@ -102,11 +86,7 @@ def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
-    """uint8 codes in [0, 16) of shape [N, K] (K % 32 == 0) → [N, K/2] bytes.
-
-    Within each 32-value chunk, byte j holds value j (low nibble) and value j+16 (high nibble), the order
-    the AVX2 kernel unpacks with one mask and one shift.
-    """
+    """uint8 codes in [0, 16) of shape [N, K] (K % 32 == 0) → [N, K/2] bytes."""
     n, k = codes.shape
     if k % 32:
         raise ValueError(f"K={k} must be a multiple of 32 to pack nibbles")
@@ -134,10 +114,7 @@ def _ungrouped(g: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def quantize_int4(w: torch.Tensor, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric group-wise int4: q = round(w / s) ∈ [-7, 7], s = max|w_group| / 7, stored as q + 8.
-
-    Returns (packed uint8 [N, K/2], scales fp32 [N, ⌈K/group⌉]). Error ≤ s/2 per element.
-    """
+    """Symmetric group-wise int4: q = round(w / s) ∈ [-7, 7], s = max|w_group| / 7, stored as q + 8."""
     g = _grouped(w, group)
     scale = g.abs().amax(dim=2).clamp_min(1e-12) / 7.0
     q = torch.round(g / scale[..., None]).clamp_(-7, 7) + 8
@@ -150,11 +127,7 @@ def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, group: int) -> to
 
 
 def nf4_codebook() -> torch.Tensor:
-    """The 16 NF4 levels, computed as in QLoRA (Dettmers et al. 2023, appendix E).
-
-    Quantiles of N(0, 1): 8 positive from p = 0.9677…0.5 and 7 negative, plus an exact zero, normalized to
-    [-1, 1]. Equal-probability bins for normally distributed weights; asymmetric so that 0 is representable.
-    """
+    """The 16 NF4 levels, computed as in QLoRA (Dettmers et al. 2023, appendix E)."""
     offset = 0.9677083
     pos = torch.special.ndtri(torch.linspace(offset, 0.5, 9, dtype=torch.float64)[:-1])
     neg = -torch.special.ndtri(torch.linspace(offset, 0.5, 8, dtype=torch.float64)[:-1])
@@ -168,10 +141,7 @@ INT4_LUT = (torch.arange(16, dtype=torch.float32) - 8).half()  # stored code →
 
 
 def quantize_nf4(w: torch.Tensor, block: int = NF4_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
-    """Blocks of `block` values scaled by their absmax into [-1, 1], each rounded to the nearest NF4 level.
-
-    Returns (packed uint8 [N, K/2] of codebook indices, absmax fp32 [N, ⌈K/block⌉]).
-    """
+    """Blocks of `block` values scaled by their absmax into [-1, 1], each rounded to the nearest NF4 level."""
     g = _grouped(w, block)
     absmax = g.abs().amax(dim=2).clamp_min(1e-12)
     normed = g / absmax[..., None]
@@ -183,8 +153,7 @@ def quantize_nf4(w: torch.Tensor, block: int = NF4_BLOCK) -> tuple[torch.Tensor,
 
 def dequantize_nf4(packed: torch.Tensor, absmax: torch.Tensor, block: int = NF4_BLOCK,
                    codebook: torch.Tensor | None = None) -> torch.Tensor:
-    """`codebook`: the layer's copy on the weights' device (else NF4_CODEBOOK is copied there: a host → device
-    copy, which a CUDA graph capture forbids)."""
+    """`codebook`: the layer's copy on the weights' device (a host copy would break a graph capture)."""
     book = codebook if codebook is not None else NF4_CODEBOOK.to(packed.device)
     vals = book[unpack_nibbles(packed).long()]
     return _ungrouped(_grouped(vals, block) * absmax[..., None], vals.shape[1])

@@ -1,13 +1,10 @@
-"""Quantized linear layers: packed weights as buffers, and y = x Wᵀ computed by the fastest kernel available
-(AVX2 GEMV on the CPU, fused Triton on CUDA, else dequantize + matmul). Formats: formats.py.
-
-Every quantized layer holds only packed tensors (int8/uint8/float8 + fp32 scales); `weight_bytes` counts
-their real `nbytes`. Invariant tested for every fast path: `layer(x) ≈ x @ layer.dequantize().T`.
-"""
+"""Quantized linear layers: packed weights as buffers, y = x Wᵀ by the fastest kernel available."""
 from __future__ import annotations
 
 import collections
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -52,13 +49,11 @@ class QuantizedLinear(nn.Module):
 
     @property
     def capturable(self) -> bool:
-        """A CUDA graph may record this layer: it runs a fused Triton kernel. The others may synchronise (LLM.int8
-        counts its outliers on the host) or dequantize per call. Read by kernels/cuda_graphs.py, which names no layer."""
+        """A CUDA graph may record this layer: it runs a fused Triton kernel (never syncs, never dequantizes)."""
         return self.kernel.startswith("triton-")
 
     def fused_view(self, native):
-        """This layer's weights as a view for the fused CPU step (`native.make_linear`, kernels/fused_cpu.py), or
-        None when the step has no kernel for its format (w8a8, LLM.int8, bitsandbytes)."""
+        """This layer's weights for the fused CPU step (`native.make_linear`), or None: no kernel for it."""
         return None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -89,8 +84,7 @@ def _kernels():
 
 
 def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = "torch-dequant") -> str:
-    """The AVX2 kernels run on CPU tensors, the fused Triton kernels (triton_kernels/quant_matmul.py) on CUDA
-    ones; without them the weight is dequantized per call."""
+    """AVX2 on CPU tensors, fused Triton on CUDA ones; without them the weight is dequantized per call."""
     if weight.device.type == "cpu":
         return compiled if _kernels() else fallback
     if weight.device.type == "cuda" and triton_kernels.available():
@@ -98,81 +92,60 @@ def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = 
     return fallback
 
 
-class Int8Linear(QuantizedLinear):
+@dataclass(frozen=True)
+class Packing:
+    """One weight-only format's differences: how it packs a weight and reads it back, its native kernel
+    (`gemv` in quant_kernels, `native` the fused step's weight kind) and the kernel names reports show."""
+
+    quantize: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]  # (weight, group) → codes, scales
+    dequantize: Callable[..., torch.Tensor]  # (codes, scales, group, codebook) → fp32 weight
+    gemv: str
+    native: int  # make_linear's kind: 1 int8, 2 fp8 bits, 3 4-bit lookup (NF4), 4 int4
+    cpu_kernel: str
+    gpu_kernel: str
+
+
+PACKINGS = {
+    "int8": Packing(lambda w, g: quantize_int8(w), lambda q, s, g, book: dequantize_int8(q, s), "int8_gemv", 1,
+                    "avx2-int8-gemv", triton_kernels.KERNEL_INT8),
+    "fp8": Packing(lambda w, g: quantize_fp8(w), lambda q, s, g, book: dequantize_fp8(q, s), "fp8_gemv", 2,
+                   "avx2-fp8-gemv", triton_kernels.KERNEL_FP8),
+    "int4": Packing(quantize_int4, lambda q, s, g, book: dequantize_int4(q, s, g), "lut4_gemv", 4,
+                    "avx2-int4-lut-gemv", triton_kernels.KERNEL_INT4),
+    "nf4": Packing(quantize_nf4, dequantize_nf4, "lut4_gemv", 3, "avx2-nf4-lut-gemv", triton_kernels.KERNEL_NF4),
+}
+
+
+class PackedLinear(QuantizedLinear):
+    """Weight-only int8, fp8, int4 or NF4: `qweight` holds the codes (4-bit ones two per byte), `scale` one
+    scale per output row or per `fmt.group` inputs; NF4 keeps its `codebook` on the weights' device."""
+
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
-        q, s = quantize_int8(weight)
+        self.packing = PACKINGS[fmt.kind]
+        q, s = self.packing.quantize(weight, fmt.group)
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-int8-gemv", triton_kernels.KERNEL_INT8)
+        self.register_buffer("codebook", NF4_CODEBOOK.to(weight.device, copy=True) if fmt.kind == "nf4" else None)
+        self.kernel = _kernel_name(weight, self.packing.cpu_kernel, self.packing.gpu_kernel.format(group=fmt.group))
+
+    @property
+    def codes(self) -> torch.Tensor:
+        """The codes as the kernels read them: fp8 as its bits (uint8)."""
+        return self.qweight.view(torch.uint8) if self.fmt.kind == "fp8" else self.qweight
 
     def dequantize(self):
-        return dequantize_int8(self.qweight, self.scale)
+        return self.packing.dequantize(self.qweight, self.scale, self.fmt.group, self.codebook)
 
     def _gemv(self, x2):
         k = _kernels()
-        return k.int8_gemv(x2, self.qweight, self.scale) if k else None
+        lut = self.codebook.half() if self.codebook is not None else INT4_LUT  # 4-bit code → value
+        group_args = (self.fmt.group, lut) if self.fmt.group else ()
+        return getattr(k, self.packing.gemv)(x2, self.codes, self.scale, *group_args) if k else None
 
     def fused_view(self, native):
-        return native.make_linear(1, self.qweight, self.scale, self.bias, 0, None)
-
-
-class FP8Linear(QuantizedLinear):
-    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        q, s = quantize_fp8(weight)
-        self.register_buffer("qweight", q)
-        self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-fp8-gemv", triton_kernels.KERNEL_FP8)
-
-    def dequantize(self):
-        return dequantize_fp8(self.qweight, self.scale)
-
-    def _gemv(self, x2):
-        k = _kernels()
-        return k.fp8_gemv(x2, self.qweight.view(torch.uint8), self.scale) if k else None
-
-    def fused_view(self, native):
-        return native.make_linear(2, self.qweight.view(torch.uint8), self.scale, self.bias, 0, None)
-
-
-class Int4Linear(QuantizedLinear):
-    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        p, s = quantize_int4(weight, fmt.group)
-        self.register_buffer("packed", p)
-        self.register_buffer("scale", s)
-        self.kernel = _kernel_name(weight, "avx2-int4-lut-gemv", triton_kernels.KERNEL_INT4.format(group=fmt.group))
-
-    def dequantize(self):
-        return dequantize_int4(self.packed, self.scale, self.fmt.group)
-
-    def _gemv(self, x2):
-        k = _kernels()
-        return k.lut4_gemv(x2, self.packed, self.scale, self.fmt.group, INT4_LUT) if k else None
-
-    def fused_view(self, native):
-        return native.make_linear(4, self.packed, self.scale, self.bias, self.fmt.group, None)
-
-
-class NF4Linear(QuantizedLinear):
-    def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        p, a = quantize_nf4(weight, fmt.group)
-        self.register_buffer("packed", p)
-        self.register_buffer("absmax", a)
-        self.register_buffer("codebook", NF4_CODEBOOK.to(weight.device, copy=True))
-        self.kernel = _kernel_name(weight, "avx2-nf4-lut-gemv", triton_kernels.KERNEL_NF4)
-
-    def dequantize(self):
-        return dequantize_nf4(self.packed, self.absmax, self.fmt.group, self.codebook)
-
-    def _gemv(self, x2):
-        k = _kernels()
-        return k.lut4_gemv(x2, self.packed, self.absmax, self.fmt.group, self.codebook.half()) if k else None
-
-    def fused_view(self, native):
-        return native.make_linear(3, self.packed, self.absmax, self.bias, self.fmt.group, self.codebook.half())
+        lut = self.codebook.half() if self.codebook is not None else None
+        return native.make_linear(self.packing.native, self.codes, self.scale, self.bias, self.fmt.group, lut)
 
 
 def fbgemm_available() -> bool:
@@ -180,13 +153,7 @@ def fbgemm_available() -> bool:
 
 
 class W8A8DynamicLinear(QuantizedLinear):
-    """int8 per-channel weights prepacked for FBGEMM; each call quantizes x to uint8 (7-bit range,
-    asymmetric, one scale per call) and runs an int8 GEMM with int32 accumulation.
-
-    With one row (decode) the activation scale is per token. For many rows FBGEMM would share one scale
-    across all of them, so we emulate the per-token version in fp32 instead: prefill and perplexity then
-    see the same arithmetic as decode.
-    """
+    """int8 weights prepacked for FBGEMM × activations quantized per call (7-bit uint8), int32 accumulation."""
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
@@ -210,9 +177,7 @@ class W8A8DynamicLinear(QuantizedLinear):
         return self.qweight.nbytes + self.scale.nbytes + (self.bias.nbytes if self.bias is not None else 0)
 
     def prepacked_bytes(self) -> int:
-        """FBGEMM's prepacked copy, held beside `qweight` (which prefill and the emulation multiply by): the same
-        int8 values rearranged for its kernel, plus an int32 column offset, an fp32 scale and an int32 zero point
-        per output channel. Not a parameter or buffer, so `resident_bytes` cannot see it; the report adds it."""
+        """FBGEMM's prepacked copy beside `qweight` (not a buffer: the report adds it)."""
         return self.qweight.nbytes + 12 * self.out_features if self._packed is not None else 0
 
     def product(self, x):
@@ -226,8 +191,7 @@ class W8A8DynamicLinear(QuantizedLinear):
 
 
 def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
-    """Per-row FBGEMM-style dynamic activation quantization, returned dequantized: range [min(x,0),
-    max(x,0)] mapped onto 0..127 (reduce_range: 7 bits so AVX2's 16-bit pair sums cannot saturate)."""
+    """Per-row FBGEMM-style activation quantization onto 0..127 (7 bits), returned dequantized."""
     lo = x2.amin(dim=1, keepdim=True).clamp(max=0)
     hi = x2.amax(dim=1, keepdim=True).clamp(min=0)
     scale = ((hi - lo) / 127.0).clamp_min(1e-12)
@@ -237,15 +201,7 @@ def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
 
 
 class LLMInt8Linear(QuantizedLinear):
-    """LLM.int8() mixed decomposition (Dettmers et al. 2022).
-
-    Input columns where any |x| > threshold are "outlier dimensions": their product uses fp32 activations
-    (× the dequantized weight columns). All other columns are rounded to int8 per row (absmax) and multiplied
-    by the int8 weights; the integer products are summed in fp32 (by the AVX2 int8 kernel at decode, by one
-    GEMM for many rows), which matches int32 accumulation up to fp32 rounding.
-    `outlier_counts` records the outlier-column count of the last 1024 calls (bounded: a worker process
-    may keep one of these models for days), for the report and the demo.
-    """
+    """LLM.int8() mixed decomposition (Dettmers et al. 2022)."""
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat, threshold: float = 6.0) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
@@ -282,9 +238,8 @@ class LLMInt8Linear(QuantizedLinear):
 
 
 class BitsAndBytesLinear(QuantizedLinear):
-    """bitsandbytes' own CUDA layer holding the weight: `Linear8bitLt` (int8 with fp16 outlier columns above
-    6.0, computing in fp16) or `Linear4bit` (NF4, blocks of 64, computing in fp32). The fp32 model around
-    it is unchanged: inputs and outputs are cast. Quantization happens on bitsandbytes' move to the GPU."""
+    """bitsandbytes' own CUDA layer (`Linear8bitLt` or `Linear4bit` NF4), quantized on its move to the GPU;
+    inputs and outputs are cast, so the fp32 model around it is unchanged."""
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
         super().__init__(weight.shape[1], weight.shape[0], fmt)
@@ -331,7 +286,7 @@ class BitsAndBytesLinear(QuantizedLinear):
 
 
 LINEAR_CLASSES: dict[str, type[QuantizedLinear]] = {
-    "int8": Int8Linear, "w8a8": W8A8DynamicLinear, "int4": Int4Linear, "nf4": NF4Linear, "fp8": FP8Linear,
+    "int8": PackedLinear, "w8a8": W8A8DynamicLinear, "int4": PackedLinear, "nf4": PackedLinear, "fp8": PackedLinear,
     "llm-int8": LLMInt8Linear, "bnb-int8": BitsAndBytesLinear, "bnb-nf4": BitsAndBytesLinear,
 }
 

@@ -1,17 +1,9 @@
-"""Quality of a (quantized) model on the shipped held-out text: perplexity, and KL divergence against fp32.
-
-The text is split into non-overlapping windows of `window` tokens; inside each window every token after
-the first is predicted from the ones before it. Perplexity = exp(mean negative log-likelihood).
-KL(p_ref ‖ p_model) is averaged over the same positions, with p_ref the fp32 model's next-token
-distribution: it measures how far the quantized model's predictions move, whether or not the text agrees.
-All models see identical windows, so the figures are comparable; they are not comparable to perplexities
-measured with other windows or texts.
-"""
+"""Quality of a (quantized) model on the shipped held-out text: perplexity, and KL divergence against fp32."""
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -24,12 +16,8 @@ from ..model.kv_cache import AttentionBackend, NoCache
 HELDOUT_PATH = Path(__file__).parents[1] / "data" / "heldout.txt"
 
 
-def heldout_text() -> str:
-    return HELDOUT_PATH.read_text(encoding="utf-8")
-
-
 def heldout_ids(tokenizer, max_tokens: int | None = None) -> list[int]:
-    ids = tokenizer.encode(heldout_text())
+    ids = tokenizer.encode(HELDOUT_PATH.read_text(encoding="utf-8"))
     return ids[:max_tokens] if max_tokens else ids
 
 
@@ -46,7 +34,6 @@ class QualityStats:
     kl_sum: float = 0.0
     top1_agree: int = 0
     n: int = 0
-    kl_per_window: list[float] = field(default_factory=list)
 
     @property
     def perplexity(self) -> float:
@@ -69,12 +56,7 @@ class QualityStats:
 def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], window: int = 512,
             should_stop=None, backends: dict[str, Callable[[int], AttentionBackend]] | None = None,
             ) -> dict[str, QualityStats]:
-    """Score every model on the same windows; the reference's log-probs are computed once per window.
-
-    `reference` is also reported under its own name if it appears in `models` (KL 0 by construction).
-    `backends[name](n_tokens)` gives that entry a different attention backend (e.g. an int8 KV cache, so
-    every query attends over quantized keys and values); the default recomputes with `NoCache`.
-    """
+    """Score every model on the same windows; the reference's log-probs are computed once per window."""
     backends = backends or {}
     stats = {name: QualityStats() for name in models}
     for chunk in windows(ids, window):
@@ -93,7 +75,6 @@ def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], 
             # KL(ref ‖ model) = Σ p_ref (log p_ref − log p_model), per position
             kl = (ref_logp.exp() * (ref_logp - logp)).sum(dim=1)
             s.kl_sum += float(kl.sum())
-            s.kl_per_window.append(float(kl.mean()))
             s.top1_agree += int((logp.argmax(1) == ref_logp.argmax(1)).sum())
             s.n += len(chunk) - 1
     return stats
@@ -101,9 +82,8 @@ def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], 
 
 def paged_backend(model: nn.Module, kv_dtype: str = "int8", block_size: int = 16
                   ) -> Callable[[int], AttentionBackend]:
-    """A `compare` backend factory: each window runs as one prefill step over a fresh paged pool of `kv_dtype`, the
-    engine's own attention (`PagedBackend`). Over an int8 pool every query attends over the rounded keys and values
-    the pool stores, which is what decoding with it reads."""
+    """A `compare` backend factory: each window is one prefill over a fresh paged pool of `kv_dtype` (int8:
+    the rounded K/V that decoding reads)."""
     cfg, weight = model.config, model.tok_embeddings.weight
 
     def make(n_tokens: int) -> AttentionBackend:

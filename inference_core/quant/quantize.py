@@ -1,55 +1,44 @@
-"""The one place a quantized model is made: every projection and the head swapped for a quantized linear,
-and the sizes that reports compare (matmul weight bytes, resident bytes)."""
+"""The one place a quantized model is made, and the sizes reports compare (weight, resident bytes)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 
 from torch import nn
 
 from .formats import QuantFormat, parse_format
 from .linears import QuantizedLinear, quantize_linear
 
-
 PROJECTIONS = ("attention.wqkv", "attention.wo", "feed_forward.w_gate_up", "feed_forward.w_down")
 
 
-def quantize_model(model: nn.Module, fmt: QuantFormat | str, inplace: bool = False) -> nn.Module:
-    """Swap every block's wqkv, wo, w_gate_up, w_down and the output head for quantized linears.
+def _projections(model: nn.Module) -> Iterator[tuple[nn.Module, str]]:
+    """(owner, attribute name) of every linear a decode step multiplies by: each block's projections, the head."""
+    for block in model.layers:
+        for path in PROJECTIONS:
+            parent_name, attr = path.split(".")
+            yield getattr(block, parent_name), attr
+    yield model, "output"
 
-    The head is tied to the embedding: the embedding stays fp32 (a lookup reads one row per token) and the
-    head gets its own quantized copy. With `inplace=False` (default) the input model is left untouched and
-    the returned copy shares its fp32 tensors (embedding, norms, RoPE tables) instead of duplicating them.
-    """
+
+def quantize_model(model: nn.Module, fmt: QuantFormat | str, inplace: bool = False) -> nn.Module:
+    """Swap every block's wqkv, wo, w_gate_up, w_down and the output head for quantized linears."""
     fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
     if not inplace:
         shared = {id(t): t for t in list(model.parameters()) + list(model.buffers())}
         model = copy.deepcopy(model, memo=shared)
     if fmt.kind == "fp32":
         return model
-    for block in model.layers:
-        for path in PROJECTIONS:
-            parent_name, attr = path.split(".")
-            parent = getattr(block, parent_name)
-            setattr(parent, attr, quantize_linear(getattr(parent, attr), fmt))
-    model.output = quantize_linear(model.output, fmt)
+    for parent, attr in _projections(model):
+        setattr(parent, attr, quantize_linear(getattr(parent, attr), fmt))
     model.quant_format = fmt
     return model
 
 
 def matmul_weight_bytes(model: nn.Module) -> int:
     """Bytes of every matrix a decode step multiplies by (the projections and the head), as stored."""
-    total = 0
-    for block in model.layers:
-        for path in PROJECTIONS:
-            parent_name, attr = path.split(".")
-            total += _linear_bytes(getattr(getattr(block, parent_name), attr))
-    return total + _linear_bytes(model.output)
-
-
-def _linear_bytes(m: nn.Module) -> int:
-    if isinstance(m, QuantizedLinear):
-        return m.weight_bytes()
-    return m.weight.nbytes
+    layers = (getattr(parent, attr) for parent, attr in _projections(model))
+    return sum(m.weight_bytes() if isinstance(m, QuantizedLinear) else m.weight.nbytes for m in layers)
 
 
 def resident_bytes(model: nn.Module) -> int:

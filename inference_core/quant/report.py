@@ -1,10 +1,4 @@
-"""`python -m inference_core quantize-report`: bytes, perplexity, KL vs fp32, decode speed, sample text per format.
-
-Every figure is measured on this machine in this process: bytes are the `nbytes` of the packed tensors,
-quality comes from `perplexity.compare` on the shipped held-out text, speed from greedy decoding.
-`--kv-int8` adds a row for the model's own weights over an int8 KV pool (engine/paged.py): its quality over the
-rounded keys and values, its decode speed on the path an int8 pool takes, and its bytes per cached token.
-"""
+"""`python -m inference_core quantize-report`: bytes, perplexity, KL vs fp32, decode speed, sample text per format."""
 from __future__ import annotations
 
 import json
@@ -43,8 +37,7 @@ KV_INT8 = "fp32+kv-int8"
 
 
 def resident_total(model) -> int:
-    """Bytes the model holds in memory: `resident_bytes` (parameters and buffers) plus what quantized layers keep
-    outside them (w8a8: FBGEMM's prepacked copy of the int8 weights)."""
+    """Bytes the model holds: parameters and buffers plus w8a8's prepacked copy."""
     return resident_bytes(model) + sum(m.prepacked_bytes() for m in quantized_linears(model).values()
                                        if hasattr(m, "prepacked_bytes"))
 
@@ -52,65 +45,53 @@ def resident_total(model) -> int:
 def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
            max_tokens: int | None = None, window: int = 512, new_tokens: int = 32, repeats: int = 3,
            log=None, kv_int8: bool = False) -> list[dict]:
-    """One row per format; with `kv_int8`, one more row: the model's weights over an int8 KV pool."""
+    """One row per format; with `kv_int8`, one more row: the model's weights over an int8 KV pool, with the
+    decode path its pages took (counted by the runner, not assumed) and its cached tokens per pool byte."""
     base = load_engine(model_name)
     cfg = base.config
     fmts = [parse_format(f) for f in formats]
     engines = {f.name: base if f.kind == "fp32" else quantized_engine(base, f) for f in fmts}
-    models = {name: e.model for name, e in engines.items()}
+    labels = {f.name: f.label for f in fmts}
     backends = {}
     if kv_int8:
-        models[KV_INT8] = base.model
+        engines[KV_INT8] = LoadedModel(f"{base.name}:kv-int8", base.model, base.tokenizer, base.device,
+                                       kv_dtype="int8")
+        labels[KV_INT8] = f"{base.dtype_name} weights, int8 KV pool (fp16 scale per token and head)"
         backends[KV_INT8] = paged_backend(base.model, "int8")
     ids = heldout_ids(base.tokenizer, max_tokens)
     t0 = time.perf_counter()
-    quality = compare(models, base.model, ids, window, backends=backends)
+    quality = compare({name: e.model for name, e in engines.items()}, base.model, ids, window, backends=backends)
     if log:
-        log(f"quality of {len(models)} formats on {len(ids)} tokens: {time.perf_counter() - t0:.0f} s")
+        log(f"quality of {len(engines)} formats on {len(ids)} tokens: {time.perf_counter() - t0:.0f} s")
+    own_kv = pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, base.dtype)
     rows = []
-    for f in fmts:
-        model = models[f.name]
-        speed, text = decode_speed(engines[f.name], new_tokens=new_tokens, repeats=repeats)
-        rows.append({
-            "format": f.name, "label": f.label, "kernels": kernels_used(model),
+    for name, engine in engines.items():
+        model, runner = engine.model, runner_for(engine.model)
+        before = dict(runner.path_counts)
+        speed, text = decode_speed(engine, new_tokens=new_tokens, repeats=repeats)
+        row = {
+            "format": name, "label": labels[name], "kernels": kernels_used(model),
             "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),
             "kv_bytes_per_token": cfg.kv_bytes_per_token(base.bytes_per_value),
-            **quality[f.name].to_dict(), "decode_tokens_per_s": speed, "sample": text,
-        })
-        if f.kind == "llm-int8":  # the most outlier columns any call saw, per quantized projection
-            rows[-1]["outlier_dims"] = {name: max(m.outlier_counts, default=0)
-                                        for name, m in quantized_linears(model).items()}
+            **quality[name].to_dict(), "decode_tokens_per_s": speed, "sample": text,
+        }
+        if name == KV_INT8:
+            row["kernels"] = sorted(p for p, n in runner.path_counts.items() if n > before.get(p, 0))
+            row["kv_bytes_per_token"] = pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, base.dtype,
+                                                             "int8")
+            row["kv_capacity_vs_model_dtype"] = own_kv / row["kv_bytes_per_token"]
+        elif parse_format(name).kind == "llm-int8":  # the most outlier columns any call saw, per projection
+            row["outlier_dims"] = {proj: max(m.outlier_counts, default=0)
+                                   for proj, m in quantized_linears(model).items()}
+        rows.append(row)
         if log:
-            log(f"{f.name}: {speed:.1f} tok/s")
-    if kv_int8:
-        rows.append(kv_int8_row(base, quality[KV_INT8].to_dict(), new_tokens, repeats))
-        if log:
-            log(f"{KV_INT8}: {rows[-1]['decode_tokens_per_s']:.1f} tok/s")
+            log(f"{name}: {speed:.1f} tok/s")
     return rows
-
-
-def kv_int8_row(base: LoadedModel, quality: dict, new_tokens: int, repeats: int) -> dict:
-    """The model's weights over an int8 KV pool: its decode speed on the path int8 pages take (counted by the
-    runner, not assumed) and its capacity: cached tokens per pool byte against the model's own dtype."""
-    cfg, model = base.config, base.model
-    runner = runner_for(model)
-    before = dict(runner.path_counts)
-    speed, text = decode_speed(LoadedModel(f"{base.name}:kv-int8", model, base.tokenizer, base.device,
-                                           kv_dtype="int8"), new_tokens=new_tokens, repeats=repeats)
-    paths = sorted(p for p, n in runner.path_counts.items() if n > before.get(p, 0))
-    per_token = pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, base.dtype, "int8")
-    own = pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, base.dtype)
-    return {
-        "format": KV_INT8, "label": f"{base.dtype_name} weights, int8 KV pool (fp16 scale per token and head)",
-        "kernels": paths, "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),
-        "kv_bytes_per_token": per_token, "kv_capacity_vs_model_dtype": own / per_token,
-        **quality, "decode_tokens_per_s": speed, "sample": text,
-    }
 
 
 def add_quantize_report(sub) -> None:
     p = sub.add_parser("quantize-report", help="bytes, perplexity, KL vs fp32 and decode speed per format")
-    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name (default: {DEFAULT_MODEL})")
     p.add_argument("--formats", default=",".join(DEFAULT_FORMATS),
                    help="comma-separated: fp32,int8,w8a8,int4-g32,int4-g64,int4-g128,nf4,fp8,llm-int8")
     p.add_argument("--max-tokens", type=int, default=None, help="score only the first N held-out tokens")

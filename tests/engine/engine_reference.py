@@ -1,7 +1,11 @@
-"""The reference implementation the engine tests compare against (imported by conftest and test_cuda)."""
+"""The references the engine tests compare against: transformers' model, and a contiguous KV cache."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+
+from inference_core.model.kv_cache import sdpa
 
 
 def hf_reference(device: str = "cpu"):
@@ -13,3 +17,40 @@ def hf_reference(device: str = "cpu"):
     path = gguf_path(MODELS["smollm2-135m"])
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     return model.to(device).eval()
+
+
+@dataclass
+class KVCache:
+    """Contiguous cache. Invariant: positions [0, length) hold valid K/V in every layer."""
+
+    k: torch.Tensor  # [layers, batch, kv_heads, capacity, head_dim]
+    v: torch.Tensor
+    length: int = 0
+
+    @classmethod
+    def allocate(cls, n_layers: int, batch: int, n_kv_heads: int, capacity: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device | str) -> "KVCache":
+        shape = (n_layers, batch, n_kv_heads, capacity, head_dim)
+        return cls(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[3]
+
+    def attend(self, layer, q, k, v):
+        start, t_new = self.length, k.shape[2]
+        end = start + t_new
+        if end > self.capacity:
+            raise ValueError(f"KV cache full: {end} tokens > capacity {self.capacity}")
+        self.k[layer, :, :, start:end] = k
+        self.v[layer, :, :, start:end] = v
+        return sdpa(q, self.k[layer, :, :, :end], self.v[layer, :, :, :end])
+
+    def advance(self, n_tokens: int) -> None:
+        self.length += n_tokens
+
+    def truncate(self, length: int) -> None:
+        """Forget positions ≥ length (speculative decoding's rollback); stale values are overwritten later."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
+        self.length = length

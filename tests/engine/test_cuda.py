@@ -106,11 +106,11 @@ def test_cuda_graph_reused_across_requests_equals_eager_and_cpu(cuda_engine, eng
     """Requests of different lengths in one pool size class borrow one lent pool and its step graphs (captured
     when the pool was first lent, never inside a step): each equals the eager CUDA path and the CPU engine."""
     from inference_core.engine.llm_engine import LLMEngine
-    from inference_core.kernels.paged_graphs import StepGraphs
+    from inference_core.kernels import paged_graphs
 
     captures = {"in step": 0, "at lending": 0}
     in_step = [False]
-    step, capture = LLMEngine.step, StepGraphs._capture
+    step, capture = LLMEngine.step, paged_graphs.capture
 
     def counted_step(self):
         in_step[0] = True
@@ -119,12 +119,12 @@ def test_cuda_graph_reused_across_requests_equals_eager_and_cpu(cuda_engine, eng
         finally:
             in_step[0] = False
 
-    def counted_capture(self, b):
+    def counted_capture(run_step):
         captures["in step" if in_step[0] else "at lending"] += 1
-        return capture(self, b)
+        return capture(run_step)
 
     monkeypatch.setattr(LLMEngine, "step", counted_step)
-    monkeypatch.setattr(StepGraphs, "_capture", counted_capture)
+    monkeypatch.setattr(paged_graphs, "capture", counted_capture)
     params = GenerationParams(max_new_tokens=40, stop_at_eos=False)
     for i, text in enumerate((PROMPTS[1], PROMPTS[0], PROMPTS[2])):
         ids = cuda_engine.tokenizer.encode(text)

@@ -18,7 +18,7 @@ from inference_core.model.config import engine_settings
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import LoadedModel
 from inference_core.model.loader import build_model
-from inference_core.model.kv_cache import KVCache
+from engine_reference import KVCache
 from inference_core.engine.paged import PagedSequence
 from inference_core.quant.linears import QuantizedLinear
 from inference_core.quant.quantize import PROJECTIONS, quantize_model
@@ -156,7 +156,7 @@ def test_engine_decodes_through_the_fused_step_token_identical_to_the_reference(
     ids = engine.tokenizer.encode(PROMPT)
     params = GenerationParams(max_new_tokens=24, stop_at_eos=False)
     fast = engine.generate_ids(ids, params)
-    cache = engine.new_cache(len(ids) + 24)
+    cache = new_cache(engine.model, len(ids) + 24)
     seq, ref = list(ids), []
     with torch.inference_mode():
         feed = list(ids)
@@ -172,7 +172,7 @@ def test_engine_decodes_through_the_fused_step_token_identical_to_the_reference(
 @pytest.mark.model
 def test_verify_step_scores_every_position_like_the_reference(engine):
     ids = engine.tokenizer.encode(PROMPT)
-    ref_cache, fused_cache = engine.new_cache(64), new_seq(engine.model, 64)
+    ref_cache, fused_cache = new_cache(engine.model, 64), new_seq(engine.model, 64)
     reference_logits(engine.model, ids, ref_cache)
     fused_logits(engine.model, ids, fused_cache)
     guesses = [ids[-1], 578, 1345, 260, 3094]  # k + 1 = 5 positions, as in a speculative round

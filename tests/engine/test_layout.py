@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_LEVELS = 7  # the issue's goal
 LEVELS_TODAY = 7  # a ratchet: 11 before the subpackages, 10 with them; lower it as layers flatten, never raise it
 MAX_FILE_LINES = 400
+MAX_PYTHON_LINES = 5_000  # the issue's goal: every .py under the package, counted as `wc -l` counts them
+PYTHON_LINES_TODAY = 5_500  # a ratchet: 6,170 before the docstrings moved to docs/engine-notes.md; never raise it
 
 
 def _module_name(path: Path) -> str:
@@ -163,6 +165,22 @@ def test_the_import_graph_is_at_most_seven_levels_deep():
 
 def test_no_engine_file_is_over_400_lines():
     assert figures()["files_over_limit"] == {}
+
+
+def test_the_engine_is_no_longer_than_today():
+    assert figures()["python_lines"] <= PYTHON_LINES_TODAY
+
+
+@pytest.mark.xfail(strict=True, reason="the engine is still longer than the goal (see PYTHON_LINES_TODAY)")
+def test_the_engine_is_at_most_5000_lines_of_python():
+    """Rationale and measured figures live in docs/engine-notes.md; the code keeps a line or two per invariant."""
+    assert figures()["python_lines"] <= MAX_PYTHON_LINES
+
+
+def test_python_lines_are_counted_as_wc_counts_them():
+    files = sorted(str(p) for p in (ROOT / PACKAGE).rglob("*.py"))
+    total = subprocess.run(["wc", "-l", *files], capture_output=True, text=True, check=True).stdout
+    assert int(total.strip().splitlines()[-1].split()[0]) == figures()["python_lines"]
 
 
 def test_the_engine_is_packages_not_a_flat_hall():

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from inference_core import GenerationParams
-from inference_core.model.kv_cache import KVCache, NoCache
+from engine_reference import KVCache
+from inference_core.model.kv_cache import NoCache
 from inference_core.engine.trace import validate_event
 
 PROMPTS = [

@@ -361,7 +361,8 @@ import torch
 from inference_core.engine.model_runner import runner_for
 from inference_core.engine.paged import SeqSlice
 from inference_core.engine.request import StepRows
-from inference_core.model.kv_cache import KVCache, NoCache
+from engine_reference import KVCache
+from inference_core.model.kv_cache import NoCache
 
 
 @torch.inference_mode()

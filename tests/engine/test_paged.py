@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from inference_core.model.config import tiny_config
 from inference_core.model.loader import build_model
-from inference_core.model.kv_cache import KVCache, NoCache
+from engine_reference import KVCache
+from inference_core.model.kv_cache import NoCache
 from inference_core.engine.paged import BlockAllocator, BlockTable, NoFreeBlocks, PagedBackend, PagedKVPool, SeqSlice
 
 

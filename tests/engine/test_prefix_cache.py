@@ -7,7 +7,7 @@ import torch
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import GenerationParams, LoadedModel
 from inference_core.model.loader import build_model
-from inference_core.model.kv_cache import KVCache
+from engine_reference import KVCache
 from inference_core.engine.paged import BlockAllocator
 from inference_core.engine.prefix_cache import PrefixCache, chain_hashes
 from inference_core.engine.llm_engine import LLMEngine, drive

@@ -232,7 +232,7 @@ def test_quantize_model_copy_leaves_original(tiny_model):
     pos = torch.arange(4)
     ref = tiny_model(tokens, pos, NoCache())
     q = quantize.quantize_model(tiny_model, "int8")
-    assert isinstance(q.output, linears.QuantizedLinear) and isinstance(q.layers[0].attention.wqkv, linears.Int8Linear)
+    assert isinstance(q.output, linears.QuantizedLinear) and isinstance(q.layers[0].attention.wqkv, linears.PackedLinear)
     assert type(tiny_model.output) is torch.nn.Linear and tiny_model.output.weight is tiny_model.tok_embeddings.weight
     assert q.tok_embeddings.weight is tiny_model.tok_embeddings.weight  # shared, not copied
     torch.testing.assert_close(tiny_model(tokens, pos, NoCache()), ref)

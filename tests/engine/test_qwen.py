@@ -8,7 +8,8 @@ import torch
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import GenerationParams
 from inference_core.model.loader import build_model
-from inference_core.model.kv_cache import KVCache, NoCache
+from engine_reference import KVCache
+from inference_core.model.kv_cache import NoCache
 
 DRAFT = "qwen2.5-coder-0.5b-instruct"
 INSTALL = "make models-qwen (or: python -m inference_core.model.qwen install --which draft)"

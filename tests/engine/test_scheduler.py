@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import GenerationParams, LoadedModel
 from inference_core.model.loader import build_model
-from inference_core.model.kv_cache import KVCache
+from engine_reference import KVCache
 from inference_core.model.sampling import SamplingParams, sample
 from inference_core.engine.llm_engine import LLMEngine, drive
 from inference_core.engine.scheduler import Request, SchedulerConfig, request_metrics

@@ -47,16 +47,16 @@ def quantized(fmt: str, w: torch.Tensor, group: int = 128):
     """(kernel call, dequantized weight) for one format, packed exactly as quant/formats.py packs it."""
     if fmt == "int8":
         q, s = formats.quantize_int8(w)
-        return (lambda x: qm.int8_matmul(x, q, s)), formats.dequantize_int8(q, s)
+        return (lambda x: qm.per_channel_matmul(x, q, s)), formats.dequantize_int8(q, s)
     if fmt == "fp8":
         q, s = formats.quantize_fp8(w)
-        return (lambda x: qm.fp8_matmul(x, q, s)), formats.dequantize_fp8(q, s)
+        return (lambda x: qm.per_channel_matmul(x, q, s)), formats.dequantize_fp8(q, s)
     if fmt == "int4":
         p, s = formats.quantize_int4(w, group)
-        return (lambda x: qm.int4_matmul(x, p, s, group)), formats.dequantize_int4(p, s, group)
+        return (lambda x: qm.nibble_matmul(x, p, s, group)), formats.dequantize_int4(p, s, group)
     p, a = formats.quantize_nf4(w, group)
     book = formats.NF4_CODEBOOK.to(w.device)
-    return (lambda x: qm.nf4_matmul(x, p, a, book, group)), formats.dequantize_nf4(p, a, group)
+    return (lambda x: qm.nibble_matmul(x, p, a, group, book)), formats.dequantize_nf4(p, a, group)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -91,7 +91,7 @@ def test_nibble_order_is_quant_py_order():
     packed = formats.pack_nibbles(codes).to(DEVICE)
     scale = torch.ones(k, 1, device=DEVICE)
     x = torch.arange(1, k + 1, dtype=torch.float32, device=DEVICE)[None, :]
-    y = qm.int4_matmul(x, packed, scale, group=64)
+    y = qm.nibble_matmul(x, packed, scale, group=64)
     assert torch.equal(y.cpu(), x.cpu())  # y[n] = x[n]
 
 
@@ -104,7 +104,7 @@ def test_fp8_decodes_every_code():
     q[torch.arange(n), torch.arange(n)] = bits
     q = q.view(torch.float8_e4m3fn).to(DEVICE)
     x = torch.ones(1, n, device=DEVICE)
-    y = qm.fp8_matmul(x, q, torch.ones(n, device=DEVICE))
+    y = qm.per_channel_matmul(x, q, torch.ones(n, device=DEVICE))
     assert torch.equal(y[0].cpu(), bits.view(torch.float8_e4m3fn).float())
 
 

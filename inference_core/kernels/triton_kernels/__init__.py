@@ -1,12 +1,4 @@
-"""Fused Triton GPU kernels for the engine (issue 13): quantized matmuls and paged-decode attention.
-
-Importing this package never imports triton: `import inference_core` must stay cheap on the web process
-and work where triton is absent. The kernel modules (`quant_matmul`, `paged_decode`) import triton when
-they are imported themselves, so import them only after `available()` says yes.
-
-Triton decides at decoration time whether a kernel runs compiled or in its CPU interpreter: set
-TRITON_INTERPRET=1 *before* importing a kernel module to run the kernels on CPU tensors (CI does this).
-"""
+"""Fused Triton GPU kernels for the engine (issue 13): quantized matmuls and paged-decode attention."""
 from __future__ import annotations
 
 import importlib.util

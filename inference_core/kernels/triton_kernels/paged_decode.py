@@ -1,32 +1,4 @@
-"""Paged-decode attention: one new query token per sequence over the paged KV pool, split-K (flash-decoding).
-
-Inputs, as `inference_core.engine.paged` lays them out:
-  * q [B, n_heads, head_dim]: each sequence's new query (GQA: n_heads = group · kv_heads, head h reads kv
-    head h // group, the `enable_gqa` / repeat_interleave order the torch path uses);
-  * k, v: one layer of the pool, [num_blocks, kv_heads, block_size, head_dim] (`pool.k[layer]`);
-  * block_tables int32 [B, max_blocks]: logical block i of sequence b is physical block block_tables[b, i]
-    (entries past a sequence's last block are padding and never read);
-  * context_lens int32 [B]: positions to attend, the new token included (its K/V already written);
-  * k_scale, v_scale (an int8 pool only): [num_blocks, kv_heads, block_size], one scale per stored vector; each
-    loaded int8 row is multiplied by its scale in fp32 (dequantize on read).
-Output [B, n_heads, head_dim] in q's dtype.
-
-Invariants: softmax over exactly the first context_len positions, computed online in fp32 tile by tile
-(running max, running sum, rescaled accumulator); a row with context_len 0 (a padding row of a graph
-bucket) reads no block and writes zeros. Shapes depend only on B, n_heads and max_blocks, and the launch does
-no host sync, so a CUDA graph can capture it and replay it after the lengths and tables change in place.
-
-Tiling: one program per (query head, sequence, split), heads fastest, so the `group` programs that share a kv
-head run side by side and their K/V reads after the first hit L2. Each sequence's context is cut into
-`num_splits` equal partitions (flash-decoding; the count is fixed by the shapes, the cut by each length, read on
-the device): a context shorter than that many tiles leaves the last partitions' programs with nothing to do
-(they exit at once), a long one is walked by many programs in parallel, which one program per
-head and sequence could not do (9 heads × 1 sequence would keep 9 of an H100's 132 SMs busy through a 4K
-context). Each program walks its partition in tiles of BLOCK_N positions that may span several pages (a page's
-physical block is looked up per position), scores them by broadcast-multiply + tl.sum (a single query row:
-tl.dot would need 16), and writes its partial max, sum and unnormalised accumulator; a second kernel merges the
-partials of each (sequence, head). With one split the first kernel writes the output itself.
-"""
+"""Paged-decode attention: one new query token per sequence over the paged KV pool, split-K (flash-decoding)."""
 from __future__ import annotations
 
 import torch
@@ -131,11 +103,7 @@ def paged_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_tables
                  context_lens: torch.Tensor, scale: float | None = None,
                  out: torch.Tensor | None = None, splits: int | None = None,
                  k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Attention of each sequence's one new query over its paged context; see the module docstring.
-
-    `out` (optional, [B, n_heads, head_dim]) is written in place, for a CUDA graph's static output buffer.
-    `splits` overrides `num_splits` (tests).
-    """
+    """Attention of each sequence's one new query over its paged context; see the module docstring."""
     b, n_heads, head_dim = q.shape
     _, kv_heads, block_size, kd = k.shape
     if v.shape != k.shape or kd != head_dim:

@@ -1,30 +1,4 @@
-"""Fused dequantize-and-multiply for weight-only quantized linears: y = x @ dequant(W).T in one kernel.
-
-Formats exactly as `inference_core.quant.linears` packs them:
-  * int8  — qweight int8 [N, K], scale fp32 [N] (per output channel);
-  * fp8   — qweight float8_e4m3fn [N, K] (read as its uint8 bits), scale fp32 [N];
-  * int4  — packed uint8 [N, K/2] of codes q + 8, scale fp32 [N, ⌈K/G⌉] per group of G ∈ {32, 64, 128};
-  * nf4   — packed uint8 [N, K/2] of codebook indices, absmax fp32 [N, ⌈K/64⌉], the 16-level codebook.
-Nibble order (`pack_nibbles`): in every 32-value chunk, byte j holds value j (low nibble) and j+16 (high).
-
-Invariant: every weight byte is read once per call and decoded in registers; products accumulate in fp32;
-the output has x's dtype. `reference(x, layer)` is the torch answer the tests compare with.
-
-Tiling (GEMV-friendly, M = 1..64 decode rows): programs split N into BLOCK_N columns (grid axis 0) and M
-into BLOCK_M rows (axis 1, one program for M ≤ 64); each loops over K, reading each weight tile once.
-  * M = 1 (BLOCK_M = 1): broadcast-multiply + tl.sum over a [BLOCK_K, BLOCK_N] tile, one fp32 FMA per weight.
-  * M > 1: `tl.dot` on [BLOCK_M, BLOCK_K] × [BLOCK_K, BLOCK_N] with BLOCK_M padded to 16, 32 or 64 (masked rows
-    load zeros). On a GPU tl.dot needs every tile dim ≥ 16; a broadcast-multiply would hold a
-    [BLOCK_M, BLOCK_K, BLOCK_N] product in registers (32·128·32 fp32 per program: spills at M = 32).
-    The padded MMA rows are free with bf16/fp16 activations (tensor cores; decode is bound by weight bytes).
-Scales multiply the fp32 partial products, not the weights, so the dot's operands are the raw codes: int8,
-int4 and e4m3 values are exact in bf16/fp16, so a bf16 dot's products are exact too (NF4's fp16-exact
-codebook loses ≤ 2⁻⁹ relative in bf16). fp32 activations use an fp32 dot with input_precision="ieee" (TF32
-would round x to 10 mantissa bits); that runs on FMA units, so with padded rows it may be compute-bound.
-Triton 3.8's CPU interpreter returns garbage from tl.dot on bf16 tiles (fp16 and fp32 are right), so under
-TRITON_INTERPRET the dot runs in fp32 (DOT_F32); loads, stores and the bf16 output are still exercised.
-Block sizes are fixed, not autotuned: autotuning benchmarks on first call, which a CUDA-graph capture forbids.
-"""
+"""Fused dequantize-and-multiply for weight-only quantized linears: y = x @ dequant(W).T in one kernel."""
 from __future__ import annotations
 
 import os
@@ -53,10 +27,7 @@ def _dot_f32(x: torch.Tensor) -> bool:
 
 @triton.jit
 def _e4m3_to_f32(b):
-    """float8_e4m3fn bits (uint8) → fp32, by building the fp32 bit pattern (exact; no fp8 hardware needed).
-
-    0x7F/0xFF (NaN in e4m3fn) decode as ±480: `quantize_fp8` clamps to ±448 and never stores them.
-    """
+    """float8_e4m3fn bits (uint8) → fp32, by building the fp32 bit pattern (exact; no fp8 hardware needed)."""
     b = b.to(tl.uint32)
     sign = (b & 0x80) << 24
     exp = (b >> 3) & 0xF
@@ -109,14 +80,7 @@ def _per_channel_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K,
 def _nibble_kernel(x_ptr, p_ptr, s_ptr, lut_ptr, y_ptr, M, N, K, n_groups,
                    GROUP: tl.constexpr, USE_LUT: tl.constexpr, DOT_F32: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """y[m, n] = Σ_g scale[n, g] · Σ_{k ∈ g} x[m, k] · value(code[n, k]), codes packed two per byte.
-
-    One K iteration is one group (GROUP values, GROUP/2 bytes), so its scale multiplies the partial product
-    once. value(c) = c - 8 (int4) or codebook[c] (NF4, USE_LUT: a 16-entry table, cached after first touch).
-    The bytes are loaded contiguously as stored; x is loaded twice in the matching permuted order instead
-    (value j of each 32-chunk for the low nibbles, value j+16 for the high ones), which costs nothing: x is
-    tiny and cached.
-    """
+    """y[m, n] = Σ_g scale[n, g] · Σ_{k ∈ g} x[m, k] · value(code[n, k]), codes packed two per byte."""
     HALF: tl.constexpr = GROUP // 2
     offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -157,7 +121,10 @@ def _rows(x: torch.Tensor, k: int) -> torch.Tensor:
     return x.reshape(-1, k).contiguous()
 
 
-def _per_channel(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, fp8: bool) -> torch.Tensor:
+def per_channel_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ (q [N, K] · scale[:, None]).T → [..., N] in x's dtype; q int8 or float8_e4m3fn."""
+    fp8 = q.dtype == torch.float8_e4m3fn
+    q = q.view(torch.uint8) if fp8 else q
     n, k = q.shape
     x2 = _rows(x, k)
     m = x2.shape[0]
@@ -169,18 +136,10 @@ def _per_channel(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, fp8: boo
     return y.reshape(*x.shape[:-1], n)
 
 
-def int8_matmul(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """x [..., K] @ (qweight int8 [N, K] · scale[:, None]).T → [..., N] in x's dtype."""
-    return _per_channel(x, qweight, scale, fp8=False)
-
-
-def fp8_matmul(x: torch.Tensor, qweight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """x [..., K] @ (qweight float8_e4m3fn [N, K] · scale[:, None]).T → [..., N] in x's dtype."""
-    return _per_channel(x, qweight.view(torch.uint8), scale, fp8=True)
-
-
-def _nibbles(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int,
-             lut: torch.Tensor | None) -> torch.Tensor:
+def nibble_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int,
+                  lut: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., K] @ W.T → [..., N], W [N, K] packed two 4-bit codes per byte [N, K/2] with a scale per `group`
+    inputs [N, ⌈K/group⌉]: int4 (code − 8) without `lut`, NF4 with its 16-value codebook as `lut`."""
     n, k = packed.shape[0], packed.shape[1] * 2
     if k % 32 or group not in (32, 64, 128):
         raise ValueError(f"K={k} must be a multiple of 32 and group={group} one of 32, 64, 128")
@@ -198,32 +157,13 @@ def _nibbles(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: 
     return y.reshape(*x.shape[:-1], n)
 
 
-def int4_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group: int = 128) -> torch.Tensor:
-    """x [..., K] @ dequantize_int4(packed [N, K/2], scale [N, ⌈K/group⌉], group).T → [..., N]."""
-    return _nibbles(x, packed, scale, group, None)
-
-
-def nf4_matmul(x: torch.Tensor, packed: torch.Tensor, absmax: torch.Tensor, codebook: torch.Tensor,
-               block: int = 64) -> torch.Tensor:
-    """x [..., K] @ dequantize_nf4(packed [N, K/2], absmax [N, ⌈K/block⌉], block).T → [..., N]."""
-    return _nibbles(x, packed, absmax, block, codebook)
-
-
 # --------------------------------------------------------------------------- the hook for the runner
 
 
 def product(x: torch.Tensor, layer) -> torch.Tensor:
-    """x @ dequant(W).T through the fused kernel (what `QuantizedLinear.product` runs on a GPU)."""
-    kind = layer.fmt.kind
-    if kind == "int8":
-        y = int8_matmul(x, layer.qweight, layer.scale)
-    elif kind == "fp8":
-        y = fp8_matmul(x, layer.qweight, layer.scale)
-    elif kind == "int4":
-        y = int4_matmul(x, layer.packed, layer.scale, layer.fmt.group)
-    elif kind == "nf4":
-        y = nf4_matmul(x, layer.packed, layer.absmax, layer.codebook, layer.fmt.group)
-    else:
+    """x @ dequant(W).T through the fused kernel (what `PackedLinear.product` runs on a GPU)."""
+    if layer.fmt.kind not in ("int8", "fp8", "int4", "nf4"):
         raise TypeError(f"no Triton kernel for {type(layer).__name__} ({layer.fmt.name})")
-    return y
-
+    if layer.fmt.group:  # int4, nf4
+        return nibble_matmul(x, layer.qweight, layer.scale, layer.fmt.group, layer.codebook)
+    return per_channel_matmul(x, layer.qweight, layer.scale)
