@@ -321,6 +321,7 @@ def test_single_sequence_generation_goes_through_the_runner_once_per_step(monkey
     draft = ModelDraft(tiny_model, n_layers=1)
     events = list(speculate(engine, prompt, draft, SpecParams(k=3, max_new_tokens=8)))
     rounds = [e for e in events if e.type == "spec_round"]
-    # the target's prefill and one verify per round are steps; the draft's own forwards go through the runner
-    assert runs == [len(prompt) - 1] + [1 + len(e.drafted) for e in rounds]
+    # the first round is the target's prefill (it drafts nothing), then one verify per round; the draft's own
+    # forwards go through the runner too
+    assert rounds[0].drafted == [] and runs == [len(prompt)] + [1 + len(e.drafted) for e in rounds[1:]]
     assert len(calls) == sum(e.n_draft_forwards for e in rounds)
