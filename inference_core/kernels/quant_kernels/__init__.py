@@ -22,7 +22,7 @@ from types import ModuleType
 
 _HERE = Path(__file__).parent
 _SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
-_HEADERS = [_HERE / "linear.h"]
+_HEADERS = [_HERE / "linear.h", _HERE / "int_dot.h"]
 _lock = threading.Lock()
 _state: dict[str, object] = {}
 
