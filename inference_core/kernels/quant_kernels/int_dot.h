@@ -54,9 +54,16 @@ struct BlockActs {
   std::vector<int8_t> q;
   std::vector<float> scale;
   std::vector<int32_t> corr;
+  std::vector<int64_t> group_a, group_b;  // Int4: the weight group of each chunk's first and second block
 
-  void quantize(const float* x, int64_t M, int64_t ldx, int64_t K, bool int4) {
+  void quantize(const float* x, int64_t M, int64_t ldx, int64_t K, bool int4, int64_t group) {
     chunks = (K + 63) / 64;
+    group_a.resize(chunks);
+    group_b.resize(chunks);
+    for (int64_t c = 0; c < chunks; ++c) {
+      group_a[c] = int4 ? c * 64 / group : 0;
+      group_b[c] = int4 && c * 64 + 32 < K ? (c * 64 + 32) / group : group_a[c];
+    }
     q.assign(M * chunks * 64, 0);
     scale.assign(M * chunks * 16, 0.0f);
     corr.assign(M * chunks * 16, 0);
@@ -107,66 +114,86 @@ ILAB_VNNI inline __m512i load_codes(const uint8_t* row, int64_t c, bool full) {
   }
 }
 
-// y[m·ldy + n] for MB activation rows starting at m0 and one weight row n. Every row is summed in the same order
-// whatever MB is, so a row's result does not depend on how many rows share the call (batch invariance).
-template <bool kInt4, int MB>
-ILAB_VNNI void int_dot_row(const WeightView& W, int64_t n, const BlockActs& A, int64_t m0, float* y, int64_t ldy) {
+// y[m·ldy + n + i] for MB activation rows starting at m0 and NB weight rows starting at n: each chunk of activations
+// is loaded once for NB rows, and the NB·MB accumulators are independent chains (one row alone is bound by the
+// latency of its multiply-add chain, nine chunks long at K = 576). Every (weight row, activation row) pair is summed
+// in the same order whatever NB and MB are, so a row's result does not depend on how many rows share the call
+// (batch invariance: a speculative verify scores a position exactly as a plain decode step does).
+// A row runs as segments, each ending with one fp32 scale: the whole row for Int8 (its row scale, applied last), a
+// group for Int4 with groups of whole chunks (G a multiple of 64). Int4 with G = 32 mod 64 has a chunk's two blocks
+// in different groups: each lane's scale is then its block's activation scale times its group's weight scale
+// (A.group_a / A.group_b). No division in the loop: two per chunk cost as much as everything else.
+template <bool kInt4, int NB, int MB>
+ILAB_VNNI void int_dot_tile(const WeightView& W, int64_t n, const BlockActs& A, int64_t m0, float* y, int64_t ldy) {
   const int64_t K = W.K, chunks = A.chunks;
   const int64_t row_bytes = kInt4 ? K / 2 : K;
-  const uint8_t* row = static_cast<const uint8_t*>(W.w) + n * row_bytes;
-  const char* ahead = reinterpret_cast<const char*>(row) + kPrefetchBytes;
+  const uint8_t* rows = static_cast<const uint8_t*>(W.w) + n * row_bytes;
   constexpr int64_t kChunkBytes = kInt4 ? 32 : 64;
-  const int64_t group = kInt4 ? W.group : K;
-  const float* gscale = kInt4 ? W.scale + n * ((K + group - 1) / group) : nullptr;
-  // int4 with groups of a whole number of chunks: a group's sum is scaled once; otherwise (G = 32 mod 64) each
-  // lane's scale is its block's activation scale times its group's weight scale.
-  const bool per_group = !kInt4 || group % 64 == 0;
-  __m512 total[MB], part[MB];
-  for (int m = 0; m < MB; ++m) total[m] = part[m] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t k = c * 64;
-    if ((c * kChunkBytes) % 64 == 0) _mm_prefetch(ahead + c * kChunkBytes, ILAB_PREFETCH_HINT);
-    const bool full = k + 64 <= K;
-    const __m512i w = load_codes<kInt4>(row, c, full);
-    __m512 wscale = _mm512_set1_ps(1.0f);
-    if (kInt4 && !per_group) {
-      const __m512 a = _mm512_set1_ps(gscale[k / group]);
-      wscale = full ? _mm512_mask_blend_ps(0xF0F0, a, _mm512_set1_ps(gscale[(k + 32) / group])) : a;
-    }
-    for (int m = 0; m < MB; ++m) {
-      const int64_t at = (m0 + m) * chunks + c;
-      const __m512i acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(A.corr.data() + at * 16), w,
-                                              _mm512_loadu_si512(A.q.data() + at * 64));
-      __m512 s = _mm512_loadu_ps(A.scale.data() + at * 16);
-      if (kInt4 && !per_group) s = _mm512_mul_ps(s, wscale);
-      part[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), s, part[m]);
-    }
-    if (kInt4 && per_group && ((k + 64) % group == 0 || c == chunks - 1)) {  // a group ends here
-      const __m512 g = _mm512_set1_ps(gscale[k / group]);
+  const int64_t n_groups = kInt4 ? (K + W.group - 1) / W.group : 1;
+  const float* gscale = kInt4 ? W.scale + n * n_groups : nullptr;
+  const bool per_group = !kInt4 || W.group % 64 == 0;
+  const int64_t seg_chunks = kInt4 && per_group ? W.group / 64 : chunks;
+  __m512 total[NB][MB], part[NB][MB];
+  for (int i = 0; i < NB; ++i)
+    for (int m = 0; m < MB; ++m) total[i][m] = _mm512_setzero_ps();
+  for (int64_t c0 = 0, seg = 0; c0 < chunks; c0 += seg_chunks, ++seg) {
+    for (int i = 0; i < NB; ++i)
+      for (int m = 0; m < MB; ++m) part[i][m] = _mm512_setzero_ps();
+    const int64_t c1 = std::min(chunks, c0 + seg_chunks);
+    for (int64_t c = c0; c < c1; ++c) {
+      const bool full = c * 64 + 64 <= K;
+      __m512i w[NB];
+      __m512 wscale[NB];
+      for (int i = 0; i < NB; ++i) {
+        const uint8_t* row = rows + i * row_bytes;
+        // rows are consecutive in memory, so prefetching past this row's end fetches the next rows
+        if ((c * kChunkBytes) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes + c * kChunkBytes, ILAB_PREFETCH_HINT);
+        w[i] = load_codes<kInt4>(row, c, full);
+        if (kInt4 && !per_group)
+          wscale[i] = _mm512_mask_blend_ps(0xF0F0, _mm512_set1_ps(gscale[i * n_groups + A.group_a[c]]),
+                                           _mm512_set1_ps(gscale[i * n_groups + A.group_b[c]]));
+      }
       for (int m = 0; m < MB; ++m) {
-        total[m] = _mm512_fmadd_ps(part[m], g, total[m]);
-        part[m] = _mm512_setzero_ps();
+        const int64_t at = (m0 + m) * chunks + c;
+        const __m512i corr = _mm512_loadu_si512(A.corr.data() + at * 16), q = _mm512_loadu_si512(A.q.data() + at * 64);
+        const __m512 s = _mm512_loadu_ps(A.scale.data() + at * 16);
+        for (int i = 0; i < NB; ++i) {
+          const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, w[i], q));
+          part[i][m] = _mm512_fmadd_ps(f, kInt4 && !per_group ? _mm512_mul_ps(s, wscale[i]) : s, part[i][m]);
+        }
       }
     }
+    for (int i = 0; i < NB; ++i) {
+      const __m512 g = _mm512_set1_ps(kInt4 && per_group ? gscale[i * n_groups + seg] : 1.0f);
+      for (int m = 0; m < MB; ++m) total[i][m] = _mm512_fmadd_ps(part[i][m], g, total[i][m]);
+    }
   }
-  const float rs = kInt4 ? 1.0f : W.scale[n];
-  const float b = W.bias ? W.bias[n] : 0.0f;
-  for (int m = 0; m < MB; ++m) {
-    const __m512 sum = kInt4 && per_group ? total[m] : part[m];
-    y[(m0 + m) * ldy + n] = rs * _mm512_reduce_add_ps(sum) + b;
+  for (int i = 0; i < NB; ++i) {
+    const float rs = kInt4 ? 1.0f : W.scale[n + i];
+    const float b = W.bias ? W.bias[n + i] : 0.0f;
+    for (int m = 0; m < MB; ++m) y[(m0 + m) * ldy + n + i] = rs * _mm512_reduce_add_ps(total[i][m]) + b;
   }
 }
 
+// Tiles over [n0, n1) × M: four weight rows at a time for one or two activation rows (decode, a two-row step), else
+// one weight row against blocks of four activation rows (the weight row stays in L1 across the blocks).
 template <bool kInt4>
 ILAB_VNNI void int_dot_rows_of(const WeightView& W, const BlockActs& A, int64_t M, float* y, int64_t ldy, int64_t n0,
                                int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n) {
+  int64_t n = n0;
+  if (M <= 2) {
+    for (; n + 4 <= n1; n += 4) {
+      if (M == 1) int_dot_tile<kInt4, 4, 1>(W, n, A, 0, y, ldy);
+      else int_dot_tile<kInt4, 4, 2>(W, n, A, 0, y, ldy);
+    }
+  }
+  for (; n < n1; ++n) {
     int64_t m = 0;
-    for (; m + 4 <= M; m += 4) int_dot_row<kInt4, 4>(W, n, A, m, y, ldy);
+    for (; m + 4 <= M; m += 4) int_dot_tile<kInt4, 1, 4>(W, n, A, m, y, ldy);
     switch (M - m) {
-      case 1: int_dot_row<kInt4, 1>(W, n, A, m, y, ldy); break;
-      case 2: int_dot_row<kInt4, 2>(W, n, A, m, y, ldy); break;
-      case 3: int_dot_row<kInt4, 3>(W, n, A, m, y, ldy); break;
+      case 1: int_dot_tile<kInt4, 1, 1>(W, n, A, m, y, ldy); break;
+      case 2: int_dot_tile<kInt4, 1, 2>(W, n, A, m, y, ldy); break;
+      case 3: int_dot_tile<kInt4, 1, 3>(W, n, A, m, y, ldy); break;
       default: break;
     }
   }
@@ -178,7 +205,7 @@ inline void int_dot_rows(const WeightView& W, const float* x, int64_t M, int64_t
                          int64_t n1) {
   thread_local BlockActs acts;
   const bool int4 = W.kind == Kind::Int4;
-  acts.quantize(x, M, ldx, W.K, int4);
+  acts.quantize(x, M, ldx, W.K, int4, W.group);
   if (int4) int_dot_rows_of<true>(W, acts, M, y, ldy, n0, n1);
   else int_dot_rows_of<false>(W, acts, M, y, ldy, n0, n1);
 }
