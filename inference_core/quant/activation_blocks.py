@@ -55,11 +55,15 @@ def product(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     codes, wscale, group = _codes(layer)
     m, k = x2.shape
     n, nb = codes.shape[0], k // BLOCK
-    # exact integer block sums (|q·w| ≤ 127² per value; float64 holds them exactly)
-    isum = torch.einsum("mbi,nbi->mnb", q.double().reshape(m, nb, BLOCK), codes.double().reshape(n, nb, BLOCK))
     block_group = torch.arange(nb) * BLOCK // group  # a block never straddles two groups (G is a multiple of 32)
     w_of_block = wscale.double()[:, block_group]  # [N, B]
-    y = (isum * s.double()[:, None, :] * w_of_block[None]).sum(dim=2)
+    wb = codes.double().reshape(n, nb, BLOCK)
+    y = torch.empty(m, n, dtype=torch.float64)
+    step = max(1, 2**24 // (n * nb))  # rows at a time: the [rows, N, B] block sums stay ~128 MB
+    for r in range(0, m, step):
+        # exact integer block sums (|q·w| ≤ 127² per value; float64 holds them exactly)
+        isum = torch.einsum("mbi,nbi->mnb", q[r:r + step].double().reshape(-1, nb, BLOCK), wb)
+        y[r:r + step] = (isum * s[r:r + step].double()[:, None, :] * w_of_block[None]).sum(dim=2)
     return y.float().reshape(*shape[:-1], n)
 
 
