@@ -173,6 +173,8 @@ def compare(threads: int, rounds: int, n_tokens: int) -> None:
             speeds[kernel].append(ours_decode_tps(engine, ids, n_tokens)[0])
         for peer in peers:
             speeds[peer].append(decode_tps(peer, threads=threads, n_gen=n_tokens, repetitions=1))
+        print(f"round {len(bandwidths)}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in speeds.items()), file=sys.stderr,
+              flush=True)  # a long run under load leaves its rounds behind even if stopped
     bandwidth = statistics.median(bandwidths)
     median = {name: statistics.median(v) for name, v in speeds.items()}
     print(f"CPU        {cpu_description()}")
