@@ -92,8 +92,8 @@ def model_file(file_type: str) -> Path:
     out = PEERS / f"smollm2-135m-{file_type}.gguf"
     if not out.exists():
         args = MATCHED.get(file_type, [file_type])
-        subprocess.run([str(BIN / "llama-quantize"), "--allow-requantize", *args[:-1], str(shipped), str(out), args[-1]],
-                       check=True, capture_output=True)
+        subprocess.run([str(BIN / "llama-quantize"), "--allow-requantize", *args[:-1], str(shipped), str(out),
+                        args[-1]], check=True, capture_output=True)
     return out
 
 

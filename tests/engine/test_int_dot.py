@@ -19,8 +19,10 @@ from inference_core.quant.quantize import quantize_model
 from inference_core.engine.model_runner import runner_for
 
 KERNELS = quant_kernels.load(engine_settings())
-pytestmark = pytest.mark.skipif(KERNELS is None, reason=f"no compiled kernels: {quant_kernels.why_unavailable(engine_settings())}")
-needs_vnni = pytest.mark.skipif(KERNELS is None or not KERNELS.cpu_has_avx512_vnni(), reason="this CPU lacks AVX-512 VNNI")
+pytestmark = pytest.mark.skipif(KERNELS is None,
+                                reason=f"no compiled kernels: {quant_kernels.why_unavailable(engine_settings())}")
+needs_vnni = pytest.mark.skipif(KERNELS is None or not KERNELS.cpu_has_avx512_vnni(),
+                                reason="this CPU lacks AVX-512 VNNI")
 
 PROMPT = "The KV cache stores keys and values so that each decode step"
 
@@ -85,7 +87,8 @@ def test_the_path_follows_the_setting_and_the_cpu():
         int_dot.choose(KERNELS, engine_settings())
 
 
-def fused_vs_reference(qmodel, prompt_ids: list[int], n: int, margin: float | None = None) -> tuple[list[int], list[int]]:
+def fused_vs_reference(qmodel, prompt_ids: list[int], n: int,
+                       margin: float | None = None) -> tuple[list[int], list[int]]:
     """Greedy tokens of the fused step (as built now) and of the reference forward with activation_blocks'
     arithmetic over n steps. margin None: each is fed its own previous token (free-running greedy). margin set: both
     are fed the reference's token (teacher forcing) and only steps whose top-two logits differ by more than

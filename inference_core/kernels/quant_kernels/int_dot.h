@@ -147,7 +147,8 @@ ILAB_VNNI void int_dot_tile(const WeightView& W, int64_t n, const BlockActs& A, 
       for (int i = 0; i < NB; ++i) {
         const uint8_t* row = rows + i * row_bytes;
         // rows are consecutive in memory, so prefetching past this row's end fetches the next rows
-        if ((c * kChunkBytes) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes + c * kChunkBytes, ILAB_PREFETCH_HINT);
+        if ((c * kChunkBytes) % 64 == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes + c * kChunkBytes, ILAB_PREFETCH_HINT);
         w[i] = load_codes<kInt4>(row, c, full);
         if (kInt4 && !per_group)
           wscale[i] = _mm512_mask_blend_ps(0xF0F0, _mm512_set1_ps(gscale[i * n_groups + A.group_a[c]]),
