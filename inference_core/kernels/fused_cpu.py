@@ -6,6 +6,7 @@ from torch import nn
 
 from ..model.config import engine_settings
 from . import quant_kernels
+from .quant_kernels import int_dot
 
 # The longest fp32 step the runner sends to the fused step in one call (longer ones take the reference, see
 # engine/model_runner.py; a quantized model's run as chunks of this size). Measured on the 2-core box, 2 threads,
@@ -73,4 +74,5 @@ def build(model) -> tuple[FusedStep | None, str]:
         return None, f"no fused kernel for the {_format_name(model)} head"
     native = kernels.FusedModel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.norm_eps, layers,
                                 model.norm.weight.detach(), head, model.rope_cos, model.rope_sin)
-    return FusedStep(model, native, f"cpu-fused-step {_format_name(model)}"), ""
+    path = int_dot.apply(native, kernels, engine_settings())  # int8/int4 on integer dot products where the CPU has them
+    return FusedStep(model, native, f"cpu-fused-step {_format_name(model)}{path}"), ""

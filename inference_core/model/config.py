@@ -81,6 +81,7 @@ class EngineSettings:
     dtype: str | None = None  # INFERENCE_DTYPE: weights' and activations' dtype; None: bfloat16 on CUDA, else float32
     cpu_fastpath: bool = True  # INFERENCE_CPU_FASTPATH=0: the reference forward instead of the fused CPU step
     quant_kernels: bool = True  # INFERENCE_QUANT_KERNELS=torch: no compiled kernels (pure-PyTorch fallbacks)
+    int_dot: str = "auto"  # INFERENCE_INT_DOT=vnni|float: int8/int4 CPU steps on integer dot products or not
     cuda_graphs: bool = True  # INFERENCE_CUDA_GRAPHS=0: decode eagerly on CUDA
     compile: bool = False  # INFERENCE_COMPILE=1: torch.compile the step before capturing its graph
     cache_dir: Path = Path.home() / ".cache" / "inference-lab"  # INFERENCE_LAB_CACHE: weights, kernels
@@ -96,6 +97,7 @@ class EngineSettings:
             dtype=env.get("INFERENCE_DTYPE") or None,
             cpu_fastpath=_flag(env.get("INFERENCE_CPU_FASTPATH"), True),
             quant_kernels=env.get("INFERENCE_QUANT_KERNELS", "").lower() != "torch",
+            int_dot=(env.get("INFERENCE_INT_DOT") or "auto").strip().lower(),
             cuda_graphs=_flag(env.get("INFERENCE_CUDA_GRAPHS"), True),
             compile=_flag(env.get("INFERENCE_COMPILE"), False),
             cache_dir=Path(env.get("INFERENCE_LAB_CACHE") or cls.cache_dir),
@@ -105,7 +107,7 @@ class EngineSettings:
         """The environment that `from_env` reads back as these settings."""
         return {"INFERENCE_DEVICE": self.device or "", "INFERENCE_DTYPE": self.dtype or "",
                 "INFERENCE_CPU_FASTPATH": str(int(self.cpu_fastpath)),
-                "INFERENCE_QUANT_KERNELS": "" if self.quant_kernels else "torch",
+                "INFERENCE_QUANT_KERNELS": "" if self.quant_kernels else "torch", "INFERENCE_INT_DOT": self.int_dot,
                 "INFERENCE_CUDA_GRAPHS": str(int(self.cuda_graphs)), "INFERENCE_COMPILE": str(int(self.compile)),
                 "INFERENCE_LAB_CACHE": str(self.cache_dir)}
 

@@ -14,7 +14,7 @@ from torch import nn
 
 from inference_core import GenerationParams
 from inference_core.kernels import fused_cpu, quant_kernels
-from inference_core.model.config import engine_settings
+from inference_core.model.config import engine_settings, settings_override
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import LoadedModel
 from inference_core.model.loader import build_model
@@ -201,8 +201,10 @@ def dequantized_reference(qmodel, base):
 @pytest.mark.model
 @pytest.mark.parametrize("fmt", ["int8", "fp8", "int4-g128", "int4-g32", "nf4"])
 def test_quantized_formats_match_their_dequantized_reference(engine, fmt, one_thread):
-    qmodel = quantize_model(engine.model, fmt)
-    assert runner_for(qmodel).kernel == f"cpu-fused-step {fmt}"
+    """The weight-only float kernels (int8/int4 forced off the integer-dot path, test_int_dot.py's)."""
+    with settings_override(int_dot="float"):
+        qmodel = quantize_model(engine.model, fmt)
+        assert runner_for(qmodel).kernel == f"cpu-fused-step {fmt}"
     ref_model = dequantized_reference(qmodel, engine.model)
     ids = engine.tokenizer.encode(PROMPT)[:12]
     ref_cache, fused_cache = new_cache(ref_model, 40), new_seq(qmodel, 40)
@@ -271,7 +273,8 @@ def test_batched_steps_run_fused_over_the_paged_pool_and_match_single_requests(c
 @pytest.mark.model
 def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     qmodel = quantize_model(engine.model, "int8")
-    runner = runner_for(qmodel)
+    with settings_override(int_dot="float"):  # the reference below multiplies exact activations
+        runner = runner_for(qmodel)
     calls = []
     native_rows = runner.fused.forward_rows
     runner.fused.forward_rows = lambda tokens, *a, **kw: calls.append(len(tokens)) or native_rows(tokens, *a, **kw)

@@ -23,7 +23,7 @@ from types import ModuleType
 
 _HERE = Path(__file__).parent
 _SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
-_HEADERS = [_HERE / "linear.h"]
+_HEADERS = [_HERE / "linear.h", _HERE / "int_dot.h"]
 _build_lock = threading.Lock()  # two threads of one process never build at once (the flock orders processes)
 # Where this process keeps the outcome of its one load: Python's own table of loaded modules, which owns the
 # extension module as it owns every imported one, so no module of ours keeps it. The compiled module is registered

@@ -77,6 +77,7 @@ struct WeightView {
   const float* scale = nullptr;
   const float* bias = nullptr;  // added after the product when set
   Fp16Lut lut;
+  bool int_dot = false;  // Int8, Int4: the fused step computes it on integer dot products (int_dot.h)
 };
 
 // 32 weights of row `row` starting at k → four registers of 8 fp32 values (before the row/group scale).

@@ -26,7 +26,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "linear.h"
+#include "int_dot.h"
 
 namespace ilab {
 namespace {
@@ -284,6 +284,24 @@ class FusedModel {
     TORCH_CHECK(head_.view.K == dim_, "head shape");
   }
 
+  // Int8 and Int4 projections (the head included) on integer dot products (on) or on the float kernels (off);
+  // returns how many projections the choice applies to. Python's quant_kernels/int_dot.py decides, from the CPU's
+  // features and INFERENCE_INT_DOT.
+  int64_t use_int_dot(bool on) {
+    TORCH_CHECK(!on || cpu_has_avx512_vnni(), "integer dot products need AVX-512 VNNI, which this CPU lacks");
+    int64_t count = 0;
+    auto set = [&](Linear& l) {
+      if (l.view.kind == Kind::Int8 || l.view.kind == Kind::Int4) {
+        l.view.int_dot = on;
+        ++count;
+      }
+    };
+    for (Layer& l : layers_)
+      for (Linear* p : {&l.qkv, &l.o, &l.gate_up, &l.down}) set(*p);
+    set(head_);
+    return count;
+  }
+
   // One flattened step over a paged KV pool. x: [N, D] embedded tokens; positions [N] and seq [N] (int64) give
   // each row's position and its sequence, whose block table is tables[seq] (int64 [S, W]); k_pool, v_pool:
   // [layers, blocks, kv_heads, block_size, head_dim], fp32, or int8 with fp16 scales k_scale, v_scale
@@ -372,7 +390,7 @@ class FusedModel {
         // 1. attention norm (every thread keeps its own copy) and the QKV projection, rows split across threads
         for (int64_t r = 0; r < T; ++r) rms_norm(xs + r * dim_, layer.attn_norm.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
         auto [q0, q1] = share(nqkv, t, nt);
-        linear_rows(layer.qkv.view, xn.data(), T, dim_, qkv.data(), nqkv, q0, q1);
+        project_rows(layer.qkv.view, xn.data(), T, dim_, qkv.data(), nqkv, q0, q1);
         barrier.wait();
         // 2. RoPE on q and k heads; k and v into the cache at their positions
         for (int64_t item = t; item < T * (hq_ + hkv_); item += nt) {
@@ -433,20 +451,20 @@ class FusedModel {
         barrier.wait();
         // 4. output projection and the residual add, each thread on its own columns
         auto [o0, o1] = share(dim_, t, nt);
-        linear_rows(layer.o.view, attn.data(), T, dim_, proj.data(), dim_, o0, o1);
+        project_rows(layer.o.view, attn.data(), T, dim_, proj.data(), dim_, o0, o1);
         for (int64_t r = 0; r < T; ++r)
           for (int64_t n = o0; n < o1; ++n) xs[r * dim_ + n] += proj[r * dim_ + n];
         barrier.wait();
         // 5. MLP norm, gate and up rows j and ffn+j on the same thread, so SiLU(gate)·up needs no barrier
         for (int64_t r = 0; r < T; ++r) rms_norm(xs + r * dim_, layer.ffn_norm.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
         auto [j0, j1] = share(ffn_, t, nt);
-        linear_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, j0, j1);
-        linear_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, ffn_ + j0, ffn_ + j1);
+        project_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, j0, j1);
+        project_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, ffn_ + j0, ffn_ + j1);
         for (int64_t r = 0; r < T; ++r)
           silu_mul(gu.data() + r * 2 * ffn_ + j0, gu.data() + r * 2 * ffn_ + ffn_ + j0, act.data() + r * ffn_ + j0, j1 - j0);
         barrier.wait();
         // 6. down projection and the residual add
-        linear_rows(layer.down.view, act.data(), T, ffn_, proj.data(), dim_, o0, o1);
+        project_rows(layer.down.view, act.data(), T, ffn_, proj.data(), dim_, o0, o1);
         for (int64_t r = 0; r < T; ++r)
           for (int64_t n = o0; n < o1; ++n) xs[r * dim_ + n] += proj[r * dim_ + n];
         barrier.wait();
@@ -455,7 +473,7 @@ class FusedModel {
       for (int64_t r = 0; r < R; ++r)
         rms_norm(xs + out_rows[r] * dim_, final_norm_.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
       auto [v0, v1] = share(head_.view.N, t, nt);
-      linear_rows(head_.view, xn.data(), R, dim_, logits.data_ptr<float>(), head_.view.N, v0, v1);
+      project_rows(head_.view, xn.data(), R, dim_, logits.data_ptr<float>(), head_.view.N, v0, v1);
     }
     return logits;
   }
@@ -489,7 +507,20 @@ void register_step(pybind11::module& m) {
                     torch::Tensor>())
       .def("forward", &FusedModel::forward, py::arg("x"), py::arg("positions"), py::arg("seq"), py::arg("tables"),
            py::arg("k_pool"), py::arg("v_pool"), py::arg("rows"), py::arg("n_layers") = -1,
-           py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(), py::call_guard<py::gil_scoped_release>());
+           py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(), py::call_guard<py::gil_scoped_release>())
+      .def("use_int_dot", &FusedModel::use_int_dot, py::arg("on"));
+  m.def("cpu_has_avx512_vnni", &cpu_has_avx512_vnni, "whether this CPU runs the integer-dot-product path");
+  m.def("linear_forward", [](const Linear& linear, torch::Tensor x, bool int_dot) {
+    TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous() && x.size(1) == linear.view.K,
+                "x: contiguous fp32 [M, K]");
+    WeightView v = linear.view;
+    v.int_dot = int_dot && (v.kind == Kind::Int8 || v.kind == Kind::Int4);
+    TORCH_CHECK(!v.int_dot || cpu_has_avx512_vnni(), "integer dot products need AVX-512 VNNI, which this CPU lacks");
+    auto y = torch::empty({x.size(0), v.N}, x.options());
+    project_rows(v, x.data_ptr<float>(), x.size(0), v.K, y.data_ptr<float>(), v.N, 0, v.N);
+    return y;
+  }, "y = x · W[n] (+ bias) as the fused step computes one projection, single-threaded; int_dot: on integer dot "
+     "products (Int8/Int4 views)", py::arg("linear"), py::arg("x"), py::arg("int_dot"));
   m.def("quantize_kv_rows", [](torch::Tensor x) {
     TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.is_contiguous() && x.dim() >= 1 && x.size(-1) % 8 == 0,
                 "x: contiguous fp32 [..., d], d a multiple of 8");

@@ -1,0 +1,34 @@
+"""Which arithmetic the fused CPU step uses for int8 and int4 weights, chosen from the CPU's features.
+
+- "vnni": integer dot products (AVX-512 VNNI, int_dot.h): the activations are quantized per block of 32 to int8
+  (as llama.cpp's Q8 activations are), multiplied with the weight codes in int32, then scaled in fp32. Its
+  reference is quant/activation_blocks.py.
+- "float": the weight-only kernels of linear.h (codes widened to fp32, fp32 multiply-adds; activations exact).
+
+INFERENCE_INT_DOT (EngineSettings.int_dot) = auto (vnni where the CPU has it), vnni, or float: forcing lets the tests
+run both paths on one machine. Forcing vnni on a CPU without it falls back to float and says why. AVX-VNNI (the
+256-bit VEX form on CPUs without AVX-512) has no kernel here: such CPUs take the float path.
+"""
+from __future__ import annotations
+
+CHOICES = ("auto", "vnni", "float")
+
+
+def choose(kernels, settings) -> tuple[str, str]:
+    """(path, why): the path a fused step built now takes on this CPU under `settings`."""
+    wanted = settings.int_dot
+    if wanted not in CHOICES:
+        raise ValueError(f"INFERENCE_INT_DOT={wanted!r}: expected one of {', '.join(CHOICES)}")
+    if wanted == "float":
+        return "float", "INFERENCE_INT_DOT=float"
+    if not kernels.cpu_has_avx512_vnni():
+        return "float", "this CPU lacks AVX-512 VNNI"
+    return "vnni", "AVX-512 VNNI" if wanted == "auto" else "INFERENCE_INT_DOT=vnni"
+
+
+def apply(native_model, kernels, settings) -> str:
+    """Switch a FusedModel's int8/int4 projections to the chosen path; returns the suffix its kernel name takes
+    ("" for float, or for a model with no int8/int4 projection)."""
+    path, _ = choose(kernels, settings)
+    switched = native_model.use_int_dot(path == "vnni")
+    return " vnni" if path == "vnni" and switched else ""
