@@ -8,7 +8,7 @@ and then
 where the inner sums are exact integers. The only change from the weight-only float path (x · dequant(W)) is
 the activations' rounding: each value moves by at most s_b / 2 (0.4% of its block's largest value).
 
-`product(layer, x)` is that arithmetic for one Int8Linear / Int4Linear (in float64, so the integer sums are exact;
+`product(layer, x)` is that arithmetic for one int8 / int4 PackedLinear (in float64, so the integer sums are exact;
 the kernel's fp32 outer sums agree to fp32 rounding). `reference_forward(model)` runs the model's reference forward
 (Transformer.forward) with every such layer computing it: greedy tokens of the fused step on the VNNI path equal
 those of this forward.
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from .formats import unpack_nibbles
-from .linears import Int4Linear, Int8Linear
+from .linears import PackedLinear
 
 BLOCK = 32
 
@@ -40,10 +40,11 @@ def quantize_blocks(x: torch.Tensor, block: int = BLOCK) -> tuple[torch.Tensor, 
 
 def _codes(layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(signed weight codes [N, K] as int8 values, scales [N, G], values per scale G) of an int8/int4 layer."""
-    if isinstance(layer, Int8Linear):
+    kind = layer.fmt.kind if isinstance(layer, PackedLinear) else None
+    if kind == "int8":
         return layer.qweight, layer.scale[:, None], layer.in_features
-    if isinstance(layer, Int4Linear):
-        return unpack_nibbles(layer.packed).to(torch.int8) - 8, layer.scale, layer.fmt.group
+    if kind == "int4":
+        return unpack_nibbles(layer.qweight).to(torch.int8) - 8, layer.scale, layer.fmt.group
     raise TypeError(f"{type(layer).__name__} has no integer-dot-product path (int8 and int4 only)")
 
 
@@ -68,7 +69,7 @@ def product(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 def applies_to(layer: nn.Module) -> bool:
-    return isinstance(layer, (Int8Linear, Int4Linear))
+    return isinstance(layer, PackedLinear) and layer.fmt.kind in ("int8", "int4")
 
 
 @contextmanager

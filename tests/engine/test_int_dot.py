@@ -10,11 +10,11 @@ import torch
 from inference_core.kernels import fused_cpu, quant_kernels
 from inference_core.kernels.quant_kernels import int_dot
 from inference_core.model.config import engine_settings, settings_override, tiny_config
-from inference_core.model.kv_cache import KVCache
+from engine_reference import KVCache
 from inference_core.model.loader import build_model
 from inference_core.quant import activation_blocks
 from inference_core.quant.formats import parse_format
-from inference_core.quant.linears import Int4Linear, Int8Linear
+from inference_core.quant.linears import PackedLinear
 from inference_core.quant.quantize import quantize_model
 from inference_core.engine.model_runner import runner_for
 
@@ -32,7 +32,7 @@ def make_layer(fmt: str, n: int, k: int, bias: bool = False):
     w = torch.randn(n, k)
     w[:, :8] *= 20  # outlier columns, as real projections have
     f = parse_format(fmt)
-    layer = (Int8Linear if fmt == "int8" else Int4Linear)(w, f)
+    layer = PackedLinear(w, f)
     if bias:
         layer.bias = torch.randn(n)
     return layer
