@@ -43,3 +43,10 @@ test("each step holds the text before its round, the guesses with outcomes and t
   fromEvent({ type: "run_started", prompt_tokens: ["Hi"] });
   assert.equal(fromEvent(round({})).upto, 0);
 });
+
+test("a round without guesses: the first one reads the prompt; a later one is a paused round", () => {
+  const none = round({ drafted: [], drafted_text: [], outcome: [], n_accepted: 0, emitted: [7], next_text: " Once" });
+  assert.equal(roundCaption({ ...none, round: 0 }),
+    "Round 1: the target read the prompt and gave the first token ' Once'; drafting starts next round.");
+  assert.match(roundCaption({ ...none, round: 5 }), /^Round 6: no guesses \(drafting paused after low acceptance\)/);
+});

@@ -19,6 +19,11 @@ export function emittedTexts(ev) {
 /** One sentence: what the draft proposed, what the target kept and replaced, and the tokens this target pass gave. */
 export function roundCaption(ev) {
   const n = ev.drafted.length;
+  if (n === 0) { // the first round reads the prompt; an adaptive run also pauses drafting after poor acceptance
+    return ev.round === 0
+      ? `Round 1: the target read the prompt and gave the first token ${quote(ev.next_text)}; drafting starts next round.`
+      : `Round ${ev.round + 1}: no guesses (drafting paused after low acceptance); the target gave ${quote(ev.next_text)}, 1 token for one target pass.`;
+  }
   const rejected = ev.outcome.indexOf("rejected");
   const gained = ev.emitted.length;
   let verdict;
