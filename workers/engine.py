@@ -5,13 +5,9 @@ batching service (inference_core.engine.serving), which shares forward passes be
 """
 from __future__ import annotations
 
-import logging
 import threading
-import time
 
 from django.conf import settings
-
-log = logging.getLogger(__name__)
 
 
 class WorkerModels:
@@ -46,13 +42,7 @@ class WorkerModels:
 
     def get(self):
         """The worker's engine model (settings.ENGINE_MODEL), loaded on first use."""
-        engine = self.engine
-        if engine is None:
-            t0 = time.perf_counter()
-            engine = self.models.get(settings.ENGINE_MODEL)
-            log.info("engine %s ready on %s in %.1fs", settings.ENGINE_MODEL, engine.device,
-                     time.perf_counter() - t0)
-        return engine
+        return self.engine or self.models.get(settings.ENGINE_MODEL)  # LoadedModels logs the load
 
 
 ENGINE = WorkerModels()

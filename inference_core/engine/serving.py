@@ -12,6 +12,7 @@ through queues.
 from __future__ import annotations
 
 import itertools
+import logging
 import queue
 import threading
 import time
@@ -25,6 +26,8 @@ from .loaded_model import GenerationParams, LoadedModel, load_engine
 from .paged_trace import BatchStep, RequestFinished
 from .scheduler import Request, SchedulerConfig
 from .trace import RunFinished, TraceEvent
+
+log = logging.getLogger(__name__)
 
 _DONE = object()
 
@@ -189,7 +192,9 @@ class LoadedModels:
         """Model `name` on `device` (None: the process's default device), loaded on first ask."""
         with self._lock:
             if (name, device) not in self._models:
-                self._models[name, device] = self._load(name, device=device)
+                t0 = time.perf_counter()
+                model = self._models[name, device] = self._load(name, device=device)
+                log.info("engine %s loaded on %s in %.1fs", name, model.device, time.perf_counter() - t0)
             return self._models[name, device]
 
     def loaded(self, name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedModel | None:
