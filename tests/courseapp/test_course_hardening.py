@@ -371,12 +371,13 @@ def test_admin_cannot_upload_narration_files(admin_client):
 
 
 def test_demo_props_are_not_saved_unchecked_when_the_tokenizer_is_missing(monkeypatch):
+    from django.apps import apps
+
     from courseapp.rendering import ContentError, render_markdown
-    from demos import registry
 
     def broken(model):
         raise OSError("tokenizer.json not found")
 
-    monkeypatch.setattr(registry, "_tokenizer", broken)
+    monkeypatch.setattr(apps.get_app_config("demos").tokenizers, "get", broken)
     with pytest.raises(ContentError, match="cannot be checked on this server"):
         render_markdown(':::{demo} kv-cache\n{"prompt": "Hi", "max_new_tokens": 100000}\n:::\n')
