@@ -273,7 +273,7 @@ SPEC = DemoSpec(
                             max_tokens=max_prompt_tokens_limit),
         "layer": ParamSpec("int", default=0, label="Layer", min_value=0, max_value=29),
         # SmolLM2-135M's 9 query heads per layer (a larger model's extra heads are clamped, as its layers are)
-        "head": ParamSpec("int", default=WALK_HEAD, label="Head of the tile walk", min_value=0, max_value=8,
+        "head": ParamSpec("int", default=WALK_HEAD, label="Head", min_value=0, max_value=8,
                           help="the query head whose online softmax the step timeline walks; a short run "
                                "carries every head of the layer, to switch after the run"),
         "block_size": ParamSpec("int", default=16, label="Tile size (queries and keys)", min_value=4,
