@@ -194,7 +194,8 @@ class LoadedModels:
             if (name, device) not in self._models:
                 t0 = time.perf_counter()
                 model = self._models[name, device] = self._load(name, device=device)
-                log.info("engine %s loaded on %s in %.1fs", name, model.device, time.perf_counter() - t0)
+                log.info("engine %s loaded on %s in %.1fs", name, getattr(model, "device", device),
+                         time.perf_counter() - t0)
             return self._models[name, device]
 
     def loaded(self, name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedModel | None:
