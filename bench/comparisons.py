@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from inference_core.engine.serving import LoadedModels
     from inference_core.model.config import DEFAULT_MODEL
+    from workers.serving import LoadedModels
 
     import torch
 

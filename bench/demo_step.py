@@ -32,9 +32,9 @@ django.setup()
 
 from bench.decode import PROMPT, ours_decode_tps  # noqa: E402
 from demos.catalog import kv_cache  # noqa: E402
-from inference_core.engine.serving import LoadedModels  # noqa: E402
 from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 from inference_core.engine.model_runner import runner_for  # noqa: E402
+from workers.serving import LoadedModels  # noqa: E402
 
 
 def bench_step_ms(engine, ids: list[int], n: int) -> float:

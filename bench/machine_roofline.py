@@ -4,7 +4,7 @@ fp32 decode step of the real model.
 Run: .venv/bin/python bench/machine_roofline.py [--no-model] [--json] — prints the medians of repeated runs and
 the JSON props the roofline calculator takes (`machine`); `--json` prints the whole profile instead (the format
 of serverprofile/recorded.json, the fallback the lessons show until a worker has published its own). The
-measuring code is inference_core/engine/machine_profile.py, the same the demo worker runs when it starts. The machine
+measuring code is workers/measure.py, the same the demo worker runs when it starts. The machine
 is shared, so treat the figures as what it achieved then.
 """
 from __future__ import annotations
@@ -19,8 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
-
-from inference_core.engine.machine_profile import copy_bandwidth, matmul_flops, measure  # noqa: E402,F401
+from workers.measure import copy_bandwidth, matmul_flops, measure  # noqa: E402,F401
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 def loaded_models():
     """The test session's loaded models and batching services, as a worker keeps its own: a demo runner given them
     (`run(params, models=loaded_models)`) loads each model once per session, not once per call."""
-    from inference_core.engine.serving import LoadedModels
+    from workers.serving import LoadedModels
 
     return LoadedModels()
 CHROMIUM_FLAGS = [

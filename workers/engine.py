@@ -1,7 +1,7 @@
 """The worker process's models: loaded once, shared by the task threads, and what its batching service reports.
 
 Steps of concurrent direct runs interleave under the engine's lock; cached generation goes through the engine's
-batching service (inference_core.engine.serving), which shares forward passes between runs.
+batching service (workers.serving), which shares forward passes between runs.
 """
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ class WorkerModels:
 
     @property
     def models(self):
-        """The worker's `inference_core.engine.serving.LoadedModels` (made on first use)."""
+        """The worker's `workers.serving.LoadedModels` (made on first use)."""
         if self._models is None:
             with self._lock:  # two task threads asking first still share one
                 if self._models is None:
-                    from inference_core.engine.serving import LoadedModels
+                    from .serving import LoadedModels
 
                     self._models = LoadedModels()
         return self._models

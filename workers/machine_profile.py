@@ -5,7 +5,7 @@ it waits until the worker is warm (workers.startup `warm_up`) and runs nothing, 
 measurements, each kept only when the worker stayed idle throughout (`Stats.idle_token` the same before and after:
 a run that starts meanwhile voids it, and it is taken again once the worker is idle). The stored figures are the
 medians with their spread (largest minus smallest). The profile is measured again once it is older than
-`MACHINE_PROFILE_MAX_AGE_H` hours. One measurement costs about a second (`inference_core.engine.machine_profile.SIZES`).
+`MACHINE_PROFILE_MAX_AGE_H` hours. One measurement costs about a second (`workers.measure.SIZES`).
 
 Settings (inferencelab/settings.py, from the environment): `MACHINE_PROFILE` (default on; "0" skips it),
 `MACHINE_PROFILE_QUICK` (smaller, fewer measurements: the tests' setting), `MACHINE_PROFILE_REPEATS` (5) and
@@ -48,7 +48,7 @@ def measure_while_idle(engine, idle: Callable[[], object], *, repeats: int, quic
     """`repeats` measurements of the machine, each started once `idle()` has said the worker runs nothing for
     QUIET_S and kept only when it returns the same token afterwards (None = busy: a token changes when a run
     starts). Waits for idle as long as it takes (or `stop`)."""
-    from inference_core.engine.machine_profile import measure
+    from .measure import measure
 
     stop = stop or threading.Event()
     samples: list[dict] = []

@@ -53,7 +53,7 @@ def warm_up(sender=None, **kwargs):
     worker consumes its first run, so the queued frames can say what the worker is doing meanwhile."""
     if sender is not None and not runs_demos(sender):
         return  # a `cpu`-only worker never runs the engine
-    from inference_core.engine.machine_profile import warm_up as first_decode
+    from .measure import warm_up as first_decode
     from inference_core.kernels import quant_kernels
     from inference_core.model.config import engine_settings
 

@@ -1,8 +1,8 @@
 """The course's live demos, one module each: `demos/catalog/<name>.py` holds the demo's `SPEC` (parameters with
 their defaults and limits, presets, the JS module that draws it, "what to try next") next to its runner
-`run(params, should_stop=None, models=None) -> Iterator[dict]` of trace events (`models`: the caller's
-`inference_core.engine.serving.LoadedModels`, the worker's in a worker) (and `check_params` where a structured value
-needs checking before a run is queued). Course-only trace events are declared in `events.py`.
+`run(params, should_stop=None, *, models) -> Iterator[dict]` of trace events (`models`: the caller's loaded
+models, `runner.Models`: the worker's in a worker) (and `check_params` where a structured value needs checking
+before a run is queued). Course-only trace events are declared in `events.py`.
 
 The engine (`inference_core`) knows nothing of the course: runners call its public API. Every module here imports
 the engine (and torch) inside `run`, so the web process can import the catalog, validate and embed without them.

@@ -18,9 +18,9 @@ from inference_core import DEFAULT_MODEL
 from ..spec import DemoSpec, ParamSpec
 from .events import AttentionWeights
 from .flash_attention import capture_qkv
+from .runner import Models
 
 if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
     import torch
 
 MAX_PROMPT_TOKENS = 32  # a heatmap of 32 × 32 cells still reads on a phone
@@ -40,11 +40,9 @@ def head_weights(q: torch.Tensor, k: torch.Tensor, head: int) -> torch.Tensor:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
-    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
-
+        *, models: Models) -> Iterator[dict]:
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     cfg = engine.config
     layer, head = int(params["layer"]), int(params["head"])
     if not 0 <= layer < cfg.n_layers:

@@ -6,15 +6,13 @@ beside the times.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec
 from .comparison import Side, compare
+from .runner import Models
 
-if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
 
 TOPICS = ("the moon", "rain", "bread", "music", "rivers", "bees", "glass", "maps")
 DEFAULT_WORKLOAD = "12@0, 3@0, 4@0, 8@1, 3@2, 6@4"
@@ -90,13 +88,12 @@ def lesson_claim(counters: dict[str, dict]) -> str:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
+        *, models: Models) -> Iterator[dict]:
     # here, not at the top: the web process loads no torch
-    from inference_core.engine.serving import LoadedModels
     from inference_core import Request, SamplingParams, SchedulerConfig, run_batch
 
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     jobs = parse_workload(params["workload"])
     batch = int(params["batch_size"])
     modes = ("continuous", "static") if params["modes"] == "both" else (params["modes"],)

@@ -18,9 +18,9 @@ from inference_core import DEFAULT_MODEL
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .comparison import Side, compare
 from .events import AttentionCompare, AttentionMemoryCurve, FlashTileWalk
+from .runner import Models
 
 if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
     import torch
 
 CURVE_N = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -187,15 +187,14 @@ def lesson_claim(n_tokens: int) -> str:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
-    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
+        *, models: Models) -> Iterator[dict]:
     import torch  # the worker only: the web process loads no torch
 
     from inference_core.kernels.flash_attention import hbm_traffic, naive_attention, tiled_attention
     from inference_core.model.kv_cache import sdpa
 
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     cfg = engine.config
     layer = min(int(params["layer"]), cfg.n_layers - 1)
     head = min(int(params["head"]), cfg.n_heads - 1)

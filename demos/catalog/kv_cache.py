@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from inference_core import DEFAULT_MODEL, TraceEvent
 
 from ..spec import DemoSpec, ParamSpec, max_new_tokens_limit, max_prompt_tokens_limit
 from .comparison import Side, compare
-
-if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
+from .runner import Models
 
 
 class EventDicts:
@@ -104,9 +101,8 @@ def compare_steps(engine, should_stop: Callable[[], bool] | None) -> Callable[[l
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> EventDicts:
+        *, models: Models) -> EventDicts:
     from inference_core import GenerationParams  # the worker only: the web loads no torch
-    from inference_core.engine.serving import LoadedModels
 
     params = SPEC.with_defaults(params)
     model = params.get("model", DEFAULT_MODEL)
@@ -119,7 +115,6 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
         use_cache=bool(params["use_cache"]),
         chat=bool(params.get("chat", False)),
     )
-    models = models or LoadedModels()
     source = models.service(model) if gen.use_cache else models.get(model)
     return EventDicts(source.generate(params["prompt"], gen, should_stop), needs_engine_lock=not gen.use_cache,
                       then=compare_steps(models.get(model), should_stop))

@@ -6,14 +6,12 @@ what a contiguous reservation of prompt + max_new_tokens per request would have 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec
+from .runner import Models
 
-if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
 
 DEFAULT_PROMPTS = ("The capital of France is\nOnce upon a time, in a small village by the sea,\n"
                    "def fibonacci(n):\nThe three primary colours are")
@@ -32,13 +30,12 @@ def prompt_lines(text: str, limit: int = MAX_PROMPTS) -> list[str]:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
+        *, models: Models) -> Iterator[dict]:
     # here, not at the top: the web process loads no torch
-    from inference_core.engine.serving import LoadedModels
     from inference_core import Request, SamplingParams, SchedulerConfig, run_batch
 
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     prompts = prompt_lines(params["prompts"])
     max_new = int(params["max_new_tokens"])
     spacing = int(params["arrival_every"])

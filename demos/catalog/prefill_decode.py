@@ -6,8 +6,6 @@ latencies and achieved FLOP/s and bytes/s.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import statistics
 from collections.abc import Callable, Iterator
 
@@ -15,9 +13,8 @@ from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .events import MachineRoofs, PrefillDecodeSummary
+from .runner import Models
 
-if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
 
 MAX_PROMPT_TOKENS = 1024  # keeps one run within a few seconds on a 2-core CPU
 
@@ -65,12 +62,11 @@ def summarize(steps: list[TokenStep], weight_bytes: int) -> PrefillDecodeSummary
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
-    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
+        *, models: Models) -> Iterator[dict]:
     from inference_core import GenerationParams  # the worker only: the web loads no torch
 
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     gen = GenerationParams(max_new_tokens=int(params["max_new_tokens"]), temperature=0.0, stop_at_eos=False)
     prompt_ids = build_prompt_ids(engine, params["prompt"], int(params["repeat_prompt"]))
     steps: list[TokenStep] = []

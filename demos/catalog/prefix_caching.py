@@ -6,16 +6,14 @@ event holds the time to first token that a student can trust, with the prompt to
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec
 from .comparison import Side, compare
 from .paged_attention import prompt_lines
+from .runner import Models
 
-if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
 
 DEFAULT_SYSTEM = (
     "You are the help desk of the city library. Opening hours: Monday to Friday 9:00 to 19:00, Saturday 10:00 "
@@ -73,13 +71,12 @@ def lesson_claim(counters: dict[str, dict]) -> str:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
+        *, models: Models) -> Iterator[dict]:
     # here, not at the top: the web process loads no torch
-    from inference_core.engine.serving import LoadedModels
     from inference_core import Request, SamplingParams, SchedulerConfig, run_batch
 
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     system = params.get("system_prompt", DEFAULT_SYSTEM)
     questions = prompt_lines(params["questions"], limit=MAX_QUESTIONS)
     max_new = int(params["max_new_tokens"])

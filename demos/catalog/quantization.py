@@ -20,10 +20,10 @@ from inference_core import DEFAULT_MODEL, RunFinished, TokenStep
 from ..spec import DemoSpec, ParamSpec
 from .comparison import summarize
 from .events import QuantBlocks, QuantFormats, QuantLayer, QuantOutliers, QuantSummary, QuantToken
+from .runner import Models
 
 if TYPE_CHECKING:  # the engine (and torch) load in the worker only, inside the functions below
     from inference_core import LoadedModel
-    from inference_core.engine.serving import LoadedModels
     from inference_core.quant.linears import QuantizedLinear
 
 PROJECTIONS = {"wqkv": "attention.wqkv", "wo": "attention.wo", "w_gate_up": "feed_forward.w_gate_up",
@@ -210,9 +210,8 @@ def recorded_formats() -> QuantFormats:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
+        *, models: Models) -> Iterator[dict]:
     from inference_core import GenerationParams  # the worker only: the web loads no torch
-    from inference_core.engine.serving import LoadedModels
     from inference_core.quant.formats import parse_format
     from inference_core.quant.quantize import matmul_weight_bytes
     from inference_core.engine.model_runner import kernels_used
@@ -224,7 +223,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
     projection = params["projection"]
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {sorted(PROJECTIONS)}")
-    base = (models or LoadedModels()).get(model_name)
+    base = models.get(model_name)
     if not 0 <= layer < base.config.n_layers:
         raise ValueError(f"layer must be in [0, {base.config.n_layers})")
     prompt_ids = base.encode_prompt(params["prompt"], chat=False)

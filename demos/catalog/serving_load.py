@@ -13,7 +13,6 @@ sleeping through them (`SkippingClock`): it holds the engine for its whole lengt
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import statistics
 import time
@@ -25,9 +24,8 @@ from inference_core import DEFAULT_MODEL, TokenStep
 from ..spec import DemoSpec, ParamSpec
 from .comparison import Side, compare
 from .events import LoadRequest, LoadStep, LoadSummary
+from .runner import Models
 
-if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
 
 PROMPTS = (
     "The capital of France is",
@@ -218,11 +216,10 @@ def lesson_claim(counters: dict[str, dict]) -> str:
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
-    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
+        *, models: Models) -> Iterator[dict]:
 
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     max_new = int(params["max_new_tokens"])
     ttft_slo, tpot_slo = float(params["ttft_slo_s"]), float(params["tpot_slo_s"])
     mode = params["mode"]

@@ -3,15 +3,13 @@ both in alternating repeats (`comparison.py`), target and draft forward passes b
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .comparison import Side, compare
+from .runner import Models
 
-if TYPE_CHECKING:
-    from inference_core.engine.serving import LoadedModels
 
 DRAFT_CHOICES = ("ngram", "self-early-exit", "self-int8")
 DEFAULT_PROMPT = "Repeat this sentence exactly: the quick brown fox jumps over the lazy dog."
@@ -54,17 +52,16 @@ def lesson_claim(draft_kind: str, temperature: float) -> Callable[[dict[str, dic
 
 
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
-        models: LoadedModels | None = None) -> Iterator[dict]:
+        *, models: Models) -> Iterator[dict]:
     """Params: prompt, chat, draft (one of DRAFT_CHOICES), exit_layers, k, temperature, max_new_tokens, seed,
     baseline. Yields run_started, spec_baseline (unless baseline is false), spec_started, spec_round…,
     spec_finished, run_finished, then (with the baseline) the comparison's samples and `comparison`."""
-    from inference_core.engine.serving import LoadedModels  # the worker only: the web process loads no torch
     from inference_core.speculative.decode import SpecParams
     from inference_core.speculative.events import SpecBaseline
     from inference_core.speculative.speculate import make_draft, plain_timed, speculate
 
     params = SPEC.with_defaults(params)
-    engine = (models or LoadedModels()).get(params.get("model", DEFAULT_MODEL))
+    engine = models.get(params.get("model", DEFAULT_MODEL))
     kind = params["draft"]
     if kind == "self-early-exit":
         kind = f"self-early-exit:{int(params['exit_layers'])}"

@@ -97,7 +97,7 @@ def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedM
     """Load a model, anew on every call: weights from the safetensors cache, fp32 on the CPU and bf16 on CUDA
     (INFERENCE_DTYPE overrides; the dtype is in every run header). A speed-only name
     (speed_models.py) gives its shape with seeded random weights, labelled as such. A process that runs more
-    than once keeps what it loaded on an object it owns (`serving.LoadedModels`: a worker's models)."""
+    than once keeps what it loaded on an object it owns (`workers.serving.LoadedModels`: a worker's models)."""
     dev = torch.device(device) if device else pick_device()
     dtype = getattr(torch, engine_settings().dtype_for(dev.type))
     if is_speed_only(name):

@@ -124,14 +124,14 @@ def test_serving_load_scrubs_to_a_middle_pass_and_shows_its_gantt_queues_and_cap
     assert page.errors == [], page.errors
 
 
-def test_serving_loads_queues_account_for_every_token_in_either_mode(recorded_runs):
+def test_serving_loads_queues_account_for_every_token_in_either_mode(recorded_runs, loaded_models):
     """The ids of `load_step` from the real runner: each request is in each pass's queues at most once, runs once per
     token it generated, and all are finished at the end; sequential mode runs one at a time."""
     from demos.catalog.serving_load import run
 
     batched = recorded_runs["serving-load"]
     sequential = []
-    for ev in run({"n_requests": 3, "max_new_tokens": 3, "mode": "sequential"}):
+    for ev in run({"n_requests": 3, "max_new_tokens": 3, "mode": "sequential"}, models=loaded_models):
         sequential.append(ev)
         if ev["type"] == "load_summary":
             break

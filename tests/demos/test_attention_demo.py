@@ -141,7 +141,7 @@ def test_a_stopped_run_emits_nothing(monkeypatch):
 
     import torch
 
-    from inference_core.engine.serving import LoadedModels
+    from workers.serving import LoadedModels
 
     monkeypatch.setattr("demos.catalog.attention.capture_qkv",
                         lambda engine, ids, layer: (calls.append(layer), torch.zeros(1, 9, 3, 64),

@@ -247,7 +247,7 @@ def test_the_engine_api_service_batches_and_speculation_on_every_device_path(tra
     from inference_core.engine.llm_engine import drive
     from inference_core.engine.model_runner import runner_for
     from inference_core.engine.scheduler import Request, SchedulerConfig
-    from inference_core.engine.serving import EngineService
+    from workers.serving import EngineService
     from inference_core.model.sampling import SamplingParams
     from inference_core.speculative.decode import SpecDecoding, SpecParams
     from inference_core.speculative.speculate import make_draft, run_speculative

@@ -7,7 +7,7 @@ import pytest
 
 from inference_core import GenerationParams
 from inference_core.engine.scheduler import SchedulerConfig
-from inference_core.engine.serving import EngineService, LoadedModels
+from workers.serving import EngineService, LoadedModels
 from inference_core.engine.trace import RunFinished, TokenStep, validate_event
 
 PROMPTS = ["The capital of France is", "def add(a, b):\n    return", "Once upon a time, a robot",

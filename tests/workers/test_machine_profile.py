@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from celery.signals import worker_ready
 
-from inference_core.engine import machine_profile
+from workers import measure as machine_profile
 from serverprofile.models import MachineProfile
 
 ROOT = Path(__file__).resolve().parents[2]

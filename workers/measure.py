@@ -8,7 +8,9 @@ from datetime import datetime, timezone
 
 import torch
 
-from ..model.loader import device_name
+from inference_core.engine.loaded_model import GenerationParams
+from inference_core.engine.trace import TokenStep
+from inference_core.model.loader import device_name
 
 DECODE_PROMPT = "The capital of France is"
 
@@ -51,9 +53,6 @@ def matmul_flops(n: int = 1024, repeats: int = 7, device: torch.device | str = "
 
 def decode_step(engine, steps: int = 8, prompt: str = DECODE_PROMPT) -> tuple[float, float]:
     """(median seconds, median bytes moved) of one batch-1 greedy decode step, from the engine's trace."""
-    from .loaded_model import GenerationParams
-    from .trace import TokenStep
-
     params = GenerationParams(max_new_tokens=steps + 1, stop_at_eos=False)
     decode = [e for e in engine.generate(prompt, params) if isinstance(e, TokenStep) and e.phase == "decode"]
     if not decode:
@@ -63,8 +62,6 @@ def decode_step(engine, steps: int = 8, prompt: str = DECODE_PROMPT) -> tuple[fl
 
 def warm_up(engine, prompt: str = DECODE_PROMPT) -> float:
     """Seconds of one prefill and one decode step: first use, kept out of `decode_step`'s figures."""
-    from .loaded_model import GenerationParams
-
     t0 = time.perf_counter()
     for _ in engine.generate(prompt, GenerationParams(max_new_tokens=2, stop_at_eos=False)):
         pass

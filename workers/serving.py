@@ -20,12 +20,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
-from ..model.config import DEFAULT_MODEL
-from .llm_engine import LLMEngine, RequestStream
-from .loaded_model import GenerationParams, LoadedModel, load_engine
-from .paged_trace import BatchStep, RequestFinished
-from .scheduler import Request, SchedulerConfig
-from .trace import RunFinished, TraceEvent
+from inference_core.engine.llm_engine import LLMEngine, RequestStream
+from inference_core.engine.loaded_model import GenerationParams, LoadedModel, load_engine
+from inference_core.engine.paged_trace import BatchStep, RequestFinished
+from inference_core.engine.scheduler import Request, SchedulerConfig
+from inference_core.engine.trace import RunFinished, TraceEvent
+from inference_core.model.config import DEFAULT_MODEL
 
 log = logging.getLogger(__name__)
 
