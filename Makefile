@@ -76,7 +76,7 @@ bench-peers: setup
 # into ~/.cache/inference-lab/qwen). On demand only: `make test` never runs it; tests/engine/test_qwen.py
 # skips its real-model tests without it.
 models-qwen: setup
-	$(PY) -m inference_core.model.qwen install --which both
+	$(PY) scripts/install_qwen.py install --which both
 
 clean-venv:
 	rm -rf $(VENV)

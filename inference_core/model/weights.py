@@ -18,7 +18,7 @@ from .tokenizer import Tokenizer, build_tokenizer_json
 if TYPE_CHECKING:  # torch is imported where weights are read: the tokenizer's path never loads it
     import torch
 QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-QWEN_INSTALL = "make models-qwen  (or: python -m inference_core.model.qwen install)"
+QWEN_INSTALL = "make models-qwen  (or: python scripts/install_qwen.py install)"
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def cache_dir() -> Path:
 
 
 def pack_dir() -> Path:
-    """Where `python -m inference_core.model.qwen install` puts on-demand GGUFs (not created here)."""
+    """Where `python scripts/install_qwen.py install` puts on-demand GGUFs (not created here)."""
     return _cache_root() / "qwen"
 
 

