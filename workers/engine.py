@@ -56,7 +56,7 @@ def get_engine():
 def kernel(engine) -> str:
     """The path a decode step of the worker's engine takes: the fused CPU step, a CUDA graph, or the reference."""
     from inference_core.engine.model_runner import runner_for
-    from inference_core.kernels.cuda_graphs import graphs_enabled
+    from inference_core.kernels.paged_graphs import graphs_enabled
 
     if graphs_enabled(engine.model, engine.device):
         return "cuda graph"

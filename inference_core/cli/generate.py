@@ -27,7 +27,7 @@ def cmd_generate(args) -> int:
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         seed=args.seed, use_cache=not args.no_cache, chat=args.chat,
     )
-    if getattr(args, "quant", None):
+    if args.quant:
         if not args.json:
             print(f"Quantizing to {args.quant} (the first use on this machine also compiles the AVX2 kernels, "
                   "which can take a minute)…", file=sys.stderr, flush=True)
@@ -47,15 +47,12 @@ def cmd_generate(args) -> int:
     if "torch reference" in kernels and runner.fused is None:  # name the reference's layers, as kernels_used does
         kernels = kernels_used(engine.model)
     if args.json:
-        out = {
+        print(json.dumps({
             "token_ids": final.token_ids, "text": final.text, "finish_reason": final.finish_reason,
             "metrics": {"ttft_s": final.ttft_s, "tpot_s": final.tpot_s, "tokens_per_s": final.tokens_per_s,
                         "kv_bytes": final.kv_bytes, "n_prompt_tokens": final.n_prompt_tokens},
-        }
-        out["kernels"] = kernels
-        print(json.dumps(out))
+            "kernels": kernels}))
     else:
-        ran = f" · kernel {', '.join(kernels)}"
-        print(f"\n\nTTFT {final.ttft_s * 1000:.1f} ms · TPOT {final.tpot_s * 1000:.1f} ms · "
-              f"{final.tokens_per_s:.1f} tok/s · KV {final.kv_bytes / 1024:.0f} KiB{ran}", file=sys.stderr)
+        print(f"\n\nTTFT {final.ttft_s * 1000:.1f} ms · TPOT {final.tpot_s * 1000:.1f} ms · {final.tokens_per_s:.1f} "
+              f"tok/s · KV {final.kv_bytes / 1024:.0f} KiB · kernel {', '.join(kernels)}", file=sys.stderr)
     return 0

@@ -6,11 +6,12 @@ import importlib
 
 from .args import OneLineParser, check_arguments
 
-# The table of sub-commands is the entry point's (inference_core/__main__.py): this parser sits below the features.
-
 
 def run(subcommands: list[tuple[str, str]], argv: list[str] | None = None) -> int:
-    """Parse `argv` with one sub-command per (module, function adding its parser), check it, run it."""
+    """Parse `argv` with one sub-command per (module, function adding its parser), check it, run it (the table is
+    the entry point's, inference_core/__main__.py: this parser sits below the features)."""
+    from ..model.weights import WeightsError
+
     parser = OneLineParser(prog="python -m inference_core", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -21,11 +22,5 @@ def run(subcommands: list[tuple[str, str]], argv: list[str] | None = None) -> in
     try:
         check_arguments(args)
         return args.func(args)
-    except (ValueError, OSError) as exc:  # bad arguments, and what they name (a file, a format, a pack)
-        parser.exit(2, f"{prog}: error: {' '.join(str(exc).split())}\n")
-    except RuntimeError as exc:
-        from ..model.weights import WeightsError
-
-        if not isinstance(exc, WeightsError):
-            raise
+    except (ValueError, OSError, WeightsError) as exc:  # bad arguments, and what they name (a file, a format, a pack)
         parser.exit(2, f"{prog}: error: {' '.join(str(exc).split())}\n")

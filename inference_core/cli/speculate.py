@@ -29,17 +29,15 @@ def cmd_speculate(args) -> int:
     params = SpecParams(k=args.k, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                         top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     draft = make_draft(engine, args.draft)
-    baseline = None
     if not args.no_baseline:
         plain_timed(engine, prompt_ids, params)  # warm-up
         base_ids, base_s, _ = plain_timed(engine, prompt_ids, params)
-        baseline = (base_ids, base_s)
     ids, metrics = run_speculative(engine, prompt_ids, draft, params)
-    if baseline is not None:
-        metrics["plain_time_s"] = baseline[1]
-        metrics["speedup"] = baseline[1] / metrics["total_time_s"] if metrics["total_time_s"] else 0.0
+    if not args.no_baseline:
+        metrics["plain_time_s"] = base_s
+        metrics["speedup"] = base_s / metrics["total_time_s"] if metrics["total_time_s"] else 0.0
         if params.temperature <= 0:
-            metrics["identical_to_plain"] = baseline[0] == ids
+            metrics["identical_to_plain"] = base_ids == ids
     text = engine.tokenizer.decode(ids, skip_special=True)
     if args.json:
         print(json.dumps({"token_ids": ids, "text": text, "draft": draft.name, "metrics": metrics}))

@@ -9,9 +9,8 @@ import torch
 
 from ..kernels import fused_cpu
 from ..kernels import onednn_linears
-from ..kernels.cuda_graphs import graphable
 from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, FusedStep
-from ..kernels.paged_graphs import BUCKETS, StepGraphs
+from ..kernels.paged_graphs import BUCKETS, StepGraphs, graphable
 from ..model.config import engine_settings
 from ..model.sampling import sample
 from ..model.transformer import Transformer

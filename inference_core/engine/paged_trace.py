@@ -33,9 +33,7 @@ class RequestQueued(TraceEvent):
 
 @event("kv_block")
 class KVBlock(TraceEvent):
-    """One block operation. allocated: fresh block for `request_id` at `logical_index`; shared: a prefix-cache
-    hit (refcount +1); freed: one reference dropped (`refcount` after); cached: the block's full prefix was
-    published in the prefix cache; evicted: a cached block's content was forgotten because it was reused."""
+    """One block operation (`op`: docs/engine-notes.md, `KVBlock`); `refcount` is the count after it."""
 
     op: BlockOp
     block: int
@@ -57,11 +55,8 @@ class Preemption(TraceEvent):
 
 @event("batch_step")
 class BatchStep(TraceEvent):
-    """One batched forward. `entries`: one dict per scheduled request — request_id, phase ("prefill" for a
-    first or recomputed pass over many tokens, "decode" for one, "verify" for a speculative request's last token
-    and its drafted guesses, with emitted / n_drafted / n_accepted), n_tokens (fed this step), context_len (K/V
-    positions after the step), n_cached (prefix-cache hit tokens skipped, prefill only), token_id (null for a
-    speculative request's prefill), text, finished (bool). `idle`: ids holding a static-batch slot, finished early."""
+    """One batched forward: an entry per scheduled request, `idle` the static batch's finished members (the
+    entries' keys: docs/engine-notes.md, `BatchStep`)."""
 
     step: int
     t_s: float

@@ -11,13 +11,8 @@ from .paged import BlockTable, SeqSlice
 
 
 class Speculation(Protocol):
-    """What makes a request speculative (speculative/decode.py's `SpecDecoding`; the engine never imports it).
-    `begin(req)` when added (outside any step: a model draft borrows its pool then); in each step a draft phase,
-    `propose(req, k)` → up to k guesses of what follows req.all_ids (run by `LLMEngine.step` before the schedule),
-    and a verify phase: the step's one forward feeds its tokens without K/V (the whole prompt in its first step,
-    which guesses nothing) and the guesses, scoring the last k+1 rows, and the scheduler's postprocess calls
-    `judge(req, drafted, logits [k+1, vocab], eos, step_s)` → (guesses accepted, tokens to emit, cut at EOS /
-    max_new_tokens). `release()` when it is over (the draft's pool goes back)."""
+    """What makes a request speculative (speculative/decode.py's `SpecDecoding`; the engine never imports it):
+    `begin`, then per step `propose` (the draft phase) and `judge` (the verify's logits), then `release`."""
 
     k: int  # guesses per round at most
 

@@ -8,11 +8,7 @@ from ..model.config import engine_settings
 from . import quant_kernels
 from .quant_kernels import int_dot
 
-# The longest fp32 step the runner sends to the fused step in one call (longer ones take the reference, see
-# engine/model_runner.py; a quantized model's run as chunks of this size). Measured on the 2-core box, 2 threads,
-# wall time, a prefill in one fused call vs the reference's MKL GEMMs + SDPA: 74 vs 138 ms at 45 tokens, 100 vs 179 at 64,
-# 230 vs 348 at 128 (the chat template alone is ~30 tokens, so most prompts were on the slower path at 32).
-MAX_FUSED_POSITIONS = 128
+MAX_FUSED_POSITIONS = 128  # the longest fp32 step sent to the fused step in one call (measured: engine-notes)
 
 
 class FusedStep:

@@ -11,6 +11,7 @@ from typing import TypeVar
 import torch
 
 from ..engine.paged import PagedKVPool, SeqSlice, paged_attention
+from ..model.config import engine_settings
 from . import triton_kernels
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
@@ -18,6 +19,16 @@ T = TypeVar("T")
 # One capture at a time in the process: the worker's threads (the batching service, single runs, speculative runs)
 # may each lend a new pool and capture over it, and a capture records whatever its stream launches.
 _capture_lock = threading.Lock()
+
+
+def graphable(model, device: torch.device) -> bool:
+    """A CUDA device, and every layer a graph may record: each quantized linear says whether it is `capturable`."""
+    return device.type == "cuda" and all(getattr(m, "capturable", True) for m in model.modules())
+
+
+def graphs_enabled(model, device: torch.device) -> bool:
+    """Graphs are used now: `graphable`, and not turned off by INFERENCE_CUDA_GRAPHS=0 (read at every call)."""
+    return engine_settings().cuda_graphs and graphable(model, device)
 
 
 def bucket_for(n: int) -> int:
@@ -123,7 +134,7 @@ class StepGraphs:
 
     @property
     def kernel(self) -> str:
-        attention = "triton-paged-decode" if self.use_triton else "torch gather+sdpa"
+        attention = triton_kernels.KERNEL_PAGED_DECODE if self.use_triton else "torch gather+sdpa"
         if self.pool.quantized:
             attention += ", int8 KV"
         return f"{'cuda graph' if self.capture else 'eager'} paged step ({attention})"

@@ -41,13 +41,10 @@ class ModelConfig:
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * bytes_per_value
 
     def n_params(self) -> int:
-        hd = self.head_dim
-        attn = self.dim * (self.n_heads + 2 * self.n_kv_heads) * hd + self.n_heads * hd * self.dim
-        mlp = 3 * self.dim * self.ffn_dim
-        bias = (self.n_heads + 2 * self.n_kv_heads) * hd if self.qkv_bias else 0
-        per_layer = attn + bias + mlp + 2 * self.dim
-        head = 0 if self.tie_embeddings else self.vocab_size * self.dim
-        return self.n_layers * per_layer + self.vocab_size * self.dim + self.dim + head
+        """`matmul_params`, plus the Q/K/V biases, the norms and the embeddings (once more when the head is untied)."""
+        bias = (self.n_heads + 2 * self.n_kv_heads) * self.head_dim if self.qkv_bias else 0
+        embeddings = 0 if self.tie_embeddings else self.vocab_size * self.dim
+        return self.matmul_params() + self.n_layers * (bias + 2 * self.dim) + self.dim + embeddings
 
     def matmul_params(self) -> int:
         """Parameters touched by a matrix multiply per token (the output head included, embeddings not)."""
@@ -68,7 +65,7 @@ def tiny_config(**overrides) -> ModelConfig:
 
 
 def _flag(value: str | None, default: bool) -> bool:
-    if value is None or value == "":
+    if not value:
         return default
     return value.strip().lower() not in ("0", "false", "off", "no")
 

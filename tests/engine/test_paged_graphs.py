@@ -264,7 +264,7 @@ def test_graphs_setting_is_read_per_call_not_fixed_with_the_runner():
     """A runner built while INFERENCE_CUDA_GRAPHS=0 was in force must use graphs once it is lifted: what the runner
     fixes at build (`graphable`) depends only on the device and the quantized kernels."""
     from inference_core.model.config import settings_override
-    from inference_core.kernels.cuda_graphs import graphable, graphs_enabled
+    from inference_core.kernels.paged_graphs import graphable, graphs_enabled
 
     torch.manual_seed(0)
     m = build_model(tiny_config(max_seq_len=64), None, torch.device("cpu"))
