@@ -7,15 +7,13 @@ from contextlib import nullcontext
 
 import torch
 
-from ..kernels import fused_cpu
-from ..kernels import onednn_linears
+from ..kernels import fused_cpu, onednn_linears
 from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, FusedStep
 from ..kernels.paged_graphs import BUCKETS, StepGraphs, graphable
 from ..model.config import engine_settings
 from ..model.sampling import sample
 from ..model.transformer import Transformer
-from ..quant.linears import QuantizedLinear
-from ..quant.linears import quantized_linears
+from ..quant.linears import QuantizedLinear, quantized_linears
 from .paged import PagedBackend, PagedKVPool, PagedSequence
 from .request import ScheduledBatch, StepRows
 

@@ -60,13 +60,6 @@ class BlockAllocator:
             self._free[block] = None
         return self.refcount[block]
 
-    def check(self) -> None:
-        """Assert the invariants (tests call it after random operation sequences)."""
-        for b, rc in enumerate(self.refcount):
-            assert rc >= 0, (b, rc)
-            assert (rc == 0) == (b in self._free), (b, rc)
-        assert len(self._free) == sum(1 for rc in self.refcount if rc == 0)
-
 
 @dataclass
 class BlockTable:

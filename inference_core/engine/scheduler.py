@@ -12,7 +12,7 @@ from ..model.config import ModelConfig
 from .metrics import request_metrics, run_metrics
 from .paged import KV_DTYPES, BlockAllocator, BlockTable, SeqSlice
 from .paged_trace import BatchStep, KVBlock, Preemption, RequestFinished, RequestQueued
-from .prefix_cache import ROOT, PrefixCache, block_hash, chain_hashes
+from .prefix_cache import ROOT, PrefixCache, chain_hashes
 from .request import Request, ScheduledBatch
 from .trace import TraceEvent
 
@@ -287,11 +287,9 @@ class Scheduler:
     def _publish_full_blocks(self, req: Request) -> None:
         if self.prefix is None:
             return
-        bs = self.cfg.block_size
-        ids = req.all_ids
-        for i in range(len(req.block_hashes), req.num_computed // bs):
-            parent = req.block_hashes[-1] if req.block_hashes else ROOT
-            h = block_hash(parent, ids[i * bs:(i + 1) * bs])
+        bs, start = self.cfg.block_size, len(req.block_hashes)
+        parent = req.block_hashes[-1] if req.block_hashes else ROOT
+        for i, h in enumerate(chain_hashes(req.all_ids[start * bs:req.num_computed // bs * bs], bs, parent), start):
             req.block_hashes.append(h)
             b = req.table.blocks[i]
             if self.prefix.register(b, h):

@@ -57,7 +57,5 @@ class Tokenizer:
     def chat_prompt(self, user: str, system: str | None = None) -> str:
         """ChatML with the generation prompt (SmolLM2's and Qwen2.5's; Qwen's tool calling not reproduced)."""
         sys_text = self.default_system if system is None else system
-        return (
-            f"<|im_start|>system\n{sys_text}<|im_end|>\n"
-            f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-        )
+        return (f"<|im_start|>system\n{sys_text}<|im_end|>\n"
+                f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")

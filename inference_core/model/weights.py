@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .config import DEFAULT_MODEL, ModelConfig, engine_settings
-from .tokenizer import DEFAULT_SYSTEM as SMOLLM_SYSTEM
-from .tokenizer import Tokenizer, build_tokenizer_json
+from .tokenizer import DEFAULT_SYSTEM as SMOLLM_SYSTEM, Tokenizer, build_tokenizer_json
 
 if TYPE_CHECKING:  # torch is imported where weights are read: the tokenizer's path never loads it
     import torch
@@ -51,19 +50,15 @@ class WeightsError(RuntimeError):
     pass
 
 
-def _cache_root() -> Path:
-    return engine_settings().cache_dir
-
-
 def cache_dir() -> Path:
-    path = _cache_root()
+    path = engine_settings().cache_dir
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def pack_dir() -> Path:
     """Where `python scripts/install_qwen.py install` puts on-demand GGUFs (not created here)."""
-    return _cache_root() / "qwen"
+    return engine_settings().cache_dir / "qwen"
 
 
 def gguf_path(source: ModelSource) -> Path:

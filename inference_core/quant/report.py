@@ -113,8 +113,7 @@ def cmd_quantize_report(args) -> int:
         # What a recorded copy (inference_core/data/quant_measured.json) must say: the command, date and device.
         from datetime import datetime, timezone
 
-        from ..model.loader import pick_device
-        from ..model.loader import device_name
+        from ..model.loader import device_name, pick_device
 
         dev = pick_device()
         where = f"{device_name(dev)} CPU, {torch.get_num_threads()} threads" if dev.type == "cpu" else device_name(dev)

@@ -1,4 +1,5 @@
-"""The references the engine tests compare against: transformers' model, and a contiguous KV cache."""
+"""The references the engine tests compare against: transformers' model, a contiguous KV cache, and the block
+allocator's invariant."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,6 +7,14 @@ from dataclasses import dataclass
 import torch
 
 from inference_core.model.kv_cache import sdpa
+
+
+def check(alloc) -> None:
+    """A `BlockAllocator`'s invariant: a block is free iff its refcount is 0, and no count is negative."""
+    for b, rc in enumerate(alloc.refcount):
+        assert rc >= 0, (b, rc)
+        assert (rc == 0) == alloc.is_free(b), (b, rc)
+    assert alloc.num_free == sum(1 for rc in alloc.refcount if rc == 0)
 
 
 def hf_reference(device: str = "cpu"):

@@ -7,7 +7,7 @@ import torch
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import GenerationParams, LoadedModel
 from inference_core.model.loader import build_model
-from engine_reference import KVCache
+from engine_reference import KVCache, check
 from inference_core.engine.paged import BlockAllocator
 from inference_core.engine.prefix_cache import PrefixCache, chain_hashes
 from inference_core.engine.llm_engine import LLMEngine, drive
@@ -108,7 +108,7 @@ def test_cached_blocks_survive_until_memory_is_needed(tiny_engine):
         events += llm.step()
     assert [e for e in events if e.type == "kv_block" and e.op == "evicted"]
     assert sched.requests["c"].output_ids == single_request(tiny_engine.model, list(range(60, 96)), 3)
-    sched.allocator.check()
+    check(sched.allocator)
 
 
 @pytest.mark.model

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from inference_core.model.config import tiny_config
 from inference_core.engine.loaded_model import GenerationParams, LoadedModel
 from inference_core.model.loader import build_model
-from engine_reference import KVCache
+from engine_reference import KVCache, check
 from inference_core.model.sampling import SamplingParams, sample
 from inference_core.engine.llm_engine import LLMEngine, drive
 from inference_core.engine.scheduler import Request, SchedulerConfig, request_metrics
@@ -83,7 +83,7 @@ def test_greedy_batched_equals_single_request(tiny_engine, name):
     for i, (p, n) in enumerate(jobs):
         assert sched.requests[f"r{i}"].output_ids == single_request(tiny_engine.model, p, n), f"r{i}"
     assert sched.allocator.num_free == CONFIGS[name].num_blocks  # cached blocks are free (refcount 0)
-    sched.allocator.check()
+    check(sched.allocator)
     assert all(sched.allocator.refcount[b] == 0 for b in range(CONFIGS[name].num_blocks))
     for ev in events:
         validate_event(ev.to_dict())
@@ -315,7 +315,7 @@ def test_random_workloads_match_single_request(tiny_engine, data):
     sched, events = drive(tiny_engine, reqs, config, arrival_steps=arrivals)
     for i, (p, n) in enumerate(jobs):
         assert sched.requests[f"r{i}"].output_ids == single_request(tiny_engine.model, p, n)
-    sched.allocator.check()
+    check(sched.allocator)
     assert sched.allocator.num_free == config.num_blocks
     assert all(rc == 0 for rc in sched.allocator.refcount)
     for ev in events:
