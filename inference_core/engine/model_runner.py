@@ -43,9 +43,7 @@ class ModelRunner:
         if self.device.type == "cpu":
             self.fused, self.fallback_reason = fused_cpu.build(model)
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
-        # Steps of ≤ 64 tokens on a GPU replay a CUDA graph per token-count bucket (paged_graphs.py), one set per
-        # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks. Whether the model
-        # allows graphs (device, quantized kernels) is fixed here; INFERENCE_CUDA_GRAPHS is read per step.
+        # whether the model allows CUDA graphs (device, quantized kernels); INFERENCE_CUDA_GRAPHS is read per step
         self._graphable = graphable(model, self.device)
         # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
         self._onednn = self.device.type == "cpu" and onednn_linears.available()

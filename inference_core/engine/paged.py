@@ -180,12 +180,8 @@ class PagedKVPool:
 
 def pool_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype: torch.dtype,
                          kv_dtype: str = "auto") -> int:
-    """`PagedKVPool.bytes_per_token` without allocating one (run headers, capacity figures)."""
-    if kv_dtype == "int8":
-        per_head = head_dim + torch.tensor([], dtype=SCALE_DTYPE).element_size()
-    else:
-        per_head = head_dim * torch.tensor([], dtype=dtype).element_size()
-    return 2 * n_layers * n_kv_heads * per_head
+    """`PagedKVPool.bytes_per_token` without allocating one (a one-slot pool on the meta device)."""
+    return PagedKVPool(n_layers, 1, n_kv_heads, 1, head_dim, dtype, "meta", kv_dtype).bytes_per_token()
 
 
 class PagedSequence:

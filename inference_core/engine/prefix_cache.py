@@ -10,16 +10,12 @@ from .paged import BlockAllocator
 ROOT = b""
 
 
-def block_hash(parent: bytes, tokens: Sequence[int]) -> bytes:
-    """Chained key of one full block (sha256, so distinct prefixes never collide in practice)."""
-    return hashlib.sha256(parent + array("q", tokens).tobytes()).digest()
-
-
 def chain_hashes(tokens: Sequence[int], block_size: int, parent: bytes = ROOT) -> list[bytes]:
-    """Keys of every *full* block of `tokens` (a trailing partial block has no key)."""
+    """Keys of every *full* block of `tokens` (a trailing partial block has none): sha256 of the parent's key and
+    the block's ids, so distinct prefixes never collide in practice."""
     out = []
     for i in range(len(tokens) // block_size):
-        parent = block_hash(parent, tokens[i * block_size:(i + 1) * block_size])
+        parent = hashlib.sha256(parent + array("q", tokens[i * block_size:(i + 1) * block_size]).tobytes()).digest()
         out.append(parent)
     return out
 
