@@ -86,9 +86,9 @@ class DemoSpec:
     name: str
     title: str
     params: dict[str, ParamSpec]
-    # runner(params: dict, should_stop=None, models=None) -> Iterator[dict] of trace-event dicts (or
+    # runner(params: dict, should_stop=None, *, models) -> Iterator[dict] of trace-event dicts (or
     # "module:function"). It is given clean params (`validate`, plus "model"), so it reads them without defaults of
-    # its own, and the caller's `LoadedModels` (the worker's: a second run reuses its loaded model; None: a fresh one).
+    # its own, and the caller's loaded models (`catalog.runner.Models`; the worker's: a second run reuses them).
     runner: Callable[..., Iterator[dict]] | str
     description: str = ""
     module: str = ""  # static ES module path under static/js/demos/

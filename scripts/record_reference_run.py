@@ -34,10 +34,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from demos.registry import DEMOS, validate
     from demos.versions import engine_version
+    from workers.serving import LoadedModels
 
     params = validate(args.demo, json.loads(args.params))
     started = datetime.now(timezone.utc)
-    events = json.loads(json.dumps(list(DEMOS[args.demo].load_runner()(params))))
+    events = json.loads(json.dumps(list(DEMOS[args.demo].load_runner()(params, models=LoadedModels()))))
     kinds = {kind.strip() for kind in args.step_events.split(",") if kind.strip()}
     first = next((ev for ev in events if ev.get("type") == "run_started"), {})
     last = next((ev for ev in reversed(events) if ev.get("type") == "run_finished"), {})

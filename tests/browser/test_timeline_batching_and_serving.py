@@ -185,12 +185,14 @@ def record_largest(demo: str) -> list[dict]:
     import json
 
     from demos.registry import validate
+    from workers.serving import LoadedModels
 
     done = {"n": 0}
     last = {"batching": "batch_run_finished", "serving-load": "load_summary"}[demo]
     params = validate(demo, LARGEST[demo])
     events = []
-    for ev in DEMOS[demo].load_runner()(params, should_stop=lambda: done["n"] >= (2 if demo == "batching" else 1)):
+    for ev in DEMOS[demo].load_runner()(params, should_stop=lambda: done["n"] >= (2 if demo == "batching" else 1),
+                                            models=LoadedModels()):
         events.append(ev)
         done["n"] += ev["type"] == last
     return json.loads(json.dumps(events))

@@ -27,9 +27,10 @@ LARGEST = {"heaviest": {"prompt": LONG_PROMPT, "block_size": 128}, "longest": {"
 def record(params: dict) -> list[dict]:
     """The run's events up to the tile walk (the timed repeats after it add no steps)."""
     from demos.registry import DEMOS, validate
+    from workers.serving import LoadedModels
 
     events = []
-    for ev in DEMOS[DEMO].load_runner()(validate(DEMO, params)):
+    for ev in DEMOS[DEMO].load_runner()(validate(DEMO, params), models=LoadedModels()):
         events.append(ev)
         if ev["type"] == "flash_tile_walk":
             break

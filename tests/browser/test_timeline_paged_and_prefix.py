@@ -131,10 +131,11 @@ def test_scrubbing_a_paged_run_redraws_the_pool_tables_and_caption_of_that_step(
 def test_a_preemption_step_outlines_the_victims_freed_blocks_and_says_so(live_server, stand_in, recorded_runs):
     """A pool too small for the requests: the step after a preemption outlines the blocks it gave back."""
     from demos.registry import DEMOS, validate
+    from workers.serving import LoadedModels
 
     params = {"num_blocks": 6, "block_size": 4, "max_new_tokens": 5, "arrival_every": 0,
               "prompts": "The capital of France is\ndef add(a, b):\nOne, two, three,"}
-    events = list(DEMOS["paged-attention"].load_runner()(validate("paged-attention", params)))
+    events = list(DEMOS["paged-attention"].load_runner()(validate("paged-attention", params), models=LoadedModels()))
     preempt = next(i for i, e in enumerate(events) if e["type"] == "preemption")
     index = sum(1 for e in events[:preempt] if e["type"] == "batch_step")  # the step it happened before
     page = stand_in
@@ -288,9 +289,10 @@ LARGEST = {
 def streamed_runs(demo: str, params: dict) -> list[dict]:
     """The demo's events up to its last scheduler run's end (the timing repeats after it draw no steps)."""
     from demos.registry import DEMOS, validate
+    from workers.serving import LoadedModels
 
     events, runs = [], 2 if demo == "prefix-caching" else 1
-    for e in DEMOS[demo].load_runner()(validate(demo, params)):
+    for e in DEMOS[demo].load_runner()(validate(demo, params), models=LoadedModels()):
         events.append(e)
         runs -= e["type"] == "batch_run_finished"
         if not runs:
