@@ -113,12 +113,15 @@ def _nibble_kernel(x_ptr, p_ptr, s_ptr, lut_ptr, y_ptr, M, N, K, n_groups,
 # ------------------------------------------------------------------------------------------ launchers
 
 
-def _rows(x: torch.Tensor, k: int) -> torch.Tensor:
+def _launch(x: torch.Tensor, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor, int, tuple[int, int]]:
+    """(x as rows [M, K], the output [M, N], BLOCK_M, the grid) of one product."""
     if x.shape[-1] != k:
         raise ValueError(f"x has {x.shape[-1]} features, the weight {k}")
     if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"activations must be fp32, bf16 or fp16, not {x.dtype}")
-    return x.reshape(-1, k).contiguous()
+    x2 = x.reshape(-1, k).contiguous()
+    m, bm = x2.shape[0], _block_m(x2.shape[0])
+    return x2, torch.empty(m, n, dtype=x2.dtype, device=x2.device), bm, (triton.cdiv(n, BLOCK_N), triton.cdiv(m, bm))
 
 
 def per_channel_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -126,12 +129,8 @@ def per_channel_matmul(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) ->
     fp8 = q.dtype == torch.float8_e4m3fn
     q = q.view(torch.uint8) if fp8 else q
     n, k = q.shape
-    x2 = _rows(x, k)
-    m = x2.shape[0]
-    y = torch.empty(m, n, dtype=x2.dtype, device=x2.device)
-    bm = _block_m(m)
-    grid = (triton.cdiv(n, BLOCK_N), triton.cdiv(m, bm))
-    _per_channel_kernel[grid](x2, q.contiguous(), scale.float().contiguous(), y, m, n, k,
+    x2, y, bm, grid = _launch(x, n, k)
+    _per_channel_kernel[grid](x2, q.contiguous(), scale.float().contiguous(), y, x2.shape[0], n, k,
                               FP8=fp8, DOT_F32=_dot_f32(x2), BLOCK_M=bm, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
     return y.reshape(*x.shape[:-1], n)
 
@@ -146,13 +145,9 @@ def nibble_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, gr
     n_groups = -(-k // group)
     if scale.shape != (n, n_groups):
         raise ValueError(f"scale shape {tuple(scale.shape)} != ({n}, {n_groups}) for group {group}")
-    x2 = _rows(x, k)
-    m = x2.shape[0]
-    y = torch.empty(m, n, dtype=x2.dtype, device=x2.device)
-    bm = _block_m(m)
-    grid = (triton.cdiv(n, BLOCK_N), triton.cdiv(m, bm))
+    x2, y, bm, grid = _launch(x, n, k)
     table = scale if lut is None else lut.float().contiguous()  # any valid pointer when there is no table
-    _nibble_kernel[grid](x2, packed.contiguous(), scale.float().contiguous(), table, y, m, n, k, n_groups,
+    _nibble_kernel[grid](x2, packed.contiguous(), scale.float().contiguous(), table, y, x2.shape[0], n, k, n_groups,
                          GROUP=group, USE_LUT=lut is not None, DOT_F32=_dot_f32(x2), BLOCK_M=bm, BLOCK_N=BLOCK_N)
     return y.reshape(*x.shape[:-1], n)
 
