@@ -39,8 +39,9 @@ class AdaptiveK:
     def next_k(self) -> int:
         return 0 if self.idle else self.k
 
-    def update(self, drafted: int, accepted: int, draft_s: float | None = None, verify_s: float | None = None) -> None:
-        if drafted == 0:  # (the timings are CostAwareK's)
+    def update(self, drafted: int, accepted: int, draft_s: float | None = None, verify_s: float | None = None,
+               catch_up_s: float = 0.0, prefill: bool = False) -> None:
+        if drafted == 0:  # (the timings are CostAwareK's; the prefill round drafts nothing)
             self.idle = max(0, self.idle - 1)
             return
         full = accepted == drafted
@@ -81,10 +82,12 @@ class CostAwareK:
     guess's draft time over a plain step's, is measured (decayed means of the rounds' draft seconds per guess, and of
     their verify seconds over `costs.verify(k)`), `costs.draft` until both are. A fully accepted round at least
     doubles k (up to cap) if the doubled k still beats plain decoding (an n-gram draft is right in runs); no round
-    more than doubles it. When the best k is 0, drafting pauses; the round after
-    the pause is a probe (k = 1, as long as the draft has a guess). The pause keeps probes within `budget` of the
-    time (a probe's excess cost over a plain step / budget rounds, at least 2); each probe with no accepted guess
-    doubles the next pause (up to `max_pause`), any accepted guess sets it back.
+    more than doubles it, and a rejection leaves at most the larger of half of it and the guesses kept + 1. When the best k is 0, drafting pauses: plain steps, then a probe (k = 1, once the draft has
+    a guess) after at least `pause` rounds and only while the probes' cost beyond a plain step, this one's expected
+    cost included, stays within `budget` of the request's time so far (a model draft's probe also re-feeds what it
+    skipped: expected, before one is measured, as its share r of the prompt's prefill). Each probe with no accepted
+    guess doubles the next pause (up to `max_pause`), an accepted guess sets it back. Without timings a plain step is
+    the unit of time and the cost model stands in for them.
     """
 
     cap: int = 16
@@ -94,28 +97,38 @@ class CostAwareK:
     prior_weight: float = 1.0  # in rounds; not decayed, so a long run of misses still leaves some hope
     decay: float = 0.8
     budget: float = 0.05
+    first_pause: int = 2
     max_pause: int = 64
     k: int = field(init=False)
-    idle: int = field(default=0, init=False)  # plain rounds left before the probe
+    paused: bool = field(default=False, init=False)
+    idle: int = field(default=0, init=False)  # plain rounds left before a probe may run
     pause: int = field(init=False)
     step_s: float | None = field(default=None, init=False)  # a plain step's seconds (decayed mean)
     guess_s: float | None = field(default=None, init=False)  # a guess's draft seconds (decayed mean)
     counts: list[float] = field(default_factory=lambda: [0.0] * 4, init=False)  # first hits, tries; later hits, tries
+    prefill_s: float = field(default=0.0, init=False)
+    elapsed_s: float = field(default=0.0, init=False)  # the request's rounds so far, its prefill included
+    probe_s: float = field(default=0.0, init=False)  # what its probes cost beyond plain steps
+    last_probe_s: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        if self.cap < 1 or not 0 < self.budget <= 1:
-            raise ValueError("cost-aware k needs cap ≥ 1 and 0 < budget ≤ 1")
+        if self.cap < 1 or self.first_pause < 1 or not 0 < self.budget <= 1:
+            raise ValueError("cost-aware k needs cap ≥ 1, first_pause ≥ 1 and 0 < budget ≤ 1")
         self.pause = self.first_pause
         self.k = min(self.start, self.cap) if self.best() else 0
         if self.k == 0:  # the draft's cost alone outweighs what an optimistic guess would save: start plain
-            self.idle, self.k = self.pause, 1
+            self._stop()
 
-    @property
-    def first_pause(self) -> int:
-        return max(2, math.ceil((self.cost(1) - 1.0) / self.budget))
+    def _stop(self) -> None:
+        self.paused, self.idle, self.k = True, self.pause, 1
+        self.pause = min(self.max_pause, 2 * self.pause)
 
     def _rate(self, hits: float, tries: float) -> float:
         return (hits + self.prior * self.prior_weight) / (tries + self.prior_weight)
+
+    @property
+    def unit_s(self) -> float:
+        return self.step_s or 1.0
 
     @property
     def ratio(self) -> float:
@@ -135,31 +148,54 @@ class CostAwareK:
         """argmax over 0..cap of E(k)/C(k); 0 (plain decoding) unless some k beats it."""
         return max(range(self.cap + 1), key=lambda k: (self.expected_tokens(k) / self.cost(k), -k))
 
-    def next_k(self) -> int:
-        return 0 if self.idle else self.k
+    def probe_affordable(self) -> bool:
+        expected = self.last_probe_s
+        if expected is None:
+            expected = (self.cost(1) - 1.0) * self.unit_s + self.ratio * self.prefill_s
+        return self.probe_s + expected <= self.budget * self.elapsed_s
 
-    def update(self, drafted: int, accepted: int, draft_s: float | None = None, verify_s: float | None = None) -> None:
-        """One round's outcome: `drafted` guesses, `accepted` of them kept; its draft and verify seconds if timed."""
+    def next_k(self) -> int:
+        if self.paused and (self.idle or not self.probe_affordable()):
+            return 0
+        return self.k
+
+    def update(self, drafted: int, accepted: int, draft_s: float | None = None, verify_s: float | None = None,
+               catch_up_s: float = 0.0, prefill: bool = False) -> None:
+        """One round's outcome: `drafted` guesses, `accepted` of them kept; its draft seconds (`catch_up_s` of them
+        re-feeding what the draft skipped) and verify seconds if timed. `prefill`: the round was the prompt's."""
+        if prefill:
+            self.prefill_s = verify_s or 0.0
+            self.elapsed_s += self.prefill_s
+            return
         mean = lambda old, new: new if old is None else self.decay * old + (1 - self.decay) * new  # noqa: E731
         if verify_s:
             self.step_s = mean(self.step_s, verify_s / self.costs.verify(drafted))
+        if drafted and draft_s is not None and (drafted > 1 or not catch_up_s):  # per guess, as steady drafting
+            steady = (draft_s - catch_up_s) / (drafted - 1) if catch_up_s else draft_s / drafted
+            self.guess_s = mean(self.guess_s, steady)
+        spent = ((draft_s if draft_s is not None else self.ratio * drafted * self.unit_s)
+                 + (verify_s if verify_s else self.costs.verify(drafted) * self.unit_s))
+        self.elapsed_s += spent
         if drafted == 0:  # a plain step (paused, or the draft had no guess)
             self.idle = max(0, self.idle - 1)
             return
-        if draft_s is not None:
-            self.guess_s = mean(self.guess_s, draft_s / drafted)
+        if self.paused:  # this round was a probe
+            self.last_probe_s = max(0.0, spent - self.unit_s)
+            self.probe_s += self.last_probe_s
+            self.paused = False
         c = self.counts
         later_tries = min(accepted, drafted - 1)
         c[:] = [self.decay * x for x in c]
         c[0], c[1], c[2], c[3] = c[0] + (accepted > 0), c[1] + 1, c[2] + max(0, accepted - 1), c[3] + later_tries
         doubled = min(self.cap, 2 * self.k)
-        best = min(self.best(), doubled)  # one lucky round moves the estimates a lot: k at most doubles
+        # one round moves the estimates a lot, and an n-gram draft is right or wrong in runs: k at most doubles,
+        # and after a rejection drops to half or to the guesses kept + 1 (AdaptiveK's step), if not further
+        best = min(self.best(), doubled if accepted == drafted else max(accepted + 1, self.k // 2))
         if accepted == drafted and self.expected_tokens(doubled) > self.cost(doubled):
             best = doubled
         if accepted:
             self.pause = self.first_pause
         if best == 0:
-            self.idle, self.k = self.pause, 1
-            self.pause = min(self.max_pause, 2 * self.pause)
+            self._stop()
         else:
             self.k = best

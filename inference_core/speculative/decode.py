@@ -123,8 +123,8 @@ class SpecDecoding:
         verdict = accept(drafted, p, q, params.greedy, req.generator)
         m = verdict.n_accepted
         verify_s = max(0.0, step_s - prop.time_s)  # the step less this request's draft phase
-        if self.policy is not None:  # the first round's forward is the prompt's prefill: no step time to learn
-            self.policy.update(len(drafted), m, prop.steady_time_s, verify_s if self.n_rounds else None)
+        if self.policy is not None:  # (the first round's forward is the prompt's prefill)
+            self.policy.update(len(drafted), m, prop.time_s, verify_s, prop.catch_up_s, prefill=not self.n_rounds)
         emitted = drafted[:m] + [verdict.next_token]
         if params.stop_at_eos and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]

@@ -33,14 +33,6 @@ class Proposal:
     catch_up_s: float = 0.0  # of time_s: a first forward that re-fed more than the last round's tail (the prompt,
     # or what a pause skipped), which steady drafting does not repeat
 
-    @property
-    def steady_time_s(self) -> float | None:
-        """time_s as steady drafting would spend it: the other forwards' mean per guess (None: no other forward)."""
-        if not self.catch_up_s:
-            return self.time_s
-        rest = self.n_forwards - 1
-        return (self.time_s - self.catch_up_s) * self.n_forwards / rest if rest else None
-
 
 class Draft(Protocol):
     """begin (a new sequence of at most `capacity` tokens), propose (up to k tokens after `context_ids`, the whole
