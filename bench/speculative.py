@@ -6,14 +6,14 @@
 
 Workloads: copy (quote a paragraph), code-edit, free text (three prompts). A draft is KIND@K (k fixed), KIND@aK
 (k up to K following the acceptance: speculative/adaptive.py's AdaptiveK) or KIND@cK (k up to K, cost-aware: its
-CostAwareK). One process; per workload, each repeat runs plain decoding and then every draft in turn (interleaved),
-and the medians give
-the speedup (end-to-end, prefill included on both sides) by two clocks: wall time, and this process's CPU
-time, and the decode phase's speedup (`decode×`: wall time after the prompt's prefill on both sides; the
-speculative side's includes its first token, so it is the conservative figure) (with --threads 1 the CPU time is what an idle machine's wall time would be, and it is far less
-disturbed by other processes on a shared machine). Every speculative output is checked token for
-token against plain greedy decoding. Also prints the cost of one target forward over 1, 2, 3, 5, 9
-positions (what a verify pass costs relative to a decode step on this CPU).
+CostAwareK). One process; per workload, each repeat runs plain decoding and then every draft in turn, their order
+rotating (interleaved), and the medians give the speedup (end-to-end, prefill included on both sides) by two clocks:
+wall time, and this process's CPU time (with --threads 1 the CPU time is what an idle machine's wall time would be,
+and it is far less disturbed by other processes on a shared machine), and the decode phase's speedup (`decode×`:
+wall time after the prompt's prefill on both sides; the speculative side's includes its first token, so it is the
+conservative figure). Every speculative output is checked token for token against plain greedy decoding. Also
+prints the cost of one target forward over 1, 2, 3, 5, 9 positions (what a verify pass costs relative to a decode
+step on this CPU: CostAwareK's `RoundCost`) and the load average at the start and the end.
 """
 from __future__ import annotations
 

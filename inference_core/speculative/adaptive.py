@@ -96,7 +96,7 @@ class CostAwareK:
     prior: float = 0.5  # a guess as likely right as wrong: a draft is tried unless its cost alone rules it out
     prior_weight: float = 1.0  # in rounds; not decayed, so a long run of misses still leaves some hope
     decay: float = 0.8
-    budget: float = 0.05
+    budget: float = 0.02  # the share of the request's time its probes may cost beyond plain steps
     first_pause: int = 2
     max_pause: int = 64
     k: int = field(init=False)

@@ -138,8 +138,8 @@ def test_a_draft_always_wrong_stops_and_probes_at_k1_ever_more_rarely():
     drafting = [(i, k) for i, k in enumerate(ks) if k]
     assert drafting[:2] == [(0, 4), (1, 2)] and all(k == 1 for _, k in drafting[2:])  # then probes only
     gaps = [b - a for (a, _), (b, _) in zip(drafting[2:], drafting[3:])]
-    assert gaps == sorted(gaps) and gaps[-1] > 2 * gaps[0]
-    assert p.probe_s <= p.budget * p.elapsed_s  # the probes' excess cost (0.21 of a step each) within 5% of the time
+    assert max(gaps) == gaps[-1] > 2 * gaps[0]  # ever more rarely
+    assert p.probe_s <= p.budget * p.elapsed_s  # the probes' excess cost (0.21 of a step each) within 2% of the time
 
 
 def test_the_same_acceptance_pays_for_a_free_draft_and_not_for_a_costly_one():
@@ -160,15 +160,15 @@ def test_the_measured_draft_cost_replaces_the_prior():
 
 def test_a_draft_whose_cost_alone_rules_it_out_starts_with_plain_steps_then_probes():
     p = CostAwareK(costs=RoundCost(draft=0.74))
-    ks = play(p, 0.0, 0.74, rounds=60)  # a probe costs 0.74 + 0.21 of a step beyond a plain one: 19 rounds' 5%
-    assert ks[:19] == [0] * 19 and ks[19] == 1 and sum(k > 0 for k in ks) <= 3
+    ks = play(p, 0.0, 0.74, rounds=150)  # a probe costs 0.74 + 0.21 of a step beyond a plain one: 48 rounds' 2%
+    assert ks[:48] == [0] * 48 and ks[48] == 1 and sum(k > 0 for k in ks) <= 3
 
 
 def test_a_model_drafts_first_probe_also_pays_for_reading_the_prompt():
     p = CostAwareK(costs=RoundCost(draft=0.74))
     p.update(0, 0, None, 0.1, prefill=True)  # the prompt's prefill took 10 plain steps: the draft's would take 7.4
-    ks = play(p, 0.0, 0.74, rounds=200)
-    assert ks.index(1) == 157  # (0.95 + 7.4) steps within 5% of (10 + n) steps
+    ks = play(p, 0.0, 0.74, rounds=500)
+    assert ks.index(1) == 408  # (0.95 + 7.4) steps within 2% of (10 + n) steps
 
 
 def test_an_accepted_probe_resumes_drafting():
