@@ -68,7 +68,9 @@ def read_bytes(model: Transformer, n_layers: int | None = None) -> int:
 
 def make_policy(engine: LoadedModel, draft: Draft, params: SpecParams) -> AdaptiveK | CostAwareK | None:
     """The per-request k policy of `params` (None: k fixed). The cost-aware one starts from a draft's cost of
-    its weight bytes over the target's (n-gram: free) until the request's own timings replace it."""
+    its weight bytes over the target's (n-gram: free) until the request's own timings replace it, and from a
+    guess's chance of 0.4 for an n-gram lookup (mostly wrong outside repeated text: two misses stop it on free
+    text) or 0.7 for a model draft (made to agree with the target), until its acceptance replaces that."""
     if not params.adaptive:
         return None
     cap = max(params.k, 1)
@@ -76,8 +78,10 @@ def make_policy(engine: LoadedModel, draft: Draft, params: SpecParams) -> Adapti
         return AdaptiveK(cap=cap)
     if params.policy != "cost":
         raise ValueError(f"unknown k policy {params.policy!r}: 'cost' or 'acceptance'")
-    ratio = read_bytes(draft.model, draft.n_layers) / read_bytes(engine.model) if isinstance(draft, ModelDraft) else 0.0
-    return CostAwareK(cap=cap, costs=RoundCost(draft=ratio))
+    if isinstance(draft, ModelDraft):
+        ratio = read_bytes(draft.model, draft.n_layers) / read_bytes(engine.model)
+        return CostAwareK(cap=cap, costs=RoundCost(draft=ratio), prior=0.7)
+    return CostAwareK(cap=cap, prior=0.4)
 
 
 def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams,
