@@ -1,21 +1,24 @@
-"""Speculative decoding vs plain decoding on the same prompts, per draft kind and k, fixed or adaptive (greedy, exact).
+"""Speculative decoding vs plain decoding on the same prompts, per draft kind and k policy (greedy, exact).
 
     .venv/bin/python bench/speculative.py [--tokens 48] [--repeats 3] [--threads N] [--quick]
     .venv/bin/python bench/speculative.py --model qwen2.5-coder-1.5b-instruct --draft qwen2.5-coder-0.5b-instruct
         (after `make models-qwen`: a target with a separate draft model, on every workload)
 
-Workloads: copy (quote a paragraph), code-edit, free text (three prompts). A draft is KIND@K (k fixed) or KIND@aK
-(adaptive k up to K: speculative/adaptive.py). One process; for every (workload, draft, k) plain and speculative runs alternate, and the medians give
-the speedup (end-to-end, prefill included on both sides) by two clocks: wall time, and this process's CPU
-time, and the decode phase's speedup (`decode×`: wall time after the prompt's prefill on both sides; the
-speculative side's includes its first token, so it is the conservative figure) (with --threads 1 the CPU time is what an idle machine's wall time would be, and it is far less
-disturbed by other processes on a shared machine). Every speculative output is checked token for
-token against plain greedy decoding. Also prints the cost of one target forward over 1, 2, 3, 5, 9
-positions (what a verify pass costs relative to a decode step on this CPU).
+Workloads: copy (quote a paragraph), code-edit, free text (three prompts). A draft is KIND@K (k fixed), KIND@aK
+(k up to K following the acceptance: speculative/adaptive.py's AdaptiveK) or KIND@cK (k up to K, cost-aware: its
+CostAwareK). One process; per workload, each repeat runs plain decoding and then every draft in turn, their order
+rotating (interleaved), and the medians give the speedup (end-to-end, prefill included on both sides) by two clocks:
+wall time, and this process's CPU time (with --threads 1 the CPU time is what an idle machine's wall time would be,
+and it is far less disturbed by other processes on a shared machine), and the decode phase's speedup (`decode×`:
+wall time after the prompt's prefill on both sides; the speculative side's includes its first token, so it is the
+conservative figure). Every speculative output is checked token for token against plain greedy decoding. Also
+prints the cost of one target forward over 1, 2, 3, 5, 9 positions (what a verify pass costs relative to a decode
+step on this CPU: CostAwareK's `RoundCost`) and the load average at the start and the end.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -57,21 +60,22 @@ WORKLOADS = {
     "free-sky": (True, "Explain why the sky is blue in two sentences."),
     "free-poem": (True, "Write a short poem about autumn."),
 }
-FREE = "ngram@4,ngram@a16,self-int8@3,self-int8@a16"
-DRAFTS = {  # KIND@K: k fixed; KIND@aK: adaptive up to K
-    "copy": "ngram@4,ngram@12,ngram@a16,self-int8@3,self-int8@a16",
-    "code-edit": "ngram@4,ngram@a16,self-early-exit:20@3,self-early-exit:20@a16,self-int8@4,self-int8@a16",
-    "free-text": FREE, "free-sky": FREE, "free-poem": FREE,
+NGRAM = "ngram@4,ngram@a16,ngram@c16"
+DRAFTS = {  # KIND@K: k fixed; KIND@aK: following the acceptance, up to K; KIND@cK: cost-aware, up to K
+    "copy": NGRAM, "free-text": NGRAM, "free-sky": NGRAM, "free-poem": NGRAM,
+    "code-edit": NGRAM + ",self-early-exit:20@3,self-early-exit:20@a16,self-early-exit:20@c16",
 }
-QUICK = "ngram@4,ngram@a16"
+QUICK = NGRAM
+POLICIES = {"a": "acceptance", "c": "cost"}
 
 
-def parse_drafts(spec: str) -> list[tuple[str, int, bool]]:
-    """'ngram@4,ngram@a16' → [(kind, k, adaptive)]."""
+def parse_drafts(spec: str) -> list[tuple[str, str, int, str]]:
+    """'ngram@4,ngram@a16,ngram@c16' → [(kind, label, k, policy)], policy '' (fixed), 'acceptance' or 'cost'."""
     out = []
     for d in filter(None, spec.split(",")):
         kind, _, k = d.rpartition("@")
-        out.append((kind, int(k.removeprefix("a")), k.startswith("a")))
+        policy = POLICIES.get(k[:1], "")
+        out.append((kind, k, int(k[1:] if policy else k), policy))
     return out
 
 
@@ -110,16 +114,18 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (plain decoding then runs as a CUDA graph)")
-    ap.add_argument("--quick", action="store_true", help="code-edit and free-text only, two drafts")
+    ap.add_argument("--quick", action="store_true", help="code-edit and free-text only, n-gram drafts only")
     ap.add_argument("--workloads", default="", help="comma-separated subset of " + ",".join(WORKLOADS))
     ap.add_argument("--model", default=DEFAULT_MODEL, help=f"the target model (default {DEFAULT_MODEL})")
     ap.add_argument("--draft", default="", help="a draft model's name (or kind) to run at k = 2, 4, 6 on every "
                     "workload instead of the default draft list")
-    ap.add_argument("--drafts", default="", help="override the draft list: comma-separated KIND@K or KIND@aK (adaptive), e.g. ngram@4,ngram@a16")
+    ap.add_argument("--drafts", default="", help="override the draft list: comma-separated KIND@K (fixed), "
+                    "KIND@aK (following the acceptance) or KIND@cK (cost-aware), e.g. ngram@4,ngram@a16,ngram@c16")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     engine = load_engine(args.model, device=args.device)
+    print("load average (1, 5, 15 min) at the start: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"{cpu_model()}, torch {torch.__version__}, {torch.get_num_threads()} threads, {engine.name} {engine.dtype} on {args.device}, "
           f"{args.tokens} new tokens, median of {args.repeats}")
     costs = verify_cost(engine)
@@ -139,37 +145,42 @@ def main() -> int:
         ref, _, _ = plain_timed(engine, ids, params)  # warm-up and the reference output
         chosen = parse_drafts(args.drafts or (",".join(f"{args.draft}@{k}" for k in (2, 4, 6)) if args.draft else "")
                               or (QUICK if args.quick else DRAFTS[wname]))
-        for kind, k, adaptive in chosen:
-            label = f"a{k}" if adaptive else str(k)
+        runs = []
+        for kind, label, k, policy in chosen:
             try:
                 draft = make_draft(engine, kind)
             except ValueError as exc:
                 print(f"{wname:<10} {kind:<19} {label:>3} skipped: {exc}")
                 continue
-            sp = SpecParams(k=k, adaptive=adaptive, max_new_tokens=args.tokens, stop_at_eos=False)
+            sp = SpecParams(k=k, adaptive=bool(policy), policy=policy or "cost", max_new_tokens=args.tokens,
+                            stop_at_eos=False)
             run_speculative(engine, ids, draft, sp)  # warm-up (e.g. the int8 kernels, the draft's cache)
-            plain_s, spec_s, plain_cpu, spec_cpu, same, m = [], [], [], [], True, {}
-            plain_decode, spec_decode = [], []
-            for _ in range(args.repeats):
-                c0 = time.process_time()
-                _, t_plain, t_prefill = plain_timed(engine, ids, params)
-                c1 = time.process_time()
-                t0 = time.perf_counter()
-                out, m = run_speculative(engine, ids, draft, sp)
-                spec_s.append(time.perf_counter() - t0)
-                plain_decode.append(t_plain - t_prefill)
-                spec_decode.append(m["total_time_s"] - m["prefill_time_s"])
-                spec_cpu.append(time.process_time() - c1)
-                plain_cpu.append(c1 - c0)
-                plain_s.append(t_plain)
-                same = same and out == ref
-            p, s = statistics.median(plain_s), statistics.median(spec_s)
-            cpu = statistics.median(plain_cpu) / statistics.median(spec_cpu)
-            decode = statistics.median(plain_decode) / statistics.median(spec_decode)
+            runs.append(dict(kind=kind, label=label, draft=draft, sp=sp, wall=[], cpu=[], decode=[], same=True, m={}))
+        plain_wall, plain_cpu, plain_decode = [], [], []
+        for rep in range(args.repeats):  # plain, then every draft, the drafts' order rotating: interleaved
+            c0 = time.process_time()
+            _, t_plain, t_prefill = plain_timed(engine, ids, params)
+            plain_cpu.append(time.process_time() - c0)
+            plain_wall.append(t_plain)
+            plain_decode.append(t_plain - t_prefill)
+            for r in runs[rep % len(runs):] + runs[:rep % len(runs)]:
+                c0, t0 = time.process_time(), time.perf_counter()
+                out, r["m"] = run_speculative(engine, ids, r["draft"], r["sp"])
+                r["wall"].append(time.perf_counter() - t0)
+                r["cpu"].append(time.process_time() - c0)
+                r["decode"].append(r["m"]["total_time_s"] - r["m"]["prefill_time_s"])
+                r["same"] = r["same"] and out == ref
+        med = statistics.median
+        p = med(plain_wall)
+        for r in runs:
+            m, s = r["m"], med(r["wall"])
+            cpu, decode = med(plain_cpu) / med(r["cpu"]), med(plain_decode) / med(r["decode"])
             by_pos = " ".join("-" if a is None else f"{a:.2f}" for a in m["acceptance_by_position"])
-            print(f"{wname:<10} {kind:<19} {label:>3} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {cpu:>5.2f}× {decode:>6.2f}× {m['acceptance_rate']:>6.2f} "
-                  f"{m['mean_accept_length']:>8.2f} {m['target_forwards_per_token']:>8.2f} "
-                  f"{m['draft_cost_ratio']:>12.2f} {'yes' if same else 'NO':>5}  {by_pos}", flush=True)
+            print(f"{wname:<10} {r['kind']:<19} {r['label']:>3} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {cpu:>5.2f}× "
+                  f"{decode:>6.2f}× {m['acceptance_rate']:>6.2f} {m['mean_accept_length']:>8.2f} "
+                  f"{m['target_forwards_per_token']:>8.2f} {m['draft_cost_ratio']:>12.2f} "
+                  f"{'yes' if r['same'] else 'NO':>5}  {by_pos}", flush=True)
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 0
 
 

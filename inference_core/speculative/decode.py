@@ -18,7 +18,7 @@ import torch
 from ..engine.request import Request
 from ..model.sampling import SamplingParams, probabilities
 from .acceptance import accept
-from .adaptive import AdaptiveK
+from .adaptive import AdaptiveK, CostAwareK
 from .drafts import Draft, Proposal
 from .events import SpecRound
 
@@ -81,7 +81,8 @@ class SpecStats:
 @dataclass(frozen=True)
 class SpecParams(SamplingParams):
     k: int = 4  # guesses per round (adaptive: at most)
-    adaptive: bool = False  # the draft length follows the acceptance (adaptive.py)
+    adaptive: bool = False  # k chosen per round by a policy (adaptive.py), k its cap
+    policy: str = "cost"  # adaptive: 'cost' (CostAwareK: most tokens per unit of time) or 'acceptance' (AdaptiveK)
 
 
 class SpecDecoding:
@@ -91,7 +92,7 @@ class SpecDecoding:
     drafts the policy's k (the engine's k, `self.k`, is then its cap)."""
 
     def __init__(self, draft: Draft, k: int, token_text: Callable[[int], str] = str,
-                 policy: AdaptiveK | None = None) -> None:
+                 policy: AdaptiveK | CostAwareK | None = None) -> None:
         if k < 0:
             raise ValueError("k must be ≥ 0")
         self.draft, self.k, self.token_text, self.policy = draft, k, token_text, policy
@@ -121,13 +122,13 @@ class SpecDecoding:
         q = logits.float() if params.greedy else probabilities(logits, params)
         verdict = accept(drafted, p, q, params.greedy, req.generator)
         m = verdict.n_accepted
-        if self.policy is not None:
-            self.policy.update(len(drafted), m)
+        verify_s = max(0.0, step_s - prop.time_s)  # the step less this request's draft phase
+        if self.policy is not None:  # (the first round's forward is the prompt's prefill)
+            self.policy.update(len(drafted), m, prop.time_s, verify_s, prop.catch_up_s, prefill=not self.n_rounds)
         emitted = drafted[:m] + [verdict.next_token]
         if params.stop_at_eos and eos in emitted:
             emitted = emitted[: emitted.index(eos) + 1]
         emitted = emitted[: params.max_new_tokens - len(req.output_ids)]
-        verify_s = max(0.0, step_s - prop.time_s)  # the step less this request's draft phase
         stats = self.stats
         stats.n_prompt_tokens = len(req.prompt_ids)
         stats.record(len(drafted), m, prop.n_forwards, prop.time_s, verify_s, prefill=not self.n_rounds)

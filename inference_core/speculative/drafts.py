@@ -30,6 +30,8 @@ class Proposal:
     p: torch.Tensor | None  # [len(tokens), vocab] float32, or None
     time_s: float = 0.0
     n_forwards: int = 0  # draft model forward passes spent (0 for n-gram)
+    catch_up_s: float = 0.0  # of time_s: a first forward that re-fed more than the last round's tail (the prompt,
+    # or what a pause skipped), which steady drafting does not repeat
 
 
 class Draft(Protocol):
@@ -134,11 +136,14 @@ class ModelDraft:
         feed = context_ids[common:]
         tokens: list[int] = []
         dists: list[torch.Tensor] = []
-        for _ in range(k):  # one forward per guess
+        catch_up = 0.0
+        for i in range(k):  # one forward per guess
             p = probabilities(self._forward(feed), self.sampling)
+            if i == 0 and len(feed) > 2:  # a steady round re-feeds 1 or 2 tokens (after a full acceptance)
+                catch_up = time.perf_counter() - t0
             greedy = self.sampling.greedy
             token = int(p.argmax()) if greedy else int(torch.multinomial(p.cpu(), 1, generator=self.generator))
             tokens.append(token)
             dists.append(p)
             feed = [token]
-        return Proposal(tokens, torch.stack(dists) if dists else None, time.perf_counter() - t0, len(tokens))
+        return Proposal(tokens, torch.stack(dists) if dists else None, time.perf_counter() - t0, len(tokens), catch_up)

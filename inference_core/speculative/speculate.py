@@ -2,9 +2,12 @@
 the plain baseline."""
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, fields
+
+from torch import nn
 
 from ..engine.llm_engine import LLMEngine
 from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
@@ -13,7 +16,7 @@ from ..engine.trace import RunFinished, RunStarted, TraceEvent
 from ..model.sampling import SamplingParams
 from ..model.transformer import Transformer
 from ..quant.quantize import quantize_model
-from .adaptive import AdaptiveK
+from .adaptive import AdaptiveK, CostAwareK, RoundCost
 from .decode import SpecDecoding, SpecParams
 from .drafts import Draft, ModelDraft, NgramDraft
 from .events import NOTATION, SpecFinished, SpecStarted
@@ -56,6 +59,31 @@ def int8_copy(engine: LoadedModel) -> Transformer:
     return engine.derived_models["int8"]
 
 
+def read_bytes(model: Transformer, n_layers: int | None = None) -> int:
+    """Weight bytes a forward reads: the blocks it runs and the output head (decode on a CPU is bandwidth-bound)."""
+    def size(m: nn.Module) -> int:
+        return sum(t.numel() * t.element_size() for t in itertools.chain(m.parameters(), m.buffers()))
+    return sum(size(b) for b in model.layers[:n_layers]) + size(model.output)
+
+
+def make_policy(engine: LoadedModel, draft: Draft, params: SpecParams) -> AdaptiveK | CostAwareK | None:
+    """The per-request k policy of `params` (None: k fixed). The cost-aware one starts from a draft's cost of
+    its weight bytes over the target's (n-gram: free) until the request's own timings replace it, and from a
+    guess's chance of 0.4 for an n-gram lookup (mostly wrong outside repeated text: two misses stop it on free
+    text) or 0.7 for a model draft (made to agree with the target), until its acceptance replaces that."""
+    if not params.adaptive:
+        return None
+    cap = max(params.k, 1)
+    if params.policy == "acceptance":
+        return AdaptiveK(cap=cap)
+    if params.policy != "cost":
+        raise ValueError(f"unknown k policy {params.policy!r}: 'cost' or 'acceptance'")
+    if isinstance(draft, ModelDraft):
+        ratio = read_bytes(draft.model, draft.n_layers) / read_bytes(engine.model)
+        return CostAwareK(cap=cap, costs=RoundCost(draft=ratio), prior=0.7)
+    return CostAwareK(cap=cap, prior=0.4)
+
+
 def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams,
               should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
     """One speculative request as a one-request schedule of `LLMEngine.step()`s, each a round (the first is its
@@ -64,8 +92,7 @@ def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, pa
     so no verify work is thrown away."""
     if isinstance(draft, str):
         draft = make_draft(engine, draft)
-    policy = AdaptiveK(cap=max(params.k, 1)) if params.adaptive else None
-    spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text, policy)
+    spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text, make_policy(engine, draft, params))
     cfg, prompt = engine.config, dict(prompt_token_ids=list(prompt_ids),
                                       prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids])
     yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name, **prompt, n_layers=cfg.n_layers,

@@ -1,5 +1,6 @@
-"""Adaptive speculation: the draft length follows the acceptance (speculative/adaptive.py), and the output stays
-token-identical to plain greedy decoding, alone, sharing a batch and under preemption."""
+"""Adaptive speculation: the draft length follows the acceptance (AdaptiveK) or the expected tokens per unit of time
+(CostAwareK), speculative/adaptive.py, and the output stays token-identical to plain greedy decoding, alone, sharing a
+batch and under preemption."""
 from __future__ import annotations
 
 import random
@@ -11,10 +12,10 @@ from inference_core.engine.llm_engine import drive
 from inference_core.engine.loaded_model import GenerationParams
 from inference_core.engine.scheduler import Request, SchedulerConfig
 from inference_core.model.sampling import SamplingParams
-from inference_core.speculative.adaptive import AdaptiveK
+from inference_core.speculative.adaptive import AdaptiveK, CostAwareK, RoundCost
 from inference_core.speculative.decode import SpecDecoding, SpecParams
 from inference_core.speculative.drafts import ModelDraft, NgramDraft, Proposal
-from inference_core.speculative.speculate import make_draft, run_speculative
+from inference_core.speculative.speculate import make_draft, make_policy, run_speculative
 
 from test_speculative import (CODE_PROMPT, PROMPT, VOCAB, as_engine, peaky, plain_greedy,  # noqa: F401 (fixture)
                                random_draft_model, speculative_events)
@@ -103,6 +104,107 @@ def test_k_stays_within_zero_and_the_cap():
         AdaptiveK(cap=0)
 
 
+# ---------------------------------------------------------------- the cost-aware policy alone
+
+def play(policy: CostAwareK, alpha: float, draft_cost: float, rounds: int = 400, seed: int = 0) -> list[int]:
+    """The k of each round when every guess is accepted with probability alpha and the timings say a plain step
+    takes 10 ms and a guess `draft_cost` of one (the verify as the policy's own cost model has it)."""
+    rng, ks = random.Random(seed), []
+    for _ in range(rounds):
+        k, a = policy.next_k(), 0
+        while a < k and rng.random() < alpha:
+            a += 1
+        ks.append(k)
+        policy.update(k, a, 0.01 * draft_cost * k, 0.01 * policy.costs.verify(k))
+    return ks
+
+
+def test_expected_tokens_is_the_standard_formula_when_all_guesses_are_alike():
+    p = CostAwareK(prior=0.7)
+    for k in range(6):
+        assert p.expected_tokens(k) == pytest.approx((1 - 0.7 ** (k + 1)) / (1 - 0.7))
+    assert p.cost(0) == 1.0 and p.cost(2) == pytest.approx(1 + 0.15 + 2 * 0.06)
+
+
+def test_a_draft_always_right_grows_k_by_doubling_to_the_cap():
+    ks = play(CostAwareK(cap=16), 1.0, 0.0, rounds=6)
+    assert ks == [4, 8, 16, 16, 16, 16]
+    assert all(b <= 2 * a for a, b in zip(ks, ks[1:]))
+
+
+def test_a_draft_always_wrong_stops_and_probes_at_k1_ever_more_rarely():
+    p = CostAwareK(cap=16)
+    ks = play(p, 0.0, 0.0, rounds=120)
+    drafting = [(i, k) for i, k in enumerate(ks) if k]
+    assert drafting[:2] == [(0, 4), (1, 2)] and all(k == 1 for _, k in drafting[2:])  # then probes only
+    gaps = [b - a for (a, _), (b, _) in zip(drafting[2:], drafting[3:])]
+    assert max(gaps) == gaps[-1] > 2 * gaps[0]  # ever more rarely
+    assert p.probe_s <= p.budget * p.elapsed_s  # the probes' excess cost (0.21 of a step each) within 2% of the time
+
+
+def test_the_same_acceptance_pays_for_a_free_draft_and_not_for_a_costly_one():
+    def share(alpha: float, cost: float) -> float:
+        return sum(k > 0 for k in play(CostAwareK(), alpha, cost)) / 400
+    assert share(0.6, 0.0) > 0.9 and share(0.6, 0.7) < 0.1  # an n-gram lookup vs an early exit at 70% of the layers
+    assert share(0.9, 0.25) > 0.9  # a cheap model draft that is usually right keeps drafting
+    assert share(0.1, 0.0) < 0.15
+
+
+def test_the_measured_draft_cost_replaces_the_prior():
+    p = CostAwareK(costs=RoundCost(draft=0.0))
+    assert p.next_k() == 4 and p.ratio == 0.0
+    p.update(4, 2, draft_s=4 * 0.009, verify_s=0.01 * p.costs.verify(4))
+    assert p.ratio == pytest.approx(0.9)
+    assert p.best() == 0  # half the guesses right no longer pays at 0.9 of a step per guess
+
+
+def test_a_draft_whose_cost_alone_rules_it_out_starts_with_plain_steps_then_probes():
+    p = CostAwareK(costs=RoundCost(draft=0.74))
+    ks = play(p, 0.0, 0.74, rounds=150)  # a probe costs 0.74 + 0.21 of a step beyond a plain one: 48 rounds' 2%
+    assert ks[:48] == [0] * 48 and ks[48] == 1 and sum(k > 0 for k in ks) <= 3
+
+
+def test_a_model_drafts_first_probe_also_pays_for_reading_the_prompt():
+    p = CostAwareK(costs=RoundCost(draft=0.74))
+    p.update(0, 0, None, 0.1, prefill=True)  # the prompt's prefill took 10 plain steps: the draft's would take 7.4
+    ks = play(p, 0.0, 0.74, rounds=500)
+    assert ks.index(1) == 408  # (0.95 + 7.4) steps within 2% of (10 + n) steps
+
+
+def test_an_accepted_probe_resumes_drafting():
+    p = CostAwareK()
+    play(p, 0.0, 0.0, rounds=30)
+    while p.next_k() == 0:
+        p.update(0, 0)
+    p.update(1, 1, 0.0, 0.01 * p.costs.verify(1))
+    assert p.next_k() == 2 and p.pause == p.first_pause
+
+
+def test_cost_aware_k_stays_within_zero_and_the_cap():
+    rng = random.Random(1)
+    p = CostAwareK(cap=7)
+    for _ in range(2000):
+        k = p.next_k()
+        assert 0 <= k <= 7
+        p.update(k, rng.randint(0, k), rng.random() * 0.01 * k, rng.random() * 0.02)
+    with pytest.raises(ValueError):
+        CostAwareK(cap=0)
+
+
+def test_the_policy_a_request_gets(peaky):
+    engine = as_engine(peaky)
+    fixed, accept = SpecParams(k=8), SpecParams(k=8, adaptive=True, policy="acceptance")
+    assert make_policy(engine, NgramDraft(), fixed) is None
+    assert isinstance(make_policy(engine, NgramDraft(), accept), AdaptiveK)
+    cost = SpecParams(k=8, adaptive=True)
+    assert make_policy(engine, NgramDraft(), cost).costs.draft == 0.0
+    # a draft's prior cost: its share of the weight bytes a forward reads (1 of 2 layers and the head: about half)
+    assert make_policy(engine, ModelDraft(peaky, n_layers=1), cost).costs.draft == pytest.approx(0.5, abs=0.05)
+    assert make_policy(engine, ModelDraft(peaky), cost).costs.draft == 1.0
+    with pytest.raises(ValueError):
+        make_policy(engine, NgramDraft(), SpecParams(adaptive=True, policy="fastest"))
+
+
 # ---------------------------------------------------------------- driving the engine's rounds
 
 @dataclass
@@ -131,8 +233,8 @@ class ScriptedDraft:
 def test_the_rounds_draft_the_policys_k_and_stay_exact(peaky, right):
     want = plain_greedy(peaky, PROMPT, 40)
     draft = ScriptedDraft(PROMPT + want, right)
-    events = speculative_events(peaky, draft, PROMPT, SpecParams(k=16, adaptive=True, max_new_tokens=40,
-                                                                 stop_at_eos=False))
+    events = speculative_events(peaky, draft, PROMPT, SpecParams(k=16, adaptive=True, policy="acceptance",
+                                                                 max_new_tokens=40, stop_at_eos=False))
     lengths = [len(e.drafted) for e in events if e.type == "spec_round"]
     assert events[-1].token_ids == want
     assert lengths[0] == 0  # the first round is the prompt's prefill
@@ -142,19 +244,20 @@ def test_the_rounds_draft_the_policys_k_and_stay_exact(peaky, right):
         assert lengths[:12] == [0, 4, 2, 1, 0, 0, 1, 0, 0, 0, 0, 1]
 
 
-def adaptive_request(rid: str, draft, n: int, prompt=PROMPT) -> Request:
+def adaptive_request(rid: str, draft, n: int, prompt=PROMPT, policy=AdaptiveK) -> Request:
     params = SpecParams(k=8, adaptive=True, max_new_tokens=n, stop_at_eos=False)
-    return Request(rid, list(prompt), params, spec=SpecDecoding(draft, params.k, policy=AdaptiveK(cap=params.k)))
+    return Request(rid, list(prompt), params, spec=SpecDecoding(draft, params.k, policy=policy(cap=params.k)))
 
 
-def test_adaptive_requests_share_a_batch_with_a_plain_one_token_identical(peaky):
+@pytest.mark.parametrize("policy", [AdaptiveK, CostAwareK])
+def test_adaptive_requests_share_a_batch_with_a_plain_one_token_identical(peaky, policy):
     """n-gram, early-exit and a separate (often wrong) draft model, adaptive, in the same steps as a plain request."""
     engine = as_engine(peaky)
     prompts = {"ngram": [1, 2, 3, 1, 2, 3, 1, 2], "exit": PROMPT, "other": [4, 0, 2, 1], "plain": [2, 4, 1, 0, 3]}
-    reqs = [adaptive_request("ngram", NgramDraft(), 30, prompts["ngram"]),
-            adaptive_request("exit", ModelDraft(peaky, n_layers=1, name="exit1"), 30),
+    reqs = [adaptive_request("ngram", NgramDraft(), 30, prompts["ngram"], policy),
+            adaptive_request("exit", ModelDraft(peaky, n_layers=1, name="exit1"), 30, policy=policy),
             adaptive_request("other", ModelDraft(random_draft_model(VOCAB, 3, seed=5, eos_token_id=99)), 30,
-                             prompts["other"]),
+                             prompts["other"], policy),
             Request("plain", prompts["plain"], SamplingParams(max_new_tokens=30, stop_at_eos=False))]
     sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=96))
     for r in reqs:
@@ -164,10 +267,11 @@ def test_adaptive_requests_share_a_batch_with_a_plain_one_token_identical(peaky)
     assert sched.allocator.num_used == 0
 
 
-def test_adaptive_requests_survive_preemption(peaky):
+@pytest.mark.parametrize("policy", [AdaptiveK, CostAwareK])
+def test_adaptive_requests_survive_preemption(peaky, policy):
     engine = as_engine(peaky)
-    reqs = [adaptive_request(f"s{i}", NgramDraft() if i % 2 else ModelDraft(peaky, n_layers=1, name="exit1"), 24)
-            for i in range(3)]
+    reqs = [adaptive_request(f"s{i}", NgramDraft() if i % 2 else ModelDraft(peaky, n_layers=1, name="exit1"), 24,
+                             policy=policy) for i in range(3)]
     sched, events = drive(engine, reqs, SchedulerConfig(block_size=4, num_blocks=12))
     assert any(e.type == "preemption" for e in events)
     want = plain_greedy(peaky, PROMPT, 24)
@@ -175,10 +279,12 @@ def test_adaptive_requests_survive_preemption(peaky):
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("policy", ["acceptance", "cost"])
 @pytest.mark.parametrize("kind", ["ngram", "self-early-exit:4"])
-def test_adaptive_greedy_is_token_identical_on_the_real_model(engine, kind):
+def test_adaptive_greedy_is_token_identical_on_the_real_model(engine, kind, policy):
     ids = engine.tokenizer.encode(CODE_PROMPT)
     reference = engine.generate_ids(ids, GenerationParams(max_new_tokens=32, stop_at_eos=False))
     out, metrics = run_speculative(engine, ids, make_draft(engine, kind),
-                                   SpecParams(k=16, adaptive=True, max_new_tokens=32, stop_at_eos=False))
+                                   SpecParams(k=16, adaptive=True, policy=policy, max_new_tokens=32,
+                                              stop_at_eos=False))
     assert out == reference and metrics["target_forwards"] <= 32
