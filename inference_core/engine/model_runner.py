@@ -50,8 +50,9 @@ class ModelRunner:
         # pool: batched decode, a speculative verify, a draft's guesses, short prefill chunks. Whether the model
         # allows graphs (device, quantized kernels) is fixed here; INFERENCE_CUDA_GRAPHS is read per step.
         self._graphable = graphable(model, self.device)
-        # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
+        # A long CPU step's reference linears run on oneDNN (onednn_linears.py): fp32, or AMX bf16 where asked for
         self._onednn = self.device.type == "cpu" and onednn_linears.available()
+        self._bf16_weights: dict = {}  # the AMX bf16 path's weight copies, made at its first step
         self._spare_pools: dict[tuple[int, int, int, str], list[PagedKVPool]] = {}  # size class → pools to lend
         self._spare_bytes = spare_pool_bytes(self.device)
         self._lock = threading.Lock()
@@ -146,7 +147,10 @@ class ModelRunner:
         """Logits [len(step.rows), vocab]; K/V of every new token written to `pool` (`n_layers`: early exit)."""
         n = len(step.tokens)
         kv_int8 = " (int8 KV)" if pool.quantized else ""  # path names say when the pages are int8
-        if self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized):
+        long_step = self._onednn and n >= onednn_linears.MIN_ROWS
+        # A quantized model's long step leaves the fused step's per-row kernels: the reference dequantizes each
+        # weight once and oneDNN multiplies all rows (2-4x faster from 64 rows on; onednn_linears.py).
+        if self.fused is not None and (not long_step if self.quantized else n <= MAX_FUSED_POSITIONS):
             # The fused step reads and writes fp32 pages and an int8 pool's pages with their scales alike.
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
@@ -167,12 +171,11 @@ class ModelRunner:
             if graphs.applies(step):
                 self.path_counts[graphs.kernel] += 1
                 return graphs.run(step)
-        onednn = self._onednn and n >= onednn_linears.MIN_ROWS
-        path = onednn_linears.KERNEL if onednn else "torch reference"
-        self.path_counts[path + kv_int8] += 1
+        mode = onednn_linears.long_step_mode(self._bf16_weights) if long_step else None
+        self.path_counts[(mode.kernel if mode else "torch reference") + kv_int8] += 1
         backend = PagedBackend(pool)
         backend.begin_step(step.slices)
-        with onednn_linears.OneDnnLinears() if onednn else nullcontext():
+        with mode or nullcontext():
             x = self.model.hidden_states(torch.tensor([step.tokens], device=self.device),
                                          torch.tensor(step.positions, device=self.device), backend, n_layers)
         return self.model.compute_logits(x[0, torch.tensor(step.rows, dtype=torch.long, device=self.device)])

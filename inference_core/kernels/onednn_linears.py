@@ -1,20 +1,90 @@
-"""Long fp32 steps on the CPU: the reference forward's linears through oneDNN's GEMM instead of MKL's."""
+"""Long CPU steps: the reference forward's linears through oneDNN instead of MKL, on AMX where the CPU has it.
+
+Three paths, chosen per step from the CPU's features and two environment variables (read per step):
+- fp32 (the default): oneDNN's fp32 GEMM, the same linear up to summation order (tokens identical to transformers).
+- bf16 (INFERENCE_LONG_STEP_PRECISION=bf16, an explicit precision choice like TF32 on a GPU): activations and a
+  cached bf16 copy of each weight multiply on AMX's bf16 tiles, accumulate in fp32, come back as fp32. Only where
+  the CPU has AMX bf16; elsewhere the step stays fp32 (its path name says which ran).
+- int8 (w8a8's own arithmetic, `w8a8_product`): its per-row 7-bit activations, less their zero points (so signed
+  int8), × int8 weights on AMX's int8 tiles, int32 accumulation: its Python reference's integers, exactly.
+INFERENCE_AMX=off treats the CPU as having no AMX (a machine without it, simulated); =on as having it.
+"""
 from __future__ import annotations
 
+import os
+import weakref
+from functools import lru_cache
+
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 MIN_ROWS = 64  # below this the fused step (or MKL, whose small-M path is tuned) takes the work anyway
 KERNEL = "torch reference, oneDNN linears"
+KERNEL_BF16 = "torch reference, oneDNN AMX bf16 linears"
 
 
 def available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as the kernel reports them (empty where /proc/cpuinfo is absent)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def amx(kind: str) -> bool:
+    """Whether long steps may use AMX's `kind` ("bf16" or "int8") tiles: the CPU has them (flag amx_<kind>),
+    unless INFERENCE_AMX says otherwise ("off": never, "on": always, where oneDNN runs the op anyway)."""
+    override = os.environ.get("INFERENCE_AMX", "auto").lower()
+    if override not in ("auto", "on", "off"):
+        raise ValueError(f"INFERENCE_AMX must be auto, on or off, not {override!r}")
+    if override == "off" or not available():
+        return False
+    return override == "on" or f"amx_{kind}" in cpu_flags()
+
+
+def long_step_precision() -> str:
+    """INFERENCE_LONG_STEP_PRECISION: "fp32" (default) or "bf16" (AMX bf16 for long steps of an fp32 model)."""
+    value = os.environ.get("INFERENCE_LONG_STEP_PRECISION", "fp32").lower()
+    if value not in ("fp32", "bf16"):
+        raise ValueError(f"INFERENCE_LONG_STEP_PRECISION must be fp32 or bf16, not {value!r}")
+    return value
+
+
+def long_step_mode(bf16_weights: dict) -> OneDnnLinears:
+    """The mode a long step runs in: bf16 where asked for and the CPU has AMX bf16, else fp32.
+    `bf16_weights` is the model's cache of bf16 weight copies (its runner keeps it)."""
+    bf16 = long_step_precision() == "bf16" and amx("bf16")
+    return OneDnnLinears(bf16_weights if bf16 else None)
+
+
 class OneDnnLinears(TorchFunctionMode):
-    """Inside `with OneDnnLinears():`, F.linear of fp32 CPU tensors with ≥ MIN_ROWS rows runs on oneDNN."""
+    """Inside `with OneDnnLinears():`, F.linear of fp32 CPU tensors with ≥ MIN_ROWS rows runs on oneDNN; given a
+    `bf16_weights` cache, in bf16 on AMX (a parameter's bf16 copy is kept there; a weight made per call, such as a
+    dequantized one, is converted per call), with the output and the bias added in fp32."""
+
+    def __init__(self, bf16_weights: dict | None = None) -> None:
+        super().__init__()
+        self.bf16_weights = bf16_weights
+        self.kernel = KERNEL if bf16_weights is None else KERNEL_BF16
+
+    def _bf16(self, weight: torch.Tensor) -> torch.Tensor:
+        if not isinstance(weight, nn.Parameter):
+            return weight.to(torch.bfloat16)
+        ref_and_copy = self.bf16_weights.get(id(weight))
+        if ref_and_copy is None or ref_and_copy[0]() is not weight:
+            ref_and_copy = self.bf16_weights[id(weight)] = (weakref.ref(weight), weight.detach().to(torch.bfloat16))
+        return ref_and_copy[1]
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -23,5 +93,45 @@ class OneDnnLinears(TorchFunctionMode):
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
             if (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32
                     and x.numel() >= MIN_ROWS * x.shape[-1]):
-                return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+                if not (weight.is_contiguous() or weight.t().is_contiguous()):
+                    weight = weight.contiguous()  # a padded view (int4's dequantized groups) sends oneDNN to a slow path
+                if self.bf16_weights is None:
+                    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+                y = torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), self._bf16(weight), None, "none",
+                                                       [], "").float()
+                return y if bias is None else y + bias
         return func(*args, **kwargs)
+
+
+# w8a8's AMX int8 product: each layer's weight prepacked for oneDNN once (at its first long step), kept beside it
+_int8_packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def int8_applies(x2: torch.Tensor) -> bool:
+    return (x2.device.type == "cpu" and x2.shape[0] >= MIN_ROWS and hasattr(torch.ops, "onednn")
+            and hasattr(torch.ops.onednn, "qlinear_pointwise") and amx("int8"))
+
+
+def quantize_rows(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """w8a8's activation quantization (quant.linears.fake_quant_activations) as signed codes: x ≈ c · scale with
+    c = q - zp, q in 0..127 and zp in 0..127, so c fits int8 and the zero point needs no correction term."""
+    lo = x2.amin(dim=1, keepdim=True).clamp(max=0)
+    hi = x2.amax(dim=1, keepdim=True).clamp(min=0)
+    scale = ((hi - lo) / 127.0).clamp_min(1e-12)
+    zp = torch.round(-lo / scale).clamp(0, 127)
+    q = torch.round(x2 / scale + zp).clamp(0, 127)
+    return (q - zp).to(torch.int8), scale
+
+
+def w8a8_product(x2: torch.Tensor, layer) -> torch.Tensor:
+    """x2 [rows, in] fp32 × `layer`'s int8 weight (qweight [out, in], per-row scale) on AMX int8:
+    y = s_x · (Σ c q_w) · s_w, the integer sums exact in int32 (s8 × s8 tiles)."""
+    packed = _int8_packed.get(layer)
+    if packed is None:
+        w_scale = layer.scale.float().contiguous()
+        packed = _int8_packed[layer] = (torch.ops.onednn.qlinear_prepack(layer.qweight.contiguous(), None), w_scale,
+                                        torch.zeros_like(w_scale, dtype=torch.long))
+    weight, w_scale, w_zp = packed
+    codes, scale = quantize_rows(x2)
+    return scale * torch.ops.onednn.qlinear_pointwise(codes, 1.0, 0, weight, w_scale, w_zp, None, 1.0, 0,
+                                                      torch.float32, "none", [], "")
