@@ -147,10 +147,12 @@ class ModelRunner:
         """Logits [len(step.rows), vocab]; K/V of every new token written to `pool` (`n_layers`: early exit)."""
         n = len(step.tokens)
         kv_int8 = " (int8 KV)" if pool.quantized else ""  # path names say when the pages are int8
-        long_step = self._onednn and n >= onednn_linears.MIN_ROWS
-        # A quantized model's long step leaves the fused step's per-row kernels: the reference dequantizes each
-        # weight once and oneDNN multiplies all rows (2-4x faster from 64 rows on; onednn_linears.py).
-        if self.fused is not None and (not long_step if self.quantized else n <= MAX_FUSED_POSITIONS):
+        mode = (onednn_linears.long_step_mode(self._bf16_weights)
+                if self._onednn and n >= onednn_linears.MIN_ROWS else None)
+        # A long step in AMX bf16, or of a quantized model, leaves the fused step's per-row kernels: the reference
+        # (each quantized weight dequantized once) multiplies all rows on oneDNN (bench/prefill.py's figures).
+        if (self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized)
+                and not (mode and (mode.bf16 or self.quantized))):
             # The fused step reads and writes fp32 pages and an int8 pool's pages with their scales alike.
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
@@ -171,7 +173,6 @@ class ModelRunner:
             if graphs.applies(step):
                 self.path_counts[graphs.kernel] += 1
                 return graphs.run(step)
-        mode = onednn_linears.long_step_mode(self._bf16_weights) if long_step else None
         self.path_counts[(mode.kernel if mode else "torch reference") + kv_int8] += 1
         backend = PagedBackend(pool)
         backend.begin_step(step.slices)

@@ -76,6 +76,7 @@ class OneDnnLinears(TorchFunctionMode):
     def __init__(self, bf16_weights: dict | None = None) -> None:
         super().__init__()
         self.bf16_weights = bf16_weights
+        self.bf16 = bf16_weights is not None
         self.kernel = KERNEL if bf16_weights is None else KERNEL_BF16
 
     def _bf16(self, weight: torch.Tensor) -> torch.Tensor:

@@ -217,3 +217,19 @@ def test_w8a8_long_prompt_on_amx_int8_computes_its_reference_per_layer(engine, m
     agree = {k: (v.argmax(-1) == fp32.argmax(-1)).float().mean().item() for k, v in logits.items()}
     assert abs(loss["on"] - loss["off"]) < 0.1, loss
     assert agree["on"] > 0.85 and abs(agree["on"] - agree["off"]) < 0.05, agree
+
+
+@pytest.mark.parametrize("precision, amx_setting", [("fp32", "on"), ("bf16", "on"), ("bf16", "off")])
+def test_a_step_the_fused_step_would_take_goes_to_amx_bf16_only_when_chosen(tiny_model, monkeypatch, precision,
+                                                                            amx_setting):
+    """64..128 rows: the fused fp32 step's range, unless the step runs in bf16 on AMX."""
+    from inference_core.engine.model_runner import ModelRunner
+
+    monkeypatch.setenv("INFERENCE_LONG_STEP_PRECISION", precision)
+    monkeypatch.setenv("INFERENCE_AMX", amx_setting)
+    runner = ModelRunner(tiny_model)
+    if runner.fused is None:
+        pytest.skip(runner.fallback_reason)
+    runner.forward_sequence(list(range(3, 3 + MIN_ROWS + 20)), runner.new_sequence(MIN_ROWS + 20))
+    want = KERNEL_BF16 if (precision, amx_setting) == ("bf16", "on") else runner.fused.kernel
+    assert list(runner.path_counts) == [want]
