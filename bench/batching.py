@@ -22,6 +22,15 @@ SmolLM2-135M, one intra-op thread on both sides, durations in process CPU second
     one partial block each]
   prefix cache, 1,319-token shared prefix: TTFT 4,078-4,129 ms uncached → 123-129 ms cached (1,312 tokens hit),
     32.5× / 33.4× / 31.9× lower   [goal ≥ 10×]
+
+Figures from a KVM "Intel(R) Xeon(R) Processor" (family 6 model 167, 2 cores, AVX-512 with AMX bf16/int8),
+2026-11-27, one thread, CPU time, shared with other sessions (load average 3.9-5.8):
+  `bench/batching.py` before the AMX paths, one run: ours c=32 101.1 out tok/s, transformers sequential 15.3 → 6.6×
+  `BENCH_AMX=1 bench/batching.py`, medians of 3 interleaved rounds: ours c=32 fp32 99.5, ours c=32 with AMX bf16 long
+    steps (INFERENCE_LONG_STEP_PRECISION=bf16: the 1,714-token first step's linears in bf16, decode fp32) 127.6;
+    transformers sequential fp32 13.5, bf16 13.4 → fp32 7.4× (8/8 outputs identical to transformers fp32), AMX bf16
+    long steps 9.5× either peer (8/8 identical to transformers fp32, 6/8 to transformers bf16)   [goal ≥ 8× on an
+    AMX box: met with the bf16 precision choice; the fp32 default stays token-identical and reaches 7.4×]
 """
 from __future__ import annotations
 
