@@ -1,19 +1,12 @@
-"""Long CPU steps: the reference forward's linears through oneDNN instead of MKL, on AMX where the CPU has it.
-
-Three paths, chosen per step from the CPU's features and two environment variables (read per step):
-- fp32 (the default): oneDNN's fp32 GEMM, the same linear up to summation order (tokens identical to transformers).
-- bf16 (INFERENCE_LONG_STEP_PRECISION=bf16, an explicit precision choice like TF32 on a GPU): activations and a
-  cached bf16 copy of each weight multiply on AMX's bf16 tiles, accumulate in fp32, come back as fp32. Only where
-  the CPU has AMX bf16; elsewhere the step stays fp32 (its path name says which ran).
-- int8 (w8a8's own arithmetic, `w8a8_product`): its per-row 7-bit activations, less their zero points (so signed
-  int8), × int8 weights on AMX's int8 tiles, int32 accumulation: its Python reference's integers, exactly.
-INFERENCE_AMX=off treats the CPU as having no AMX (a machine without it, simulated); =on as having it.
-"""
+"""Long CPU steps: the reference's linears on oneDNN, on AMX where the CPU has it: fp32 by default, bf16 when chosen
+(INFERENCE_LONG_STEP_PRECISION), w8a8's exact int8 product; INFERENCE_AMX=off/on overrides the CPU's flags.
+Paths, precision and figures: docs/deploy.md, "CPU hosts: long steps on AMX"."""
 from __future__ import annotations
 
 import os
 import weakref
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -32,46 +25,34 @@ def available() -> bool:
 @lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags as the kernel reports them (empty where /proc/cpuinfo is absent)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return frozenset(next((ln.split(":", 1)[1] for ln in info.splitlines() if ln.startswith("flags")), "").split())
+
+
+def setting(name: str, choices: tuple[str, ...]) -> str:
+    """An environment switch, read per step (the first choice is its default); anything else is a clear error."""
+    value = os.environ.get(name, choices[0]).lower()
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
 
 
 def amx(kind: str) -> bool:
     """Whether long steps may use AMX's `kind` ("bf16" or "int8") tiles: the CPU has them (flag amx_<kind>),
     unless INFERENCE_AMX says otherwise ("off": never, "on": always, where oneDNN runs the op anyway)."""
-    override = os.environ.get("INFERENCE_AMX", "auto").lower()
-    if override not in ("auto", "on", "off"):
-        raise ValueError(f"INFERENCE_AMX must be auto, on or off, not {override!r}")
-    if override == "off" or not available():
-        return False
-    return override == "on" or f"amx_{kind}" in cpu_flags()
-
-
-def long_step_precision() -> str:
-    """INFERENCE_LONG_STEP_PRECISION: "fp32" (default) or "bf16" (AMX bf16 for long steps of an fp32 model)."""
-    value = os.environ.get("INFERENCE_LONG_STEP_PRECISION", "fp32").lower()
-    if value not in ("fp32", "bf16"):
-        raise ValueError(f"INFERENCE_LONG_STEP_PRECISION must be fp32 or bf16, not {value!r}")
-    return value
+    override = setting("INFERENCE_AMX", ("auto", "on", "off"))
+    return available() and override != "off" and (override == "on" or f"amx_{kind}" in cpu_flags())
 
 
 def long_step_mode(bf16_weights: dict) -> OneDnnLinears:
-    """The mode a long step runs in: bf16 where asked for and the CPU has AMX bf16, else fp32.
-    `bf16_weights` is the model's cache of bf16 weight copies (its runner keeps it)."""
-    bf16 = long_step_precision() == "bf16" and amx("bf16")
+    """A long step's mode: bf16 where asked for and the CPU has AMX bf16, else fp32 (`bf16_weights`: the runner's)."""
+    bf16 = setting("INFERENCE_LONG_STEP_PRECISION", ("fp32", "bf16")) == "bf16" and amx("bf16")
     return OneDnnLinears(bf16_weights if bf16 else None)
 
 
 class OneDnnLinears(TorchFunctionMode):
     """Inside `with OneDnnLinears():`, F.linear of fp32 CPU tensors with ≥ MIN_ROWS rows runs on oneDNN; given a
-    `bf16_weights` cache, in bf16 on AMX (a parameter's bf16 copy is kept there; a weight made per call, such as a
-    dequantized one, is converted per call), with the output and the bias added in fp32."""
+    `bf16_weights` cache (a parameter's bf16 copy), in bf16 on AMX, the output and the bias in fp32."""
 
     def __init__(self, bf16_weights: dict | None = None) -> None:
         super().__init__()
@@ -116,8 +97,8 @@ def int8_applies(x2: torch.Tensor) -> bool:
 
 
 def quantize_rows(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """w8a8's activation quantization (quant.linears.fake_quant_activations) as signed codes: x ≈ c · scale with
-    c = q - zp, q in 0..127 and zp in 0..127, so c fits int8 and the zero point needs no correction term."""
+    """w8a8's per-row activation quantization onto 0..127 with a zero point, as signed codes c = q - zp (both in
+    0..127, so c fits int8 and needs no zero-point term): x ≈ c · scale."""
     lo = x2.amin(dim=1, keepdim=True).clamp(max=0)
     hi = x2.amax(dim=1, keepdim=True).clamp(min=0)
     scale = ((hi - lo) / 127.0).clamp_min(1e-12)

@@ -193,13 +193,9 @@ class W8A8DynamicLinear(QuantizedLinear):
 
 
 def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
-    """Per-row FBGEMM-style activation quantization onto 0..127 (7 bits), returned dequantized."""
-    lo = x2.amin(dim=1, keepdim=True).clamp(max=0)
-    hi = x2.amax(dim=1, keepdim=True).clamp(min=0)
-    scale = ((hi - lo) / 127.0).clamp_min(1e-12)
-    zp = torch.round(-lo / scale).clamp(0, 127)
-    q = torch.round(x2 / scale + zp).clamp(0, 127)
-    return (q - zp) * scale
+    """Per-row FBGEMM-style activation quantization onto 0..127 (7 bits), returned dequantized: (q - zp) · scale."""
+    codes, scale = onednn_linears.quantize_rows(x2)
+    return codes.float() * scale
 
 
 class LLMInt8Linear(QuantizedLinear):
