@@ -2,6 +2,8 @@
 
 Run:  .venv/bin/python bench/batching.py            (BENCH_THREADS=1 by default, see below)
       BENCH_QUICK=1 .venv/bin/python bench/batching.py   (smaller workload, skips transformers' generate_batch)
+      BENCH_AMX=1 .venv/bin/python bench/batching.py     (c=32 with fp32 and AMX bf16 long steps vs transformers
+                                                          fp32 and bf16, interleaved rounds; see amx_rounds)
 
 Figures from `.venv/bin/python bench/batching.py` (2026-11-25, three runs) on the shared 2-core CPU, fp32,
 SmolLM2-135M, one intra-op thread on both sides, durations in process CPU seconds:
@@ -20,6 +22,15 @@ SmolLM2-135M, one intra-op thread on both sides, durations in process CPU second
     one partial block each]
   prefix cache, 1,319-token shared prefix: TTFT 4,078-4,129 ms uncached → 123-129 ms cached (1,312 tokens hit),
     32.5× / 33.4× / 31.9× lower   [goal ≥ 10×]
+
+Figures from a KVM "Intel(R) Xeon(R) Processor" (family 6 model 167, 2 cores, AVX-512 with AMX bf16/int8),
+2026-11-27, one thread, CPU time, shared with other sessions (load average 3.9-5.8):
+  `bench/batching.py` before the AMX paths, one run: ours c=32 101.1 out tok/s, transformers sequential 15.3 → 6.6×
+  `BENCH_AMX=1 bench/batching.py`, medians of 3 interleaved rounds: ours c=32 fp32 99.5, ours c=32 with AMX bf16 long
+    steps (INFERENCE_LONG_STEP_PRECISION=bf16: the 1,714-token first step's linears in bf16, decode fp32) 127.6;
+    transformers sequential fp32 13.5, bf16 13.4 → fp32 7.4× (8/8 outputs identical to transformers fp32), AMX bf16
+    long steps 9.5× either peer (8/8 identical to transformers fp32, 6/8 to transformers bf16)   [goal ≥ 8× on an
+    AMX box: met with the bf16 precision choice; the fp32 default stays token-identical and reaches 7.4×]
 """
 from __future__ import annotations
 
@@ -201,8 +212,41 @@ def gemm_ceiling(engine) -> dict:
     return out
 
 
+def amx_rounds(engine, rounds: int) -> None:
+    """BENCH_AMX=1: ours at c=32 with fp32 long steps (the default) and with AMX bf16 long steps
+    (INFERENCE_LONG_STEP_PRECISION=bf16: the 1,714-token first step's linears in bf16, decode steps fp32) against
+    transformers' sequential generate in fp32 and in bf16 (the fair peer of a bf16 side), interleaved per round."""
+    from inference_core.kernels import onednn_linears
+
+    jobs, n_seq = workload(32), 8
+    hf = {"fp32": load_hf(torch.float32), "bf16": load_hf(torch.bfloat16)}
+    ours(engine, workload(2, seed=9, uniform_out=3), 2)  # warm-up
+    tps = {k: [] for k in ("ours fp32", "ours AMX bf16 long steps", "transformers fp32", "transformers bf16")}
+    outs = {}
+    print(f"AMX bf16 {onednn_linears.amx('bf16')} ({'amx_bf16' in onednn_linears.cpu_flags()} in the CPU's flags)")
+    for r in range(rounds):
+        for precision, key in (("fp32", "ours fp32"), ("bf16", "ours AMX bf16 long steps")):
+            os.environ["INFERENCE_LONG_STEP_PRECISION"] = precision
+            m, outs[key], sched = ours(engine, jobs, 32)
+            tps[key].append(m["output_throughput"])
+        os.environ.pop("INFERENCE_LONG_STEP_PRECISION")
+        for dtype in ("fp32", "bf16"):
+            t, outs[f"transformers {dtype}"] = hf_sequential(hf[dtype], engine, jobs[:n_seq])
+            tps[f"transformers {dtype}"].append(t)
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in tps.items())
+              + f" out tok/s (load average {os.getloadavg()[0]:.2f})", flush=True)
+    med = {k: statistics.median(v) for k, v in tps.items()}
+    print(f"\nmedians of {rounds} interleaved rounds (out tok/s): " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
+    for side in ("ours fp32", "ours AMX bf16 long steps"):
+        for peer in ("transformers fp32", "transformers bf16"):
+            same = sum(a == b for a, b in zip(outs[side][:n_seq], outs[peer]))
+            print(f"  {side} c=32 / {peer} sequential = {med[side] / med[peer]:.1f}×  ({same}/{n_seq} outputs identical)")
+
+
 def main() -> None:
     engine = load_engine(DEFAULT_MODEL, device=DEVICE)
+    if os.environ.get("BENCH_AMX"):
+        return amx_rounds(engine, int(os.environ.get("BENCH_ROUNDS", "3")))
     print(f"device {DEVICE}, torch threads {torch.get_num_threads()}, quick={QUICK}, clock={CLOCK.__name__}", flush=True)
     g = gemm_ceiling(engine)
     print(f"{engine.dtype_name} matmul ceiling (w_gate_up {tuple(engine.model.layers[0].feed_forward.w_gate_up.weight.shape)}): "

@@ -45,8 +45,9 @@ class ModelRunner:
         self.quantized = any(isinstance(m, QuantizedLinear) for m in model.modules())
         # whether the model allows CUDA graphs (device, quantized kernels); INFERENCE_CUDA_GRAPHS is read per step
         self._graphable = graphable(model, self.device)
-        # A long CPU step's reference linears run on oneDNN (onednn_linears.py)
+        # A long CPU step's reference linears run on oneDNN (onednn_linears.py): fp32, or AMX bf16 where asked for
         self._onednn = self.device.type == "cpu" and onednn_linears.available()
+        self._bf16_weights: dict = {}  # the AMX bf16 path's weight copies, made at its first step
         self._spare_pools: dict[tuple[int, int, int, str], list[PagedKVPool]] = {}  # size class → pools to lend
         self._spare_bytes = spare_pool_bytes(self.device)
         self._lock = threading.Lock()
@@ -141,7 +142,12 @@ class ModelRunner:
         """Logits [len(step.rows), vocab]; K/V of every new token written to `pool` (`n_layers`: early exit)."""
         n = len(step.tokens)
         kv_int8 = " (int8 KV)" if pool.quantized else ""  # path names say when the pages are int8
-        if self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized):
+        mode = (onednn_linears.long_step_mode(self._bf16_weights)
+                if self._onednn and n >= onednn_linears.MIN_ROWS else None)
+        # A long step in AMX bf16, or of a quantized model, leaves the fused step's per-row kernels: the reference
+        # (each quantized weight dequantized once) multiplies all rows on oneDNN (bench/prefill.py's figures).
+        if (self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized)
+                and not (mode and (mode.bf16 or self.quantized))):
             # The fused step reads and writes fp32 pages and an int8 pool's pages with their scales alike.
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)
@@ -162,12 +168,10 @@ class ModelRunner:
             if graphs.applies(step):
                 self.path_counts[graphs.kernel] += 1
                 return graphs.run(step)
-        onednn = self._onednn and n >= onednn_linears.MIN_ROWS
-        path = onednn_linears.KERNEL if onednn else "torch reference"
-        self.path_counts[path + kv_int8] += 1
+        self.path_counts[(mode.kernel if mode else "torch reference") + kv_int8] += 1
         backend = PagedBackend(pool)
         backend.begin_step(step.slices)
-        with onednn_linears.OneDnnLinears() if onednn else nullcontext():
+        with mode or nullcontext():
             x = self.model.hidden_states(torch.tensor([step.tokens], device=self.device),
                                          torch.tensor(step.positions, device=self.device), backend, n_layers)
         return self.model.compute_logits(x[0, torch.tensor(step.rows, dtype=torch.long, device=self.device)])

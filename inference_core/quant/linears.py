@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..kernels import quant_kernels, triton_kernels
+from ..kernels import onednn_linears, quant_kernels, triton_kernels
 from ..model.config import engine_settings
 from .formats import (INT4_LUT, NF4_CODEBOOK, QuantFormat, dequantize_fp8, dequantize_int4, dequantize_int8,
                       dequantize_nf4, parse_format, quantize_fp8, quantize_int4, quantize_int8, quantize_nf4)
@@ -185,19 +185,17 @@ class W8A8DynamicLinear(QuantizedLinear):
         x2 = x.reshape(-1, shape[-1])
         if self._packed is not None and x2.shape[0] == 1 and x2.dtype == torch.float32:
             y = torch.ops.quantized.linear_dynamic(x2, self._packed, True)
+        elif onednn_linears.int8_applies(x2):  # a long step on AMX int8: the same integers as below
+            y = onednn_linears.w8a8_product(x2.float(), self).to(x.dtype)
         else:
             y = F.linear(fake_quant_activations(x2.float()), self.dequantize()).to(x.dtype)
         return y.reshape(*shape[:-1], self.out_features)
 
 
 def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
-    """Per-row FBGEMM-style activation quantization onto 0..127 (7 bits), returned dequantized."""
-    lo = x2.amin(dim=1, keepdim=True).clamp(max=0)
-    hi = x2.amax(dim=1, keepdim=True).clamp(min=0)
-    scale = ((hi - lo) / 127.0).clamp_min(1e-12)
-    zp = torch.round(-lo / scale).clamp(0, 127)
-    q = torch.round(x2 / scale + zp).clamp(0, 127)
-    return (q - zp) * scale
+    """Per-row FBGEMM-style activation quantization onto 0..127 (7 bits), returned dequantized: (q - zp) · scale."""
+    codes, scale = onednn_linears.quantize_rows(x2)
+    return codes.float() * scale
 
 
 class LLMInt8Linear(QuantizedLinear):
