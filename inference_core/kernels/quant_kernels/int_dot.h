@@ -14,8 +14,8 @@
 // stored. Σ (w + o)·q = Σ w·q + o·Σ q, so each lane's accumulator starts at −o·(its q summed), taken once per
 // activation: no weight byte beyond the codes and scales is read.
 //
-// Register order: every int32 lane holds values of one activation block, so the per-block fp32 work (a conversion
-// and a multiply-add per lane) is paid once per lane of products, never per weight byte loaded.
+// Register order: every int32 lane sums products of one activation block only, so the per-block fp32 work (a
+// conversion and a multiply-add per register of sums) is paid once per accumulator, however many vpdpbusd fed it.
 //   Int8: a chunk is 64 consecutive values (lanes 0-7 one block, 8-15 the next).
 //   Int4: a chunk is 64 packed bytes = 128 values = four 32-value runs, byte j of a run holding value j (low nibble)
 //   and j + 16 (high nibble), as stored. One mask gives the low nibbles [run0 0..15 | run1 0..15 | run2 0..15 |
@@ -28,7 +28,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
