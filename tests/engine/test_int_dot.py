@@ -48,8 +48,10 @@ def test_activation_blocks_round_per_block_of_32():
 
 @needs_vnni
 @pytest.mark.parametrize("fmt", ["int8", "int4-g128", "int4-g64", "int4-g32"])
-@pytest.mark.parametrize("n,k", [(37, 576), (20, 1536), (9, 96), (13, 32), (6, 160)])
+@pytest.mark.parametrize("n,k", [(37, 576), (20, 1536), (9, 96), (13, 32), (6, 160), (5, 224)])
 def test_each_projection_equals_its_reference_to_fp32_rounding(fmt, n, k):
+    """int4 reads 128 values a chunk: K covers every remainder mod 128 (0, 32, 64, 96) after no full chunk and after
+    some, and the groups (32, 64, 128) every way a chunk can hold them (four, two, one)."""
     layer = make_layer(fmt, n, k, bias=True)
     view = layer.fused_view(KERNELS)
     torch.manual_seed(k)

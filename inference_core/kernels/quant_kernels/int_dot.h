@@ -11,19 +11,23 @@
 //
 // vpdpbusd multiplies unsigned bytes by signed bytes, four per int32 lane. The weights are made the unsigned side by an
 // offset that the activations pay for: an int8 code w is read as w + 128 (its top bit flipped), a nibble is w + 8 as
-// stored. Σ (w + o)·q = Σ w·q + o·Σ q, so each lane's accumulator starts at −o·(its four q summed), taken once per
+// stored. Σ (w + o)·q = Σ w·q + o·Σ q, so each lane's accumulator starts at −o·(its q summed), taken once per
 // activation: no weight byte beyond the codes and scales is read.
 //
-// Register order. An int8 chunk is 64 consecutive values. An int4 chunk is 32 packed bytes = two 32-value runs, byte j
-// of a run holding value j (low nibble) and j + 16 (high nibble): masking and shifting gives
-//   [run0 0..15 | run1 0..15 | run0 16..31 | run1 16..31]
-// in the register, so the quantized activations are stored permuted the same way once per call instead of shuffling
-// every weight chunk. A K that is 32 mod 64 ends in a half chunk, in natural order, upper half zero.
+// Register order: every int32 lane sums products of one activation block only, so the per-block fp32 work (a
+// conversion and a multiply-add per register of sums) is paid once per accumulator, however many vpdpbusd fed it.
+//   Int8: a chunk is 64 consecutive values (lanes 0-7 one block, 8-15 the next).
+//   Int4: a chunk is 64 packed bytes = 128 values = four 32-value runs, byte j of a run holding value j (low nibble)
+//   and j + 16 (high nibble), as stored. One mask gives the low nibbles [run0 0..15 | run1 0..15 | run2 0..15 |
+//   run3 0..15], a shift and a mask the high ones [run0 16..31 | ...]: lane j of both holds block j / 4, so the two
+//   multiply-adds go into one int32 accumulator and one conversion serves 128 values. The quantized activations are
+//   stored in that order once per call ([low halves | high halves] per chunk) instead of shuffling the weights.
+//   A row whose K is not a multiple of 128 ends in a partial chunk: its bytes are loaded under a mask (the rest
+//   zero) and its activations are zero-padded.
 #pragma once
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -46,93 +50,127 @@ inline bool cpu_has_avx512_vnni() {
 
 constexpr int64_t kActBlock = 32;
 
-// M rows of activations quantized for one weight kind, in its register order, one 64-value chunk after another:
-// q [M][chunks·64] (a trailing half chunk zero-padded), scale [M][chunks·16] (each int32 lane's block scale, 0 in
-// padding), corr [M][chunks·16] (each lane's −offset·Σq).
+// 16 values of a block with scale s > 0 → int8: a true division (the reference's x / s), rounded half to even,
+// clamped to ±127
+ILAB_VNNI inline __m128i block_codes(__m512 v, float s) {
+  const __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, _mm512_set1_ps(s)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 clamped = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+  return _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(clamped));
+}
+
+// M rows of activations quantized for one weight kind, in its register order, one chunk after another:
+// q [M][chunks·V] (V = 64 values a chunk for Int8, 128 for Int4; padding zero), scale [M][chunks·16] (each int32
+// lane's block scale, 0 in padding), corr [M][chunks·16] (each lane's −offset·Σq).
+// Int4 with a group G that is not a multiple of 128 has up to four groups in a chunk: each lane then takes its
+// block's group scale, gathered from the row's scales at group_first[c] + lane_group[c][lane] (group_mask[c]: the
+// groups the chunk touches, so the load stays inside the row's scales).
 struct BlockActs {
   int64_t chunks = 0;
   std::vector<int8_t> q;
   std::vector<float> scale;
   std::vector<int32_t> corr;
-  std::vector<int64_t> group_a, group_b;  // Int4: the weight group of each chunk's first and second block
+  std::vector<int64_t> group_first;
+  std::vector<int32_t> lane_group;
+  std::vector<uint16_t> group_mask;
 
-  void quantize(const float* x, int64_t M, int64_t ldx, int64_t K, bool int4, int64_t group) {
-    chunks = (K + 63) / 64;
-    group_a.resize(chunks);
-    group_b.resize(chunks);
-    for (int64_t c = 0; c < chunks; ++c) {
-      group_a[c] = int4 ? c * 64 / group : 0;
-      group_b[c] = int4 && c * 64 + 32 < K ? (c * 64 + 32) / group : group_a[c];
-    }
-    q.assign(M * chunks * 64, 0);
+  ILAB_VNNI void quantize(const float* x, int64_t M, int64_t ldx, int64_t K, bool int4, int64_t group) {
+    const int64_t V = int4 ? 128 : 64;
+    chunks = (K + V - 1) / V;
+    q.assign(M * chunks * V, 0);
     scale.assign(M * chunks * 16, 0.0f);
-    corr.assign(M * chunks * 16, 0);
-    const int32_t offset = int4 ? 8 : 128;
+    corr.resize(M * chunks * 16);
+    if (int4 && group % 128 != 0) {
+      group_first.resize(chunks);
+      lane_group.resize(chunks * 16);
+      group_mask.resize(chunks);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t blocks = std::min<int64_t>(4, (K - c * 128) / kActBlock);
+        group_first[c] = c * 128 / group;
+        const int64_t last = (c * 128 + (blocks - 1) * kActBlock) / group;
+        group_mask[c] = static_cast<uint16_t>((1u << (last - group_first[c] + 1)) - 1);
+        for (int lane = 0; lane < 16; ++lane)  // lanes of padding blocks take the last group (their q are 0)
+          lane_group[c * 16 + lane] = static_cast<int32_t>(
+              (c * 128 + std::min<int64_t>(lane / 4, blocks - 1) * kActBlock) / group - group_first[c]);
+      }
+    }
+    const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t m = 0; m < M; ++m) {
-      int8_t* qm = q.data() + m * chunks * 64;
+      int8_t* qm = q.data() + m * chunks * V;
       float* sm = scale.data() + m * chunks * 16;
       for (int64_t k0 = 0; k0 < K; k0 += kActBlock) {
         const float* xb = x + m * ldx + k0;
-        float amax = 0.0f;
-        for (int i = 0; i < kActBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+        const __m512 a = _mm512_loadu_ps(xb), b = _mm512_loadu_ps(xb + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
         const float s = amax / 127.0f;
-        const int64_t c = k0 / 64, half = (k0 / 32) % 2;
-        const bool full = c * 64 + 64 <= K;
-        for (int i = 0; i < kActBlock; ++i) {
-          const float v = s == 0.0f ? 0.0f : std::nearbyint(xb[i] / s);  // default rounding: half to even
-          const int pos = int4 && full ? (i < 16 ? half * 16 + i : 32 + half * 16 + (i - 16)) : half * 32 + i;
-          qm[c * 64 + pos] = static_cast<int8_t>(std::min(127.0f, std::max(-127.0f, v)));
-          sm[c * 16 + pos / 4] = s;
+        if (s == 0.0f) continue;  // an all-zero block: scale 0, codes 0 (as assigned)
+        int8_t *first, *second;  // where values 0..15 and 16..31 of the block go
+        float* lanes;
+        int lane_count;
+        if (int4) {  // block b of chunk c: its halves at low[16b] and high[16b], lanes 4b..4b+3
+          const int64_t c = k0 / 128, blk = (k0 % 128) / kActBlock;
+          first = qm + c * 128 + 16 * blk;
+          second = first + 64;
+          lanes = sm + c * 16 + 4 * blk;
+          lane_count = 4;
+        } else {  // natural order: lanes 8·half .. 8·half + 7
+          first = qm + k0;
+          second = first + 16;
+          lanes = sm + k0 / 4;
+          lane_count = 8;
         }
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(first), block_codes(a, s));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(second), block_codes(b, s));
+        std::fill(lanes, lanes + lane_count, s);
       }
-      int32_t* cm = corr.data() + m * chunks * 16;
-      for (int64_t lane = 0; lane < chunks * 16; ++lane)
-        cm[lane] = -offset * (qm[4 * lane] + qm[4 * lane + 1] + qm[4 * lane + 2] + qm[4 * lane + 3]);
+      // corr = −offset · Σq per lane (both halves for Int4): offset 8 = 2^3, 128 = 2^7
+      const __m512i ones = _mm512_set1_epi8(1);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int8_t* qc = qm + c * V;
+        __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(qc));
+        if (int4) sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(qc + 64));
+        const __m512i scaled = int4 ? _mm512_slli_epi32(sum, 3) : _mm512_slli_epi32(sum, 7);
+        _mm512_storeu_si512(corr.data() + (m * chunks + c) * 16, _mm512_sub_epi32(_mm512_setzero_si512(), scaled));
+      }
     }
   }
 };
 
-// The 64 (or, at a K that is 32 mod 64, the last 32) unsigned codes of chunk c of a weight row, in register order.
+// The codes of chunk c of a weight row as unsigned bytes in register order: Int8 one register (64 values), Int4 two
+// (low and high nibbles, 64 values each). A partial last chunk is loaded under a mask.
 template <bool kInt4>
-ILAB_VNNI inline __m512i load_codes(const uint8_t* row, int64_t c, bool full) {
+ILAB_VNNI inline void load_codes(const uint8_t* row, int64_t c, int64_t K, __m512i& a, __m512i& b) {
+  constexpr int64_t kBytes = 64;
+  const int64_t left = (kInt4 ? (K - c * 128) / 2 : K - c * 64);
+  const uint8_t* at = row + c * kBytes;
+  const __m512i raw = left >= kBytes ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8((1ull << left) - 1, at);
   if constexpr (kInt4) {
-    const __m256i mask = _mm256_set1_epi8(0x0F);
-    if (full) {
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 32));
-      return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(b, mask)),
-                                _mm256_and_si256(_mm256_srli_epi16(b, 4), mask), 1);
-    }
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c * 32));
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m256i both = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
-    return _mm512_zextsi256_si512(both);
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    a = _mm512_and_si512(raw, mask);
+    b = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
   } else {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));  // w → w + 128 as an unsigned byte
-    // a half chunk's upper lanes meet zero activations (q = 0, corr = 0): whatever they hold adds nothing
-    const __m512i b = full ? _mm512_loadu_si512(row + c * 64) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, row + c * 64);
-    return _mm512_xor_si512(b, flip);
+    // w → w + 128 as an unsigned byte; a partial chunk's zeroed bytes meet zero activations (q = 0, corr = 0)
+    a = _mm512_xor_si512(raw, _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 }
 
 // y[m·ldy + n + i] for MB activation rows starting at m0 and NB weight rows starting at n: each chunk of activations
 // is loaded once for NB rows, and the NB·MB accumulators are independent chains (one row alone is bound by the
-// latency of its multiply-add chain, nine chunks long at K = 576). Every (weight row, activation row) pair is summed
-// in the same order whatever NB and MB are, so a row's result does not depend on how many rows share the call
-// (batch invariance: a speculative verify scores a position exactly as a plain decode step does).
+// latency of its multiply-add chain). Every (weight row, activation row) pair is summed in the same order whatever NB
+// and MB are, so a row's result does not depend on how many rows share the call (batch invariance: a speculative
+// verify scores a position exactly as a plain decode step does).
 // A row runs as segments, each ending with one fp32 scale: the whole row for Int8 (its row scale, applied last), a
-// group for Int4 with groups of whole chunks (G a multiple of 64). Int4 with G = 32 mod 64 has a chunk's two blocks
-// in different groups: each lane's scale is then its block's activation scale times its group's weight scale
-// (A.group_a / A.group_b). No division in the loop: two per chunk cost as much as everything else.
+// group for Int4 with groups of whole chunks (G a multiple of 128). Int4 with other G has several groups in a chunk:
+// each lane's scale is then its block's activation scale times its group's weight scale. No division in the loop.
 template <bool kInt4, int NB, int MB>
 ILAB_VNNI void int_dot_tile(const WeightView& W, int64_t n, const BlockActs& A, int64_t m0, float* y, int64_t ldy) {
   const int64_t K = W.K, chunks = A.chunks;
+  constexpr int64_t V = kInt4 ? 128 : 64;
   const int64_t row_bytes = kInt4 ? K / 2 : K;
   const uint8_t* rows = static_cast<const uint8_t*>(W.w) + n * row_bytes;
-  constexpr int64_t kChunkBytes = kInt4 ? 32 : 64;
   const int64_t n_groups = kInt4 ? (K + W.group - 1) / W.group : 1;
   const float* gscale = kInt4 ? W.scale + n * n_groups : nullptr;
-  const bool per_group = !kInt4 || W.group % 64 == 0;
-  const int64_t seg_chunks = kInt4 && per_group ? W.group / 64 : chunks;
+  const bool per_group = !kInt4 || W.group % 128 == 0;
+  const int64_t seg_chunks = kInt4 && per_group ? W.group / 128 : chunks;
   __m512 total[NB][MB], part[NB][MB];
   for (int i = 0; i < NB; ++i)
     for (int m = 0; m < MB; ++m) total[i][m] = _mm512_setzero_ps();
@@ -141,26 +179,28 @@ ILAB_VNNI void int_dot_tile(const WeightView& W, int64_t n, const BlockActs& A, 
       for (int m = 0; m < MB; ++m) part[i][m] = _mm512_setzero_ps();
     const int64_t c1 = std::min(chunks, c0 + seg_chunks);
     for (int64_t c = c0; c < c1; ++c) {
-      const bool full = c * 64 + 64 <= K;
-      __m512i w[NB];
+      __m512i lo[NB], hi[NB];
       __m512 wscale[NB];
       for (int i = 0; i < NB; ++i) {
         const uint8_t* row = rows + i * row_bytes;
         // rows are consecutive in memory, so prefetching past this row's end fetches the next rows
-        if ((c * kChunkBytes) % 64 == 0)
-          _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes + c * kChunkBytes, ILAB_PREFETCH_HINT);
-        w[i] = load_codes<kInt4>(row, c, full);
+        _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes + c * 64, ILAB_PREFETCH_HINT);
+        load_codes<kInt4>(row, c, K, lo[i], hi[i]);
         if (kInt4 && !per_group)
-          wscale[i] = _mm512_mask_blend_ps(0xF0F0, _mm512_set1_ps(gscale[i * n_groups + A.group_a[c]]),
-                                           _mm512_set1_ps(gscale[i * n_groups + A.group_b[c]]));
+          wscale[i] = _mm512_permutexvar_ps(_mm512_loadu_si512(A.lane_group.data() + c * 16),
+                                            _mm512_maskz_loadu_ps(A.group_mask[c], gscale + i * n_groups + A.group_first[c]));
       }
       for (int m = 0; m < MB; ++m) {
         const int64_t at = (m0 + m) * chunks + c;
-        const __m512i corr = _mm512_loadu_si512(A.corr.data() + at * 16), q = _mm512_loadu_si512(A.q.data() + at * 64);
+        const __m512i corr = _mm512_loadu_si512(A.corr.data() + at * 16);
+        const __m512i qa = _mm512_loadu_si512(A.q.data() + at * V);
+        const __m512i qb = kInt4 ? _mm512_loadu_si512(A.q.data() + at * V + 64) : qa;
         const __m512 s = _mm512_loadu_ps(A.scale.data() + at * 16);
         for (int i = 0; i < NB; ++i) {
-          const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, w[i], q));
-          part[i][m] = _mm512_fmadd_ps(f, kInt4 && !per_group ? _mm512_mul_ps(s, wscale[i]) : s, part[i][m]);
+          __m512i acc = _mm512_dpbusd_epi32(corr, lo[i], qa);
+          if constexpr (kInt4) acc = _mm512_dpbusd_epi32(acc, hi[i], qb);
+          part[i][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), kInt4 && !per_group ? _mm512_mul_ps(s, wscale[i]) : s,
+                                       part[i][m]);
         }
       }
     }
@@ -200,23 +240,32 @@ ILAB_VNNI void int_dot_rows_of(const WeightView& W, const BlockActs& A, int64_t 
   }
 }
 
-// y[m, n] = x[m] · W[n] (+ bias[n]) on integer dot products, for n in [n0, n1), m < M; W Int8 or Int4. Each caller
-// (thread) quantizes x itself: K values against the (n1 − n0)·K weights it reads.
+// y[m, n] = x[m] · W[n] (+ bias[n]) on integer dot products, for n in [n0, n1) and, when n2 < n3, [n2, n3) too (the
+// fused gate/up rows of one thread), m < M; W Int8 or Int4. Each caller (thread) quantizes x itself, once for both
+// ranges: K values against the rows·K weights it reads.
 inline void int_dot_rows(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy, int64_t n0,
-                         int64_t n1) {
+                         int64_t n1, int64_t n2 = 0, int64_t n3 = 0) {
   thread_local BlockActs acts;
   const bool int4 = W.kind == Kind::Int4;
   acts.quantize(x, M, ldx, W.K, int4, W.group);
-  if (int4) int_dot_rows_of<true>(W, acts, M, y, ldy, n0, n1);
-  else int_dot_rows_of<false>(W, acts, M, y, ldy, n0, n1);
+  for (auto [a, b] : {std::pair{n0, n1}, std::pair{n2, n3}}) {
+    if (a >= b) continue;
+    if (int4) int_dot_rows_of<true>(W, acts, M, y, ldy, a, b);
+    else int_dot_rows_of<false>(W, acts, M, y, ldy, a, b);
+  }
 }
 
 // The fused step's projection: on integer dot products when the view was switched to them (FusedModel.use_int_dot,
 // only for Int8/Int4 views on a CPU with AVX-512 VNNI), else the float kernels of linear.h.
+// Rows [n0, n1) and, when n2 < n3, [n2, n3) (the activations quantized once for both).
 inline void project_rows(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy, int64_t n0,
-                         int64_t n1) {
-  if (W.int_dot) int_dot_rows(W, x, M, ldx, y, ldy, n0, n1);
-  else linear_rows(W, x, M, ldx, y, ldy, n0, n1);
+                         int64_t n1, int64_t n2 = 0, int64_t n3 = 0) {
+  if (W.int_dot) {
+    int_dot_rows(W, x, M, ldx, y, ldy, n0, n1, n2, n3);
+    return;
+  }
+  linear_rows(W, x, M, ldx, y, ldy, n0, n1);
+  if (n2 < n3) linear_rows(W, x, M, ldx, y, ldy, n2, n3);
 }
 
 }  // namespace ilab

@@ -458,8 +458,7 @@ class FusedModel {
         // 5. MLP norm, gate and up rows j and ffn+j on the same thread, so SiLU(gate)·up needs no barrier
         for (int64_t r = 0; r < T; ++r) rms_norm(xs + r * dim_, layer.ffn_norm.data_ptr<float>(), eps_, dim_, xn.data() + r * dim_);
         auto [j0, j1] = share(ffn_, t, nt);
-        project_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, j0, j1);
-        project_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, ffn_ + j0, ffn_ + j1);
+        project_rows(layer.gate_up.view, xn.data(), T, dim_, gu.data(), 2 * ffn_, j0, j1, ffn_ + j0, ffn_ + j1);
         for (int64_t r = 0; r < T; ++r)
           silu_mul(gu.data() + r * 2 * ffn_ + j0, gu.data() + r * 2 * ffn_ + ffn_ + j0, act.data() + r * ffn_ + j0, j1 - j0);
         barrier.wait();
