@@ -151,3 +151,24 @@ def test_the_float_path_can_be_forced(fmt):
         step, why = fused_cpu.build(quantize_model(model, fmt))
     assert step is not None, why
     assert step.kernel == f"cpu-fused-step {fmt}"
+
+
+@needs_vnni
+@pytest.mark.parametrize("fmt", ["int8", "int4-g32"])
+def test_a_chunk_that_samples_no_row_runs_on_the_vnni_path(fmt):
+    """A prompt longer than one fused call runs as chunks, and a chunk that only writes K/V hands the output head
+    zero rows: the integer path returns nothing for them (it read past an empty activation buffer and crashed)."""
+    layer = make_layer(fmt, 45, 576)
+    assert KERNELS.linear_forward(layer.fused_view(KERNELS), torch.empty(0, 576), True).shape == (0, 45)
+    model = build_model(tiny_config(), None, torch.device("cpu"))
+    with settings_override(int_dot="vnni"):
+        qmodel = quantize_model(model, fmt)
+        runner = runner_for(qmodel)
+    runner._onednn = False  # with oneDNN, long quantized steps leave the fused step's chunks
+    ids = [(7 * i) % 97 for i in range(fused_cpu.MAX_FUSED_POSITIONS + 20)]
+    got = runner.forward_sequence(ids, runner.new_sequence(len(ids), block_size=4))[-1]
+    cfg = qmodel.config
+    cache = KVCache.allocate(cfg.n_layers, 1, cfg.n_kv_heads, len(ids), cfg.head_dim, torch.float32, "cpu")
+    with torch.inference_mode(), activation_blocks.reference_forward(qmodel):
+        ref = qmodel(torch.tensor([ids]), torch.arange(len(ids)), cache)[0, -1]
+    torch.testing.assert_close(got, ref, atol=0.1 * ref.abs().max().item(), rtol=0)

@@ -245,6 +245,7 @@ ILAB_VNNI void int_dot_rows_of(const WeightView& W, const BlockActs& A, int64_t 
 // ranges: K values against the rows·K weights it reads.
 inline void int_dot_rows(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy, int64_t n0,
                          int64_t n1, int64_t n2 = 0, int64_t n3 = 0) {
+  if (M == 0) return;  // a chunk that only writes K/V hands the head no rows: the tiles would read empty buffers
   thread_local BlockActs acts;
   const bool int4 = W.kind == Kind::Int4;
   acts.quantize(x, M, ldx, W.K, int4, W.group);
