@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import weakref
-from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -22,9 +21,9 @@ def available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-@lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as the kernel reports them (empty where /proc/cpuinfo is absent)."""
+    """The CPU's feature flags as the kernel reports them (empty where /proc/cpuinfo is absent); read per long step,
+    which takes far longer than the read."""
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     return frozenset(next((ln.split(":", 1)[1] for ln in info.splitlines() if ln.startswith("flags")), "").split())
 
@@ -87,10 +86,6 @@ class OneDnnLinears(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-# w8a8's AMX int8 product: each layer's weight prepacked for oneDNN once (at its first long step), kept beside it
-_int8_packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def int8_applies(x2: torch.Tensor) -> bool:
     return (x2.device.type == "cpu" and x2.shape[0] >= MIN_ROWS and hasattr(torch.ops, "onednn")
             and hasattr(torch.ops.onednn, "qlinear_pointwise") and amx("int8"))
@@ -110,10 +105,10 @@ def quantize_rows(x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def w8a8_product(x2: torch.Tensor, layer) -> torch.Tensor:
     """x2 [rows, in] fp32 × `layer`'s int8 weight (qweight [out, in], per-row scale) on AMX int8:
     y = s_x · (Σ c q_w) · s_w, the integer sums exact in int32 (s8 × s8 tiles)."""
-    packed = _int8_packed.get(layer)
+    packed = layer.onednn_packed  # prepacked for oneDNN at the layer's first long step, kept on the layer
     if packed is None:
         w_scale = layer.scale.float().contiguous()
-        packed = _int8_packed[layer] = (torch.ops.onednn.qlinear_prepack(layer.qweight.contiguous(), None), w_scale,
+        packed = layer.onednn_packed = (torch.ops.onednn.qlinear_prepack(layer.qweight.contiguous(), None), w_scale,
                                         torch.zeros_like(w_scale, dtype=torch.long))
     weight, w_scale, w_zp = packed
     codes, scale = quantize_rows(x2)

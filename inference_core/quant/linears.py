@@ -161,6 +161,7 @@ class W8A8DynamicLinear(QuantizedLinear):
         self.register_buffer("qweight", q)
         self.register_buffer("scale", s)
         self._packed = None
+        self.onednn_packed = None  # onednn_linears.w8a8_product's prepacked weight, made at the first long step
         if fbgemm_available() and weight.device.type == "cpu":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
