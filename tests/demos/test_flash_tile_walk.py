@@ -91,7 +91,7 @@ def test_a_long_walk_carries_only_the_chosen_head_within_one_walks_budget():
 
 
 @pytest.mark.model
-def test_the_runner_walks_every_head_of_the_real_layer_and_the_chosen_one_first():
+def test_the_runner_walks_every_head_of_the_real_layer_and_the_chosen_one_first(loaded_models):
     """On SmolLM2's real q/k/v: the default prompt's walk carries all 9 heads of the layer, `head` is the one the
     settings chose, and every head's acc / l after a query tile's last key tile is that head's attention output."""
     from demos.catalog.flash_attention import capture_qkv, run
@@ -100,7 +100,7 @@ def test_the_runner_walks_every_head_of_the_real_layer_and_the_chosen_one_first(
 
     params = validate("flash-attention", {"layer": 2, "head": 5})
     events = []
-    for ev in run(params):
+    for ev in run(params, models=loaded_models):
         events.append(ev)
         if ev["type"] == "flash_tile_walk":
             break
