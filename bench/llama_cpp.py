@@ -190,7 +190,7 @@ def compare(threads: int, rounds: int, n_tokens: int) -> None:
         row(f"ours {kernel}", median[kernel], nbytes)
     for peer in peers:
         row(f"llama.cpp {peer}", median[peer], gguf_weight_bytes(model_file(peer)))
-    fused = {k.split()[1]: k for k in ours if k.endswith("vnni") or k.endswith("fp32")}
+    fused = {k.split()[1]: k for k in ours if k.endswith(("vnni", "avx2", "fp32"))}  # the default paths
     for fmt, kernel in fused.items():
         for peer in PEERS_OF[fmt]:
             print(f"ratio {kernel} / llama.cpp {peer}: {median[kernel] / median[peer]:.2f}×")

@@ -78,7 +78,7 @@ class EngineSettings:
     dtype: str | None = None  # INFERENCE_DTYPE: weights' and activations' dtype; None: bfloat16 on CUDA, else float32
     cpu_fastpath: bool = True  # INFERENCE_CPU_FASTPATH=0: the reference forward instead of the fused CPU step
     quant_kernels: bool = True  # INFERENCE_QUANT_KERNELS=torch: no compiled kernels (pure-PyTorch fallbacks)
-    int_dot: str = "auto"  # INFERENCE_INT_DOT=vnni|float: int8/int4 CPU steps on integer dot products or not
+    int_dot: str = "auto"  # INFERENCE_INT_DOT=vnni|avx2|float: int8/int4 CPU steps on integer dot products or not
     cuda_graphs: bool = True  # INFERENCE_CUDA_GRAPHS=0: decode eagerly on CUDA
     compile: bool = False  # INFERENCE_COMPILE=1: torch.compile the step before capturing its graph
     cache_dir: Path = Path.home() / ".cache" / "inference-lab"  # INFERENCE_LAB_CACHE: weights, kernels

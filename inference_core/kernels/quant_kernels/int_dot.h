@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "int_dot_avx2.h"
 #include "linear.h"
 
 namespace ilab {
@@ -47,6 +48,7 @@ inline bool cpu_has_avx512_vnni() {
                           __builtin_cpu_supports("avx512vnni");
   return has;
 }
+
 
 constexpr int64_t kActBlock = 32;
 
@@ -257,14 +259,12 @@ inline void int_dot_rows(const WeightView& W, const float* x, int64_t M, int64_t
 }
 
 // The fused step's projection: on integer dot products when the view was switched to them (FusedModel.use_int_dot,
-// only for Int8/Int4 views on a CPU with AVX-512 VNNI), else the float kernels of linear.h.
+// only for Int8/Int4 views: AVX-512 VNNI where the CPU has it, else AVX2), else the float kernels of linear.h.
 // Rows [n0, n1) and, when n2 < n3, [n2, n3) (the activations quantized once for both).
 inline void project_rows(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy, int64_t n0,
                          int64_t n1, int64_t n2 = 0, int64_t n3 = 0) {
-  if (W.int_dot) {
-    int_dot_rows(W, x, M, ldx, y, ldy, n0, n1, n2, n3);
-    return;
-  }
+  if (W.int_dot == IntDot::Vnni) return int_dot_rows(W, x, M, ldx, y, ldy, n0, n1, n2, n3);
+  if (W.int_dot == IntDot::Avx2) return avx2_int_dot_rows(W, x, M, ldx, y, ldy, n0, n1, n2, n3);
   linear_rows(W, x, M, ldx, y, ldy, n0, n1);
   if (n2 < n3) linear_rows(W, x, M, ldx, y, ldy, n2, n3);
 }

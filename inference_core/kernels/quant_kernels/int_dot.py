@@ -1,17 +1,19 @@
 """Which arithmetic the fused CPU step uses for int8 and int4 weights, chosen from the CPU's features.
 
-- "vnni": integer dot products (AVX-512 VNNI, int_dot.h): the activations are quantized per block of 32 to int8
+- "vnni": integer dot products on AVX-512 VNNI (int_dot.h): the activations are quantized per block of 32 to int8
   (as llama.cpp's Q8 activations are), multiplied with the weight codes in int32, then scaled in fp32. Its
   reference is quant/activation_blocks.py.
+- "avx2": the same arithmetic on AVX2's vpmaddubsw (int_dot_avx2.h), for CPUs without VNNI (AMD Zen 2/3, older
+  Intel): the integer sums are the same, only the fp32 summation order differs.
 - "float": the weight-only kernels of linear.h (codes widened to fp32, fp32 multiply-adds; activations exact).
 
-INFERENCE_INT_DOT (EngineSettings.int_dot) = auto (vnni where the CPU has it), vnni, or float: forcing lets the tests
-run both paths on one machine. Forcing vnni on a CPU without it falls back to float and says why. AVX-VNNI (the
-256-bit VEX form on CPUs without AVX-512) has no kernel here: such CPUs take the float path.
+INFERENCE_INT_DOT (EngineSettings.int_dot) = auto (vnni where the CPU has it, else avx2), vnni, avx2 or float:
+forcing lets the tests run every path the CPU can. Forcing vnni on a CPU without it takes avx2 and says why.
+AVX-VNNI (the 256-bit VEX form on CPUs without AVX-512) has no kernel of its own: such CPUs take avx2.
 """
 from __future__ import annotations
 
-CHOICES = ("auto", "vnni", "float")
+CHOICES = ("auto", "vnni", "avx2", "float")
 
 
 def choose(kernels, settings) -> tuple[str, str]:
@@ -19,10 +21,10 @@ def choose(kernels, settings) -> tuple[str, str]:
     wanted = settings.int_dot
     if wanted not in CHOICES:
         raise ValueError(f"INFERENCE_INT_DOT={wanted!r}: expected one of {', '.join(CHOICES)}")
-    if wanted == "float":
-        return "float", "INFERENCE_INT_DOT=float"
+    if wanted in ("float", "avx2"):
+        return wanted, f"INFERENCE_INT_DOT={wanted}"
     if not kernels.cpu_has_avx512_vnni():
-        return "float", "this CPU lacks AVX-512 VNNI"
+        return "avx2", "this CPU lacks AVX-512 VNNI"
     return "vnni", "AVX-512 VNNI" if wanted == "auto" else "INFERENCE_INT_DOT=vnni"
 
 
@@ -30,5 +32,5 @@ def apply(native_model, kernels, settings) -> str:
     """Switch a FusedModel's int8/int4 projections to the chosen path; returns the suffix its kernel name takes
     ("" for float, or for a model with no int8/int4 projection)."""
     path, _ = choose(kernels, settings)
-    switched = native_model.use_int_dot(path == "vnni")
-    return " vnni" if path == "vnni" and switched else ""
+    switched = native_model.use_int_dot(path)
+    return f" {path}" if path != "float" and switched else ""

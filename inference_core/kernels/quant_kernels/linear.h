@@ -34,6 +34,9 @@ inline float hsum(__m256 v) {
 }
 
 enum class Kind : int { F32 = 0, Int8 = 1, Fp8 = 2, Lut4 = 3, Int4 = 4 };
+// How the fused step multiplies Int8/Int4 weights: float kernels (below), or integer dot products on AVX-512 VNNI
+// (int_dot.h) or AVX2 (int_dot_avx2.h)
+enum class IntDot : int { Off = 0, Vnni = 1, Avx2 = 2 };
 
 // How far ahead of the multiply-adds the weight stream is prefetched, into L2 (T1: more misses in flight than
 // L1 allows). With several rows of x per weight the loop issues loads too slowly for the hardware prefetcher
@@ -77,7 +80,7 @@ struct WeightView {
   const float* scale = nullptr;
   const float* bias = nullptr;  // added after the product when set
   Fp16Lut lut;
-  bool int_dot = false;  // Int8, Int4: the fused step computes it on integer dot products (int_dot.h)
+  IntDot int_dot = IntDot::Off;  // Int8, Int4: the fused step computes it on integer dot products
 };
 
 // 32 weights of row `row` starting at k → four registers of 8 fp32 values (before the row/group scale).

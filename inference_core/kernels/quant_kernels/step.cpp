@@ -30,6 +30,15 @@
 
 namespace ilab {
 namespace {
+// "float", "vnni" or "avx2" → the path; a path this CPU cannot run is refused (the module loads only with AVX2)
+inline IntDot int_dot_path(const std::string& name) {
+  if (name == "float") return IntDot::Off;
+  if (name == "avx2") return IntDot::Avx2;
+  TORCH_CHECK(name == "vnni", "int_dot path: expected float, vnni or avx2, got ", name);
+  TORCH_CHECK(cpu_has_avx512_vnni(), "integer dot products on VNNI need AVX-512 VNNI, which this CPU lacks");
+  return IntDot::Vnni;
+}
+
 
 // Threads spin while a step runs (a phase ends within microseconds of its siblings), and sleep on a futex when
 // a sibling is late, e.g. because another process took its core: spinning on then would burn the very time
@@ -284,11 +293,11 @@ class FusedModel {
     TORCH_CHECK(head_.view.K == dim_, "head shape");
   }
 
-  // Int8 and Int4 projections (the head included) on integer dot products (on) or on the float kernels (off);
-  // returns how many projections the choice applies to. Python's quant_kernels/int_dot.py decides, from the CPU's
-  // features and INFERENCE_INT_DOT.
-  int64_t use_int_dot(bool on) {
-    TORCH_CHECK(!on || cpu_has_avx512_vnni(), "integer dot products need AVX-512 VNNI, which this CPU lacks");
+  // Int8 and Int4 projections (the head included) on integer dot products ("vnni", "avx2") or on the float kernels
+  // ("float"); returns how many projections the choice applies to. Python's quant_kernels/int_dot.py decides, from
+  // the CPU's features and INFERENCE_INT_DOT.
+  int64_t use_int_dot(const std::string& path) {
+    const IntDot on = int_dot_path(path);
     int64_t count = 0;
     auto set = [&](Linear& l) {
       if (l.view.kind == Kind::Int8 || l.view.kind == Kind::Int4) {
@@ -507,19 +516,18 @@ void register_step(pybind11::module& m) {
       .def("forward", &FusedModel::forward, py::arg("x"), py::arg("positions"), py::arg("seq"), py::arg("tables"),
            py::arg("k_pool"), py::arg("v_pool"), py::arg("rows"), py::arg("n_layers") = -1,
            py::arg("k_scale") = py::none(), py::arg("v_scale") = py::none(), py::call_guard<py::gil_scoped_release>())
-      .def("use_int_dot", &FusedModel::use_int_dot, py::arg("on"));
+      .def("use_int_dot", &FusedModel::use_int_dot, py::arg("path"));
   m.def("cpu_has_avx512_vnni", &cpu_has_avx512_vnni, "whether this CPU runs the integer-dot-product path");
-  m.def("linear_forward", [](const Linear& linear, torch::Tensor x, bool int_dot) {
+  m.def("linear_forward", [](const Linear& linear, torch::Tensor x, const std::string& int_dot) {
     TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous() && x.size(1) == linear.view.K,
                 "x: contiguous fp32 [M, K]");
     WeightView v = linear.view;
-    v.int_dot = int_dot && (v.kind == Kind::Int8 || v.kind == Kind::Int4);
-    TORCH_CHECK(!v.int_dot || cpu_has_avx512_vnni(), "integer dot products need AVX-512 VNNI, which this CPU lacks");
+    v.int_dot = v.kind == Kind::Int8 || v.kind == Kind::Int4 ? int_dot_path(int_dot) : IntDot::Off;
     auto y = torch::empty({x.size(0), v.N}, x.options());
     project_rows(v, x.data_ptr<float>(), x.size(0), v.K, y.data_ptr<float>(), v.N, 0, v.N);
     return y;
-  }, "y = x · W[n] (+ bias) as the fused step computes one projection, single-threaded; int_dot: on integer dot "
-     "products (Int8/Int4 views)", py::arg("linear"), py::arg("x"), py::arg("int_dot"));
+  }, "y = x · W[n] (+ bias) as the fused step computes one projection, single-threaded; int_dot: float, or "
+     "integer dot products on vnni or avx2 (Int8/Int4 views)", py::arg("linear"), py::arg("x"), py::arg("int_dot"));
   m.def("quantize_kv_rows", [](torch::Tensor x) {
     TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.is_contiguous() && x.dim() >= 1 && x.size(-1) % 8 == 0,
                 "x: contiguous fp32 [..., d], d a multiple of 8");
