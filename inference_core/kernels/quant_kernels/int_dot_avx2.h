@@ -137,8 +137,9 @@ inline __m256i avx2_chunk_sums(__m256i a, __m256i b, const int8_t* qc, const int
 
 // y[(m0 + m)·ldy + n + i] for NB weight rows from n and MB activation rows from m0. Each (weight row, activation
 // row) pair has its own accumulators, summed chunk after chunk in the same order whatever NB and MB are (batch
-// invariance, as in int_dot.h). Int4 scales per lane: the block's activation scale times its group's weight scale
-// (a group of 32 changes halfway through a chunk; larger groups hold whole chunks).
+// invariance, as in int_dot.h). A row runs as segments, each ending with one fp32 scale: the whole row for Int8 (its
+// row scale, applied last), a group for Int4 with groups of whole chunks (G a multiple of 64). Int4 with G = 32
+// changes group halfway through a chunk: each lane then takes its block's activation scale times its group's scale.
 template <bool kInt4, int NB, int MB>
 void avx2_int_dot_tile(const WeightView& W, int64_t n, const Avx2BlockActs& A, int64_t m0, float* y, int64_t ldy) {
   const int64_t K = W.K, chunks = A.chunks;
@@ -146,36 +147,48 @@ void avx2_int_dot_tile(const WeightView& W, int64_t n, const Avx2BlockActs& A, i
   const int64_t row_bytes = kInt4 ? K / 2 : K;
   const uint8_t* rows = static_cast<const uint8_t*>(W.w) + n * row_bytes;
   const int64_t n_groups = kInt4 ? (K + W.group - 1) / W.group : 1;
-  __m256 acc[NB][MB];
+  const float* gscale = kInt4 ? W.scale + n * n_groups : nullptr;
+  const bool per_group = !kInt4 || W.group % 64 == 0;
+  const int64_t seg_chunks = kInt4 && per_group ? W.group / 64 : chunks;
+  __m256 total[NB][MB], part[NB][MB];
   for (int i = 0; i < NB; ++i)
-    for (int m = 0; m < MB; ++m) acc[i][m] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < chunks; ++c) {
-    if (c % 2 == 0)  // one 64-byte line every two chunks (Int8) or two (Int4)
-      for (int i = 0; i < NB; ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(rows + i * row_bytes) + kPrefetchBytes + c * 32, ILAB_PREFETCH_HINT);
+    for (int m = 0; m < MB; ++m) total[i][m] = _mm256_setzero_ps();
+  for (int64_t c0 = 0, seg = 0; c0 < chunks; c0 += seg_chunks, ++seg) {
+    for (int i = 0; i < NB; ++i)
+      for (int m = 0; m < MB; ++m) part[i][m] = _mm256_setzero_ps();
+    const int64_t c1 = std::min(chunks, c0 + seg_chunks);
+    for (int64_t c = c0; c < c1; ++c) {
+      if (c % 2 == 0)  // one 64-byte line every two chunks
+        for (int i = 0; i < NB; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(rows + i * row_bytes) + kPrefetchBytes + c * 32,
+                       ILAB_PREFETCH_HINT);
+      for (int i = 0; i < NB; ++i) {
+        __m256i a, b;
+        avx2_load_codes<kInt4>(rows + i * row_bytes, c, K, a, b);
+        __m256 wscale = _mm256_set1_ps(1.0f);
+        if (kInt4 && !per_group) {  // G = 32: blocks 2c and 2c + 1 (a padding block takes the last group)
+          const float* g = gscale + i * n_groups;
+          wscale = _mm256_setr_m128(_mm_set1_ps(g[2 * c]), _mm_set1_ps(g[std::min(2 * c + 1, n_groups - 1)]));
+        }
+        for (int m = 0; m < MB; ++m) {
+          const int64_t at = (m0 + m) * chunks + c;
+          const __m256i sums =
+              avx2_chunk_sums<kInt4>(a, b, A.q.data() + at * V, kInt4 ? A.corr.data() + at * 8 : nullptr);
+          const __m256 s = _mm256_loadu_ps(A.scale.data() + at * 8);
+          part[i][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), kInt4 && !per_group ? _mm256_mul_ps(s, wscale) : s,
+                                       part[i][m]);
+        }
+      }
+    }
     for (int i = 0; i < NB; ++i) {
-      const uint8_t* row = rows + i * row_bytes;
-      __m256 wscale = _mm256_set1_ps(1.0f);
-      if constexpr (kInt4) {
-        const float* g = W.scale + (n + i) * n_groups;
-        const float g0 = g[c * 64 / W.group];
-        wscale = W.group >= 64 ? _mm256_set1_ps(g0)
-                               : _mm256_setr_m128(_mm_set1_ps(g0), _mm_set1_ps(g[std::min(c * 2 + 1, n_groups - 1)]));
-      }
-      __m256i a, b;
-      avx2_load_codes<kInt4>(row, c, K, a, b);
-      for (int m = 0; m < MB; ++m) {
-        const int64_t at = (m0 + m) * chunks + c;
-        const __m256i sums = avx2_chunk_sums<kInt4>(a, b, A.q.data() + at * V, kInt4 ? A.corr.data() + at * 8 : nullptr);
-        const __m256 s = _mm256_loadu_ps(A.scale.data() + at * 8);
-        acc[i][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), kInt4 ? _mm256_mul_ps(s, wscale) : s, acc[i][m]);
-      }
+      const __m256 g = _mm256_set1_ps(kInt4 && per_group ? gscale[i * n_groups + seg] : 1.0f);
+      for (int m = 0; m < MB; ++m) total[i][m] = _mm256_fmadd_ps(part[i][m], g, total[i][m]);
     }
   }
   for (int i = 0; i < NB; ++i) {
     const float rs = kInt4 ? 1.0f : W.scale[n + i];
     const float b = W.bias ? W.bias[n + i] : 0.0f;
-    for (int m = 0; m < MB; ++m) y[(m0 + m) * ldy + n + i] = rs * hsum(acc[i][m]) + b;
+    for (int m = 0; m < MB; ++m) y[(m0 + m) * ldy + n + i] = rs * hsum(total[i][m]) + b;
   }
 }
 
