@@ -6,9 +6,10 @@
 `--model speed-llama-3.2-1b` runs the same rounds on Llama 3.2 1B's shape with seeded random weights (speed only:
 5 GB of fp32 weights per step, where a format's bytes set the pace); no peers or per-layer table then.
 
-Rounds are interleaved (fp32, int8, …, fp32, int8, …) so load from other processes hits every format
-alike. On a shared CPU a run is only ever slowed down by other jobs, never sped up, so the headline figure
-is the best round (max tokens/s, min µs); the median is printed beside it. Also times each layer shape
+Rounds are interleaved (fp32, int8, …, then int8, …, fp32: the order rotates each round) so load from other
+processes, and the spinning threads a PyTorch-run format leaves behind, hit every format alike. On a shared CPU
+a run is only ever slowed down by other jobs, never sped up, so the headline figure is the best round
+(max tokens/s, min µs); the median is printed beside it. Also times each layer shape
 alone (one linear, batch 1), which isolates the kernels from the Python overhead of a decode step.
 Ratios are against our fp32. With `make bench-peers` built, llama.cpp's `llama-bench` decodes the file type of
 the same width in the same rounds (fp32 vs F32, int8 vs Q8_0, int4-g128 vs Q4_1), and the ratio of medians is
@@ -128,13 +129,17 @@ def main() -> None:
     llama: dict[str, list[float]] = {f: [] for f in peers}
     for f in formats:  # warm-up: first calls allocate and build kernels
         ours(engines[f], 4)
-    for _ in range(args.rounds):
-        for f in formats:
+    jobs = list(speeds)
+    for r in range(args.rounds):
+        # The order rotates each round: a format timed right after a PyTorch one (w8a8, transformers) shares the cores
+        # with that library's still-spinning OpenMP and BLAS threads, so none may always follow the same one.
+        for f in jobs[r % len(jobs):] + jobs[:r % len(jobs)]:
+            if f == "transformers fp32":
+                speeds[f].append(hf_decode(hf, ids, args.tokens))
+                continue
             speeds[f].append(ours(engines[f], args.tokens))
             if f in peers:
                 llama[f].append(llama_cpp.decode_tps(peers[f], threads=args.threads, n_gen=args.tokens, repetitions=1))
-        if hf is not None:
-            speeds["transformers fp32"].append(hf_decode(hf, ids, args.tokens))
     ref = max(speeds["fp32"]) if "fp32" in speeds else None
     print(f"\n{'format':<18} {'weights MiB':>11} {'best tok/s':>10} {'median':>7} {'vs our fp32':>12}  kernel")
     for name, vals in speeds.items():
