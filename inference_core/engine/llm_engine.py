@@ -104,14 +104,17 @@ class RequestStream:
                 yield ev.request_id, self.finished(ev)
 
 
+def one_request_config(engine, request: Request, kv_cache: bool = True, bs: int = 16) -> SchedulerConfig:
+    """A schedule for `request` alone: blocks for all its positions, its whole prompt in one step."""
+    total = len(request.prompt_ids) + request.params.max_new_tokens
+    return SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
+                           max_num_batched_tokens=max(total, 1), kv_cache=kv_cache, kv_dtype=engine.kv_dtype)
+
+
 def generate_one(engine, request: Request, kv_cache: bool = True,
                  should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
     """A single request as a one-request schedule: its `token` events, then `run_finished`."""
-    bs = 16
-    total = len(request.prompt_ids) + request.params.max_new_tokens
-    config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
-                             max_num_batched_tokens=max(total, 1), kv_cache=kv_cache, kv_dtype=engine.kv_dtype)
-    llm = LLMEngine(engine, config)
+    llm = LLMEngine(engine, one_request_config(engine, request, kv_cache))
     try:
         llm.drain()
         llm.add_request(request)

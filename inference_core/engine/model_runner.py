@@ -14,8 +14,8 @@ from ..model.config import engine_settings
 from ..model.sampling import sample
 from ..model.transformer import Transformer
 from ..quant.linears import QuantizedLinear, quantized_linears
-from .paged import PagedBackend, PagedKVPool, PagedSequence
-from .request import ScheduledBatch, StepRows
+from .paged import PagedBackend, PagedKVPool, PagedSequence, StepRows
+from .request import ScheduledBatch
 
 MIN_POOL_BLOCKS = 16  # the smallest size class of lent pools (256 positions at block size 16)
 MAX_SPARE_POOLS = 2  # per size class (concurrent runs, and model drafts, each hold one while they run)

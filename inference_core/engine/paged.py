@@ -87,6 +87,23 @@ class SeqSlice:
     blocks: list[int]
 
 
+@dataclass
+class StepRows:
+    """One forward's tokens, flattened: token i at `positions[i]` of sequence `seq[i]`; logits at `rows`."""
+
+    tokens: list[int]
+    positions: list[int]
+    seq: list[int]
+    rows: list[int]
+    slices: list[SeqSlice]
+
+    @property
+    def tables(self) -> list[list[int]]:
+        """Each sequence's blocks, padded to one width."""
+        width = max(len(s.blocks) for s in self.slices)
+        return [s.blocks + [0] * (width - len(s.blocks)) for s in self.slices]
+
+
 KV_DTYPES = ("auto", "int8")  # "auto": the model's own dtype
 SCALE_DTYPE = torch.float16  # one scale per token and head: 2 bytes beside head_dim int8 values
 
