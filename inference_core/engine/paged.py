@@ -170,11 +170,8 @@ class PagedKVPool:
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
-    def _tensors(self) -> list[torch.Tensor]:
-        return [t for t in (self.k, self.v, self.k_scale, self.v_scale) if t is not None]
-
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self._tensors())
+        return sum(t.numel() * t.element_size() for t in (self.k, self.v, self.k_scale, self.v_scale) if t is not None)
 
     def bytes_per_block(self) -> int:
         """K and V of one block across all layers (scales included): block_size tokens' worth of KV bytes."""

@@ -92,11 +92,8 @@ class Scheduler:
     def abort(self, request_id: str) -> list[TraceEvent]:
         """Stop a request now (client went away): its blocks return to the pool. Returns the events."""
         req = self.requests.get(request_id)
-        if req is not None and req.status in ("waiting", "running"):
-            if req in self.waiting:
-                self.waiting.remove(req)
-            if req in self.running:
-                self.running.remove(req)
+        if req is not None and req.status in ("waiting", "running"):  # a request sits in the queue its status names
+            (self.waiting if req.status == "waiting" else self.running).remove(req)
             self._finish(req, "aborted", self.clock())
             self._release_static_batch()
         return self.drain()

@@ -6,7 +6,6 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import torch
 
@@ -15,7 +14,6 @@ from ..model.config import engine_settings
 from . import triton_kernels
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
-T = TypeVar("T")
 # One capture at a time in the process: the worker's threads (the batching service, single runs, speculative runs)
 # may each lend a new pool and capture over it, and a capture records whatever its stream launches.
 _capture_lock = threading.Lock()
@@ -35,7 +33,7 @@ def bucket_for(n: int) -> int:
     return next(b for b in BUCKETS if b >= n)
 
 
-def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
+def capture(step: Callable[[], torch.Tensor]) -> tuple["torch.cuda.CUDAGraph", torch.Tensor]:
     """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite."""
     with _capture_lock:
         stream = torch.cuda.Stream()

@@ -1,5 +1,5 @@
 """The int8/int4 integer-dot-product path of the fused CPU step (quant_kernels/int_dot.h, AVX-512 VNNI) against its
-PyTorch reference (quant/activation_blocks.py): per projection to fp32 rounding, and greedy tokens over a model.
+PyTorch reference (tests/engine/activation_blocks.py): per projection to fp32 rounding, and greedy tokens over a model.
 The path is forced on (INFERENCE_INT_DOT=vnni) and off (=float) so both run on a CPU that has VNNI; the float
 path's own tests are test_fused_cpu.py's, run with it forced."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import torch
 from inference_core.kernels import fused_cpu, quant_kernels
 from inference_core.kernels.quant_kernels import int_dot
 from inference_core.model.config import engine_settings, settings_override, tiny_config
+import activation_blocks
 from engine_reference import KVCache
 from inference_core.model.loader import build_model
-from inference_core.quant import activation_blocks
 from inference_core.quant.formats import parse_format
 from inference_core.quant.linears import PackedLinear
 from inference_core.quant.quantize import quantize_model

@@ -2,7 +2,7 @@
 
 - "vnni": integer dot products (AVX-512 VNNI, int_dot.h): the activations are quantized per block of 32 to int8
   (as llama.cpp's Q8 activations are), multiplied with the weight codes in int32, then scaled in fp32. Its
-  reference is quant/activation_blocks.py.
+  reference is tests/engine/activation_blocks.py.
 - "float": the weight-only kernels of linear.h (codes widened to fp32, fp32 multiply-adds; activations exact).
 
 INFERENCE_INT_DOT (EngineSettings.int_dot) = auto (vnni where the CPU has it), vnni, or float: forcing lets the tests

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .formats import unpack_nibbles
-from .linears import PackedLinear
+from inference_core.quant.formats import unpack_nibbles
+from inference_core.quant.linears import PackedLinear
 
 BLOCK = 32
 
