@@ -63,12 +63,11 @@ class LLMEngine:
 class RequestStream:
     """One request's view of the batch's events: `token` per step it took part in, then `run_finished`."""
 
-    def __init__(self, engine, scheduler: Scheduler, kv_cache: bool = True, per_token: int | None = None) -> None:
-        self.cfg = engine.config
-        self.bpv = engine.bytes_per_value
-        self.per_token = per_token or self.cfg.kv_bytes_per_token(self.bpv)
-        self.scheduler = scheduler
-        self.kv_cache = kv_cache
+    def __init__(self, llm: LLMEngine) -> None:
+        self.cfg, self.bpv = llm.engine.config, llm.engine.bytes_per_value
+        self.per_token = llm.pool.bytes_per_token()
+        self.scheduler = llm.scheduler
+        self.kv_cache = llm.config.kv_cache
 
     def token(self, ev: BatchStep, entry: dict) -> TokenStep:
         cfg = self.cfg
@@ -118,7 +117,7 @@ def generate_one(engine, request: Request, kv_cache: bool = True,
     try:
         llm.drain()
         llm.add_request(request)
-        stream = RequestStream(engine, llm.scheduler, kv_cache, llm.pool.bytes_per_token())
+        stream = RequestStream(llm)
         events = llm.drain()
         while True:
             if should_stop is not None and should_stop():

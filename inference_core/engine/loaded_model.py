@@ -111,7 +111,7 @@ def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedM
 def quantized_engine(engine: LoadedModel, fmt: QuantFormat | str) -> LoadedModel:
     """A new LoadedModel around a quantized copy of `engine.model` (the cached engine is left as it was)."""
     fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
-    qmodel = quantize_model(engine.model, fmt, inplace=False)
+    qmodel = quantize_model(engine.model, fmt)
     return LoadedModel(f"{engine.name}:{fmt.name}", qmodel, engine.tokenizer, engine.device)
 
 

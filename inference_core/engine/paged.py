@@ -145,7 +145,6 @@ class PagedKVPool:
         if kv_dtype not in KV_DTYPES:
             raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, not {kv_dtype!r}")
         shape = (n_layers, num_blocks, n_kv_heads, block_size, head_dim)
-        self.dtype = dtype
         self.kv_dtype = kv_dtype
         store = torch.int8 if kv_dtype == "int8" else dtype
         self.k = torch.zeros(shape, dtype=store, device=device)

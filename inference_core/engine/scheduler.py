@@ -299,9 +299,6 @@ class Scheduler:
     def _text(self, token: int) -> str:
         return self.tokenizer.token_text(token) if self.tokenizer is not None else str(token)
 
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special=True) if self.tokenizer is not None else ""
-
     def emit(self, ev: TraceEvent) -> None:
         if self.trace:
             self._events.append(ev)
@@ -358,7 +355,7 @@ def request_finished_event(req: Request, sched: Scheduler) -> RequestFinished:
     m = request_metrics(req)
     return RequestFinished(
         request_id=req.request_id, token_ids=list(req.output_ids),
-        text=sched._decode(req.output_ids),
+        text=sched.tokenizer.decode(req.output_ids, skip_special=True) if sched.tokenizer is not None else "",
         finish_reason=req.finish_reason, n_prompt_tokens=len(req.prompt_ids), n_cached_tokens=req.num_cached_tokens,
         n_generated=len(req.output_ids), num_preemptions=req.num_preemptions, arrival_s=sched._t(req.arrival_time),
         first_token_s=sched._t(req.token_times[0]) if req.token_times else None,

@@ -18,10 +18,8 @@ class TraceEvent:
     type: ClassVar[str] = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "schema_version": SCHEMA_VERSION}
-        for f in dataclasses.fields(self):
-            out[f.name] = getattr(self, f.name)
-        return out
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # shallow, unlike asdict
+        return {"type": self.type, "schema_version": SCHEMA_VERSION, **fields}
 
 
 def event_types() -> dict[str, type[TraceEvent]]:

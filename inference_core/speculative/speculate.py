@@ -44,7 +44,7 @@ def make_draft(engine: LoadedModel, kind: str) -> Draft:
         return ModelDraft(engine.model, n_layers=n, name=f"self-early-exit:{n}")
     if kind == "self-int8":  # a weight-only int8 copy of the target, made once per engine (embedding, norms shared)
         if "int8" not in engine.derived_models:
-            engine.derived_models["int8"] = quantize_model(engine.model, "int8", inplace=False)
+            engine.derived_models["int8"] = quantize_model(engine.model, "int8")
         return ModelDraft(engine.derived_models["int8"], name="self-int8")
     if kind not in engine.derived_models:  # loaded once, kept with the target that drafts with it
         other = load_engine(kind, device=str(engine.device))
