@@ -5,7 +5,7 @@ import hashlib
 import importlib.util
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -187,7 +187,7 @@ def prepared_dir(name: str) -> Path:
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     save_file(state, str(tmp / "model.safetensors"))
-    (tmp / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    (tmp / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
     (tmp / "tokenizer.json").write_text(build_tokenizer_json(tok))
     try:
         tmp.rename(out)

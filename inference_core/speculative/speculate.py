@@ -42,16 +42,15 @@ def make_draft(engine: LoadedModel, kind: str) -> Draft:
         if not 1 <= n < engine.config.n_layers:
             raise ValueError(f"early-exit layers must be in 1..{engine.config.n_layers - 1}")
         return ModelDraft(engine.model, n_layers=n, name=f"self-early-exit:{n}")
-    if kind == "self-int8":  # a weight-only int8 copy of the target, made once per engine (embedding, norms shared)
-        if "int8" not in engine.derived_models:
-            engine.derived_models["int8"] = quantize_model(engine.model, "int8")
-        return ModelDraft(engine.derived_models["int8"], name="self-int8")
-    if kind not in engine.derived_models:  # loaded once, kept with the target that drafts with it
-        other = load_engine(kind, device=str(engine.device))
-        if other.config.vocab_size != engine.config.vocab_size:
-            raise ValueError(f"draft {kind} has vocabulary {other.config.vocab_size}, target {engine.config.vocab_size}")
-        engine.derived_models[kind] = other.model
-    return ModelDraft(engine.derived_models[kind], name=kind)
+    model = engine.derived_models.get(kind)  # made or loaded once, kept with the target that drafts with it
+    if model is None and kind == "self-int8":  # a weight-only int8 copy of the target (embedding, norms shared)
+        model = quantize_model(engine.model, "int8")
+    elif model is None:  # another model sharing the tokenizer
+        model, vocab = load_engine(kind, device=str(engine.device)).model, engine.config.vocab_size
+        if model.config.vocab_size != vocab:
+            raise ValueError(f"draft {kind} has vocabulary {model.config.vocab_size}, target {vocab}")
+    engine.derived_models[kind] = model
+    return ModelDraft(model, name=kind)
 
 
 def read_bytes(model: Transformer, n_layers: int | None = None) -> int:
