@@ -103,8 +103,7 @@ class ModelRunner:
         """One forward, then a token per plain request; a speculative request gets its rows' logits."""
         logits = self.forward_batch(batch, pool)
         reqs = batch.requests
-        plain = all(r.spec is None for r in reqs)
-        if plain and all(r.params.greedy for r in reqs):
+        if all(r.spec is None and r.params.greedy for r in reqs):
             return logits.argmax(-1).tolist()
         out, row = [], 0
         for r, n in zip(reqs, batch.n_rows or [1] * len(reqs)):

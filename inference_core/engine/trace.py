@@ -93,9 +93,6 @@ def validate_event(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-Phase = typing.Literal["prefill", "decode"]
-
-
 @event("run_started")
 class RunStarted(TraceEvent):
     model: str
@@ -112,7 +109,7 @@ class RunStarted(TraceEvent):
 class TokenStep(TraceEvent):
     """One forward pass that produced one token. The first comes from prefill, the rest from decode."""
 
-    phase: Phase
+    phase: typing.Literal["prefill", "decode"]
     step: int
     token_id: int
     text: str
