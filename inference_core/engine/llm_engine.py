@@ -24,11 +24,10 @@ class LLMEngine:
         self.close = weakref.finalize(self, self.runner.give_back, self.pool)  # idempotent; runs at collection too
         self.scheduler = Scheduler(engine.config, config, engine.tokenizer, trace=trace, clock=clock)
         self.clock = clock
-        mc = engine.config
         self.scheduler.emit(BatchRunStarted(
             model=engine.name, mode=config.mode, block_size=config.block_size, num_blocks=config.num_blocks,
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
-            prefix_caching=config.prefix_caching, n_layers=mc.n_layers,
+            prefix_caching=config.prefix_caching, n_layers=engine.config.n_layers,
             kv_bytes_per_token=self.pool.bytes_per_token(), kv_bytes_per_block=self.pool.bytes_per_block()))
 
     def add_request(self, req: Request) -> None:
