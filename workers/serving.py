@@ -134,7 +134,7 @@ class EngineService:
     def _new_engine(self) -> tuple[LLMEngine, RequestStream]:
         llm = LLMEngine(self.engine, self.config, trace=True)
         llm.drain()
-        return llm, RequestStream(self.engine, llm.scheduler, per_token=llm.pool.bytes_per_token())
+        return llm, RequestStream(llm)
 
     def _route(self, llm: LLMEngine, streams: RequestStream, events: list[TraceEvent]) -> None:
         """Hand each caller its own token / run_finished events."""

@@ -24,11 +24,10 @@ class LLMEngine:
         self.close = weakref.finalize(self, self.runner.give_back, self.pool)  # idempotent; runs at collection too
         self.scheduler = Scheduler(engine.config, config, engine.tokenizer, trace=trace, clock=clock)
         self.clock = clock
-        mc = engine.config
         self.scheduler.emit(BatchRunStarted(
             model=engine.name, mode=config.mode, block_size=config.block_size, num_blocks=config.num_blocks,
             max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
-            prefix_caching=config.prefix_caching, n_layers=mc.n_layers,
+            prefix_caching=config.prefix_caching, n_layers=engine.config.n_layers,
             kv_bytes_per_token=self.pool.bytes_per_token(), kv_bytes_per_block=self.pool.bytes_per_block()))
 
     def add_request(self, req: Request) -> None:
@@ -63,12 +62,11 @@ class LLMEngine:
 class RequestStream:
     """One request's view of the batch's events: `token` per step it took part in, then `run_finished`."""
 
-    def __init__(self, engine, scheduler: Scheduler, kv_cache: bool = True, per_token: int | None = None) -> None:
-        self.cfg = engine.config
-        self.bpv = engine.bytes_per_value
-        self.per_token = per_token or self.cfg.kv_bytes_per_token(self.bpv)
-        self.scheduler = scheduler
-        self.kv_cache = kv_cache
+    def __init__(self, llm: LLMEngine) -> None:
+        self.cfg, self.bpv = llm.engine.config, llm.engine.bytes_per_value
+        self.per_token = llm.pool.bytes_per_token()
+        self.scheduler = llm.scheduler
+        self.kv_cache = llm.config.kv_cache
 
     def token(self, ev: BatchStep, entry: dict) -> TokenStep:
         cfg = self.cfg
@@ -104,18 +102,21 @@ class RequestStream:
                 yield ev.request_id, self.finished(ev)
 
 
+def one_request_config(engine, request: Request, kv_cache: bool = True, bs: int = 16) -> SchedulerConfig:
+    """A schedule for `request` alone: blocks for all its positions, its whole prompt in one step."""
+    total = len(request.prompt_ids) + request.params.max_new_tokens
+    return SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
+                           max_num_batched_tokens=max(total, 1), kv_cache=kv_cache, kv_dtype=engine.kv_dtype)
+
+
 def generate_one(engine, request: Request, kv_cache: bool = True,
                  should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
     """A single request as a one-request schedule: its `token` events, then `run_finished`."""
-    bs = 16
-    total = len(request.prompt_ids) + request.params.max_new_tokens
-    config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
-                             max_num_batched_tokens=max(total, 1), kv_cache=kv_cache, kv_dtype=engine.kv_dtype)
-    llm = LLMEngine(engine, config)
+    llm = LLMEngine(engine, one_request_config(engine, request, kv_cache))
     try:
         llm.drain()
         llm.add_request(request)
-        stream = RequestStream(engine, llm.scheduler, kv_cache, llm.pool.bytes_per_token())
+        stream = RequestStream(llm)
         events = llm.drain()
         while True:
             if should_stop is not None and should_stop():

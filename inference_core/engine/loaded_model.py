@@ -68,13 +68,14 @@ class LoadedModel:
                  should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
         return self.generate_events(self.encode_prompt(prompt, params.chat), params, should_stop)
 
-    def run_started(self, prompt_ids: list[int], params) -> RunStarted:
-        """The header of every single-request run (plain, batched or speculative): model, device, prompt, params."""
+    def run_started(self, prompt_ids: list[int], params, **extra) -> RunStarted:
+        """The header of every single-request run (plain, batched or speculative): model, device, prompt, params
+        (`extra`: more entries for `params`, e.g. a speculative run's draft)."""
         cfg = self.config
         return RunStarted(
             model=self.name, device=str(self.device), dtype=self.dtype_name,
             prompt_token_ids=list(prompt_ids), prompt_tokens=[self.tokenizer.token_text(t) for t in prompt_ids],
-            params=asdict(params), n_layers=cfg.n_layers,
+            params={**asdict(params), **extra}, n_layers=cfg.n_layers,
             kv_bytes_per_token=pool_bytes_per_token(cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, self.dtype,
                                                     self.kv_dtype),
         )
@@ -110,7 +111,7 @@ def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedM
 def quantized_engine(engine: LoadedModel, fmt: QuantFormat | str) -> LoadedModel:
     """A new LoadedModel around a quantized copy of `engine.model` (the cached engine is left as it was)."""
     fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
-    qmodel = quantize_model(engine.model, fmt, inplace=False)
+    qmodel = quantize_model(engine.model, fmt)
     return LoadedModel(f"{engine.name}:{fmt.name}", qmodel, engine.tokenizer, engine.device)
 
 

@@ -14,19 +14,12 @@ from ..model.config import engine_settings
 from ..model.sampling import sample
 from ..model.transformer import Transformer
 from ..quant.linears import QuantizedLinear, quantized_linears
-from .paged import PagedBackend, PagedKVPool, PagedSequence
-from .request import ScheduledBatch, StepRows
+from .paged import PagedBackend, PagedKVPool, PagedSequence, StepRows
+from .request import ScheduledBatch
 
 MIN_POOL_BLOCKS = 16  # the smallest size class of lent pools (256 positions at block size 16)
 MAX_SPARE_POOLS = 2  # per size class (concurrent runs, and model drafts, each hold one while they run)
-SPARE_POOL_BYTES = 1 << 29  # pools kept between runs on the CPU: at most 512 MiB of a worker's RAM
-
-
-def spare_pool_bytes(device: torch.device) -> int:
-    """Bytes of pools a runner keeps between runs: SPARE_POOL_BYTES of RAM, an eighth of a GPU's memory."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory // 8
-    return SPARE_POOL_BYTES
+SPARE_POOL_BYTES = 1 << 29  # pools kept between runs on the CPU: at most 512 MiB of a worker's RAM (a GPU: 1/8)
 
 
 def pool_size_class(num_blocks: int) -> int:
@@ -49,7 +42,8 @@ class ModelRunner:
         self._onednn = self.device.type == "cpu" and onednn_linears.available()
         self._bf16_weights: dict = {}  # the AMX bf16 path's weight copies, made at its first step
         self._spare_pools: dict[tuple[int, int, int, str], list[PagedKVPool]] = {}  # size class → pools to lend
-        self._spare_bytes = spare_pool_bytes(self.device)
+        self._spare_bytes = (torch.cuda.get_device_properties(self.device).total_memory // 8
+                             if self.device.type == "cuda" else SPARE_POOL_BYTES)
         self._lock = threading.Lock()
         self.path_counts: Counter[str] = Counter()  # forwards per path taken, for "which kernel ran" reports
 
@@ -91,7 +85,7 @@ class ModelRunner:
         return pool
 
     def give_back(self, pool: PagedKVPool) -> None:
-        """Keep a lent pool for its size class (≤ MAX_SPARE_POOLS each, `spare_pool_bytes` in all)."""
+        """Keep a lent pool for its size class (≤ MAX_SPARE_POOLS each, `_spare_bytes` in all)."""
         key = (pool.num_blocks, pool.block_size, pool.k.shape[0], pool.kv_dtype)
         with self._lock:
             spare = self._spare_pools.setdefault(key, [])
@@ -109,8 +103,7 @@ class ModelRunner:
         """One forward, then a token per plain request; a speculative request gets its rows' logits."""
         logits = self.forward_batch(batch, pool)
         reqs = batch.requests
-        plain = all(r.spec is None for r in reqs)
-        if plain and all(r.params.greedy for r in reqs):
+        if all(r.spec is None and r.params.greedy for r in reqs):
             return logits.argmax(-1).tolist()
         out, row = [], 0
         for r, n in zip(reqs, batch.n_rows or [1] * len(reqs)):

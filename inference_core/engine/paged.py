@@ -87,6 +87,23 @@ class SeqSlice:
     blocks: list[int]
 
 
+@dataclass
+class StepRows:
+    """One forward's tokens, flattened: token i at `positions[i]` of sequence `seq[i]`; logits at `rows`."""
+
+    tokens: list[int]
+    positions: list[int]
+    seq: list[int]
+    rows: list[int]
+    slices: list[SeqSlice]
+
+    @property
+    def tables(self) -> list[list[int]]:
+        """Each sequence's blocks, padded to one width."""
+        width = max(len(s.blocks) for s in self.slices)
+        return [s.blocks + [0] * (width - len(s.blocks)) for s in self.slices]
+
+
 KV_DTYPES = ("auto", "int8")  # "auto": the model's own dtype
 SCALE_DTYPE = torch.float16  # one scale per token and head: 2 bytes beside head_dim int8 values
 
@@ -128,7 +145,6 @@ class PagedKVPool:
         if kv_dtype not in KV_DTYPES:
             raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, not {kv_dtype!r}")
         shape = (n_layers, num_blocks, n_kv_heads, block_size, head_dim)
-        self.dtype = dtype
         self.kv_dtype = kv_dtype
         store = torch.int8 if kv_dtype == "int8" else dtype
         self.k = torch.zeros(shape, dtype=store, device=device)
@@ -153,11 +169,8 @@ class PagedKVPool:
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
-    def _tensors(self) -> list[torch.Tensor]:
-        return [t for t in (self.k, self.v, self.k_scale, self.v_scale) if t is not None]
-
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self._tensors())
+        return sum(t.numel() * t.element_size() for t in (self.k, self.v, self.k_scale, self.v_scale) if t is not None)
 
     def bytes_per_block(self) -> int:
         """K and V of one block across all layers (scales included): block_size tokens' worth of KV bytes."""

@@ -5,8 +5,6 @@ import typing
 
 from .trace import TraceEvent, event
 
-BlockOp = typing.Literal["allocated", "shared", "freed", "cached", "evicted"]
-
 
 @event("batch_run_started")
 class BatchRunStarted(TraceEvent):
@@ -35,7 +33,7 @@ class RequestQueued(TraceEvent):
 class KVBlock(TraceEvent):
     """One block operation (`op`: docs/engine-notes.md, `KVBlock`); `refcount` is the count after it."""
 
-    op: BlockOp
+    op: typing.Literal["allocated", "shared", "freed", "cached", "evicted"]
     block: int
     request_id: str | None
     logical_index: int | None

@@ -7,7 +7,7 @@ from typing import Literal, Protocol
 import torch
 
 from ..model.sampling import SamplingParams
-from .paged import BlockTable, SeqSlice
+from .paged import BlockTable, StepRows
 
 
 class Speculation(Protocol):
@@ -58,23 +58,6 @@ class Request:
         guesses of this step."""
         left = len(self.prompt_ids) + len(self.output_ids) - computed
         return left + len(self.drafted) if self.spec is not None else left
-
-
-@dataclass
-class StepRows:
-    """One forward's tokens, flattened: token i at `positions[i]` of sequence `seq[i]`; logits at `rows`."""
-
-    tokens: list[int]
-    positions: list[int]
-    seq: list[int]
-    rows: list[int]
-    slices: list[SeqSlice]
-
-    @property
-    def tables(self) -> list[list[int]]:
-        """Each sequence's blocks, padded to one width."""
-        width = max(len(s.blocks) for s in self.slices)
-        return [s.blocks + [0] * (width - len(s.blocks)) for s in self.slices]
 
 
 @dataclass

@@ -92,11 +92,8 @@ class Scheduler:
     def abort(self, request_id: str) -> list[TraceEvent]:
         """Stop a request now (client went away): its blocks return to the pool. Returns the events."""
         req = self.requests.get(request_id)
-        if req is not None and req.status in ("waiting", "running"):
-            if req in self.waiting:
-                self.waiting.remove(req)
-            if req in self.running:
-                self.running.remove(req)
+        if req is not None and req.status in ("waiting", "running"):  # a request sits in the queue its status names
+            (self.waiting if req.status == "waiting" else self.running).remove(req)
             self._finish(req, "aborted", self.clock())
             self._release_static_batch()
         return self.drain()
@@ -302,9 +299,6 @@ class Scheduler:
     def _text(self, token: int) -> str:
         return self.tokenizer.token_text(token) if self.tokenizer is not None else str(token)
 
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special=True) if self.tokenizer is not None else ""
-
     def emit(self, ev: TraceEvent) -> None:
         if self.trace:
             self._events.append(ev)
@@ -361,7 +355,7 @@ def request_finished_event(req: Request, sched: Scheduler) -> RequestFinished:
     m = request_metrics(req)
     return RequestFinished(
         request_id=req.request_id, token_ids=list(req.output_ids),
-        text=sched._decode(req.output_ids),
+        text=sched.tokenizer.decode(req.output_ids, skip_special=True) if sched.tokenizer is not None else "",
         finish_reason=req.finish_reason, n_prompt_tokens=len(req.prompt_ids), n_cached_tokens=req.num_cached_tokens,
         n_generated=len(req.output_ids), num_preemptions=req.num_preemptions, arrival_s=sched._t(req.arrival_time),
         first_token_s=sched._t(req.token_times[0]) if req.token_times else None,

@@ -18,10 +18,8 @@ class TraceEvent:
     type: ClassVar[str] = ""
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "schema_version": SCHEMA_VERSION}
-        for f in dataclasses.fields(self):
-            out[f.name] = getattr(self, f.name)
-        return out
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # shallow, unlike asdict
+        return {"type": self.type, "schema_version": SCHEMA_VERSION, **fields}
 
 
 def event_types() -> dict[str, type[TraceEvent]]:
@@ -95,9 +93,6 @@ def validate_event(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-Phase = typing.Literal["prefill", "decode"]
-
-
 @event("run_started")
 class RunStarted(TraceEvent):
     model: str
@@ -114,7 +109,7 @@ class RunStarted(TraceEvent):
 class TokenStep(TraceEvent):
     """One forward pass that produced one token. The first comes from prefill, the rest from decode."""
 
-    phase: Phase
+    phase: typing.Literal["prefill", "decode"]
     step: int
     token_id: int
     text: str

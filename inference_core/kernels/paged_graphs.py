@@ -6,16 +6,14 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import torch
 
-from ..engine.paged import PagedKVPool, SeqSlice, paged_attention
+from ..engine.paged import PagedKVPool, SeqSlice, StepRows, paged_attention
 from ..model.config import engine_settings
 from . import triton_kernels
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # 64: a batch of 64 decodes (issue 13's second batching goal)
-T = TypeVar("T")
 # One capture at a time in the process: the worker's threads (the batching service, single runs, speculative runs)
 # may each lend a new pool and capture over it, and a capture records whatever its stream launches.
 _capture_lock = threading.Lock()
@@ -35,7 +33,7 @@ def bucket_for(n: int) -> int:
     return next(b for b in BUCKETS if b >= n)
 
 
-def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
+def capture(step: Callable[[], torch.Tensor]) -> tuple["torch.cuda.CUDAGraph", torch.Tensor]:
     """`step` recorded as a CUDA graph (not run), with the output tensors its replays overwrite."""
     with _capture_lock:
         stream = torch.cuda.Stream()
@@ -48,16 +46,6 @@ def capture(step: Callable[[], T]) -> tuple["torch.cuda.CUDAGraph", T]:
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             out = step()
     return graph, out
-
-
-@dataclass
-class _WarmUp:
-    """What `_fill` reads of a step: token i at `positions[i]` of sequence `seq[i]`, whose blocks are in `slices`."""
-
-    tokens: list[int]
-    positions: list[int]
-    seq: list[int]
-    slices: list[SeqSlice]
 
 
 @dataclass
@@ -144,7 +132,7 @@ class StepGraphs:
 
     @torch.inference_mode()
     def run(self, step) -> torch.Tensor:
-        """Logits [len(step.rows), vocab] of a `request.StepRows`; every new token's K/V written to the pool."""
+        """Logits [len(step.rows), vocab] of a `paged.StepRows`; every new token's K/V written to the pool."""
         size = bucket_for(len(step.tokens))
         bucket = self._bucket(size)
         self._fill(bucket, step, size)
@@ -158,7 +146,8 @@ class StepGraphs:
         for size in BUCKETS:
             bucket = self._bucket(size)
             if bucket.graph is None:  # a captured bucket is ready; an eager one runs once (its compile, if any)
-                self._fill(bucket, _WarmUp([0] * size, [0] * size, [0] * size, [SeqSlice(0, size, 1, [0])]), size)
+                warm_up = StepRows([0] * size, [0] * size, [0] * size, [], [SeqSlice(0, size, 1, [0])])
+                self._fill(bucket, warm_up, size)
                 self._execute(bucket)
 
     def _bucket(self, size: int) -> _Bucket:

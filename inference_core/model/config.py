@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DEFAULT_MODEL = "smollm2-135m"  # the course's model: every default model name in the code is this constant
@@ -51,9 +51,6 @@ class ModelConfig:
         hd = self.head_dim
         attn = self.dim * (self.n_heads + 2 * self.n_kv_heads) * hd + self.n_heads * hd * self.dim
         return self.n_layers * (attn + 3 * self.dim * self.ffn_dim) + self.vocab_size * self.dim
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def tiny_config(**overrides) -> ModelConfig:

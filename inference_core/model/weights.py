@@ -5,7 +5,7 @@ import hashlib
 import importlib.util
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,12 +50,6 @@ class WeightsError(RuntimeError):
     pass
 
 
-def cache_dir() -> Path:
-    path = engine_settings().cache_dir
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def pack_dir() -> Path:
     """Where `python scripts/install_qwen.py install` puts on-demand GGUFs (not created here)."""
     return engine_settings().cache_dir / "qwen"
@@ -86,12 +80,9 @@ def is_installed(name: str) -> bool:
     return True
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
+def sha256_file(path: Path) -> str:
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def undo_rope_permute(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -183,7 +174,7 @@ def prepared_dir(name: str) -> Path:
     source = MODELS.get(name)
     if source is None:
         raise WeightsError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
-    out = cache_dir() / f"{name}-{source.sha256[:12]}"
+    out = engine_settings().cache_dir / f"{name}-{source.sha256[:12]}"  # made with its parents below
     if (out / "model.safetensors").exists() and (out / "config.json").exists() and (out / "tokenizer.json").exists():
         return out
     path = gguf_path(source)
@@ -196,7 +187,7 @@ def prepared_dir(name: str) -> Path:
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     save_file(state, str(tmp / "model.safetensors"))
-    (tmp / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    (tmp / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
     (tmp / "tokenizer.json").write_text(build_tokenizer_json(tok))
     try:
         tmp.rename(out)

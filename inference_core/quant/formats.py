@@ -19,35 +19,33 @@ class QuantFormat:
 
     @property
     def label(self) -> str:
-        return FORMAT_LABELS.get(self.kind, self.name)
+        return FORMATS[self.kind][2]
 
 
-FORMAT_LABELS = {
-    "fp32": "fp32 (reference)",
-    "int8": "int8 per-channel, weight-only",
-    "w8a8": "int8 weights × int8 dynamic activations (FBGEMM)",
-    "int4": "int4 symmetric, group-wise",
-    "nf4": "NF4 codebook, block absmax",
-    "fp8": "FP8 e4m3, per-channel scale",
-    "llm-int8": "LLM.int8() int8 + fp32 outlier columns",
-    "bnb-int8": "bitsandbytes LLM.int8() (CUDA)",
-    "bnb-nf4": "bitsandbytes NF4 (CUDA)",
+NF4_BLOCK = 64
+FORMATS = {  # kind → (group, bits, label); int4's group is in its name (int4-g32, -g64, -g128)
+    "fp32": (0, 32, "fp32 (reference)"),
+    "int8": (0, 8, "int8 per-channel, weight-only"),
+    "w8a8": (0, 8, "int8 weights × int8 dynamic activations (FBGEMM)"),
+    "int4": (128, 4, "int4 symmetric, group-wise"),
+    "nf4": (NF4_BLOCK, 4, "NF4 codebook, block absmax"),
+    "fp8": (0, 8, "FP8 e4m3, per-channel scale"),
+    "llm-int8": (0, 8, "LLM.int8() int8 + fp32 outlier columns"),
+    "bnb-int8": (0, 8, "bitsandbytes LLM.int8() (CUDA)"),
+    "bnb-nf4": (NF4_BLOCK, 4, "bitsandbytes NF4 (CUDA)"),
 }
 DEFAULT_FORMATS = ("fp32", "int8", "w8a8", "int4-g128", "nf4", "fp8")
-NF4_BLOCK = 64
 
 
 def parse_format(name: str) -> QuantFormat:
     """'int4' → int4-g128; 'int4-g32' → group 32; unknown names raise ValueError listing the choices."""
     key = name.strip().lower()
-    simple = {"fp32": (0, 32), "int8": (0, 8), "w8a8": (0, 8), "fp8": (0, 8), "nf4": (NF4_BLOCK, 4),
-              "llm-int8": (0, 8), "bnb-int8": (0, 8), "bnb-nf4": (NF4_BLOCK, 4)}  # name → (group, bits); kind = name
-    if key in simple:
-        return QuantFormat(key, key, *simple[key])
     if key == "int4":
         key = "int4-g128"
     if key.startswith("int4-g") and key[6:].isdigit() and int(key[6:]) in (32, 64, 128):
         return QuantFormat(key, "int4", int(key[6:]), 4)
+    if key in FORMATS:
+        return QuantFormat(key, key, *FORMATS[key][:2])
     raise ValueError(f"unknown quantization format {name!r}; choose from "
                      "fp32, int8, w8a8, int4-g32, int4-g64, int4-g128, nf4, fp8, llm-int8, bnb-int8, bnb-nf4")
 
@@ -78,8 +76,7 @@ def quantize_fp8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.contiguous(), scale.contiguous()
 
 
-def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    return q.float() * scale[:, None]
+dequantize_fp8 = dequantize_int8  # the same per-row scale
 
 
 # ----------------------------------------------------------------------------------- 4-bit: int4 / nf4

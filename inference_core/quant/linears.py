@@ -105,9 +105,10 @@ class Packing:
     gpu_kernel: str
 
 
-PACKINGS = {
-    "int8": Packing(lambda w, g: quantize_int8(w), lambda q, s, g, book: dequantize_int8(q, s), "int8_gemv", 1,
-                    "avx2-int8-gemv", triton_kernels.KERNEL_INT8),
+INT8 = Packing(lambda w, g: quantize_int8(w), lambda q, s, g, book: dequantize_int8(q, s), "int8_gemv", 1,
+               "avx2-int8-gemv", triton_kernels.KERNEL_INT8)
+PACKINGS = {  # w8a8 and LLM.int8() keep int8's weights and change the product
+    "int8": INT8, "w8a8": INT8, "llm-int8": INT8,
     "fp8": Packing(lambda w, g: quantize_fp8(w), lambda q, s, g, book: dequantize_fp8(q, s), "fp8_gemv", 2,
                    "avx2-fp8-gemv", triton_kernels.KERNEL_FP8),
     "int4": Packing(quantize_int4, lambda q, s, g, book: dequantize_int4(q, s, g), "lut4_gemv", 4,
@@ -152,14 +153,14 @@ def fbgemm_available() -> bool:
     return "fbgemm" in torch.backends.quantized.supported_engines or "x86" in torch.backends.quantized.supported_engines
 
 
-class W8A8DynamicLinear(QuantizedLinear):
-    """int8 weights prepacked for FBGEMM × activations quantized per call (7-bit uint8), int32 accumulation."""
+class W8A8DynamicLinear(PackedLinear):
+    """int8 weights, also prepacked for FBGEMM, × activations quantized per call (7-bit uint8), int32 accumulation."""
+
+    fused_view = QuantizedLinear.fused_view  # the fused step has no kernel that quantizes activations
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        q, s = quantize_int8(weight)
-        self.register_buffer("qweight", q)
-        self.register_buffer("scale", s)
+        super().__init__(weight, fmt)
+        q, s = self.qweight, self.scale
         self._packed = None
         self.onednn_packed = None  # onednn_linears.w8a8_product's prepacked weight, made at the first long step
         if fbgemm_available() and weight.device.type == "cpu":
@@ -168,9 +169,6 @@ class W8A8DynamicLinear(QuantizedLinear):
                 qt = torch._make_per_channel_quantized_tensor(q, s.double(), torch.zeros_like(s, dtype=torch.long), 0)
                 self._packed = torch.ops.quantized.linear_prepack(qt, None)
         self.kernel = "fbgemm-linear-dynamic" if self._packed is not None else "torch-emulated-w8a8"
-
-    def dequantize(self):
-        return dequantize_int8(self.qweight, self.scale)
 
     def weight_bytes(self) -> int:
         # What a decode step reads: one int8 copy (FBGEMM's prepacked one) + scales. Memory holds two copies:
@@ -199,24 +197,16 @@ def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
     return codes.float() * scale
 
 
-class LLMInt8Linear(QuantizedLinear):
-    """LLM.int8() mixed decomposition (Dettmers et al. 2022)."""
+class LLMInt8Linear(PackedLinear):
+    """LLM.int8() mixed decomposition (Dettmers et al. 2022): int8 weights, outlier input columns in fp32."""
+
+    fused_view = QuantizedLinear.fused_view  # the fused step has no outlier columns
 
     def __init__(self, weight: torch.Tensor, fmt: QuantFormat, threshold: float = 6.0) -> None:
-        super().__init__(weight.shape[1], weight.shape[0], fmt)
-        q, s = quantize_int8(weight)
-        self.register_buffer("qweight", q)
-        self.register_buffer("scale", s)
+        super().__init__(weight, fmt)
         self.threshold = threshold
         self.outlier_counts: collections.deque[int] = collections.deque(maxlen=1024)
         self.kernel = _kernel_name(weight, "avx2-int8-gemv+fp32-outliers", "torch-llm-int8", "torch-llm-int8")
-
-    def dequantize(self):
-        return dequantize_int8(self.qweight, self.scale)
-
-    def _gemv(self, x2):
-        k = _kernels()
-        return k.int8_gemv(x2, self.qweight, self.scale) if k else None
 
     def product(self, x):
         shape = x.shape

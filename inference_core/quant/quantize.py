@@ -21,12 +21,11 @@ def _projections(model: nn.Module) -> Iterator[tuple[nn.Module, str]]:
     yield model, "output"
 
 
-def quantize_model(model: nn.Module, fmt: QuantFormat | str, inplace: bool = False) -> nn.Module:
-    """Swap every block's wqkv, wo, w_gate_up, w_down and the output head for quantized linears."""
+def quantize_model(model: nn.Module, fmt: QuantFormat | str) -> nn.Module:
+    """A copy of `model` (tensors shared) with each block's wqkv, wo, w_gate_up, w_down and the head quantized."""
     fmt = parse_format(fmt) if isinstance(fmt, str) else fmt
-    if not inplace:
-        shared = {id(t): t for t in list(model.parameters()) + list(model.buffers())}
-        model = copy.deepcopy(model, memo=shared)
+    shared = {id(t): t for t in list(model.parameters()) + list(model.buffers())}
+    model = copy.deepcopy(model, memo=shared)
     if fmt.kind == "fp32":
         return model
     for parent, attr in _projections(model):

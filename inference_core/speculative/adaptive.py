@@ -10,7 +10,6 @@ to the first pause). A round that drafted nothing only counts the pause down.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 

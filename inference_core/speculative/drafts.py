@@ -36,19 +36,19 @@ class Proposal:
 
 class Draft(Protocol):
     """begin (a new sequence of at most `capacity` tokens), propose (up to k tokens after `context_ids`, the whole
-    committed sequence), rollback (forget all past the first `length` tokens), close (release the caches)."""
+    committed sequence), close (release the caches). A draft that keeps nothing (n-gram) inherits begin and close,
+    which do nothing."""
 
     name: str
 
     def begin(self, prompt_ids: list[int], capacity: int, sampling: SamplingParams,
               generator: torch.Generator | None) -> None: ...
     def propose(self, context_ids: list[int], k: int) -> Proposal: ...
-    def rollback(self, length: int) -> None: ...
     def close(self) -> None: ...
 
 
 @dataclass
-class NgramDraft:
+class NgramDraft(Draft):
     """Prompt-lookup draft: match the longest suffix n-gram (n_max … n_min) at its most recent earlier
     occurrence and propose the tokens that followed it. Free to run; only useful on repetitive text."""
 
@@ -56,19 +56,10 @@ class NgramDraft:
     n_min: int = 1
     name: str = "ngram"
 
-    def begin(self, prompt_ids, capacity, sampling, generator) -> None:
-        pass
-
     def propose(self, context_ids: list[int], k: int) -> Proposal:
         t0 = time.perf_counter()
         tokens = ngram_lookup(context_ids, k, self.n_max, self.n_min)
         return Proposal(tokens, None, time.perf_counter() - t0, 0)
-
-    def rollback(self, length: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def ngram_lookup(context: list[int], k: int, n_max: int = 3, n_min: int = 1) -> list[int]:

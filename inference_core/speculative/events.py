@@ -7,7 +7,6 @@ from ..engine.trace import TraceEvent, event
 
 NOTATION = "p = draft distribution, q = target distribution (Chen et al. 2023; Leviathan et al. 2023 swap the letters)"
 
-Outcome = typing.Literal["accepted", "rejected", "not_reached"]
 
 @event("spec_started")
 class SpecStarted(TraceEvent):
@@ -44,7 +43,7 @@ class SpecRound(TraceEvent):
     q_target: list[float]  # q_i(d_i): the target's probability of the same token
     accept_prob: list[float]  # min(1, q/p)
     uniform: list[float | None]  # r ~ U(0,1) drawn to decide (None in greedy mode or when not reached)
-    outcome: list[Outcome]
+    outcome: list[typing.Literal["accepted", "rejected", "not_reached"]]
     target_argmax: list[int]  # the target's top token at each of the k+1 verified positions
     n_accepted: int
     next_token: int  # the residual sample (after a rejection) or the bonus token (all accepted)

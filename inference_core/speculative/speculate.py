@@ -5,14 +5,14 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, fields
+from dataclasses import fields
 
 from torch import nn
 
-from ..engine.llm_engine import LLMEngine
+from ..engine.llm_engine import LLMEngine, one_request_config
 from ..engine.loaded_model import GenerationParams, LoadedModel, load_engine
-from ..engine.scheduler import Request, SchedulerConfig
-from ..engine.trace import RunFinished, RunStarted, TraceEvent
+from ..engine.scheduler import Request
+from ..engine.trace import RunFinished, TraceEvent
 from ..model.sampling import SamplingParams
 from ..model.transformer import Transformer
 from ..quant.quantize import quantize_model
@@ -42,21 +42,15 @@ def make_draft(engine: LoadedModel, kind: str) -> Draft:
         if not 1 <= n < engine.config.n_layers:
             raise ValueError(f"early-exit layers must be in 1..{engine.config.n_layers - 1}")
         return ModelDraft(engine.model, n_layers=n, name=f"self-early-exit:{n}")
-    if kind == "self-int8":
-        return ModelDraft(int8_copy(engine), name="self-int8")
-    if kind not in engine.derived_models:  # loaded once, kept with the target that drafts with it
-        other = load_engine(kind, device=str(engine.device))
-        if other.config.vocab_size != engine.config.vocab_size:
-            raise ValueError(f"draft {kind} has vocabulary {other.config.vocab_size}, target {engine.config.vocab_size}")
-        engine.derived_models[kind] = other.model
-    return ModelDraft(engine.derived_models[kind], name=kind)
-
-
-def int8_copy(engine: LoadedModel) -> Transformer:
-    """A weight-only int8 copy of the target, made once per engine (embedding, norms, RoPE tables shared)."""
-    if "int8" not in engine.derived_models:
-        engine.derived_models["int8"] = quantize_model(engine.model, "int8", inplace=False)
-    return engine.derived_models["int8"]
+    model = engine.derived_models.get(kind)  # made or loaded once, kept with the target that drafts with it
+    if model is None and kind == "self-int8":  # a weight-only int8 copy of the target (embedding, norms shared)
+        model = quantize_model(engine.model, "int8")
+    elif model is None:  # another model sharing the tokenizer
+        model, vocab = load_engine(kind, device=str(engine.device)).model, engine.config.vocab_size
+        if model.config.vocab_size != vocab:
+            raise ValueError(f"draft {kind} has vocabulary {model.config.vocab_size}, target {vocab}")
+    engine.derived_models[kind] = model
+    return ModelDraft(model, name=kind)
 
 
 def read_bytes(model: Transformer, n_layers: int | None = None) -> int:
@@ -93,19 +87,14 @@ def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, pa
     if isinstance(draft, str):
         draft = make_draft(engine, draft)
     spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text, make_policy(engine, draft, params))
-    cfg, prompt = engine.config, dict(prompt_token_ids=list(prompt_ids),
-                                      prompt_tokens=[engine.tokenizer.token_text(t) for t in prompt_ids])
-    yield RunStarted(model=engine.name, device=str(engine.device), dtype=engine.dtype_name, **prompt, n_layers=cfg.n_layers,
-                     params={**asdict(params), "draft": draft.name},
-                     kv_bytes_per_token=cfg.kv_bytes_per_token(engine.bytes_per_value))
-    yield SpecStarted(model=engine.name, draft=draft.name, k=params.k, temperature=params.temperature, **prompt,
-                      target_layers=cfg.n_layers, draft_layers=draft.depth if isinstance(draft, ModelDraft) else None,
-                      notation=NOTATION)
-    total, bs = len(prompt_ids) + params.max_new_tokens, 16
-    config = SchedulerConfig(block_size=bs, num_blocks=max(1, -(-total // bs)), max_num_seqs=1,
-                             max_num_batched_tokens=max(total, 1), kv_dtype=engine.kv_dtype)
+    started = engine.run_started(prompt_ids, params, draft=draft.name)
+    yield started
+    yield SpecStarted(model=engine.name, draft=draft.name, k=params.k, temperature=params.temperature,
+                      prompt_token_ids=started.prompt_token_ids, prompt_tokens=started.prompt_tokens,
+                      target_layers=started.n_layers, notation=NOTATION,
+                      draft_layers=draft.depth if isinstance(draft, ModelDraft) else None)
     req = Request("speculative", list(prompt_ids), params, spec=spec)
-    llm = LLMEngine(engine, config, trace=False)
+    llm = LLMEngine(engine, one_request_config(engine, req), trace=False)
     first_round_s = 0.0
     try:
         llm.add_request(req)

@@ -1,5 +1,5 @@
 """The int8/int4 integer-dot-product paths of the fused CPU step (quant_kernels/int_dot.h on AVX-512 VNNI,
-int_dot_avx2.h on AVX2) against their PyTorch reference (quant/activation_blocks.py): per projection to fp32
+int_dot_avx2.h on AVX2) against their PyTorch reference (tests/engine/activation_blocks.py): per projection to fp32
 rounding, and greedy tokens over a model. Each path this CPU can run is forced (INFERENCE_INT_DOT=vnni, =avx2), and
 the float one (=float) too: the avx2 path runs on every CPU the kernels load on, vnni only where the CPU has it. The
 float path's own tests are test_fused_cpu.py's, run with it forced."""
@@ -11,9 +11,9 @@ import torch
 from inference_core.kernels import fused_cpu, quant_kernels
 from inference_core.kernels.quant_kernels import int_dot
 from inference_core.model.config import engine_settings, settings_override, tiny_config
+import activation_blocks
 from engine_reference import KVCache
 from inference_core.model.loader import build_model
-from inference_core.quant import activation_blocks
 from inference_core.quant.formats import parse_format
 from inference_core.quant.linears import PackedLinear
 from inference_core.quant.quantize import quantize_model

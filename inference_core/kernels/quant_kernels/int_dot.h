@@ -6,7 +6,7 @@
 // Then y[n] = wscale · Σ_b s_b · Σ_{k∈b} q_k · w_k, the inner sums exact in int32 (vpdpbusd), the outer ones in fp32:
 //   Int8 : w = int8 code, one scale per row, applied last.
 //   Int4 : w = nibble − 8, one scale per group of G values (G a multiple of 32, so a block never straddles groups).
-// inference_core/quant/activation_blocks.py is the reference of this arithmetic (tests compare the two per linear and
+// tests/engine/activation_blocks.py is the reference of this arithmetic (tests compare the two per linear and
 // token for token over a model); it differs from the float path's x·dequant(W) by the activations' rounding.
 //
 // vpdpbusd multiplies unsigned bytes by signed bytes, four per int32 lane. The weights are made the unsigned side by an

@@ -2,15 +2,13 @@
 
 - "vnni": integer dot products on AVX-512 VNNI (int_dot.h): the activations are quantized per block of 32 to int8
   (as llama.cpp's Q8 activations are), multiplied with the weight codes in int32, then scaled in fp32. Its
-  reference is quant/activation_blocks.py.
+  reference is tests/engine/activation_blocks.py.
 - "avx2": the same arithmetic on AVX2's vpmaddubsw (int_dot_avx2.h), for CPUs without VNNI (AMD Zen 2/3, older
   Intel): the integer sums are the same, only the fp32 summation order differs.
 - "float": the weight-only kernels of linear.h (codes widened to fp32, fp32 multiply-adds; activations exact).
 
-INFERENCE_INT_DOT (EngineSettings.int_dot) = auto (vnni where the CPU has it, else avx2), vnni, avx2 or float:
-forcing lets the tests run every path the CPU can. Forcing vnni on a CPU without it takes avx2 and says why.
-AVX-VNNI (the 256-bit VEX form on CPUs without AVX-512) has no kernel of its own: such CPUs take avx2.
-"""
+INFERENCE_INT_DOT = auto (vnni where the CPU has it, else avx2; AVX-VNNI-only CPUs too), vnni, avx2 or float:
+forcing lets the tests run every path the CPU can; vnni on a CPU without it takes avx2 and says why."""
 from __future__ import annotations
 
 CHOICES = ("auto", "vnni", "avx2", "float")

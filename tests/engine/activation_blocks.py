@@ -1,7 +1,7 @@
 """The integer-dot-product arithmetic of the fused CPU step's int8/int4 path, in PyTorch (its readable reference).
 
-On a CPU with AVX-512 VNNI the fused step (kernels/quant_kernels/int_dot.h) computes an int8 or int4 projection as
-llama.cpp does: the activations are rounded to int8 per block of 32 values, each block with its own scale,
+The fused step (kernels/quant_kernels/int_dot.h on AVX-512 VNNI, int_dot_avx2.h on AVX2) computes an int8 or int4
+projection as llama.cpp does: the activations are rounded to int8 per block of 32 values, each block with its own scale,
     s_b = max|x_b| / 127,   q = round-half-to-even(x / s_b), clamped to ±127   (s_b = 0, q = 0 for an all-zero block)
 and then
     y[n] = wscale · Σ_b s_b · Σ_{k∈b} q_k · w_k     (w = int8 code, or nibble − 8 with wscale per group)
@@ -10,7 +10,7 @@ the activations' rounding: each value moves by at most s_b / 2 (0.4% of its bloc
 
 `product(layer, x)` is that arithmetic for one int8 / int4 PackedLinear (in float64, so the integer sums are exact;
 the kernel's fp32 outer sums agree to fp32 rounding). `reference_forward(model)` runs the model's reference forward
-(Transformer.forward) with every such layer computing it: greedy tokens of the fused step on the VNNI path equal
+(Transformer.forward) with every such layer computing it: greedy tokens of the fused step on an integer path equal
 those of this forward.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .formats import unpack_nibbles
-from .linears import PackedLinear
+from inference_core.quant.formats import unpack_nibbles
+from inference_core.quant.linears import PackedLinear
 
 BLOCK = 32
 
