@@ -70,5 +70,6 @@ def build(model) -> tuple[FusedStep | None, str]:
         return None, f"no fused kernel for the {_format_name(model)} head"
     native = kernels.FusedModel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.norm_eps, layers,
                                 model.norm.weight.detach(), head, model.rope_cos, model.rope_sin)
-    path = int_dot.apply(native, kernels, engine_settings())  # int8/int4 on integer dot products where the CPU has them
-    return FusedStep(model, native, f"cpu-fused-step {_format_name(model)}{path}"), ""
+    path, _ = int_dot.choose(kernels, engine_settings())  # int8/int4 on integer dot products where the CPU has them
+    suffix = f" {path}" if native.use_int_dot(path) and path != "float" else ""  # named when any projection took it
+    return FusedStep(model, native, f"cpu-fused-step {_format_name(model)}{suffix}"), ""

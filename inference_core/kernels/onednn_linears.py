@@ -36,11 +36,17 @@ def setting(name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
+# What oneDNN needs to run a `kind` product exactly without AMX tiles, for INFERENCE_AMX=on to force it: bf16 on
+# AVX-512 cores; s8×s8 with VNNI (AVX2's vpmaddubsw saturates). Elsewhere "on" is "auto" (Zen 3 failed both).
+FORCEABLE = {"bf16": "avx512bw", "int8": "avx512_vnni"}
+
+
 def amx(kind: str) -> bool:
     """Whether long steps may use AMX's `kind` ("bf16" or "int8") tiles: the CPU has them (flag amx_<kind>),
-    unless INFERENCE_AMX says otherwise ("off": never, "on": always, where oneDNN runs the op anyway)."""
-    override = setting("INFERENCE_AMX", ("auto", "on", "off"))
-    return available() and override != "off" and (override == "on" or f"amx_{kind}" in cpu_flags())
+    unless INFERENCE_AMX says otherwise ("off": never, "on": also where oneDNN runs the op exactly, FORCEABLE)."""
+    override, flags = setting("INFERENCE_AMX", ("auto", "on", "off")), cpu_flags()
+    forced = override == "on" and FORCEABLE[kind] in flags
+    return available() and override != "off" and (f"amx_{kind}" in flags or forced)
 
 
 def long_step_mode(bf16_weights: dict) -> OneDnnLinears:

@@ -1,6 +1,8 @@
 """oneDNN linears for long CPU steps (onednn_linears.py): the same linear up to summation order, taken only where
 it applies, and a long prompt through the runner greedy-identical to transformers; the AMX paths (bf16 by choice,
-w8a8's int8) forced on and off on this machine, a CPU without AMX simulated by INFERENCE_AMX=off."""
+w8a8's int8) forced on and off on this machine, a CPU without AMX simulated by INFERENCE_AMX=off. Forcing them on
+needs a CPU where oneDNN runs the product exactly without AMX (FORCEABLE: AVX-512 for bf16, VNNI for int8): on
+others (AMD Zen 3) those cases are skipped, and "on" is checked to fall back instead."""
 from __future__ import annotations
 
 import pytest
@@ -10,13 +12,21 @@ from torch.profiler import ProfilerActivity, profile
 
 from inference_core import GenerationParams
 from inference_core.engine.loaded_model import LoadedModel
-from inference_core.kernels.onednn_linears import (KERNEL, KERNEL_BF16, MIN_ROWS, OneDnnLinears, amx, available,
-                                                   cpu_flags, long_step_mode)
+from inference_core.kernels.onednn_linears import (FORCEABLE, KERNEL, KERNEL_BF16, MIN_ROWS, OneDnnLinears, amx,
+                                                   available, cpu_flags, long_step_mode)
 from inference_core.engine.model_runner import runner_for
 from inference_core.quant.linears import fake_quant_activations, quantize_linear
 from inference_core.quant.quantize import quantize_model
 
 pytestmark = pytest.mark.skipif(not available(), reason="this torch build has no oneDNN")
+
+
+def forceable(kind: str) -> bool:
+    return f"amx_{kind}" in cpu_flags() or FORCEABLE[kind] in cpu_flags()
+
+
+needs_bf16 = pytest.mark.skipif(not forceable("bf16"), reason="oneDNN has no bf16 product on this CPU (no AVX-512)")
+needs_int8 = pytest.mark.skipif(not forceable("int8"), reason="oneDNN's s8×s8 product saturates on this CPU (no VNNI)")
 
 
 def linear_in_mode(x, weight, bias=None) -> tuple[torch.Tensor, bool]:
@@ -82,8 +92,10 @@ def test_amx_follows_the_cpu_flags_unless_overridden(monkeypatch):
     assert amx("bf16") == ("amx_bf16" in cpu_flags()) and amx("int8") == ("amx_int8" in cpu_flags())
     monkeypatch.setenv("INFERENCE_AMX", "off")  # a CPU without AMX, simulated
     assert not amx("bf16") and not amx("int8")
-    monkeypatch.setenv("INFERENCE_AMX", "on")
-    assert amx("bf16") and amx("int8")
+    monkeypatch.setenv("INFERENCE_AMX", "on")  # forced where oneDNN can; elsewhere as auto (no AMX there)
+    assert amx("bf16") == forceable("bf16") and amx("int8") == forceable("int8")
+    monkeypatch.setattr("inference_core.kernels.onednn_linears.cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert not amx("bf16") and not amx("int8")  # an AVX2-only CPU (AMD Zen 3) is never forced
     monkeypatch.setenv("INFERENCE_AMX", "maybe")
     with pytest.raises(ValueError, match="INFERENCE_AMX"):
         amx("bf16")
@@ -91,7 +103,7 @@ def test_amx_follows_the_cpu_flags_unless_overridden(monkeypatch):
 
 @pytest.mark.parametrize("precision, amx_setting, kernel", [
     (None, "on", KERNEL),  # the default stays fp32 (token-identical to transformers) even with AMX
-    ("bf16", "on", KERNEL_BF16),
+    pytest.param("bf16", "on", KERNEL_BF16, marks=needs_bf16),
     ("bf16", "off", KERNEL),  # asked for, but no AMX bf16: the step stays fp32 and says so
 ])
 def test_long_steps_run_bf16_only_when_asked_for_and_amx_has_it(monkeypatch, precision, amx_setting, kernel):
@@ -106,6 +118,7 @@ def test_long_steps_run_bf16_only_when_asked_for_and_amx_has_it(monkeypatch, pre
         long_step_mode({})
 
 
+@needs_bf16
 def test_bf16_mode_multiplies_in_bf16_keeps_fp32_out_and_one_copy_per_weight():
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(200, 576, generator=gen)
@@ -123,7 +136,7 @@ def test_bf16_mode_multiplies_in_bf16_keeps_fp32_out_and_one_copy_per_weight():
     torch.testing.assert_close(out - bias, want, atol=1e-3, rtol=2 ** -7)
 
 
-@pytest.mark.parametrize("amx_setting", ["on", "off"])
+@pytest.mark.parametrize("amx_setting", [pytest.param("on", marks=needs_int8), "off"])
 def test_w8a8_long_product_is_its_reference_on_amx_int8_or_without(monkeypatch, amx_setting):
     monkeypatch.setenv("INFERENCE_AMX", amx_setting)
     gen = torch.Generator().manual_seed(6)
@@ -136,6 +149,7 @@ def test_w8a8_long_product_is_its_reference_on_amx_int8_or_without(monkeypatch, 
     torch.testing.assert_close(out, ref, atol=1e-5 * ref.abs().max().item(), rtol=0)
 
 
+@needs_bf16
 @pytest.mark.model
 def test_bf16_long_steps_pick_the_fp32_tokens_where_the_choice_is_clear(engine, monkeypatch):
     """bf16 is a precision choice: every prompt position whose fp32 top-two logits are more than 1.0 apart (bf16's
@@ -180,6 +194,7 @@ def test_quantized_long_prompt_runs_on_onednn_like_its_dequantized_reference(eng
     assert len(out) == 4
 
 
+@needs_int8
 @pytest.mark.model
 def test_w8a8_long_prompt_on_amx_int8_computes_its_reference_per_layer(engine, monkeypatch):
     """Every projection of a real prompt's step agrees with the Python reference to fp32 rounding. The whole forward
@@ -219,7 +234,8 @@ def test_w8a8_long_prompt_on_amx_int8_computes_its_reference_per_layer(engine, m
     assert agree["on"] > 0.85 and abs(agree["on"] - agree["off"]) < 0.05, agree
 
 
-@pytest.mark.parametrize("precision, amx_setting", [("fp32", "on"), ("bf16", "on"), ("bf16", "off")])
+@pytest.mark.parametrize("precision, amx_setting", [("fp32", "on"), pytest.param("bf16", "on", marks=needs_bf16),
+                                                    ("bf16", "off")])
 def test_a_step_the_fused_step_would_take_goes_to_amx_bf16_only_when_chosen(tiny_model, monkeypatch, precision,
                                                                             amx_setting):
     """64..128 rows: the fused fp32 step's range, unless the step runs in bf16 on AMX."""

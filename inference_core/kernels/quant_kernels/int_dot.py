@@ -24,11 +24,3 @@ def choose(kernels, settings) -> tuple[str, str]:
     if not kernels.cpu_has_avx512_vnni():
         return "avx2", "this CPU lacks AVX-512 VNNI"
     return "vnni", "AVX-512 VNNI" if wanted == "auto" else "INFERENCE_INT_DOT=vnni"
-
-
-def apply(native_model, kernels, settings) -> str:
-    """Switch a FusedModel's int8/int4 projections to the chosen path; returns the suffix its kernel name takes
-    ("" for float, or for a model with no int8/int4 projection)."""
-    path, _ = choose(kernels, settings)
-    switched = native_model.use_int_dot(path)
-    return f" {path}" if path != "float" and switched else ""
