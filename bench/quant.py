@@ -120,7 +120,7 @@ def main() -> None:
     hf = None if args.no_hf else load_hf()
     ids = base.tokenizer.encode(PROMPT)
     print(f"{base.name}: torch {torch.__version__}, {torch.get_num_threads()} threads, {args.tokens} tokens, "
-          f"{args.rounds} interleaved rounds, batch 1")
+          f"{args.rounds} interleaved rounds, batch 1\nCPU: {llama_cpp.cpu_description()}")
     speeds: dict[str, list[float]] = {f: [] for f in formats}
     if hf is not None:
         speeds["transformers fp32"] = []
