@@ -46,9 +46,11 @@ def test_kv_cache_demo_streams_tokens_and_charts(live_stack, browser_page):
     assert tokens.count() == 8
     generated = "".join(tokens.all_inner_texts())
     assert generated.strip(), "generated text should be visible"
-    # The chart gained points as tokens arrived, not all at once at the end.
+    # The chart gained points as tokens arrived, not all at once at the end: it showed at least two counts between
+    # none and all 8 (its redraws may lag the text by a frame or two on a busy machine, so not one count per token,
+    # and the text's last change can come before the chart's last redraw).
     samples = page.evaluate("window.__samples")
-    assert len({s["points"] for s in samples}) >= 4, samples
+    assert len({s["points"] for s in samples if 0 < s["points"] < 8}) >= 2, samples
     kv = page.evaluate("""() => { const d = document.querySelector('.ilab-kv__kvchart').data;
         const grid = document.querySelector('.ilab-kv__grid').data;
         const empty = document.querySelector('.ilab-kv__empty').dataset;
