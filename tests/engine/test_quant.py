@@ -358,7 +358,7 @@ def test_a_bias_is_kept_exact_and_added_after_the_product(fmt):
 
 
 def test_quantized_qwen_style_model_with_biases_runs_close_to_fp32():
-    from inference_core.model.config import tiny_config
+    from engine_reference import tiny_config
     from inference_core.model.loader import build_model
     from inference_core.model.kv_cache import NoCache
     from inference_core.quant.quantize import quantize_model
