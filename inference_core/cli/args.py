@@ -26,13 +26,15 @@ def add_model_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_generation_args(parser: argparse.ArgumentParser) -> None:
-    """--prompt, --max-new-tokens and the sampling options, shared by every generating sub-command."""
+    """--prompt, --max-new-tokens, the sampling options, --chat and --json: every generating sub-command's."""
     parser.add_argument("--prompt", required=True, help="the text to continue (with --chat: the user message)")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most (default: 32)")
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 = greedy (default)")
     parser.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens; 0 = all (default)")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass in (0, 1]; 1 = off (default)")
     parser.add_argument("--seed", type=int, default=None, help="random seed for sampling (default: none)")
+    parser.add_argument("--chat", action="store_true", help="apply the model's chat template")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 # --- Checking arguments before anything loads ------------------------------------------------------

@@ -40,11 +40,6 @@ class Unavailable(ModuleType):
         self.reason = reason
 
 
-def _cpu_has_avx2() -> bool:
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    return all(f" {f}" in info for f in ("avx2", "fma", "f16c"))
-
-
 def load(settings) -> ModuleType | None:
     """The compiled kernels, built (or loaded from the cache) once per process; None when unavailable (see
     `why_unavailable`). `settings`: the engine's (`model.config.engine_settings()`, passed in by the caller so
@@ -70,7 +65,9 @@ def why_unavailable(settings) -> str:
 
 def _load_once(settings) -> ModuleType:
     """The compiled module, or a stand-in that says why there is none."""
-    if not _cpu_has_avx2():
+    from ..onednn_linears import cpu_flags
+
+    if not {"avx2", "fma", "f16c"} <= cpu_flags():
         reason = "CPU lacks AVX2/FMA/F16C"
     else:
         try:
