@@ -64,9 +64,9 @@ class RoundCost:
 @dataclass
 class CostAwareK:
     """Cost-aware draft length: each round drafts the k (0 = a plain decode step) with the most expected tokens per
-    unit of time, k = argmax E(k)/C(k) over 0..cap, E(0)/C(0) = 1. Pure: `next_k()`, then `update()` with the round's
-    outcome and timings. Invariant: 0 ≤ `next_k()` ≤ cap, and no round more than doubles k. E(k), C(k), the pauses and
-    the probes' budget: docs/engine-notes.md.
+    unit of time, k = argmax E(k)/C(k) over 0..cap (E(0)/C(0) = 1). Pure: `next_k()`, then `update()` with the
+    round's outcome and timings. Invariant: 0 ≤ `next_k()` ≤ cap, and no round more than doubles k. E(k), C(k), the
+    pauses and the probes' budget: docs/engine-notes.md.
     """
 
     cap: int = 16
