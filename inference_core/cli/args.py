@@ -97,18 +97,12 @@ CHECKS: dict[str, Callable] = {
     "quant": lambda v: _known_formats(v) if v else None,
     "formats": _known_formats,
     "prompts_file": _readable_file,
-    "max_new_tokens": _at_least(1),
-    "new_tokens": _at_least(1),
+    **dict.fromkeys(("max_new_tokens", "new_tokens", "k", "block_size", "num_blocks", "max_num_seqs",
+                     "max_num_batched_tokens"), _at_least(1)),
     "max_tokens": lambda v: None if v is None else _at_least(2)(v),
     "window": _at_least(2),
-    "k": _at_least(1),
-    "temperature": _at_least(0),
-    "top_k": _at_least(0),
+    **dict.fromkeys(("temperature", "top_k"), _at_least(0)),
     "top_p": lambda v: None if 0 < v <= 1 else f"must be in (0, 1] (got {v:g})",
-    "block_size": _at_least(1),
-    "num_blocks": _at_least(1),
-    "max_num_seqs": _at_least(1),
-    "max_num_batched_tokens": _at_least(1),
 }
 
 def check_arguments(args: argparse.Namespace) -> None:
