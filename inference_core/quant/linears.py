@@ -15,8 +15,6 @@ from ..model.config import engine_settings
 from .formats import (INT4_LUT, NF4_CODEBOOK, QuantFormat, dequantize_fp8, dequantize_int4, dequantize_int8,
                       dequantize_nf4, parse_format, quantize_fp8, quantize_int4, quantize_int8, quantize_nf4)
 
-# ---------------------------------------------------------------------------------- quantized linears
-
 # Above this many rows (prefill, perplexity windows) the weight is dequantized once per call and handed to
 # the fp32 GEMM: compute-bound work amortizes the decode, and the GEMV kernels re-read weights per row.
 GEMV_MAX_ROWS = 8
@@ -172,7 +170,7 @@ class W8A8DynamicLinear(PackedLinear):
         return self.qweight.nbytes + self.scale.nbytes + (self.bias.nbytes if self.bias is not None else 0)
 
     def prepacked_bytes(self) -> int:
-        """FBGEMM's prepacked copy beside `qweight` (not a buffer: the report adds it)."""
+        """FBGEMM's prepacked copy beside `qweight` (not a buffer: `resident_bytes` adds it)."""
         return self.qweight.nbytes + 12 * self.out_features if self._packed is not None else 0
 
     def product(self, x2):

@@ -30,6 +30,11 @@ class Unavailable(ModuleType):
         self.reason = reason
 
 
+def _cpu_has_avx2() -> bool:
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return all(f" {f}" in info for f in ("avx2", "fma", "f16c"))
+
+
 def load(settings) -> ModuleType | None:
     """The compiled kernels, built (or loaded from the cache) once per process; None when unavailable. `settings`:
     the engine's, passed in so this loader imports nothing of the engine. After the first call, one dict lookup."""
@@ -53,9 +58,7 @@ def why_unavailable(settings) -> str:
 
 def _load_once(settings) -> ModuleType:
     """The compiled module, or a stand-in that says why there is none."""
-    from ..onednn_linears import cpu_flags
-
-    if not {"avx2", "fma", "f16c"} <= cpu_flags():
+    if not _cpu_has_avx2():
         reason = "CPU lacks AVX2/FMA/F16C"
     else:
         try:
