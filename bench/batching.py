@@ -148,12 +148,12 @@ def long_workload_waste(n: int = 64, seed: int = 0) -> dict:
     Block allocation depends only on sequence lengths (stop_at_eos is off), so the same scheduler and
     allocator are driven by a tiny random-weight model: identical block tables, seconds instead of hours.
     """
-    from inference_core.model.config import tiny_config
     from inference_core.engine.loaded_model import LoadedModel
+    from inference_core.model.config import ModelConfig
     from inference_core.model.loader import build_model
 
-    tiny = LoadedModel("tiny", build_model(tiny_config(n_layers=1, max_seq_len=2048), None, torch.device("cpu")), None,
-                  torch.device("cpu"))
+    cfg = ModelConfig(vocab_size=97, dim=64, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=128, max_seq_len=2048)
+    tiny = LoadedModel("tiny", build_model(cfg, None, torch.device("cpu")), None, torch.device("cpu"))
     rng = random.Random(seed)
     reqs = [Request(f"r{i}", [rng.randrange(3, 97) for _ in range(rng.randint(100, 1000))], SamplingParams(max_new_tokens=rng.randint(50, 500), stop_at_eos=False)) for i in range(n)]
     sched, _ = drive(tiny, reqs, SchedulerConfig(block_size=16, num_blocks=4096, max_num_seqs=32), trace=False)

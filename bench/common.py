@@ -1,11 +1,17 @@
-"""Helpers shared by the benchmarks: the machine's memory-bandwidth roofline and robust timing."""
+"""Helpers shared by the benchmarks (and the engine tests): the machine's memory-bandwidth roofline, robust timing,
+and a block run under other engine settings."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 
 import torch
+
+from inference_core.model.config import EngineSettings, engine_settings
 
 
 def measure_read_bandwidth(n_bytes: int = 512 * 2**20, repeats: int = 7, device: str = "cpu") -> float:
@@ -36,3 +42,29 @@ def median_time(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> 
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def settings_env(settings: EngineSettings) -> dict[str, str]:
+    """The environment that `EngineSettings.from_env` reads back as `settings`."""
+    return {"INFERENCE_DEVICE": settings.device or "", "INFERENCE_DTYPE": settings.dtype or "",
+            "INFERENCE_CPU_FASTPATH": str(int(settings.cpu_fastpath)),
+            "INFERENCE_QUANT_KERNELS": "" if settings.quant_kernels else "torch", "INFERENCE_INT_DOT": settings.int_dot,
+            "INFERENCE_CUDA_GRAPHS": str(int(settings.cuda_graphs)), "INFERENCE_COMPILE": str(int(settings.compile)),
+            "INFERENCE_LAB_CACHE": str(settings.cache_dir)}
+
+
+@contextmanager
+def settings_override(**changes) -> Iterator[EngineSettings]:
+    """Run a block with some engine settings changed (their environment variables), then restore them."""
+    new = replace(engine_settings(), **changes)
+    env = settings_env(new)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield new
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -26,8 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
-from bench.common import measure_read_bandwidth  # noqa: E402
-from inference_core.model.config import DEFAULT_MODEL, settings_override  # noqa: E402
+from bench.common import measure_read_bandwidth, settings_override  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 from inference_core import GenerationParams, load_engine  # noqa: E402
 from inference_core.engine.model_runner import runner_for  # noqa: E402
 from inference_core.engine.trace import TokenStep  # noqa: E402

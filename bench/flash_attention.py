@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from inference_core.kernels.flash_attention import naive_attention, tiled_attention
+from demos.catalog.tiled_attention import naive_attention, tiled_attention
 
 
 def median_s(fn, repeats: int = 3):

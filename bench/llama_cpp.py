@@ -137,12 +137,12 @@ def compare(threads: int, rounds: int, n_tokens: int) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from bench.common import measure_read_bandwidth
+    from bench.common import measure_read_bandwidth, settings_override
     from bench.decode import PROMPT, ours_decode_tps
     from inference_core import load_engine
     from inference_core.engine.loaded_model import LoadedModel
     from inference_core.engine.model_runner import runner_for
-    from inference_core.model.config import DEFAULT_MODEL, settings_override
+    from inference_core.model.config import DEFAULT_MODEL
     from inference_core.quant.linears import QuantizedLinear
     from inference_core.quant.quantize import quantize_model
 

@@ -25,8 +25,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import measure_read_bandwidth  # noqa: E402
-from inference_core.model.config import DEFAULT_MODEL, settings_override  # noqa: E402
+from bench.common import measure_read_bandwidth, settings_override  # noqa: E402
+from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 
 from inference_core import load_engine  # noqa: E402
 from inference_core.engine.loaded_model import GenerationParams, LoadedModel  # noqa: E402

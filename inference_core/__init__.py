@@ -4,24 +4,15 @@ The public API, resolved on first use (importing it loads no torch). Layers and 
 """
 import importlib
 
-_EXPORTS = {
-    "DEFAULT_MODEL": "inference_core.model.config",
-    "ModelConfig": "inference_core.model.config",
-    "load_tokenizer": "inference_core.model.weights",
-    "SamplingParams": "inference_core.model.sampling",
-    "LoadedModel": "inference_core.engine.loaded_model",
-    "GenerationParams": "inference_core.engine.loaded_model",
-    "load_engine": "inference_core.engine.loaded_model",
-    "LLMEngine": "inference_core.engine.llm_engine",
-    "run_batch": "inference_core.engine.llm_engine",
-    "Request": "inference_core.engine.scheduler",
-    "SchedulerConfig": "inference_core.engine.scheduler",
-    "SCHEMA_VERSION": "inference_core.engine.trace",
-    "TraceEvent": "inference_core.engine.trace",
-    "RunFinished": "inference_core.engine.trace",
-    "TokenStep": "inference_core.engine.trace",
-    "validate_event": "inference_core.engine.trace",
-}
+_EXPORTS = {name: module for module, names in {  # each public name → the module that defines it
+    "inference_core.model.config": ("DEFAULT_MODEL", "ModelConfig"),
+    "inference_core.model.weights": ("load_tokenizer",),
+    "inference_core.model.sampling": ("SamplingParams",),
+    "inference_core.engine.loaded_model": ("LoadedModel", "GenerationParams", "load_engine"),
+    "inference_core.engine.llm_engine": ("LLMEngine", "run_batch"),
+    "inference_core.engine.scheduler": ("Request", "SchedulerConfig"),
+    "inference_core.engine.trace": ("SCHEMA_VERSION", "TraceEvent", "RunFinished", "TokenStep", "validate_event"),
+}.items() for name in names}
 __all__ = sorted(_EXPORTS)
 
 

@@ -94,7 +94,7 @@ class FlashTileWalk(TraceEvent):
 
 @event("attention_memory_curve")
 class AttentionMemoryCurve(TraceEvent):
-    """Modelled memory for one head of one layer as the sequence grows (see flash_attention.hbm_traffic)."""
+    """Modelled memory for one head of one layer as the sequence grows (see tiled_attention.hbm_traffic)."""
 
     head_dim: int
     bytes_per_value: int
@@ -157,6 +157,18 @@ class LoadSummary(TraceEvent):
     tpot_p50_s: float
     itl_p50_s: float
     itl_p90_s: float
+
+
+# --- speculative decoding ---------------------------------------------------------------------------------
+
+@event("spec_baseline")
+class SpecBaseline(TraceEvent):
+    """Plain decoding of the same prompt, timed first so the demo can show a running speedup."""
+
+    token_ids: list[int]
+    total_time_s: float
+    time_per_token_s: float
+    prefill_time_s: float
 
 
 # --- quantization ----------------------------------------------------------------------------------------

@@ -190,7 +190,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
         *, models: Models) -> Iterator[dict]:
     import torch  # the worker only: the web process loads no torch
 
-    from inference_core.kernels.flash_attention import hbm_traffic, naive_attention, tiled_attention
+    from .tiled_attention import hbm_traffic, naive_attention, tiled_attention
     from inference_core.model.kv_cache import sdpa
 
     params = SPEC.with_defaults(params)

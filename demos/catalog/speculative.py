@@ -8,6 +8,7 @@ from inference_core import DEFAULT_MODEL
 
 from ..spec import DemoSpec, ParamSpec, max_prompt_tokens_limit
 from .comparison import Side, compare
+from .events import SpecBaseline
 from .runner import Models
 
 
@@ -57,7 +58,6 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
     baseline. Yields run_started, spec_baseline (unless baseline is false), spec_started, spec_round…,
     spec_finished, run_finished, then (with the baseline) the comparison's samples and `comparison`."""
     from inference_core.speculative.decode import SpecParams
-    from inference_core.speculative.events import SpecBaseline
     from inference_core.speculative.speculate import make_draft, plain_timed, speculate
 
     params = SPEC.with_defaults(params)

@@ -26,13 +26,15 @@ def add_model_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_generation_args(parser: argparse.ArgumentParser) -> None:
-    """--prompt, --max-new-tokens and the sampling options, shared by every generating sub-command."""
+    """--prompt, --max-new-tokens, the sampling options, --chat and --json: every generating sub-command's."""
     parser.add_argument("--prompt", required=True, help="the text to continue (with --chat: the user message)")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most (default: 32)")
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 = greedy (default)")
     parser.add_argument("--top-k", type=int, default=0, help="sample among the k likeliest tokens; 0 = all (default)")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass in (0, 1]; 1 = off (default)")
     parser.add_argument("--seed", type=int, default=None, help="random seed for sampling (default: none)")
+    parser.add_argument("--chat", action="store_true", help="apply the model's chat template")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 # --- Checking arguments before anything loads ------------------------------------------------------
@@ -95,18 +97,12 @@ CHECKS: dict[str, Callable] = {
     "quant": lambda v: _known_formats(v) if v else None,
     "formats": _known_formats,
     "prompts_file": _readable_file,
-    "max_new_tokens": _at_least(1),
-    "new_tokens": _at_least(1),
+    **dict.fromkeys(("max_new_tokens", "new_tokens", "k", "block_size", "num_blocks", "max_num_seqs",
+                     "max_num_batched_tokens"), _at_least(1)),
     "max_tokens": lambda v: None if v is None else _at_least(2)(v),
     "window": _at_least(2),
-    "k": _at_least(1),
-    "temperature": _at_least(0),
-    "top_k": _at_least(0),
+    **dict.fromkeys(("temperature", "top_k"), _at_least(0)),
     "top_p": lambda v: None if 0 < v <= 1 else f"must be in (0, 1] (got {v:g})",
-    "block_size": _at_least(1),
-    "num_blocks": _at_least(1),
-    "max_num_seqs": _at_least(1),
-    "max_num_batched_tokens": _at_least(1),
 }
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -15,8 +15,6 @@ def add_generate(sub) -> None:
     add_model_arg(p)
     add_generation_args(p)
     p.add_argument("--no-cache", action="store_true", help="recompute every position each step")
-    p.add_argument("--chat", action="store_true", help="apply the model's chat template")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quant", default=None, help="weight format: int8, w8a8, int4-g128, nf4, fp8, llm-int8, …")
     p.set_defaults(func=cmd_generate)
 

@@ -17,9 +17,7 @@ def add_speculate(sub) -> None:
                    help="ngram | self-early-exit[:L] | self-int8 | MODEL (a model sharing the tokenizer)")
     p.add_argument("--k", type=int, default=4, help="tokens drafted per round")
     add_generation_args(p)
-    p.add_argument("--chat", action="store_true", help="apply the model's chat template")
     p.add_argument("--no-baseline", action="store_true", help="skip timing plain decoding for the speedup")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_speculate)
 
 

@@ -113,21 +113,15 @@ def generate_one(engine, request: Request, kv_cache: bool = True,
                  should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
     """A single request as a one-request schedule: its `token` events, then `run_finished`."""
     llm = LLMEngine(engine, one_request_config(engine, request, kv_cache))
+    stream = RequestStream(llm)
     try:
-        llm.drain()
         llm.add_request(request)
-        stream = RequestStream(llm)
-        events = llm.drain()
-        while True:
-            if should_stop is not None and should_stop():
-                events += llm.abort(request.request_id)
-            elif llm.has_work():
-                events += llm.step()
-            for _, ev in stream.route(events):
+        while True:  # each step's events hold the ones before it (queued, blocks): `route` passes them over
+            stop = should_stop is not None and should_stop()
+            for _, ev in stream.route(llm.abort(request.request_id) if stop else llm.step()):
                 yield ev
                 if isinstance(ev, RunFinished):
                     return
-            events = []
     finally:
         llm.close()
 

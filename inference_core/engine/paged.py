@@ -68,10 +68,6 @@ class BlockTable:
     block_size: int
     blocks: list[int] = field(default_factory=list)
 
-    @property
-    def capacity(self) -> int:
-        return len(self.blocks) * self.block_size
-
     def blocks_needed(self, n_tokens: int) -> int:
         """Extra blocks required to hold `n_tokens` positions in total."""
         return max(0, -(-n_tokens // self.block_size) - len(self.blocks))
@@ -214,15 +210,11 @@ class PagedSequence:
         if on_close is not None:
             on_close(self.pool)
 
-    @property
-    def capacity(self) -> int:
-        return self.pool.num_blocks * self.pool.block_size
-
     def reserve(self, n_new: int) -> SeqSlice:
         """Blocks for `n_new` more positions; the step's slice (its tokens start at row 0)."""
         end = self.length + n_new
-        if end > self.capacity:
-            raise ValueError(f"sequence full: {end} positions > capacity {self.capacity}")
+        if end > self.pool.capacity_tokens:
+            raise ValueError(f"sequence full: {end} positions > capacity {self.pool.capacity_tokens}")
         for _ in range(self.table.blocks_needed(end)):
             self.table.blocks.append(self.allocator.allocate())
         return SeqSlice(0, n_new, end, self.table.blocks)

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_MODEL = "smollm2-135m"  # the course's model: every default model name in the code is this constant
@@ -53,14 +52,6 @@ class ModelConfig:
         return self.n_layers * (attn + 3 * self.dim * self.ffn_dim) + self.vocab_size * self.dim
 
 
-def tiny_config(**overrides) -> ModelConfig:
-    """A random-weight config small enough for unit tests (runs in milliseconds)."""
-    base = dict(vocab_size=97, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=128, max_seq_len=256,
-                rope_theta=10_000.0)
-    base.update(overrides)
-    return ModelConfig(**base)
-
-
 def _flag(value: str | None, default: bool) -> bool:
     if not value:
         return default
@@ -97,31 +88,7 @@ class EngineSettings:
             cache_dir=Path(env.get("INFERENCE_LAB_CACHE") or cls.cache_dir),
         )
 
-    def to_env(self) -> dict[str, str]:
-        """The environment that `from_env` reads back as these settings."""
-        return {"INFERENCE_DEVICE": self.device or "", "INFERENCE_DTYPE": self.dtype or "",
-                "INFERENCE_CPU_FASTPATH": str(int(self.cpu_fastpath)),
-                "INFERENCE_QUANT_KERNELS": "" if self.quant_kernels else "torch", "INFERENCE_INT_DOT": self.int_dot,
-                "INFERENCE_CUDA_GRAPHS": str(int(self.cuda_graphs)), "INFERENCE_COMPILE": str(int(self.compile)),
-                "INFERENCE_LAB_CACHE": str(self.cache_dir)}
-
 
 def engine_settings() -> EngineSettings:
     """The process's settings, read from its environment."""
     return EngineSettings.from_env()
-
-
-@contextmanager
-def settings_override(**changes) -> Iterator[EngineSettings]:
-    """Run a block with some settings changed (their environment variables), then restore them."""
-    new = replace(engine_settings(), **changes)
-    saved = {k: os.environ.get(k) for k in new.to_env()}
-    os.environ.update(new.to_env())
-    try:
-        yield new
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

@@ -6,7 +6,7 @@ import platform
 import torch
 
 from .config import ModelConfig, engine_settings
-from .transformer import Transformer, load_state_into, rope_table, store_wide_weights_column_major
+from .transformer import Transformer, rope_table, store_wide_weights_column_major
 
 
 def pick_device() -> torch.device:
@@ -30,8 +30,11 @@ def build_model(cfg: ModelConfig, state: dict[str, torch.Tensor] | None, device:
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 torch.nn.init.ones_(p)
-    else:
-        load_state_into(model, state)
+    else:  # strict: every parameter present and every tensor used (the tied head excepted)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [m for m in missing if not (m == "output.weight" and cfg.tie_embeddings)]
+        if missing or unexpected:
+            raise ValueError(f"state mismatch: missing={missing} unexpected={unexpected}")
     if cfg.tie_embeddings:
         model.output.weight = model.tok_embeddings.weight
     model = model.to(dtype).eval()

@@ -126,11 +126,3 @@ def store_wide_weights_column_major(model: Transformer, min_ratio: int = 2) -> N
             out_features, in_features = module.weight.shape
             if out_features >= min_ratio * in_features and module.weight.is_contiguous():
                 module.weight.data = module.weight.data.t().contiguous().t()
-
-
-def load_state_into(model: Transformer, state: dict[str, torch.Tensor]) -> None:
-    """Strict load: every parameter present and every tensor used (tied head excluded)."""
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [m for m in missing if not (m == "output.weight" and model.config.tie_embeddings)]
-    if missing or unexpected:
-        raise ValueError(f"state mismatch: missing={missing} unexpected={unexpected}")

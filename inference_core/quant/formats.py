@@ -7,9 +7,6 @@ import torch
 import torch.nn.functional as F
 
 
-# ----------------------------------------------------------------------------------------------- formats
-
-
 @dataclass(frozen=True)
 class QuantFormat:
     name: str

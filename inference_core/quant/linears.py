@@ -15,8 +15,6 @@ from ..model.config import engine_settings
 from .formats import (INT4_LUT, NF4_CODEBOOK, QuantFormat, dequantize_fp8, dequantize_int4, dequantize_int8,
                       dequantize_nf4, parse_format, quantize_fp8, quantize_int4, quantize_int8, quantize_nf4)
 
-# ---------------------------------------------------------------------------------- quantized linears
-
 # Above this many rows (prefill, perplexity windows) the weight is dequantized once per call and handed to
 # the fp32 GEMM: compute-bound work amortizes the decode, and the GEMV kernels re-read weights per row.
 GEMV_MAX_ROWS = 8
@@ -57,13 +55,11 @@ class QuantizedLinear(nn.Module):
         return None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.product(x)
+        y = self.product(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
-    def product(self, x: torch.Tensor) -> torch.Tensor:
-        """x Wᵀ with the quantized W (subclasses with their own arithmetic override this, not forward)."""
-        shape = x.shape
-        x2 = x.reshape(-1, shape[-1])
+    def product(self, x2: torch.Tensor) -> torch.Tensor:
+        """x2 Wᵀ for rows x2 [M, in] with the quantized W (subclasses with their own arithmetic override this)."""
         y = None
         if x2.shape[0] <= GEMV_MAX_ROWS and x2.dtype == torch.float32 and x2.device.type == "cpu":
             y = self._gemv(x2.contiguous())
@@ -71,9 +67,7 @@ class QuantizedLinear(nn.Module):
             from ..kernels.triton_kernels import quant_matmul
 
             y = quant_matmul.product(x2, self)
-        if y is None:
-            y = F.linear(x2, self.dequantize().to(x2.dtype))
-        return y.reshape(*shape[:-1], self.out_features)
+        return y if y is not None else F.linear(x2, self.dequantize().to(x2.dtype))
 
     def extra_repr(self) -> str:
         return f"{self.in_features}→{self.out_features}, {self.fmt.name}, kernel={self.kernel}"
@@ -176,19 +170,15 @@ class W8A8DynamicLinear(PackedLinear):
         return self.qweight.nbytes + self.scale.nbytes + (self.bias.nbytes if self.bias is not None else 0)
 
     def prepacked_bytes(self) -> int:
-        """FBGEMM's prepacked copy beside `qweight` (not a buffer: the report adds it)."""
+        """FBGEMM's prepacked copy beside `qweight` (not a buffer: `resident_bytes` adds it)."""
         return self.qweight.nbytes + 12 * self.out_features if self._packed is not None else 0
 
-    def product(self, x):
-        shape = x.shape
-        x2 = x.reshape(-1, shape[-1])
+    def product(self, x2):
         if self._packed is not None and x2.shape[0] == 1 and x2.dtype == torch.float32:
-            y = torch.ops.quantized.linear_dynamic(x2, self._packed, True)
-        elif onednn_linears.int8_applies(x2):  # a long step on AMX int8: the same integers as below
-            y = onednn_linears.w8a8_product(x2.float(), self).to(x.dtype)
-        else:
-            y = F.linear(fake_quant_activations(x2.float()), self.dequantize()).to(x.dtype)
-        return y.reshape(*shape[:-1], self.out_features)
+            return torch.ops.quantized.linear_dynamic(x2, self._packed, True)
+        if onednn_linears.int8_applies(x2):  # a long step on AMX int8: the same integers as below
+            return onednn_linears.w8a8_product(x2.float(), self).to(x2.dtype)
+        return F.linear(fake_quant_activations(x2.float()), self.dequantize()).to(x2.dtype)
 
 
 def fake_quant_activations(x2: torch.Tensor) -> torch.Tensor:
@@ -209,8 +199,7 @@ class LLMInt8Linear(PackedLinear):
         self.kernel = _kernel_name(weight, "avx2-int8-gemv+fp32-outliers", "torch-llm-int8", "torch-llm-int8")
 
     def product(self, x):
-        shape = x.shape
-        x2 = x.reshape(-1, shape[-1]).float()
+        x2 = x.float()
         outlier = (x2.abs() > self.threshold).any(dim=0)
         n_out = int(outlier.sum())
         self.outlier_counts.append(n_out)
@@ -223,7 +212,7 @@ class LLMInt8Linear(PackedLinear):
         if n_out:
             cols = outlier.nonzero()[:, 0]
             y = y + x2[:, cols] @ (self.qweight[:, cols].float() * self.scale[:, None]).T
-        return y.to(x.dtype).reshape(*shape[:-1], self.out_features)  # computed in fp32; a bf16 model gets bf16
+        return y.to(x.dtype)  # computed in fp32; a bf16 model gets bf16
 
 
 class BitsAndBytesLinear(QuantizedLinear):

@@ -43,14 +43,11 @@ class QualityStats:
 
 @torch.inference_mode()
 def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], window: int = 512,
-            should_stop=None, backends: dict[str, Callable[[int], AttentionBackend]] | None = None,
-            ) -> dict[str, QualityStats]:
+            backends: dict[str, Callable[[int], AttentionBackend]] | None = None) -> dict[str, QualityStats]:
     """Score every model on the same windows; the reference's log-probs are computed once per window."""
     backends = backends or {}
     stats = {name: QualityStats() for name in models}
     for chunk in windows(ids, window):
-        if should_stop is not None and should_stop():
-            break
         tokens = torch.tensor([chunk])
         positions = torch.arange(len(chunk))
         targets = tokens[0, 1:]

@@ -41,8 +41,9 @@ def matmul_weight_bytes(model: nn.Module) -> int:
 
 
 def resident_bytes(model: nn.Module) -> int:
-    """Bytes of every distinct parameter and persistent buffer (tied tensors once)."""
+    """Bytes the model holds: every distinct parameter and persistent buffer (tied tensors once), plus what layers
+    keep beside them (w8a8: FBGEMM's prepacked copy)."""
     seen: dict[int, int] = {}
     for t in list(model.parameters()) + [b for n, b in model.named_buffers() if "rope_" not in n]:
         seen[t.data_ptr()] = t.nbytes
-    return sum(seen.values())
+    return sum(seen.values()) + sum(m.prepacked_bytes() for m in model.modules() if hasattr(m, "prepacked_bytes"))

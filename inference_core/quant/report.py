@@ -36,12 +36,6 @@ def decode_speed(engine: LoadedModel, prompt: str = SAMPLE_PROMPT, new_tokens: i
 KV_INT8 = "fp32+kv-int8"
 
 
-def resident_total(model) -> int:
-    """Bytes the model holds: parameters and buffers plus w8a8's prepacked copy."""
-    return resident_bytes(model) + sum(m.prepacked_bytes() for m in quantized_linears(model).values()
-                                       if hasattr(m, "prepacked_bytes"))
-
-
 def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...] = DEFAULT_FORMATS,
            max_tokens: int | None = None, window: int = 512, new_tokens: int = 32, repeats: int = 3,
            log=None, kv_int8: bool = False) -> list[dict]:
@@ -71,7 +65,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
         speed, text = decode_speed(engine, new_tokens=new_tokens, repeats=repeats)
         row = {
             "format": name, "label": labels[name], "kernels": kernels_used(model),
-            "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_total(model),
+            "matmul_weight_bytes": matmul_weight_bytes(model), "resident_bytes": resident_bytes(model),
             "kv_bytes_per_token": cfg.kv_bytes_per_token(base.bytes_per_value),
             **quality[name].to_dict(), "decode_tokens_per_s": speed, "sample": text,
         }

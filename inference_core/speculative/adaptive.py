@@ -1,12 +1,6 @@
 """Adaptive draft length, per request, round by round (pure policies; `SpecDecoding` asks one): `AdaptiveK` follows
-the acceptance alone, `CostAwareK` (below) also weighs what a guess and a wider verify cost.
-
-`AdaptiveK`'s invariant: 0 ≤ `next_k()` ≤ cap. A fully accepted round doubles k (up to cap); any other round sets k
-to the larger of half of it and the accepted count + 1. `rate` estimates the chance that a guess is accepted
-(accepted guesses over accepted guesses + rejections, older rounds weighing `decay` less each round); a rejection
-that leaves it below `min_rate` stops drafting for `pause` rounds (plain decode steps), after which a round drafts
-again as a probe. Each pause doubles the next (up to `max_pause`), each round with an accepted guess halves it (down
-to the first pause). A round that drafted nothing only counts the pause down.
+the acceptance alone, `CostAwareK` also weighs what a guess and a wider verify cost. Invariant of both:
+0 ≤ `next_k()` ≤ cap. Their rules, step by step: docs/engine-notes.md.
 """
 from __future__ import annotations
 
@@ -56,10 +50,8 @@ class AdaptiveK:
 @dataclass(frozen=True)
 class RoundCost:
     """What a round drafting k guesses costs, in plain 1-token decode steps: the verify, a forward over k+1
-    positions, costs 1 + first·[k > 0] + per·k (the first extra position moves the forward off the one-row decode
-    path); the draft costs `draft`·k (0 for n-gram lookup). Defaults: smollm2-135m fp32 on a 2-core Intel Xeon,
-    1 thread (bench/speculative.py's forward over T positions: 1.17× at T = 2, 1.28× at 5, 1.69× at 9; whole
-    engine rounds drafting 1, 2, 4 wrong guesses measured 1.17×, 1.15×, 1.20× a plain step's CPU time)."""
+    positions, costs 1 + first·[k > 0] + per·k; the draft costs `draft`·k (0 for n-gram lookup). Defaults measured
+    on a 2-core Xeon (docs/engine-notes.md)."""
 
     first: float = 0.15
     per: float = 0.06
@@ -72,23 +64,9 @@ class RoundCost:
 @dataclass
 class CostAwareK:
     """Cost-aware draft length: each round drafts the k (0 = a plain decode step) with the most expected tokens per
-    unit of time. Pure: `next_k()`, then `update()` with the round's outcome and timings.
-
-    Invariant: 0 ≤ `next_k()` ≤ cap. Expected tokens of a round drafting k guesses, when the first guess is accepted
-    with probability a and each later one (its predecessors accepted) with probability b:
-    E(k) = 1 + a·(1 − b^k)/(1 − b) (a = b: the usual (1 − α^(k+1))/(1 − α)); its cost, in plain steps,
-    C(k) = `costs.verify(k)` + r·k, so plain decoding scores E(0)/C(0) = 1 and k is argmax E(k)/C(k). a and b are
-    decayed counts (older rounds weigh `decay` less each round) over a `prior` worth `prior_weight` trials; r, a
-    guess's draft time over a plain step's, is measured (decayed means of the rounds' draft seconds per guess, and of
-    their verify seconds over `costs.verify(k)`), `costs.draft` until both are. A fully accepted round at least
-    doubles k (up to cap) if the doubled k still beats plain decoding (an n-gram draft is right in runs); no round
-    more than doubles it, and a rejection leaves at most the larger of half of it and the guesses kept + 1. When the
-    best k is 0, drafting pauses: plain steps, then a probe (k = 1, once the draft has a guess) after at least
-    `pause` rounds (`first_pause` at first) and only while the probes' cost beyond a plain step, this one's expected
-    cost included, stays within `budget` of the request's time so far (a model draft's probe also re-feeds what it
-    skipped: expected, before one is measured, as its share r of the prompt's prefill). Each probe with no accepted
-    guess doubles the next pause (up to `max_pause`), an accepted guess sets it back. Without timings a plain step is
-    the unit of time and the cost model stands in for them.
+    unit of time, k = argmax E(k)/C(k) over 0..cap (E(0)/C(0) = 1). Pure: `next_k()`, then `update()` with the
+    round's outcome and timings. Invariant: 0 ≤ `next_k()` ≤ cap, and no round more than doubles k. E(k), C(k), the
+    pauses and the probes' budget: docs/engine-notes.md.
     """
 
     cap: int = 16

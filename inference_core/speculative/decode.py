@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -61,19 +61,14 @@ class SpecStats:
         verify_ms = 1000 * self.verify_time_s / max(self.target_forwards, 1)
         draft_ms = 1000 * self.draft_time_s / max(self.draft_forwards, 1) if self.draft_forwards else 0.0
         return {
-            "k": self.k, "n_prompt_tokens": self.n_prompt_tokens, "n_generated": self.n_generated,
-            "rounds": self.rounds, "drafted": self.drafted, "accepted": self.accepted,
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.init},  # the counts and times as kept
             "acceptance_rate": self.accepted / self.drafted if self.drafted else 0.0,
             "acceptance_by_position": [a / d if d else None for a, d in zip(self.accepted_at, self.drafted_at)],
             "drafted_by_position": list(self.drafted_at),
             "mean_accept_length": 1 + self.accepted / self.rounds if self.rounds else 0.0,
-            "target_forwards": self.target_forwards,
             "target_forwards_per_token": self.target_forwards / self.n_generated if self.n_generated else 0.0,
-            "draft_forwards": self.draft_forwards,
             "draft_ms_per_forward": draft_ms, "verify_ms_per_forward": verify_ms,
             "draft_cost_ratio": draft_ms / verify_ms if verify_ms else 0.0,
-            "prefill_time_s": self.prefill_time_s, "draft_time_s": self.draft_time_s,
-            "verify_time_s": self.verify_time_s, "total_time_s": self.total_time_s,
             "tokens_per_s": self.n_generated / self.total_time_s if self.total_time_s else 0.0,
         }
 
@@ -135,14 +130,11 @@ class SpecDecoding:
         stats.n_generated = len(req.output_ids) + len(emitted)
         stats.total_time_s = time.perf_counter() - self.t_start
         text = self.token_text
-        self.rounds.append(SpecRound(
-            round=self.n_rounds, position=len(req.all_ids), drafted=list(drafted),
-            drafted_text=[text(t) for t in drafted], p_draft=verdict.p_draft, q_target=verdict.q_target,
-            accept_prob=verdict.accept_prob, uniform=verdict.uniform, outcome=verdict.outcome,
-            target_argmax=q.argmax(-1).tolist(), n_accepted=m, next_token=verdict.next_token,
-            next_text=text(verdict.next_token), next_kind=verdict.next_kind, emitted=emitted,
-            draft_time_s=prop.time_s, verify_time_s=verify_s, n_draft_forwards=prop.n_forwards,
-            n_generated=stats.n_generated, elapsed_s=stats.total_time_s))
+        self.rounds.append(SpecRound(  # the verdict's fields (n_accepted, next_token, p_draft, …) as they are
+            round=self.n_rounds, position=len(req.all_ids), drafted=list(drafted), n_draft_forwards=prop.n_forwards,
+            drafted_text=[text(t) for t in drafted], target_argmax=q.argmax(-1).tolist(), emitted=emitted,
+            next_text=text(verdict.next_token), draft_time_s=prop.time_s, verify_time_s=verify_s,
+            n_generated=stats.n_generated, elapsed_s=stats.total_time_s, **vars(verdict)))
         self.n_rounds += 1
         return m, emitted
 

@@ -105,16 +105,6 @@ class ModelDraft:
             self.cache.close()
             self.cache = None
 
-    def rollback(self, length: int) -> None:
-        if self.cache is not None and length < len(self.cached):
-            self.cache.truncate(length)
-            del self.cached[length:]
-
-    def _forward(self, tokens: list[int]) -> torch.Tensor:
-        logits = runner_for(self.model).forward_sequence(tokens, self.cache, n_layers=self.n_layers)
-        self.cached.extend(tokens)
-        return logits[-1]
-
     @torch.inference_mode()
     def propose(self, context_ids: list[int], k: int) -> Proposal:
         assert self.cache is not None, "call begin() first"
@@ -123,13 +113,17 @@ class ModelDraft:
         limit = min(len(self.cached), len(context_ids) - 1)  # always re-feed at least the last token
         while common < limit and self.cached[common] == context_ids[common]:
             common += 1
-        self.rollback(common)
+        if common < len(self.cached):  # roll back past the common prefix (rejected guesses, a re-sync)
+            self.cache.truncate(common)
+            del self.cached[common:]
         feed = context_ids[common:]
         tokens: list[int] = []
         dists: list[torch.Tensor] = []
         catch_up = 0.0
         for i in range(k):  # one forward per guess
-            p = probabilities(self._forward(feed), self.sampling)
+            logits = runner_for(self.model).forward_sequence(feed, self.cache, n_layers=self.n_layers)
+            self.cached.extend(feed)
+            p = probabilities(logits[-1], self.sampling)
             if i == 0 and len(feed) > 2:  # a steady round re-feeds 1 or 2 tokens (after a full acceptance)
                 catch_up = time.perf_counter() - t0
             greedy = self.sampling.greedy

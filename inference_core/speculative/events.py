@@ -21,16 +21,6 @@ class SpecStarted(TraceEvent):
     notation: str
 
 
-@event("spec_baseline")
-class SpecBaseline(TraceEvent):
-    """Plain decoding of the same prompt, timed first so the demo can show a running speedup."""
-
-    token_ids: list[int]
-    total_time_s: float
-    time_per_token_s: float
-    prefill_time_s: float
-
-
 @event("spec_round")
 class SpecRound(TraceEvent):
     """One draft → verify → accept round. Lists over drafted positions have length len(drafted)."""

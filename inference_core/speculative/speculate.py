@@ -61,10 +61,8 @@ def read_bytes(model: Transformer, n_layers: int | None = None) -> int:
 
 
 def make_policy(engine: LoadedModel, draft: Draft, params: SpecParams) -> AdaptiveK | CostAwareK | None:
-    """The per-request k policy of `params` (None: k fixed). The cost-aware one starts from a draft's cost of
-    its weight bytes over the target's (n-gram: free) until the request's own timings replace it, and from a
-    guess's chance of 0.4 for an n-gram lookup (mostly wrong outside repeated text: two misses stop it on free
-    text) or 0.7 for a model draft (made to agree with the target), until its acceptance replaces that."""
+    """The per-request k policy of `params` (None: k fixed); the cost-aware one's priors until the request's own
+    timings and acceptance replace them: docs/engine-notes.md."""
     if not params.adaptive:
         return None
     cap = max(params.k, 1)
@@ -136,9 +134,5 @@ def plain_timed(engine: LoadedModel, prompt_ids: list[int], params: SpecParams) 
 
 def run_speculative(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams) -> tuple[list[int], dict]:
     """Convenience: (generated ids, metrics)."""
-    final = None
-    for ev in speculate(engine, prompt_ids, draft, params):
-        if isinstance(ev, SpecFinished):
-            final = ev
-    assert final is not None
+    final = next(ev for ev in speculate(engine, prompt_ids, draft, params) if isinstance(ev, SpecFinished))
     return final.token_ids, final.metrics

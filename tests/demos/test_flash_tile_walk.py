@@ -12,7 +12,7 @@ import demos.catalog.events  # noqa: F401 (registers the course's events)
 from demos.catalog.flash_attention import (WALK_ALL_HEADS_MAX_ROWS, WALK_MAX_ROWS, WALK_MAX_TILES, causal_tiles, tile_walk,
                                            walked_query_blocks)
 from inference_core.engine.trace import validate_event
-from inference_core.kernels.flash_attention import naive_attention
+from demos.catalog.tiled_attention import naive_attention
 
 
 def qkv(n: int, seed: int = 0):

@@ -28,7 +28,7 @@ def hf_tokenizer():
 
 @pytest.fixture
 def tiny_model():
-    from inference_core.model.config import tiny_config
+    from engine_reference import tiny_config
     from inference_core.model.loader import build_model
 
     return build_model(tiny_config(), None, torch.device("cpu"))

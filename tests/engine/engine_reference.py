@@ -1,12 +1,21 @@
-"""The references the engine tests compare against: transformers' model, a contiguous KV cache, and the block
-allocator's invariant."""
+"""The references the engine tests compare against: transformers' model, a contiguous KV cache, the block
+allocator's invariant, and a tiny model config."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
+from inference_core.model.config import ModelConfig
 from inference_core.model.kv_cache import sdpa
+
+
+def tiny_config(**overrides) -> ModelConfig:
+    """A random-weight config small enough for unit tests (runs in milliseconds)."""
+    base = dict(vocab_size=97, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=128, max_seq_len=256,
+                rope_theta=10_000.0)
+    base.update(overrides)
+    return ModelConfig(**base)
 
 
 def check(alloc) -> None:

@@ -63,7 +63,7 @@ def hf_cuda():
 
 
 def eager(monkeypatch, engine, ids, params):
-    from inference_core.model.config import settings_override
+    from bench.common import settings_override
 
     with settings_override(cuda_graphs=False):
         return engine.generate_ids(ids, params)
@@ -242,7 +242,7 @@ def test_cuda_quantized_step_graphs_capture_every_bucket(cuda_engine, fmt):
     """A quantized model's pool is lent with every bucket captured (none may dequantize inside a capture: NF4's
     dequantize copied its codebook from the host, which CUDA refuses), and a 40-token step replayed from the
     64 bucket gives the eager step's logits."""
-    from inference_core.model.config import settings_override
+    from bench.common import settings_override
     from inference_core.engine.loaded_model import quantized_engine
     from inference_core.engine.paged import SeqSlice
     from inference_core.kernels.paged_graphs import BUCKETS

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from inference_core.kernels.flash_attention import hbm_traffic, naive_attention, tiled_attention
+from demos.catalog.tiled_attention import hbm_traffic, naive_attention, tiled_attention
 
 
 def _qkv(b, hq, hkv, tq, tk, d, seed=0):

@@ -14,8 +14,9 @@ from torch import nn
 
 from inference_core import GenerationParams
 from inference_core.kernels import fused_cpu, quant_kernels
-from inference_core.model.config import engine_settings, settings_override
-from inference_core.model.config import tiny_config
+from bench.common import settings_override
+from inference_core.model.config import engine_settings
+from engine_reference import tiny_config
 from inference_core.engine.loaded_model import LoadedModel
 from inference_core.model.loader import build_model
 from engine_reference import KVCache
@@ -143,7 +144,7 @@ def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model,
 
 def test_cache_overflow_is_a_clear_error(tiny_model):
     seq = new_seq(tiny_model, 4)
-    assert seq.capacity == 64  # lent pools come in size classes: at least 16 blocks (of 4 positions here)
+    assert seq.pool.capacity_tokens == 64  # lent pools come in size classes: at least 16 blocks (of 4 positions here)
     with pytest.raises(ValueError, match="sequence full: 65 positions > capacity 64"):
         fused_logits(tiny_model, [1] * 65, seq)
     assert seq.length == 0 and seq.table.blocks == []  # nothing written, nothing held
@@ -229,7 +230,8 @@ def test_formats_without_a_fused_kernel_fall_back_and_say_why(engine):
 
 
 def test_the_fast_path_can_be_switched_off(monkeypatch, tiny_model):
-    from inference_core.model.config import EngineSettings, settings_override
+    from bench.common import settings_override
+    from inference_core.model.config import EngineSettings
 
     assert EngineSettings.from_env({"INFERENCE_CPU_FASTPATH": "0"}).cpu_fastpath is False
     model = build_model(tiny_model.config, dict(tiny_model.state_dict()), torch.device("cpu"))  # not yet built

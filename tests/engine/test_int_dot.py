@@ -10,7 +10,9 @@ import torch
 
 from inference_core.kernels import fused_cpu, quant_kernels
 from inference_core.kernels.quant_kernels import int_dot
-from inference_core.model.config import engine_settings, settings_override, tiny_config
+from bench.common import settings_override
+from engine_reference import tiny_config
+from inference_core.model.config import engine_settings
 import activation_blocks
 from engine_reference import KVCache
 from inference_core.model.loader import build_model

@@ -23,7 +23,7 @@ from inference_core.engine.scheduler import Request, SchedulerConfig
 from inference_core.kernels import quant_kernels
 from inference_core.model.config import engine_settings
 from inference_core.kernels.paged_graphs import StepGraphs
-from inference_core.model.config import tiny_config
+from engine_reference import tiny_config
 from inference_core.model.loader import build_model
 
 if not torch.cuda.is_available():  # Triton decides at import whether kernels run in its CPU interpreter

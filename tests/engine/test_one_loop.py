@@ -202,7 +202,7 @@ def small():
     """A tiny random model as a LoadedModel: every device path's steps in milliseconds (the CUDA path's eager step
     graphs over the real model take minutes on a busy CPU). Prompts are ids (its vocabulary is 97 ids)."""
     from inference_core.engine.loaded_model import LoadedModel
-    from inference_core.model.config import tiny_config
+    from engine_reference import tiny_config
     from inference_core.model.loader import build_model
     from inference_core.model.speed_models import IdsTokenizer
 

@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from inference_core.model.config import tiny_config
+from engine_reference import tiny_config
 from inference_core.model.loader import build_model
 from inference_core.engine.paged import SeqSlice
 from inference_core.kernels.paged_graphs import BUCKETS, StepGraphs, bucket_for
@@ -263,7 +263,7 @@ def test_a_model_its_runner_and_their_pools_go_together():
 def test_graphs_setting_is_read_per_call_not_fixed_with_the_runner():
     """A runner built while INFERENCE_CUDA_GRAPHS=0 was in force must use graphs once it is lifted: what the runner
     fixes at build (`graphable`) depends only on the device and the quantized kernels."""
-    from inference_core.model.config import settings_override
+    from bench.common import settings_override
     from inference_core.kernels.paged_graphs import graphable, graphs_enabled
 
     torch.manual_seed(0)
@@ -364,7 +364,7 @@ def test_a_cpu_pool_on_a_gpu_machine_takes_the_torch_attention(model, monkeypatc
 def test_a_spare_lent_while_graphs_were_off_gets_every_bucket_when_lent_again(model, monkeypatch):
     """A pool made while INFERENCE_CUDA_GRAPHS=0 has no step graphs; lent again with graphs on, it gets every bucket
     at lending, so no step of its next holder builds one (on a GPU: captures inside a timed step)."""
-    from inference_core.model.config import settings_override
+    from bench.common import settings_override
 
     runner = ModelRunner(model)
     monkeypatch.setattr(runner, "fused", None)

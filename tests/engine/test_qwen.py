@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inference_core.model.config import tiny_config
+from engine_reference import tiny_config
 from inference_core.engine.loaded_model import GenerationParams
 from inference_core.model.loader import build_model
 from engine_reference import KVCache

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inference_core.model.config import tiny_config
+from engine_reference import tiny_config
 from inference_core.engine.loaded_model import GenerationParams, LoadedModel
 from inference_core.model.loader import build_model
 from engine_reference import KVCache, check

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from inference_core.model.config import tiny_config
+from engine_reference import tiny_config
 from inference_core.speculative.drafts import ModelDraft, NgramDraft, Proposal, ngram_lookup
 from inference_core.engine.loaded_model import GenerationParams
 from inference_core.model.loader import build_model

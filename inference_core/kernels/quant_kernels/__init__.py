@@ -1,16 +1,8 @@
-"""The AVX2 CPU kernels, compiled on first use with torch.utils.cpp_extension: the low-bit GEMV ops
-(gemv.cpp) and the fused whole-step forward (step.cpp), sharing the row kernels of linear.h.
-
-`load(settings)` returns the compiled module, or None when it cannot be built or run here (no compiler, no AVX2,
-INFERENCE_QUANT_KERNELS=torch set): callers then fall back to dequantize-then-matmul in PyTorch, which
-gives the same numbers, only slower. `why_unavailable(settings)` says why, for reports and the demo page.
-The build lands in the inference-lab cache (~/.cache/inference-lab/torch_extensions), keyed by the
-source's hash, so a changed kernel rebuilds and an unchanged one loads in milliseconds.
-
-Builders serialize on an flock the kernel drops when a process dies. torch's own build lock is a plain file
-that a killed build (a worker stopped mid-compile, a timed-out CI run) leaves behind, and every later build
-then waits on it forever; under our flock any such file is stale and is removed.
-`python -m inference_core.kernels.quant_kernels` builds ahead of time and says whether the kernels are usable.
+"""The AVX2 CPU kernels (gemv.cpp: the low-bit GEMV ops; step.cpp: the fused whole-step forward; both on linear.h's
+row kernels), compiled on first use. `load(settings)` returns the module, or None when it cannot be built or run
+here: callers then fall back to PyTorch (the same numbers, slower); `why_unavailable(settings)` says why. Builds are
+keyed by the sources' hash and serialize on an flock (docs/engine-notes.md). `python -m
+inference_core.kernels.quant_kernels` builds ahead of time and says whether the kernels are usable.
 """
 from __future__ import annotations
 
@@ -25,10 +17,8 @@ _HERE = Path(__file__).parent
 _SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
 _HEADERS = [_HERE / "linear.h", _HERE / "int_dot.h"]
 _build_lock = threading.Lock()  # two threads of one process never build at once (the flock orders processes)
-# Where this process keeps the outcome of its one load: Python's own table of loaded modules, which owns the
-# extension module as it owns every imported one, so no module of ours keeps it. The compiled module is registered
-# as this package's submodule (`import inference_core.kernels.quant_kernels.compiled` then finds it); a build that
-# failed here is registered as an `Unavailable` stand-in carrying the reason, so it is not tried again.
+# The process's one load outcome lives in sys.modules (which owns it, not a module of ours): the compiled module as
+# this package's submodule, or an `Unavailable` stand-in with the reason, so a failed build is not tried again.
 COMPILED = f"{__name__}.compiled"
 
 
@@ -46,10 +36,8 @@ def _cpu_has_avx2() -> bool:
 
 
 def load(settings) -> ModuleType | None:
-    """The compiled kernels, built (or loaded from the cache) once per process; None when unavailable (see
-    `why_unavailable`). `settings`: the engine's (`model.config.engine_settings()`, passed in by the caller so
-    that this loader imports nothing of the engine and the quantized layers above it stay one level up). Called
-    per quantized matmul: after the first call, one dictionary lookup."""
+    """The compiled kernels, built (or loaded from the cache) once per process; None when unavailable. `settings`:
+    the engine's, passed in so this loader imports nothing of the engine. After the first call, one dict lookup."""
     if not settings.quant_kernels:
         return None
     loaded = sys.modules.get(COMPILED)

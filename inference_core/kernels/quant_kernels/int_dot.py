@@ -1,14 +1,7 @@
-"""Which arithmetic the fused CPU step uses for int8 and int4 weights, chosen from the CPU's features.
-
-- "vnni": integer dot products on AVX-512 VNNI (int_dot.h): the activations are quantized per block of 32 to int8
-  (as llama.cpp's Q8 activations are), multiplied with the weight codes in int32, then scaled in fp32. Its
-  reference is tests/engine/activation_blocks.py.
-- "avx2": the same arithmetic on AVX2's vpmaddubsw (int_dot_avx2.h), for CPUs without VNNI (AMD Zen 2/3, older
-  Intel): the integer sums are the same, only the fp32 summation order differs.
-- "float": the weight-only kernels of linear.h (codes widened to fp32, fp32 multiply-adds; activations exact).
-
-INFERENCE_INT_DOT = auto (vnni where the CPU has it, else avx2; AVX-VNNI-only CPUs too), vnni, avx2 or float:
-forcing lets the tests run every path the CPU can; vnni on a CPU without it takes avx2 and says why."""
+"""Which arithmetic the fused CPU step uses for int8 and int4 weights: "vnni" (AVX-512 VNNI integer dot products,
+int_dot.h), "avx2" (the same integer sums on vpmaddubsw, int_dot_avx2.h) or "float" (linear.h's weight-only kernels).
+INFERENCE_INT_DOT = auto (default: vnni where the CPU has it, else avx2), vnni, avx2 or float; the paths, their
+arithmetic and figures: docs/deploy.md, "CPU hosts: int8 and int4 on integer dot products"."""
 from __future__ import annotations
 
 CHOICES = ("auto", "vnni", "avx2", "float")

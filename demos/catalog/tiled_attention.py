@@ -1,4 +1,16 @@
-"""FlashAttention's idea in plain PyTorch: tiled attention with an online softmax, next to the naive one."""
+"""FlashAttention's idea in plain PyTorch: tiled attention with an online softmax, next to the naive one (the
+flash-attention lesson's arithmetic, flash_attention.py; the engine never runs it).
+
+`naive_attention` materializes the full [Tq, Tk] score matrix per head, as a textbook implementation does.
+`tiled_attention` walks key/value blocks for each query block and keeps only a running max `m`, a running
+softmax denominator `l` and an unnormalized output accumulator per query row, so the largest score tensor
+alive at any time is one [block_q, block_k] tile. The two are mathematically identical (tested against each
+other and against PyTorch's SDPA); this is the algorithm, not the fused on-chip GPU kernel (Dao 2023).
+
+Shapes follow the engine: q [B, Hq, Tq, D], k/v [B, Hkv, Tk, D] with Hq a multiple of Hkv (GQA). With
+causal masking the Tq queries are the last Tq positions of the Tk keys (query i sees keys ≤ Tk − Tq + i).
+Imported inside `run` (and by the tests and bench/flash_attention.py): the web process never loads torch.
+"""
 from __future__ import annotations
 
 import math
@@ -6,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..model.kv_cache import causal_mask
+from inference_core.model.kv_cache import causal_mask
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,9 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 
 def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
                     block_q: int = 64, block_k: int = 64) -> tuple[torch.Tensor, TileStats]:
-    """Exact attention one [block_q, block_k] tile at a time (online softmax)."""
+    """Exact attention one [block_q, block_k] tile at a time (online softmax). Invariant after key blocks 0..j of a
+    query block: m = max score seen per row, l = Σ exp(score − m), acc = Σ exp(score − m) · v; a new block with a
+    larger max rescales l and acc by exp(m_old − m_new), so the final acc / l equals the full softmax-weighted sum."""
     if block_q < 1 or block_k < 1:
         raise ValueError("block sizes must be positive")
     k, v = _expand_kv(k, v, q.shape[1])
@@ -81,7 +95,10 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 
 
 def hbm_traffic(n: int, head_dim: int, bytes_per_value: int, block_q: int) -> tuple[int, int]:
-    """Bytes read + written to main memory for one head of N×N causal-free attention, (naive, tiled)."""
+    """Bytes read + written to main memory for one head of N×N causal-free attention, (naive, tiled). Naive: QKᵀ
+    reads Q, K and writes S (N²); softmax reads S, writes P (2N²); PV reads P and V, writes O. Tiled (query-block
+    outer loop): Q read and O written once; K and V re-read once per query block; scores never leave the tile.
+    Counts values × bytes; ignores caches, which is the point of the model."""
     nd = n * head_dim
     naive = 4 * n * n + 4 * nd
     n_q_blocks = math.ceil(n / block_q)
