@@ -41,8 +41,9 @@ enum class IntDot : int { Off = 0, Vnni = 1, Avx2 = 2 };
 // How far ahead of the multiply-adds the weight stream is prefetched, into L2 (T1: more misses in flight than
 // L1 allows). With several rows of x per weight the loop issues loads too slowly for the hardware prefetcher
 // alone to keep DRAM busy; measured single-threaded on the 2-core EPYC, the fp32 head at 5 rows went from
-// ~10 GB/s (no prefetch, or 2 KB ahead into L1) to ~14 GB/s. fp32 at one row is the exception (dot_row): its loads
-// come fast enough for the hardware prefetcher, which only needs each 4 KB page touched kPageAhead early.
+// ~10 GB/s (no prefetch, or 2 KB ahead into L1) to ~14 GB/s (int8 and int4 still do). fp32 is the exception
+// (dot_row): its loads come fast enough for the hardware prefetcher, which only needs each 4 KB page touched
+// kPageAhead early.
 #ifndef ILAB_PREFETCH_BYTES
 #define ILAB_PREFETCH_BYTES 8192
 #endif
@@ -153,11 +154,12 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
   const float* group_scale = kGrouped ? W.scale + n * ((K + group - 1) / group) : nullptr;
   constexpr int64_t kChunkBytes = kKind == Kind::F32 ? 128 : kGrouped ? 16 : 32;
   const char* ahead = reinterpret_cast<const char*>(row) + kPrefetchBytes;
-  // fp32 at one row streams fastest left to the hardware prefetcher, which stops at 4 KB pages: touching each page
-  // once, 16 KB ahead, starts its translation and its fetch early. Measured on the 2-core EPYC, 2 threads over
-  // 453 MB: 22-25 GB/s prefetching every line 8 KB ahead, 21-25 with no prefetch, 27-30 so; the model's fp32
-  // decode 41.3 → 49.0 tok/s (medians of 7 interleaved rounds). Other cases prefetch every chunk, below.
-  constexpr bool kPageTouch = kKind == Kind::F32 && MB == 1;
+  // fp32 streams fastest left to the hardware prefetcher, which stops at 4 KB pages: touching each page once,
+  // 16 KB ahead, starts its translation and its fetch early. Measured on the 2-core EPYC, 2 threads over 453 MB,
+  // one row: 22-25 GB/s prefetching every line 8 KB ahead, 21-25 with no prefetch, 27-30 so (the model's fp32
+  // decode 41.3 → 49.0 tok/s, medians of 7 interleaved rounds); 2, 3, 5 rows (a speculative verify): 19-23 → 22-30
+  // GB/s. Packed formats decode more per byte and prefetch every chunk, below.
+  constexpr bool kPageTouch = kKind == Kind::F32;
   if constexpr (kPageTouch)
     for (int64_t at = 0; at < K * 4; at += 4096) _mm_prefetch(reinterpret_cast<const char*>(row) + kPageAhead + at,
                                                               _MM_HINT_T0);
