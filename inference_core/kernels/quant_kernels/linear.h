@@ -170,11 +170,8 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
     for (int64_t k = k0; k < std::min(K, k0 + group); k += 32) {
       // Rows are consecutive in memory, so prefetching past this row's end fetches the next rows.
       const int64_t offset = k / 32 * kChunkBytes;
-      if constexpr (kPageTouch) {
-      } else if constexpr (kChunkBytes >= 64) {
-        for (int64_t line = 0; line < kChunkBytes; line += 64) _mm_prefetch(ahead + offset + line, ILAB_PREFETCH_HINT);
-      } else if (offset % 64 == 0) {
-        _mm_prefetch(ahead + offset, ILAB_PREFETCH_HINT);
+      if constexpr (!kPageTouch) {  // packed chunks are under 64 bytes: one line every few chunks
+        if (offset % 64 == 0) _mm_prefetch(ahead + offset, ILAB_PREFETCH_HINT);
       }
       __m256 w0, w1, w2, w3;
       decode32<kKind>(W, row, k, w0, w1, w2, w3);
