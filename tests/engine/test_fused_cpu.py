@@ -142,6 +142,20 @@ def test_a_rows_logits_do_not_depend_on_how_many_rows_share_the_step(tiny_model,
     assert torch.equal(together, alone)
 
 
+@pytest.mark.parametrize("n,k", [(37, 576), (229, 576), (20, 1536), (9, 96)])
+def test_fp32_rows_are_summed_alike_whatever_shares_the_call(n, k):
+    """fp32 projections over any number of rows (one-row blocks, f32_tile's blocks, a panel's odd last weight
+    row, the rows after the last block) equal each row alone, bit for bit, and the product within fp32 noise."""
+    kernels = quant_kernels.load(engine_settings())
+    torch.manual_seed(n + k)
+    w, bias, x = torch.randn(n, k), torch.randn(n), torch.randn(40, k)
+    view = kernels.make_linear(0, w, None, bias, 0, None)
+    alone = torch.cat([kernels.linear_forward(view, x[i:i + 1].contiguous(), "float") for i in range(40)])
+    torch.testing.assert_close(alone, x @ w.T + bias, rtol=1e-5, atol=1e-4)
+    for m in (*range(2, 15), 17, 33, 40):
+        assert torch.equal(kernels.linear_forward(view, x[:m].contiguous(), "float"), alone[:m]), m
+
+
 def test_cache_overflow_is_a_clear_error(tiny_model):
     seq = new_seq(tiny_model, 4)
     assert seq.pool.capacity_tokens == 64  # lent pools come in size classes: at least 16 blocks (of 4 positions here)

@@ -204,12 +204,13 @@ inline void dot_row(const WeightView& W, int64_t n, const float* x, int64_t ldx,
   }
 }
 
-// fp32 batch tile: NB weight rows × MB rows of x at once (NB·MB·2 accumulators), compiled for AVX-512VL's 32
-// vector registers (still 256-bit instructions): the 24 accumulators of a 3 × 4 tile plus its operands fit,
-// where AVX2's 16 registers allowed 1 × 4 (8 accumulators, a load per multiply-add). Measured single-threaded
-// on the 2-core EPYC at 32 rows: 40-46 → 76-85 GFLOP/s. Every (weight row, x row) pair is summed exactly as
-// dot_row sums it (two accumulators taking alternate 8-value chunks, then one horizontal sum), so results are
-// bit-identical to one row alone: batch invariance holds.
+// fp32 batch tile: NB weight rows × MB rows of x at once (NB·MB·2 accumulators). Two shapes, one per register
+// file: 2 × 3 on AVX2's 16 registers (12 accumulators, two weight chunks and one x chunk in registers: five loads
+// per six multiply-adds, where dot_row's 1 × 4 makes five per four), and 3 × 4 compiled for AVX-512VL's 32 (still
+// 256-bit instructions). Measured single-threaded on the 2-core EPYC (AVX2) over the model's shapes at 121 rows:
+// 42-64 → 63-71 GFLOP/s; AVX-512VL's 3 × 4 at 32 rows: 40-46 → 76-85. Every (weight row, x row) pair is summed
+// exactly as dot_row sums it (two accumulators taking alternate 8-value chunks, then one horizontal sum), so
+// results are bit-identical to one row alone: batch invariance holds.
 #if defined(__GNUC__) && !defined(__AVX512VL__)
 #define ILAB_AVX512VL __attribute__((target("avx512f,avx512vl")))
 #else
@@ -222,8 +223,8 @@ inline bool cpu_has_avx512vl() {
 }
 
 template <int NB, int MB>
-ILAB_AVX512VL void f32_tile(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
-                            const char* stream = nullptr, int64_t stream_lines = 0) {
+__attribute__((always_inline)) inline void f32_tile(const WeightView& W, int64_t n, const float* x, int64_t ldx,
+                                                    float* y, int64_t ldy, const char* stream, int64_t stream_lines) {
   const int64_t K = W.K;
   const float* w = static_cast<const float*>(W.w) + n * K;
   __m256 acc0[NB][MB], acc1[NB][MB];
@@ -246,7 +247,10 @@ ILAB_AVX512VL void f32_tile(const WeightView& W, int64_t n, const float* x, int6
       __m256 wv[NB];
       for (int i = 0; i < NB; ++i) wv[i] = _mm256_loadu_ps(w + i * K + k + 8 * c);
       for (int m = 0; m < MB; ++m) {
-        const __m256 xv = _mm256_loadu_ps(x + m * ldx + k + 8 * c);
+        __m256 xv = _mm256_loadu_ps(x + m * ldx + k + 8 * c);
+        // GCC folds this load into each of the NB multiply-adds (NB loads of one chunk), which the 2 × 3 tile's
+        // load ports cannot feed (42-64 GFLOP/s as dot_row); the empty asm keeps one load in a register (63-71).
+        __asm__("" : "+x"(xv));
         for (int i = 0; i < NB; ++i) {
           if (c % 2 == 0) acc0[i][m] = _mm256_fmadd_ps(wv[i], xv, acc0[i][m]);
           else acc1[i][m] = _mm256_fmadd_ps(wv[i], xv, acc1[i][m]);
@@ -258,6 +262,12 @@ ILAB_AVX512VL void f32_tile(const WeightView& W, int64_t n, const float* x, int6
     const float b = W.bias ? W.bias[n + i] : 0.0f;
     for (int m = 0; m < MB; ++m) y[m * ldy + n + i] = 1.0f * hsum(_mm256_add_ps(acc0[i][m], acc1[i][m])) + b;
   }
+}
+
+template <int NB, int MB>
+ILAB_AVX512VL void f32_tile_wide(const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
+                                 const char* stream, int64_t stream_lines) {
+  f32_tile<NB, MB>(W, n, x, ldx, y, ldy, stream, stream_lines);
 }
 
 // Prefetches [base, base + bytes) into L2, spread evenly over `rows` weight rows of work: rows_done() issues a
@@ -278,9 +288,22 @@ struct PanelPrefetch {
   }
 };
 
+// dot_row over `rows` (1-4) rows of x: a panel's block, or the rows left after its last full block.
+template <Kind kKind>
+inline void block_row(int64_t rows, const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y,
+                      int64_t ldy, const float* xsum, int64_t ldxsum) {
+  switch (rows) {
+    case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
+    case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
+    case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
+    case 4: dot_row<kKind, 4>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
+    default: break;
+  }
+}
+
 // A weight row is fetched from memory once for every position. Up to six rows go in one block (a speculative
 // verify is k + 1 = 5 rows), so each weight chunk is decoded once for all of them; larger M runs in blocks of
-// four (grouped 4-bit formats: two) over panels of weight rows held in L2.
+// three or four (fp32: f32_tile's rows; grouped 4-bit formats: two) over panels of weight rows held in L2.
 template <Kind kKind>
 inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
                          int64_t n0, int64_t n1) {
@@ -293,12 +316,16 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
       for (int64_t k = 0; k < W.K; ++k) xsum[m * n_groups + k / W.group] += x[m * ldx + k];
   }
   const float* xs = xsum.data();
-  if (!kGrouped && M <= 6 && M != 4) {  // one block: each weight chunk decoded once for every row
+  // One block: each weight chunk decoded once for every row. Four rows are a panel's block instead, except where
+  // f32_tile's blocks are of three (AVX2: a block of three, then one row, measured slower than four at once).
+  const bool wide_tile = kKind == Kind::F32 && cpu_has_avx512vl();
+  if (!kGrouped && M <= 6 && (M != 4 || (kKind == Kind::F32 && !wide_tile))) {
     for (int64_t n = n0; n < n1; ++n) {
       switch (M) {
         case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy); break;
         case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy); break;
         case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy); break;
+        case 4: dot_row<kKind, 4>(W, n, x, ldx, y, ldy); break;
         case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy); break;
         case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy); break;
         default: break;
@@ -308,10 +335,9 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
   }
   // Many rows (a batch): weight rows in panels that stay in L2 while every block of x rows (in L1) passes over
   // them, so the weights come from DRAM once and x is not re-read from L2 for every weight row.
-  constexpr int kBlock = kGrouped ? 2 : 4;
+  const int kBlock = kGrouped ? 2 : kKind == Kind::F32 && !wide_tile ? 3 : 4;
   constexpr int64_t kPanelBytes = 256 * 1024;
   const int64_t panel = std::max<int64_t>(1, kPanelBytes / row_bytes<kKind>(W));
-  const bool wide_tile = kKind == Kind::F32 && cpu_has_avx512vl();
   const int64_t passes = M / kBlock + (M % kBlock != 0);
   const char* weights = static_cast<const char*>(W.w);
   bool in_l2 = false;  // the current panel was streamed in while the previous one was worked on
@@ -328,26 +354,23 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
       const bool stream = in_l2 || m > 0;
       int64_t n = p0;
       if constexpr (kKind == Kind::F32) {
-        if (wide_tile)
-          for (; n + 3 <= p1; n += 3) {
-            const int64_t lines = stream ? next.take(3) : 0;
-            f32_tile<3, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, stream ? next.next : nullptr, lines);
-            next.next += 64 * lines;
-          }
+        const int nb = wide_tile ? 3 : 2;
+        for (; n + nb <= p1; n += nb) {
+          const int64_t lines = stream ? next.take(nb) : 0;
+          const char* ahead = stream ? next.next : nullptr;
+          if (wide_tile) f32_tile_wide<3, 4>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, ahead, lines);
+          else f32_tile<2, 3>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, ahead, lines);
+          next.next += 64 * lines;
+        }
       }
       for (; n < p1; ++n) {
-        dot_row<kKind, kBlock>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
+        block_row<kKind>(kBlock, W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
         if (stream) next.rows_done(1);
       }
     }
-    for (int64_t n = p0; n < p1; ++n) {
-      if (m < M) next.rows_done(1);
-      switch (M - m) {
-        case 1: dot_row<kKind, 1>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
-        case 2: dot_row<kKind, 2>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
-        case 3: dot_row<kKind, 3>(W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups); break;
-        default: break;
-      }
+    for (int64_t n = p0; n < p1 && m < M; ++n) {
+      next.rows_done(1);
+      block_row<kKind>(M - m, W, n, x + m * ldx, ldx, y + m * ldy, ldy, xs + m * n_groups, n_groups);
     }
     in_l2 = work_rows > 0;
   }
