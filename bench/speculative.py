@@ -11,8 +11,9 @@ rotating (interleaved), and the medians give the speedup (end-to-end, prefill in
 wall time, and this process's CPU time (with --threads 1 the CPU time is what an idle machine's wall time would be,
 and it is far less disturbed by other processes on a shared machine), and the decode phase's speedup (`decode×`:
 wall time after the prompt's prefill on both sides; the speculative side's includes its first token, so it is the
-conservative figure). Every speculative output is checked token for token against plain greedy decoding. Also
-prints the cost of one target forward over 1, 2, 3, 5, 9 positions (what a verify pass costs relative to a decode
+conservative figure); `prefill s` is plain decoding's prefill (median), the part both sides share. Every speculative
+output is checked token for token against plain greedy decoding. Also
+prints the cost of one target forward over 1, 2, 3, 5, 9, 17 positions (what a verify pass costs relative to a decode
 step on this CPU: CostAwareK's `RoundCost`) and the load average at the start and the end.
 """
 from __future__ import annotations
@@ -89,13 +90,13 @@ def cpu_model() -> str:
 def verify_cost(engine, context: int = 200, repeats: int = 7) -> dict[int, tuple[float, float]]:
     """(wall ms, CPU ms), medians, of one target forward over T new positions with `context` tokens cached."""
     runner = runner_for(engine.model)  # the path the engine's verify takes (the fused step on the CPU)
-    ids = list(range(1000, 1000 + context + 9))
-    seq = runner.new_sequence(context + 16)
+    ids = list(range(1000, 1000 + context + 17))
+    seq = runner.new_sequence(context + 24)
     sync = torch.cuda.synchronize if engine.device.type == "cuda" else (lambda: None)
     out = {}
     with torch.inference_mode():
         runner.forward_sequence(ids[:context], seq)
-        for t in (1, 2, 3, 5, 9):
+        for t in (1, 2, 3, 5, 9, 17):
             wall, cpu = [], []
             for _ in range(repeats):
                 t0, c0 = time.perf_counter(), time.process_time()
@@ -136,7 +137,7 @@ def main() -> int:
     names = [w for w in (args.workloads.split(",") if args.workloads else WORKLOADS) if w]
     if args.quick and not args.workloads:
         names = ["code-edit", "free-text"]
-    print(f"\n{'workload':<10} {'draft':<19} {'k':>3} {'plain s':>8} {'spec s':>8} {'speedup':>7} {'cpu×':>6} {'decode×':>7} {'accept':>6} "
+    print(f"\n{'workload':<10} {'draft':<19} {'k':>3} {'prefill s':>9} {'plain s':>8} {'spec s':>8} {'speedup':>7} {'cpu×':>6} {'decode×':>7} {'accept':>6} "
           f"{'tok/pass':>8} {'pass/tok':>8} {'draft/verify':>12} {'same':>5}  acceptance by position")
     for wname in names:
         chat, prompt = WORKLOADS[wname]
@@ -171,12 +172,12 @@ def main() -> int:
                 r["decode"].append(r["m"]["total_time_s"] - r["m"]["prefill_time_s"])
                 r["same"] = r["same"] and out == ref
         med = statistics.median
-        p = med(plain_wall)
+        p, prefill = med(plain_wall), med(w - d for w, d in zip(plain_wall, plain_decode))
         for r in runs:
             m, s = r["m"], med(r["wall"])
             cpu, decode = med(plain_cpu) / med(r["cpu"]), med(plain_decode) / med(r["decode"])
             by_pos = " ".join("-" if a is None else f"{a:.2f}" for a in m["acceptance_by_position"])
-            print(f"{wname:<10} {r['kind']:<19} {r['label']:>3} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {cpu:>5.2f}× "
+            print(f"{wname:<10} {r['kind']:<19} {r['label']:>3} {prefill:>9.3f} {p:>8.2f} {s:>8.2f} {p / s:>6.2f}× {cpu:>5.2f}× "
                   f"{decode:>6.2f}× {m['acceptance_rate']:>6.2f} {m['mean_accept_length']:>8.2f} "
                   f"{m['target_forwards_per_token']:>8.2f} {m['draft_cost_ratio']:>12.2f} "
                   f"{'yes' if r['same'] else 'NO':>5}  {by_pos}", flush=True)
