@@ -12,9 +12,9 @@ wall time, and this process's CPU time (with --threads 1 the CPU time is what an
 and it is far less disturbed by other processes on a shared machine), and the decode phase's speedup (`decode×`:
 wall time after the prompt's prefill on both sides; the speculative side's includes its first token, so it is the
 conservative figure); `prefill s` is plain decoding's prefill (median), the part both sides share. Every speculative
-output is checked token for token against plain greedy decoding. Also
-prints the cost of one target forward over 1, 2, 3, 5, 9, 17 positions (what a verify pass costs relative to a decode
-step on this CPU: CostAwareK's `RoundCost`) and the load average at the start and the end.
+output is checked token for token against plain greedy decoding. Also prints the cost of one target forward over
+1, 2, 3, 5, 9, 17 positions (what a verify pass costs relative to a decode step on this CPU: CostAwareK's
+`RoundCost`) and the load average at the start and the end.
 """
 from __future__ import annotations
 

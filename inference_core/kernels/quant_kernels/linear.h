@@ -248,8 +248,8 @@ __attribute__((always_inline)) inline void f32_tile(const WeightView& W, int64_t
       for (int i = 0; i < NB; ++i) wv[i] = _mm256_loadu_ps(w + i * K + k + 8 * c);
       for (int m = 0; m < MB; ++m) {
         __m256 xv = _mm256_loadu_ps(x + m * ldx + k + 8 * c);
-        // GCC folds this load into each of the NB multiply-adds (NB loads of one chunk), which the 2 × 3 tile's
-        // load ports cannot feed (42-64 GFLOP/s as dot_row); the empty asm keeps one load in a register (63-71).
+        // GCC folds this load into each of the NB multiply-adds (NB loads of one chunk), more than the load ports
+        // feed: the 2 × 3 tile then ran 33-57 GFLOP/s, no better than dot_row; the empty asm keeps one load (63-71).
         __asm__("" : "+x"(xv));
         for (int i = 0; i < NB; ++i) {
           if (c % 2 == 0) acc0[i][m] = _mm256_fmadd_ps(wv[i], xv, acc0[i][m]);
@@ -288,7 +288,7 @@ struct PanelPrefetch {
   }
 };
 
-// dot_row over `rows` (1-4) rows of x: a panel's block, or the rows left after its last full block.
+// dot_row over `rows` (1-6) rows of x: all of a short step's rows, a panel's block, or the rows after its last block.
 template <Kind kKind>
 inline void block_row(int64_t rows, const WeightView& W, int64_t n, const float* x, int64_t ldx, float* y,
                       int64_t ldy, const float* xsum, int64_t ldxsum) {
@@ -297,6 +297,8 @@ inline void block_row(int64_t rows, const WeightView& W, int64_t n, const float*
     case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
     case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
     case 4: dot_row<kKind, 4>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
+    case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
+    case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy, xsum, ldxsum); break;
     default: break;
   }
 }
@@ -316,26 +318,16 @@ inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t
       for (int64_t k = 0; k < W.K; ++k) xsum[m * n_groups + k / W.group] += x[m * ldx + k];
   }
   const float* xs = xsum.data();
-  // One block: each weight chunk decoded once for every row. Four rows are a panel's block instead, except where
-  // f32_tile's blocks are of three (AVX2: a block of three, then one row, measured slower than four at once).
   const bool wide_tile = kKind == Kind::F32 && cpu_has_avx512vl();
-  if (!kGrouped && M <= 6 && (M != 4 || (kKind == Kind::F32 && !wide_tile))) {
-    for (int64_t n = n0; n < n1; ++n) {
-      switch (M) {
-        case 1: dot_row<kKind, 1>(W, n, x, ldx, y, ldy); break;
-        case 2: dot_row<kKind, 2>(W, n, x, ldx, y, ldy); break;
-        case 3: dot_row<kKind, 3>(W, n, x, ldx, y, ldy); break;
-        case 4: dot_row<kKind, 4>(W, n, x, ldx, y, ldy); break;
-        case 5: dot_row<kKind, 5>(W, n, x, ldx, y, ldy); break;
-        case 6: dot_row<kKind, 6>(W, n, x, ldx, y, ldy); break;
-        default: break;
-      }
-    }
+  const int kBlock = kGrouped ? 2 : kKind == Kind::F32 && !wide_tile ? 3 : 4;  // a panel's rows per pass
+  // One block: each weight chunk decoded once for every row. Four rows run as a panel's block where blocks are of
+  // four (on AVX2, f32_tile's blocks of three and then one row measured slower than four at once).
+  if (!kGrouped && M <= 6 && (M != 4 || kBlock != 4)) {
+    for (int64_t n = n0; n < n1; ++n) block_row<kKind>(M, W, n, x, ldx, y, ldy, xs, n_groups);
     return;
   }
   // Many rows (a batch): weight rows in panels that stay in L2 while every block of x rows (in L1) passes over
   // them, so the weights come from DRAM once and x is not re-read from L2 for every weight row.
-  const int kBlock = kGrouped ? 2 : kKind == Kind::F32 && !wide_tile ? 3 : 4;
   constexpr int64_t kPanelBytes = 256 * 1024;
   const int64_t panel = std::max<int64_t>(1, kPanelBytes / row_bytes<kKind>(W));
   const int64_t passes = M / kBlock + (M % kBlock != 0);
