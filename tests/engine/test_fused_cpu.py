@@ -7,6 +7,7 @@ reference model holding the *dequantized* weights in plain nn.Linear layers, so 
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -154,6 +155,17 @@ def test_fp32_rows_are_summed_alike_whatever_shares_the_call(n, k):
     torch.testing.assert_close(alone, x @ w.T + bias, rtol=1e-5, atol=1e-4)
     for m in (*range(2, 15), 17, 33, 40):
         assert torch.equal(kernels.linear_forward(view, x[:m].contiguous(), "float"), alone[:m]), m
+
+
+def test_every_header_the_kernels_include_keys_their_build():
+    """The build directory is named by a hash of the sources and headers: a header left out of it (int_dot_avx2.h
+    once was) would let an edited header load a stale build."""
+    from inference_core.kernels.quant_kernels import _HEADERS, _SOURCES
+
+    here = _SOURCES[0].parent
+    included = {name for path in _SOURCES + _HEADERS
+                for name in re.findall(r'^#include "([^"]+)"', path.read_text(), re.MULTILINE)}
+    assert included and {here / name for name in included} <= set(_HEADERS)
 
 
 def test_cache_overflow_is_a_clear_error(tiny_model):

@@ -15,7 +15,7 @@ from types import ModuleType
 
 _HERE = Path(__file__).parent
 _SOURCES = [_HERE / "gemv.cpp", _HERE / "step.cpp"]
-_HEADERS = [_HERE / "linear.h", _HERE / "int_dot.h"]
+_HEADERS = sorted(_HERE.glob("*.h"))  # all of them: a changed header rebuilds
 _build_lock = threading.Lock()  # two threads of one process never build at once (the flock orders processes)
 # The process's one load outcome lives in sys.modules (which owns it, not a module of ours): the compiled module as
 # this package's submodule, or an `Unavailable` stand-in with the reason, so a failed build is not tried again.

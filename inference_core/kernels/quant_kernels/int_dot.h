@@ -68,9 +68,9 @@ ILAB_VNNI inline __m128i block_codes(__m512 v, float s) {
 // groups the chunk touches, so the load stays inside the row's scales).
 struct BlockActs {
   int64_t chunks = 0;
-  std::vector<int8_t> q;
-  std::vector<float> scale;
-  std::vector<int32_t> corr;
+  AlignedVector<int8_t> q;
+  AlignedVector<float> scale;
+  AlignedVector<int32_t> corr;
   std::vector<int64_t> group_first;
   std::vector<int32_t> lane_group;
   std::vector<uint16_t> group_mask;

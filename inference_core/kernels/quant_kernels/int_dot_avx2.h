@@ -58,9 +58,9 @@ inline float avx2_absmax32(const float* x) {
 // corr [M][chunks·8] (Int4: each lane's −8·Σq).
 struct Avx2BlockActs {
   int64_t chunks = 0;
-  std::vector<int8_t> q;
-  std::vector<float> scale;
-  std::vector<int32_t> corr;
+  AlignedVector<int8_t> q;
+  AlignedVector<float> scale;
+  AlignedVector<int32_t> corr;
 
   void quantize(const float* x, int64_t M, int64_t ldx, int64_t K, bool int4) {
     const int64_t V = int4 ? 64 : 32;

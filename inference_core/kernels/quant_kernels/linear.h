@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "aligned.h"
+
 namespace ilab {
 
 inline float hsum(__m256 v) {
@@ -310,7 +312,7 @@ template <Kind kKind>
 inline void rows_of_kind(const WeightView& W, const float* x, int64_t M, int64_t ldx, float* y, int64_t ldy,
                          int64_t n0, int64_t n1) {
   constexpr bool kGrouped = kKind == Kind::Lut4 || kKind == Kind::Int4;
-  std::vector<float> xsum;  // Int4: Σ x over each group of each row (the same for every weight row)
+  AlignedVector<float> xsum;  // Int4: Σ x over each group of each row (the same for every weight row)
   const int64_t n_groups = kGrouped ? (W.K + W.group - 1) / W.group : 0;
   if constexpr (kKind == Kind::Int4) {
     xsum.assign(M * n_groups, 0.0f);

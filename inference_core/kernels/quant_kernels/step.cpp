@@ -372,7 +372,7 @@ class FusedModel {
     torch::Tensor residual = x.contiguous().clone();
     torch::Tensor logits = torch::empty({R, head_.view.N}, x.options());
     const int64_t nqkv = (hq_ + 2 * hkv_) * hd_;
-    std::vector<float> qkv(T * nqkv), attn(T * dim_), proj(T * dim_), gu(T * 2 * ffn_), act(T * ffn_);
+    AlignedVector<float> qkv(T * nqkv), attn(T * dim_), proj(T * dim_), gu(T * 2 * ffn_), act(T * ffn_);
     float* xs = residual.data_ptr<float>();
     const float* cos = cos_.data_ptr<float>();
     const float* sin = sin_.data_ptr<float>();
@@ -393,7 +393,7 @@ class FusedModel {
       const int nt = omp_get_num_threads(), t = omp_get_thread_num();
 #pragma omp single
       barrier.n = nt;  // the single's implicit barrier publishes n
-      std::vector<float> xn(std::max(T, R) * dim_), scores(max_pos + 1);
+      AlignedVector<float> xn(std::max(T, R) * dim_), scores(max_pos + 1);
       for (int64_t li = 0; li < L; ++li) {
         const Layer& layer = layers_[li];
         // 1. attention norm (every thread keeps its own copy) and the QKV projection, rows split across threads
