@@ -184,9 +184,21 @@ inline void silu_mul(const float* g, const float* u, float* out, int64_t n) {
   }
 }
 
+// The sum of squares is taken in double, in four lanes × two accumulators: one scalar chain was a quarter of the
+// step's own (non-GEMM) time in a 121-token prefill, each thread normalizing every row.
 inline void rms_norm(const float* x, const float* weight, float eps, int64_t d, float* out) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < d; ++i) ss += double(x[i]) * x[i];
+  __m256d lo = _mm256_setzero_pd(), hi = lo;
+  int64_t i = 0;
+  for (; i + 8 <= d; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    lo = _mm256_fmadd_pd(a, a, lo);
+    hi = _mm256_fmadd_pd(b, b, hi);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(lo, hi));
+  double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < d; ++i) ss += double(x[i]) * x[i];
   const float inv = 1.0f / std::sqrt(float(ss / d) + eps);
   for (int64_t i = 0; i < d; ++i) out[i] = x[i] * inv * weight[i];
 }
