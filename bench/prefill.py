@@ -3,7 +3,8 @@
 Run:  .venv/bin/python bench/prefill.py          (BENCH_THREADS=1, BENCH_REPEATS=3, BENCH_PROMPT_TOKENS=512,1714)
 
 Paths (onednn_linears.py), each named with the precision its linears ran in:
-  fp32 model: the default (the fused fp32 step up to 128 tokens, oneDNN's fp32 GEMM above) · AMX bf16 (INFERENCE_LONG_STEP_PRECISION=bf16) · the bf16 request on a
+  fp32 model: the default (the fused fp32 step up to MAX_FUSED_POSITIONS tokens, oneDNN's fp32 GEMM above), each
+    of those two forced · AMX bf16 (INFERENCE_LONG_STEP_PRECISION=bf16) · the bf16 request on a
     CPU without AMX (INFERENCE_AMX=off: stays fp32) · transformers fp32 and bf16 forwards of the same prompt
   int8 weight-only: the fused step's per-row kernels (what ran before; only ≤ 128 tokens, longer prompts crashed
     in its chunks) · one dequantize + oneDNN fp32 · + AMX bf16
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inference_core import load_engine  # noqa: E402
 from inference_core.engine.loaded_model import LoadedModel  # noqa: E402
+from inference_core.engine import model_runner  # noqa: E402
 from inference_core.engine.model_runner import runner_for  # noqa: E402
 from inference_core.kernels import onednn_linears  # noqa: E402
 from inference_core.quant.quantize import quantize_model  # noqa: E402
@@ -45,17 +47,20 @@ def env(**values):
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
-def prefill(engine: LoadedModel, ids: list[int], fused: bool = False) -> float:
-    """CPU seconds of one forward over `ids` (logits of the last row) through the engine's runner."""
+def prefill(engine: LoadedModel, ids: list[int], fused: bool = False, cap: int | None = None) -> float:
+    """CPU seconds of one forward over `ids` (logits of the last row) through the engine's runner. `cap`: the
+    longest fp32 step the runner sends to the fused step (model_runner.MAX_FUSED_POSITIONS) for this forward."""
     runner = runner_for(engine.model)
     onednn, runner._onednn = runner._onednn, runner._onednn and not fused  # fused: the step as it was dispatched
+    saved_cap = model_runner.MAX_FUSED_POSITIONS
+    model_runner.MAX_FUSED_POSITIONS = saved_cap if cap is None else cap
     try:
         seq = runner.new_sequence(len(ids))
         t0 = time.process_time()
         runner.forward_sequence(ids, seq)
         return time.process_time() - t0
     finally:
-        runner._onednn = onednn
+        runner._onednn, model_runner.MAX_FUSED_POSITIONS = onednn, saved_cap
 
 
 def hf_prefill(hf, ids: list[int]) -> float:
@@ -82,7 +87,9 @@ def main() -> None:
     for n in [120] + LENGTHS:
         ids = ids_all[:n]
         cases = {
-            "fp32 model, default (fused ≤ 128, else oneDNN fp32)": lambda: prefill(base, ids),
+            f"fp32 model, default (fused ≤ {model_runner.MAX_FUSED_POSITIONS}, else oneDNN fp32)": lambda: prefill(base, ids),
+            "fp32 model, fused step in one call": lambda: prefill(base, ids, cap=len(ids)),
+            "fp32 model, oneDNN fp32 (the reference)": lambda: prefill(base, ids, cap=0),
             "fp32 model, AMX bf16 (opt-in)": lambda: with_env(bf16, prefill, base, ids),
             "fp32 model, bf16 asked, no AMX (INFERENCE_AMX=off)": lambda: with_env({**bf16, **off}, prefill, base, ids),
             "transformers fp32": lambda: hf_prefill(hf32, ids),

@@ -6,9 +6,12 @@ from torch import nn
 
 from ..model.config import engine_settings
 from . import quant_kernels
+from .onednn_linears import cpu_flags
 from .quant_kernels import int_dot
 
-MAX_FUSED_POSITIONS = 128  # the longest fp32 step sent to the fused step in one call (measured: engine-notes)
+# The longest fp32 step sent to the fused step in one call (and a quantized model's chunk), where oneDNN's GEMMs
+# start to win (measured: engine-notes): sooner against AVX-512's GEMMs, twice as wide as the fused 256-bit tiles.
+MAX_FUSED_POSITIONS = 128 if "avx512f" in cpu_flags() else 384
 
 
 class FusedStep:

@@ -87,6 +87,21 @@ def test_tiny_model_prefill_chunks_and_steps_match_reference(qkv_bias):
     torch.testing.assert_close(v, ref_cache.v[:, :, :, :31], atol=1e-5, rtol=1e-5)
 
 
+def test_the_longest_fused_step_matches_reference():
+    """A prompt of MAX_FUSED_POSITIONS tokens runs as one fused call (each row's attention over up to that many
+    keys, its scratch sized by it) and equals the reference's forward, K/V included."""
+    n = fused_cpu.MAX_FUSED_POSITIONS
+    model = build_model(tiny_config(max_seq_len=n), None, torch.device("cpu"))
+    torch.manual_seed(7)
+    tokens = torch.randint(0, model.config.vocab_size, (n,)).tolist()
+    ref_cache, fused_cache = new_cache(model, n), new_seq(model, n)
+    torch.testing.assert_close(fused_logits(model, tokens, fused_cache), reference_logits(model, tokens, ref_cache),
+                               atol=5e-5, rtol=1e-4)
+    k, v = contiguous_kv(fused_cache)
+    torch.testing.assert_close(k, ref_cache.k[:, :, :, :n], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(v, ref_cache.v[:, :, :, :n], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_vector_tails_match_reference(threads):
     """SiLU and softmax run eight values at a time: at 3 threads each thread's share of a 160-wide MLP (53 or 54
@@ -307,7 +322,7 @@ def test_a_long_prompt_to_a_quantized_model_runs_as_fused_chunks(engine):
     calls = []
     native_rows = runner.fused.forward_rows
     runner.fused.forward_rows = lambda tokens, *a, **kw: calls.append(len(tokens)) or native_rows(tokens, *a, **kw)
-    ids = engine.tokenizer.encode(PROMPT * 12)
+    ids = engine.tokenizer.encode(PROMPT * (fused_cpu.MAX_FUSED_POSITIONS // 12 + 1))
     assert len(ids) > fused_cpu.MAX_FUSED_POSITIONS
     chunked = runner.forward_sequence(ids, new_seq(qmodel, len(ids) + 1), all_rows=True)
     runner.fused.forward_rows = native_rows

@@ -179,7 +179,7 @@ def test_a_chunk_that_samples_no_row_runs_on_an_integer_path(path, fmt):
     zero rows: the integer path returns nothing for them (it read past an empty activation buffer and crashed)."""
     layer = make_layer(fmt, 45, 576)
     assert KERNELS.linear_forward(layer.fused_view(KERNELS), torch.empty(0, 576), path).shape == (0, 45)
-    model = build_model(tiny_config(), None, torch.device("cpu"))
+    model = build_model(tiny_config(max_seq_len=fused_cpu.MAX_FUSED_POSITIONS + 20), None, torch.device("cpu"))
     with settings_override(int_dot=path):
         qmodel = quantize_model(model, fmt)
         runner = runner_for(qmodel)

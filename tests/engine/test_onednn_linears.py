@@ -15,6 +15,7 @@ from inference_core.engine.loaded_model import LoadedModel
 from inference_core.kernels.onednn_linears import (FORCEABLE, KERNEL, KERNEL_BF16, MIN_ROWS, OneDnnLinears, amx,
                                                    available, cpu_flags, long_step_mode)
 from inference_core.engine.model_runner import runner_for
+from inference_core.kernels.fused_cpu import MAX_FUSED_POSITIONS
 from inference_core.quant.linears import fake_quant_activations, quantize_linear
 from inference_core.quant.quantize import quantize_model
 
@@ -63,10 +64,8 @@ def test_other_inputs_keep_f_linear_exactly(case):
 
 @pytest.mark.model
 def test_long_prompt_greedy_identical_to_transformers(engine, hf_model):
-    text = ("Paged attention keeps the KV cache in fixed-size blocks, so memory is allocated as a sequence "
-            "grows and freed the moment it ends. ") * 8 + "In one sentence, why does this help batching?"
-    ids = engine.tokenizer.encode(engine.tokenizer.chat_prompt(text))
-    assert len(ids) > 150  # longer than the fused step takes in one call: the reference runs it
+    ids = engine.tokenizer.encode(engine.tokenizer.chat_prompt(LONG_TEXT))
+    assert len(ids) > MAX_FUSED_POSITIONS  # longer than the fused step takes in one call: the reference runs it
     runner = runner_for(engine.model)
     before = runner.path_counts[KERNEL]
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -79,8 +78,9 @@ def test_long_prompt_greedy_identical_to_transformers(engine, hf_model):
     assert ours == ref[0, len(ids):].tolist()
 
 
+# longer than the fused step takes in one call (each repeat is ~20 tokens)
 LONG_TEXT = ("Paged attention keeps the KV cache in fixed-size blocks, so memory is allocated as a sequence "
-             "grows and freed the moment it ends. ") * 8 + "In one sentence, why does this help batching?"
+             "grows and freed the moment it ends. ") * (MAX_FUSED_POSITIONS // 20 + 2) + "In one sentence, why does this help batching?"
 
 
 def ran(prof, name: str) -> bool:
@@ -183,7 +183,7 @@ def test_quantized_long_prompt_runs_on_onednn_like_its_dequantized_reference(eng
 
     qmodel = quantize_model(engine.model, fmt)
     ids = engine.tokenizer.encode(engine.tokenizer.chat_prompt(LONG_TEXT))
-    assert len(ids) > 150
+    assert len(ids) > MAX_FUSED_POSITIONS
     runner = runner_for(qmodel)
     got = runner.forward_sequence(ids, runner.new_sequence(len(ids) + 8), all_rows=True)
     assert runner.path_counts[KERNEL] == 1
@@ -238,7 +238,7 @@ def test_w8a8_long_prompt_on_amx_int8_computes_its_reference_per_layer(engine, m
                                                     ("bf16", "off")])
 def test_a_step_the_fused_step_would_take_goes_to_amx_bf16_only_when_chosen(tiny_model, monkeypatch, precision,
                                                                             amx_setting):
-    """64..128 rows: the fused fp32 step's range, unless the step runs in bf16 on AMX."""
+    """64..MAX_FUSED_POSITIONS rows: the fused fp32 step's range, unless the step runs in bf16 on AMX."""
     from inference_core.engine.model_runner import ModelRunner
 
     monkeypatch.setenv("INFERENCE_LONG_STEP_PRECISION", precision)
