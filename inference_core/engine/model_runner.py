@@ -8,7 +8,7 @@ from contextlib import nullcontext
 import torch
 
 from ..kernels import fused_cpu, onednn_linears
-from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, FusedStep
+from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, MAX_FUSED_QUANTIZED_POSITIONS, FusedStep
 from ..kernels.paged_graphs import BUCKETS, StepGraphs, graphable
 from ..model.config import engine_settings
 from ..model.sampling import sample
@@ -137,10 +137,10 @@ class ModelRunner:
         kv_int8 = " (int8 KV)" if pool.quantized else ""  # path names say when the pages are int8
         mode = (onednn_linears.long_step_mode(self._bf16_weights)
                 if self._onednn and n >= onednn_linears.MIN_ROWS else None)
-        # A long step in AMX bf16, or of a quantized model, leaves the fused step's per-row kernels: the reference
+        # A long step in AMX bf16, or a long quantized one, leaves the fused step's per-row kernels: the reference
         # (each quantized weight dequantized once) multiplies all rows on oneDNN (bench/prefill.py's figures).
         if (self.fused is not None and (n <= MAX_FUSED_POSITIONS or self.quantized)
-                and not (mode and (mode.bf16 or self.quantized))):
+                and not (mode and (mode.bf16 or (self.quantized and n > MAX_FUSED_QUANTIZED_POSITIONS)))):
             # The fused step reads and writes fp32 pages and an int8 pool's pages with their scales alike.
             tokens, positions, seq = (torch.tensor(x) for x in (step.tokens, step.positions, step.seq))
             tables, rows = torch.tensor(step.tables), torch.tensor(step.rows)

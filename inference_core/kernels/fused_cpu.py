@@ -9,9 +9,8 @@ from . import quant_kernels
 from .onednn_linears import cpu_flags
 from .quant_kernels import int_dot
 
-# The longest fp32 step sent to the fused step in one call (and a quantized model's chunk), where oneDNN's GEMMs
-# start to win (measured: engine-notes): sooner against AVX-512's GEMMs, twice as wide as the fused 256-bit tiles.
-MAX_FUSED_POSITIONS = 128 if "avx512f" in cpu_flags() else 384
+# The longest fp32 / weight-only quantized step run fused where oneDNN could take it (measured: engine-notes)
+MAX_FUSED_POSITIONS, MAX_FUSED_QUANTIZED_POSITIONS = (128, 0) if "avx512f" in cpu_flags() else (384, 128)
 
 
 class FusedStep:
@@ -45,11 +44,6 @@ def _linear(kernels, layer: nn.Module):
     return kernels.make_linear(0, weight.detach(), None, None if bias is None else bias.detach().contiguous(), 0, None)
 
 
-def _format_name(model) -> str:
-    fmt = getattr(model, "quant_format", None)
-    return fmt.name if fmt is not None else "fp32"
-
-
 def build(model) -> tuple[FusedStep | None, str]:
     """The model's fused step and "", or None and why there is none."""
     if not engine_settings().cpu_fastpath:
@@ -59,20 +53,20 @@ def build(model) -> tuple[FusedStep | None, str]:
     kernels = quant_kernels.load(engine_settings())
     if kernels is None:
         return None, f"compiled kernels unavailable ({quant_kernels.why_unavailable(engine_settings())})"
-    cfg = model.config
-    layers = []
+    cfg, fmt = model.config, getattr(model, "quant_format", None)
+    name, layers = fmt.name if fmt is not None else "fp32", []
     for block in model.layers:
         att, ffn = block.attention, block.feed_forward
         views = [_linear(kernels, m) for m in (att.wqkv, att.wo, ffn.w_gate_up, ffn.w_down)]
         if any(v is None for v in views):
-            return None, f"no fused kernel for the {_format_name(model)} format"
+            return None, f"no fused kernel for the {name} format"
         layers.append(kernels.Layer(block.attention_norm.weight.detach(), views[0], views[1],
                                     block.ffn_norm.weight.detach(), views[2], views[3]))
     head = _linear(kernels, model.output)
     if head is None:
-        return None, f"no fused kernel for the {_format_name(model)} head"
+        return None, f"no fused kernel for the {name} head"
     native = kernels.FusedModel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.ffn_dim, cfg.norm_eps, layers,
                                 model.norm.weight.detach(), head, model.rope_cos, model.rope_sin)
     path, _ = int_dot.choose(kernels, engine_settings())  # int8/int4 on integer dot products where the CPU has them
     suffix = f" {path}" if native.use_int_dot(path) and path != "float" else ""  # named when any projection took it
-    return FusedStep(model, native, f"cpu-fused-step {_format_name(model)}{suffix}"), ""
+    return FusedStep(model, native, f"cpu-fused-step {name}{suffix}"), ""

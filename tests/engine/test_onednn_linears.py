@@ -175,6 +175,23 @@ def test_bf16_long_steps_pick_the_fp32_tokens_where_the_choice_is_clear(engine, 
 
 
 @pytest.mark.model
+def test_a_quantized_step_stays_on_the_fused_step_up_to_its_cap(engine):
+    """Without AVX-512 a weight-only int8 step of up to MAX_FUSED_QUANTIZED_POSITIONS rows keeps the fused step's
+    integer dot products (faster there than one dequantize + oneDNN); a longer one, or any of 64+ rows with
+    AVX-512 (cap 0), takes oneDNN."""
+    from inference_core.kernels.fused_cpu import MAX_FUSED_QUANTIZED_POSITIONS as cap
+
+    runner = runner_for(quantize_model(engine.model, "int8"))
+    if not runner._onednn:
+        pytest.skip("no oneDNN: every quantized step runs fused")
+    ids = engine.tokenizer.encode(LONG_TEXT)
+    for n in sorted({MIN_ROWS, max(cap, MIN_ROWS), max(cap, MIN_ROWS) + 1}):
+        before = runner.path_counts.copy()
+        runner.forward_sequence(ids[:n], runner.new_sequence(n))
+        assert set(runner.path_counts - before) == {runner.kernel if n <= cap else KERNEL}, n
+
+
+@pytest.mark.model
 @pytest.mark.parametrize("fmt", ["int8", "int4-g128"])
 def test_quantized_long_prompt_runs_on_onednn_like_its_dequantized_reference(engine, fmt):
     """A weight-only model's long step: its reference (each weight dequantized once) with oneDNN's fp32 GEMM, no
