@@ -200,7 +200,7 @@ inline void rms_norm(const float* x, const float* weight, float eps, int64_t d, 
   double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   for (; i < d; ++i) ss += double(x[i]) * x[i];
   const float inv = 1.0f / std::sqrt(float(ss / d) + eps);
-  for (int64_t i = 0; i < d; ++i) out[i] = x[i] * inv * weight[i];
+  for (i = 0; i < d; ++i) out[i] = x[i] * inv * weight[i];
 }
 
 // x·cos + rotate_half(x)·sin, rotate_half(x) = (−x[half:], x[:half])
