@@ -85,9 +85,17 @@ BAD_ARGUMENTS = [
 
 @pytest.mark.parametrize("argv,message", BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
 def test_bad_argument_is_one_line_and_exit_code_2(argv, message, capsys, monkeypatch):
-    import inference_core.engine.loaded_model as engine_module
+    import importlib
 
-    monkeypatch.setattr(engine_module, "load_engine", lambda *a, **k: pytest.fail("loaded a model for a bad argument"))
+    import inference_core.engine.loaded_model as engine_module
+    from inference_core.__main__ import SUBCOMMANDS
+
+    # the sub-command modules bind load_engine when imported: patch their names too (imported first, so a module
+    # first imported here does not keep the stand-in after the test)
+    refuse = lambda *a, **k: pytest.fail("loaded a model for a bad argument")  # noqa: E731
+    for module in [engine_module, *(importlib.import_module(name) for name, _ in SUBCOMMANDS)]:
+        if hasattr(module, "load_engine"):
+            monkeypatch.setattr(module, "load_engine", refuse)
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
