@@ -16,6 +16,7 @@ class Verdict:
     accept_prob: list[float]
     uniform: list[float | None]
     outcome: list[str]
+    target_argmax: list[int]  # q's top token at each of the k+1 positions
 
 
 def _draw(dist: torch.Tensor, generator: torch.Generator | None) -> int:
@@ -32,8 +33,8 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
     """
     k = len(drafted)
     idx = torch.tensor(drafted, dtype=torch.long)
+    top = q.argmax(-1).tolist()  # one device → host copy for the round (on a GPU each int() would sync)
     if greedy:  # q may be raw logits here; the one-hot values are what the rule uses
-        top = q.argmax(-1).tolist()  # one device → host copy for the round (on a GPU each int() would sync)
         q_tok = [float(d == top[i]) for i, d in enumerate(drafted)]
         p_tok = [1.0] * k
     else:
@@ -61,8 +62,8 @@ def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: 
             total = float(residual.sum())
             # total > 0 whenever a rejection is possible (q ≠ p); guard float round-off anyway
             nxt = _draw(residual / total if total > 0 else q[i], generator)
-        return Verdict(i, nxt, "residual", p_tok, q_tok, ratio, uniform, outcome)
+        return Verdict(i, nxt, "residual", p_tok, q_tok, ratio, uniform, outcome, top)
     nxt = top[k] if greedy else _draw(q[k], generator)
-    return Verdict(k, nxt, "bonus", p_tok, q_tok, ratio, uniform, outcome)
+    return Verdict(k, nxt, "bonus", p_tok, q_tok, ratio, uniform, outcome, top)
 
 

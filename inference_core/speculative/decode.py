@@ -132,7 +132,7 @@ class SpecDecoding:
         text = self.token_text
         self.rounds.append(SpecRound(  # the verdict's fields (n_accepted, next_token, p_draft, …) as they are
             round=self.n_rounds, position=len(req.all_ids), drafted=list(drafted), n_draft_forwards=prop.n_forwards,
-            drafted_text=[text(t) for t in drafted], target_argmax=q.argmax(-1).tolist(), emitted=emitted,
+            drafted_text=[text(t) for t in drafted], emitted=emitted,
             next_text=text(verdict.next_token), draft_time_s=prop.time_s, verify_time_s=verify_s,
             n_generated=stats.n_generated, elapsed_s=stats.total_time_s, **vars(verdict)))
         self.n_rounds += 1
