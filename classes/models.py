@@ -102,3 +102,37 @@ class Announcement(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class ProvisionedAccount(models.Model):
+    """An account a roster import created for a student who had none. Only such an account gets set-password
+    links, from its cohort's instructors, and only until its owner first signs in or sets a password: an account
+    that existed before (its own sign-in, an LTI identity) never gets one from anybody but its owner."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provisioned")
+    cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="provisioned_accounts")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} (made for {self.cohort})"
+
+
+class Invitation(models.Model):
+    """An instructor asked an existing account to join a cohort. Until its owner accepts, in their own session,
+    nothing is enrolled and the instructor sees only the username they typed."""
+
+    cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cohort_invitations")
+    username_typed = models.CharField(max_length=150)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cohort", "user"], name="one_invitation_per_cohort")]
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.username_typed} invited to {self.cohort}"

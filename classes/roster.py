@@ -2,9 +2,15 @@
 
 A CSV import is all or nothing: every row is checked first, and when any row has a problem nothing is created
 or enrolled, and each problem is reported with its line number (the instructor fixes the file and sends it
-again; what they sent is shown back to them). New accounts get no password: the instructor hands each student
-their *set-password link* (Django's password-reset link, valid `PASSWORD_RESET_TIMEOUT` seconds and only until
-the password is set), shown after the import and downloadable as CSV again at any time. No email is sent.
+again; what they sent is shown back to them).
+
+Credentials stay with their owner. A row naming no account creates one (`ProvisionedAccount`) with no password:
+the instructor hands the student a *set-password link* (Django's password-reset link: it expires after
+`PASSWORD_RESET_TIMEOUT` seconds and dies when the password is set), and links are issued only for such accounts,
+only to their cohort's instructors, and only until the owner first signs in. A row naming an account that exists
+is never enrolled by the import (unless the importer already teaches that student in another cohort): it becomes
+an `Invitation` its owner accepts or declines in their own session, and the instructor learns nothing about the
+account (no name, no email, no role) until then. No email is sent.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
 from .access import is_teacher, teachers
-from .models import Cohort, Enrollment
+from .models import Cohort, Enrollment, Invitation, ProvisionedAccount
 
 MAX_ROWS = 2000
 MAX_BYTES = 500_000  # well under the 1 MiB request cap (REQUEST_MAX_BODY_BYTES), so this message is what one sees
@@ -66,17 +72,20 @@ class RowProblem:
 @dataclass(frozen=True)
 class RowOutcome:
     line: int
-    user: object
-    outcome: str  # one of CREATED, ENROLLED, ALREADY
+    username: str  # as the instructor typed it: an invited account's own spelling is not theirs to see
+    outcome: str  # one of CREATED, ENROLLED, INVITED, ALREADY
+    user: object = None  # the account, for the outcomes where the instructor may see it
 
     @property
     def outcome_label(self) -> str:
         return OUTCOME_LABELS[self.outcome]
 
 
-CREATED, ENROLLED, ALREADY = "created", "enrolled", "already"
-OUTCOME_LABELS = {CREATED: "New account, enrolled", ENROLLED: "Existing account, enrolled",
-                  ALREADY: "Already enrolled (unchanged)"}
+CREATED, ENROLLED, INVITED, ALREADY = "created", "enrolled", "invited", "already"
+OUTCOME_LABELS = {CREATED: "New account, enrolled",
+                  ENROLLED: "Your student in another cohort, enrolled",
+                  INVITED: "Invited: joins when the account's owner accepts",
+                  ALREADY: "Already in this cohort (unchanged)"}
 
 
 @dataclass
@@ -95,6 +104,10 @@ class ImportReport:
     @property
     def created_users(self) -> list:
         return [row.user for row in self.rows if row.outcome == CREATED]
+
+    @property
+    def invited(self) -> int:
+        return self.count(INVITED)
 
 
 # --- Reading the CSV --------------------------------------------------------------------------------------
@@ -161,6 +174,8 @@ def _split_name(name: str) -> tuple[str, str]:
 
 
 def _row_problems(row: RosterRow, existing, by_email, seen: dict[str, int], seen_emails: dict[str, int]) -> list[str]:
+    """What is wrong with one row. An existing account's email, name and role are never compared or reported:
+    such a row becomes an invitation, and what the instructor typed beside it is not used."""
     User = get_user_model()
     problems = []
     if not row.username:
@@ -175,6 +190,8 @@ def _row_problems(row: RosterRow, existing, by_email, seen: dict[str, int], seen
     key = row.username.lower()
     if key in seen:
         problems.append(f"The username “{row.username}” is also on line {seen[key]}.")
+    if key in existing:
+        return problems
     if row.email:
         try:
             validate_email(row.email)
@@ -183,20 +200,12 @@ def _row_problems(row: RosterRow, existing, by_email, seen: dict[str, int], seen
         email_key = row.email.lower()
         if email_key in seen_emails:
             problems.append(f"The email address “{row.email}” is also on line {seen_emails[email_key]}.")
-        owner = by_email.get(email_key)
-        if owner is not None and owner.username.lower() != key:
-            problems.append(f"The email address “{row.email}” belongs to the account “{owner.username}”.")
+        if email_key in by_email:  # whose it is stays private: the student can join with the invite code
+            problems.append(f"The email address “{row.email}” cannot be used for a new account. Leave it "
+                            "empty, or give the student the cohort's invite link.")
     first, last = _split_name(row.name)
     if len(first) > NAME_PART_LENGTH or len(last) > NAME_PART_LENGTH:
         problems.append("The name is too long (at most 150 characters for each of first and last name).")
-    account = existing.get(key)
-    if account is not None:
-        if is_teacher(account):
-            problems.append(f"“{account.username}” is an instructor or staff account: it cannot be enrolled as "
-                            "a student (keep teachers out of class figures).")
-        elif row.email and account.email and account.email.lower() != row.email.lower():
-            problems.append(f"The account “{account.username}” exists with another email address; leave the "
-                            "email empty to enroll that account, or choose another username.")
     return problems
 
 
@@ -227,37 +236,53 @@ def _matching(model, field_name: str, lowered: set[str]) -> QuerySet:
     return model.objects.annotate(lowered_value=Lower(field_name)).filter(lowered_value__in=lowered)
 
 
+def _taught_students(cohort: Cohort, by) -> set[int]:
+    """Accounts `by` already teaches in another cohort: moving them between one's own sections needs no consent."""
+    if by is None:
+        return set()
+    return set(Enrollment.objects.filter(cohort__in=Cohort.objects.taught_by(by)).exclude(cohort=cohort)
+               .values_list("user_id", flat=True))
+
+
 @transaction.atomic
-def import_rows(cohort: Cohort, rows: list[RosterRow]) -> ImportReport:
-    """Check every row; import all of them only when none has a problem (otherwise change nothing)."""
+def import_rows(cohort: Cohort, rows: list[RosterRow], by=None) -> ImportReport:
+    """Check every row; import all of them only when none has a problem (otherwise change nothing).
+
+    `by` is the importing instructor: new accounts are recorded as made by them, invitations as sent by them."""
     report = ImportReport(problems=check(rows))
     if report.problems:
         return report
     User = get_user_model()
     enrolled = set(cohort.enrollments.values_list("user_id", flat=True))
+    taught = _taught_students(cohort, by)
     existing = {user.username.lower(): user for user in _matching(User, "username", {r.username.lower() for r in rows})}
     for row in rows:
         user = existing.get(row.username.lower())
-        outcome = ENROLLED
         if user is None:
             first, last = _split_name(row.name)
             user = User(username=row.username, email=row.email, first_name=first, last_name=last)
             user.set_unusable_password()  # until the student opens their set-password link
             user.save()
-            outcome = CREATED
-        if user.pk in enrolled:
-            outcome = ALREADY
-        else:
+            ProvisionedAccount.objects.create(user=user, cohort=cohort, created_by=by)
+            Enrollment.objects.create(cohort=cohort, user=user, source=Enrollment.Source.IMPORT)
+            report.rows.append(RowOutcome(row.line, row.username, CREATED, user))
+        elif user.pk in enrolled:
+            report.rows.append(RowOutcome(row.line, row.username, ALREADY, user))
+        elif user.pk in taught and not is_teacher(user):
             Enrollment.objects.create(cohort=cohort, user=user, source=Enrollment.Source.IMPORT)
             enrolled.add(user.pk)
-        report.rows.append(RowOutcome(row.line, user, outcome))
+            report.rows.append(RowOutcome(row.line, row.username, ENROLLED, user))
+        else:
+            Invitation.objects.get_or_create(cohort=cohort, user=user,
+                                             defaults={"username_typed": row.username, "invited_by": by})
+            report.rows.append(RowOutcome(row.line, row.username, INVITED))
     return report
 
 
-def import_text(cohort: Cohort, text: str) -> ImportReport:
+def import_text(cohort: Cohort, text: str, by=None) -> ImportReport:
     """Parse and import; a file-level problem is raised as RosterFileError (nothing imported)."""
     rows, ignored = parse(text)
-    report = import_rows(cohort, rows)
+    report = import_rows(cohort, rows, by)
     report.ignored_columns = ignored
     return report
 
@@ -290,13 +315,48 @@ def class_students(cohort: Cohort) -> QuerySet:
             .exclude(pk__in=teachers().values("pk")).order_by("username"))
 
 
-def set_password_link(request, user) -> str:
-    """An absolute link where `user` chooses a password (Django's reset link; no email involved)."""
+def may_get_set_password_link(user, cohort: Cohort) -> bool:
+    """Whether `cohort`'s instructors may get a set-password link for `user`: only an account this cohort's
+    import made, whose owner has not signed in, set a password, or launched from an LMS (an LTI identity is a
+    sign-in of its own that nobody but its owner may turn into a password)."""
+    provisioned = getattr(user, "provisioned", None)
+    return (provisioned is not None and provisioned.cohort_id == cohort.pk and user.last_login is None
+            and not user.has_usable_password() and not user.lti_identities.exists())
+
+
+def set_password_link(request, user, cohort: Cohort) -> str:
+    """An absolute link where `user` chooses a password (Django's reset link, which expires and works once; no
+    email involved). PermissionError for an account `may_get_set_password_link` refuses."""
+    if not may_get_set_password_link(user, cohort):
+        raise PermissionError(f"no set-password link for {user.pk}: the account was not made by this cohort's import")
     path = reverse("password_reset_confirm", kwargs={"uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
                                                      "token": default_token_generator.make_token(user)})
     return request.build_absolute_uri(path)
 
 
-def without_password(cohort: Cohort) -> list:
-    """Enrolled students who have not set a password yet (they need their link)."""
-    return [user for user in class_students(cohort) if not user.has_usable_password()]
+def awaiting_password(cohort: Cohort) -> list:
+    """Enrolled students whose account this cohort's import made and who have not taken it over yet (they need
+    their link)."""
+    candidates = (class_students(cohort).filter(provisioned__cohort=cohort, last_login__isnull=True)
+                  .select_related("provisioned"))
+    return [user for user in candidates if may_get_set_password_link(user, cohort)]
+
+
+# --- Invitations: an existing account joins only when its owner says so ----------------------------------
+
+def pending_invitations(user) -> QuerySet:
+    return Invitation.objects.filter(user=user).select_related("cohort")
+
+
+def answer_invitation(invitation: Invitation, accept: bool) -> bool:
+    """The owner's answer: accept enrolls them (ValueError for a teacher account), decline forgets the invitation.
+    True when they are now enrolled."""
+    cohort, user = invitation.cohort, invitation.user
+    with transaction.atomic():
+        invitation.delete()
+        if not accept:
+            return False
+        if is_teacher(user):
+            raise ValueError("Instructor and staff accounts cannot join a cohort as students.")
+        Enrollment.objects.get_or_create(cohort=cohort, user=user, defaults={"source": Enrollment.Source.INVITE})
+    return True

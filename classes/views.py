@@ -57,7 +57,8 @@ def _student_context(user) -> dict:
     due = sorted(((modules[pk], state) for pk, state in statuses.items() if pk in modules),
                  key=lambda item: item[1].due_at)
     announcements = Announcement.objects.filter(cohort__in=cohorts).select_related("cohort")[:20]
-    return {"cohorts": cohorts, "due": due, "announcements": announcements, "join_form": JoinForm()}
+    return {"cohorts": cohorts, "due": due, "announcements": announcements, "join_form": JoinForm(),
+            "invitations": roster.pending_invitations(user)}
 
 
 @teacher_required
@@ -81,7 +82,8 @@ def _cohort_context(request, cohort: Cohort, **forms) -> dict:
     context = {
         "cohort": cohort,
         "students": students,
-        "needs_password": sum(not user.has_usable_password() for user in students),
+        "needs_password": len(roster.awaiting_password(cohort)),
+        "invitations": cohort.invitations.all(),
         "instructors": cohort.instructors.order_by("username"),
         "join_url": request.build_absolute_uri(cohort.join_path()),
         "due_dates": cohort.due_dates.select_related("module"),
@@ -109,7 +111,7 @@ def _invalid(request, cohort: Cohort, **forms) -> HttpResponse:
 
 
 def _import_result(request, cohort: Cohort, report: roster.ImportReport, form) -> HttpResponse:
-    links = [(user, roster.set_password_link(request, user)) for user in report.created_users]
+    links = [(user, roster.set_password_link(request, user, cohort)) for user in report.created_users]
     context = {"cohort": cohort, "report": report, "links": links, "labels": roster.OUTCOME_LABELS,
                "import_form": form}
     return render(request, "classes/import_result.html", context, status=200 if report.ok else 400)
@@ -125,7 +127,7 @@ def roster_import(request, cohort_id: int):
         return _invalid(request, cohort, import_form=form)
     text = form.cleaned_data["csv_text"]
     try:
-        report = roster.import_text(cohort, text)
+        report = roster.import_text(cohort, text, by=request.user)
     except roster.RosterFileError as error:
         form.add_error(None, f"{error} Nothing was imported.")
         return _invalid(request, cohort, import_form=form)
@@ -142,7 +144,7 @@ def student_add(request, cohort_id: int):
     if not form.is_valid():
         return _invalid(request, cohort, student_form=form)
     row = roster.RosterRow(line=1, **{name: form.cleaned_data[name] for name in ("username", "email", "name")})
-    return _import_result(request, cohort, roster.import_rows(cohort, [row]),
+    return _import_result(request, cohort, roster.import_rows(cohort, [row], by=request.user),
                           RosterImportForm(initial={"text": row.as_csv()}))
 
 
@@ -161,12 +163,23 @@ def student_remove(request, cohort_id: int, user_id: int):
 @require_GET
 @never_cache
 def password_links_csv(request, cohort_id: int):
-    """Fresh set-password links for every student who has not set a password yet."""
+    """Fresh set-password links for the accounts this cohort's import made whose owner has not signed in yet
+    (never for an account that existed before, nor one with an LTI identity)."""
     cohort = taught_cohort(request, cohort_id)
     rows = [["username", "name", "email", "set_password_link"]]
-    rows += [[user.username, user.get_full_name(), user.email, roster.set_password_link(request, user)]
-             for user in roster.without_password(cohort)]
+    rows += [[user.username, user.get_full_name(), user.email, roster.set_password_link(request, user, cohort)]
+             for user in roster.awaiting_password(cohort)]
     return _csv_response(rows, f"set-password-links-cohort-{cohort.pk}.csv")
+
+
+@teacher_required
+@require_POST
+def invitation_withdraw(request, cohort_id: int, invitation_id: int):
+    cohort = taught_cohort(request, cohort_id)
+    invitation = get_object_or_404(cohort.invitations, pk=invitation_id)
+    invitation.delete()
+    messages.success(request, f"The invitation to {invitation.username_typed} is withdrawn.")
+    return redirect(cohort)
 
 
 @teacher_required
@@ -311,3 +324,18 @@ def join(request, code: str):
         return redirect(f"{reverse('login')}?next={cohort.join_path()}")
     context["enrolled"] = request.user.is_authenticated and cohort.enrollments.filter(user=request.user).exists()
     return render(request, "classes/join.html", context)
+
+
+@login_required
+@require_POST
+def invitation_answer(request, invitation_id: int):
+    """The invited account's owner accepts or declines, in their own session (anyone else: 404)."""
+    invitation = get_object_or_404(roster.pending_invitations(request.user), pk=invitation_id)
+    name = invitation.cohort.name
+    try:
+        joined = roster.answer_invitation(invitation, accept=request.POST.get("answer") == "accept")
+    except ValueError as error:
+        messages.error(request, str(error))
+        return redirect("classes:home")
+    messages.success(request, f"You joined “{name}”." if joined else f"You declined the invitation to “{name}”.")
+    return redirect("classes:home")

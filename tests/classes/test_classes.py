@@ -136,7 +136,7 @@ def import_csv(client, cohort, text: str, *, as_file: bool = False):
     return client.post(url, {"roster-text": text})
 
 
-def test_a_csv_import_creates_accounts_without_passwords_and_enrolls_them(client, cohort, teacher, student):
+def test_a_csv_import_creates_accounts_without_passwords_and_invites_existing_ones(client, cohort, teacher, student):
     User.objects.create_user("existing", email="ex@example.org")
     logged_in(client, teacher)
     text = ("Username,E-mail,Full name,Student number\n"
@@ -150,9 +150,12 @@ def test_a_csv_import_creates_accounts_without_passwords_and_enrolls_them(client
     ada = User.objects.get(username="ada")
     assert (ada.email, ada.first_name, ada.last_name) == ("ada@example.org", "Ada", "Lovelace")
     assert not ada.has_usable_password()
-    assert set(cohort.enrollments.values_list("user__username", flat=True)) == {"ada", "existing", "student"}
-    assert "New account, enrolled" in html and "Existing account, enrolled" in html
-    assert "Already enrolled (unchanged)" in html and "Columns not used: Student number" in html
+    # "existing" had an account before: invited, not enrolled, and its name and email are not shown.
+    assert set(cohort.enrollments.values_list("user__username", flat=True)) == {"ada", "student"}
+    assert cohort.invitations.filter(user__username="existing").exists()
+    assert "New account, enrolled" in html and "Invited: joins when the account" in html
+    assert "ex@example.org" not in html and "1 invitation sent" in html
+    assert "Already in this cohort (unchanged)" in html and "Columns not used: Student number" in html
     # The set-password link is shown, works once, and leads to a working login.
     link = re.search(r"http://testserver(/accounts/reset/[^<\s]+/)", html).group(1)
     client.logout()  # the student, in their own browser
@@ -167,7 +170,7 @@ def test_a_csv_import_creates_accounts_without_passwords_and_enrolls_them(client
     assert "no longer works" in client.get(link, follow=True).content.decode()
 
 
-def test_the_set_password_links_csv_lists_students_without_a_password(client, cohort, teacher):
+def test_the_set_password_links_csv_lists_the_accounts_the_import_made(client, cohort, teacher):
     logged_in(client, teacher)
     import_csv(client, cohort, "username,email,name\nbo,bo@example.org,Bo Li\n")
     rows = list(csv.reader(io.StringIO(client.get(reverse("classes:password_links_csv",
@@ -187,21 +190,20 @@ def test_a_bad_csv_imports_nothing_and_names_every_problem_by_line(client, cohor
             "mail,not-an-email,\n"  # 5
             ",nobody@example.org,No Name\n"  # 6
             "thief,taken@example.org,\n"  # 7: email of another account
-            "other-teacher,,\n"  # 8: an instructor
-            "taken,different@example.org,\n")  # 9: existing account, other email
+            "other-teacher,,\n"  # 8: an existing account: an invitation, whatever its role (not told)
+            "taken,different@example.org,\n")  # 9: existing account: invited, its email never compared
     users_before = User.objects.count()
     response = import_csv(client, cohort, text)
     assert response.status_code == 400
     html = response.content.decode()
     problems = re.findall(r"<li>Line (\d+)", html.split('id="import-problems"')[1].split("</ul>")[0])
-    assert problems == ["3", "4", "5", "6", "7", "8", "9"]
+    assert problems == ["3", "4", "5", "6", "7"]
     assert "“has space” is not a valid username" in html
     assert "The username “good1” is also on line 2." in html
     assert "“not-an-email” is not a valid email address." in html
     assert "The username is empty." in html
-    assert "belongs to the account “taken”" in html
-    assert "is an instructor or staff account" in html
-    assert "exists with another email address" in html
+    assert "“taken@example.org” cannot be used for a new account" in html
+    assert "“taken”" not in html.split('id="import-problems"')[1].split("</ul>")[0]  # whose email it is stays private
     assert "Nothing was imported" in html
     assert User.objects.count() == users_before and cohort.enrollments.count() == 1  # nothing half-imported
     assert "good1,good1@example.org,Good One" in html  # the text sent comes back, to fix and resend
