@@ -1,6 +1,6 @@
 """Module images in the editor: an instructor uploads one (with its alt text), and the lesson's relative
 ``images/NAME`` is served beside the editor (for its live preview) as it is beside the student page
-(`courseapp.views.image_file`, which also says who may see a draft's images).
+(`courseapp.image_views.image_file`, which also says who may see a draft's images).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from courseapp import images
 from courseapp.forms import ModuleForm
 from courseapp.instructors import instructor_required
 from courseapp.models import Module
-from courseapp.views import image_file
+from courseapp.image_views import image_file
 
 from .views import _edit_context
 

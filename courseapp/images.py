@@ -4,8 +4,8 @@ A lesson writes ``![alt text](images/diagram.png)``: a relative URL, so the same
 page (``/modules/<slug>/images/diagram.png``) and in the editor's preview (``/author/<slug>/images/…``); a
 course zip keeps them under ``images/<slug>/`` with their alt texts in ``images/<slug>/alt.yaml``. Files are
 stored once per content (``MEDIA_ROOT/module-images/<sha256>.<ext>``), so a rolled-back import leaves at most
-an unreferenced copy, never a changed image. (A web server that serves MEDIA_ROOT as it is serves them too, by a
-name only their own bytes give: a draft's image is not listed anywhere a student can see.)
+an unreferenced copy, never a changed image. They are served only through `image_views.image_file`, which
+checks the module (nginx sends the bytes it names: docs/deploy.md; no web server serves MEDIA_ROOT as it is).
 
 Only raster formats recognised from their bytes are accepted (PNG, JPEG, GIF, WebP): never SVG, which can
 carry script, and never a type guessed from the uploaded name.

@@ -2,7 +2,7 @@ from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path
 
-from . import demo_cues, views
+from . import demo_cues, image_views, views
 
 app_name = "courseapp"
 
@@ -21,7 +21,7 @@ urlpatterns = [
     path("modules/<slug:slug>/complete/", views.module_complete, name="complete"),
     path("modules/<slug:slug>/place/", views.save_place, name="place"),
     path("modules/<slug:slug>/narration/", views.narration_state, name="narration_state"),
-    path("modules/<slug:slug>/images/<str:name>", views.image_file, name="module_image"),
+    path("modules/<slug:slug>/images/<str:name>", image_views.image_file, name="module_image"),
     path("runs/<slug:demo>.json", demo_cues.reference_run_json, name="reference_run"),
     path("preferences/", views.preferences, name="preferences"),
     path("accounts/signup/", views.signup, name="signup"),

@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.staticfiles import finders
 from django.db.models import Count, Prefetch
-from django.http import FileResponse, Http404, HttpResponseBadRequest, JsonResponse
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.templatetags.static import static
@@ -19,12 +19,11 @@ from inferencelab import login_throttle
 from narration.status import narration_status
 from serverprofile import figures as server_figures
 
-from . import images, progress as tracking
+from . import progress as tracking
 from .course_map import build_course_map
 from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
-from .instructors import PERMISSION
-from .models import Choice, Module, ModuleImage, Preference, Question, QuizAttempt, Track
+from .models import Choice, Module, Preference, Question, QuizAttempt, Track
 from .quiz import (SEED_FIELD, NothingChosen, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark,
                    seed_token, shuffled)
 
@@ -387,20 +386,3 @@ def signup(request):
         return redirect(_safe_next(request, reverse("courseapp:index")))
     return render(request, "registration/signup.html", {"form": form, "next": request.GET.get("next", "")})
 
-
-@require_safe
-def image_file(request, slug: str, name: str):
-    """A lesson's image (``images/NAME`` beside its page); a draft module's images to instructors only, as its page
-    is; the content type is the one recognised from the bytes at upload (`images.KINDS`), with `nosniff`."""
-    image = ModuleImage.objects.select_related("module").filter(module__slug=slug, name=name).first()
-    if image is None or image.module.deleted_at is not None:
-        raise Http404("No such image.")
-    if image.module.draft and not request.user.has_perm(PERMISSION):
-        raise Http404("No such image.")
-    path = images.file_path(image)
-    if not path.is_file():
-        raise Http404("The image file is missing.")
-    response = FileResponse(open(path, "rb"), content_type=images.KINDS[image.extension].content_type)
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, max-age=300" if image.module.draft else "public, max-age=300"
-    return response

@@ -212,6 +212,9 @@ MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media")))
 # Uploaded course zips wait here for the instructor to confirm them: outside MEDIA_ROOT, which a web server may
 # serve as it is.
 COURSE_IMPORT_PENDING_DIR = Path(env_str("COURSE_IMPORT_PENDING_DIR", str(BASE_DIR / "var" / "pending-imports")))
+# Behind nginx (docs/deploy.md): the prefix of its `internal` location aliased to MEDIA_ROOT. The media views
+# then only decide who may fetch a file and nginx sends it (inferencelab/media_accel.py); empty: they send it.
+MEDIA_ACCEL_REDIRECT = env_str("MEDIA_ACCEL_REDIRECT", "")
 WHITENOISE_USE_FINDERS = True
 
 # --- Redis, Channels, Celery -------------------------------------------------------------

@@ -7,7 +7,8 @@ linked through this view (`Narration.audio_url`, `/narration/...`), whatever ser
 Invariants: only files a `Narration` row points at are served, with a content type from
 `files.SERVED_TYPES` (never guessed from an uploaded name); a draft module's narration only to
 instructors; a range answer is at most `MAX_CHUNK` bytes and streamed from disk, however large the range
-asked for (the browser asks again for the rest, as it does for open-ended ranges).
+asked for (the browser asks again for the rest, as it does for open-ended ranges). With MEDIA_ACCEL_REDIRECT set,
+the view only decides and nginx sends the file (`inferencelab.media_accel`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from django.utils._os import safe_join
 from django.views.decorators.http import require_safe
 
 from courseapp.input_limits import MAX_DIGITS, parse_digits
+from inferencelab.media_accel import accel_response
 
 from .files import SERVED_TYPES
 from .models import Narration
@@ -86,6 +88,10 @@ def narration_media(request, path: str):
     content_type = SERVED_TYPES.get(full.suffix.lower())
     if content_type is None or not full.is_file() or not _visible(request, f"{NARRATION_DIR}/{path}"):
         raise Http404("No such narration file")
+    response = accel_response(full, content_type)  # behind nginx: it sends the bytes and answers the ranges
+    if response is not None:
+        response["Content-Disposition"] = "inline"
+        return response
     size = full.stat().st_size
     span = byte_range(request.headers.get("Range", ""), size)
     if span is None:

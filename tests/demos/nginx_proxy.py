@@ -6,6 +6,7 @@ Daphne trusts with TRUSTED_PROXIES=1 is the address nginx saw.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from demo_stack import _wait_port, free_port
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 MISSING = "nginx is not installed (`make test` installs it with apt-get when run as root: apt-get install nginx)"
 
-CONFIG = """
+HEAD = """
 daemon off;
 master_process off;
 worker_processes 1;
@@ -29,6 +30,10 @@ http {{
     fastcgi_temp_path {prefix}/fastcgi;
     uwsgi_temp_path {prefix}/uwsgi;
     scgi_temp_path {prefix}/scgi;
+{body}
+}}
+"""
+PROXY = """
     map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
     server {{
         listen 127.0.0.1:{port};
@@ -42,17 +47,37 @@ http {{
             proxy_read_timeout 1h;
         }}
     }}
-}}
 """
+DEPLOY_DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+NGINX_BLOCK = re.compile(r"```nginx\n(upstream daphne .*?)```", re.S)
+
+
+def deploy_block(port: int, upstream: int, media_root: Path, static_root: Path) -> str:
+    """docs/deploy.md's nginx block as written, with only its machine-specific parts put to this test's: the
+    listen line (no TLS here), the upstream's ports and the two folders. Each must be found, so a doc that changes
+    them fails here instead of silently testing something else."""
+    block = NGINX_BLOCK.search(DEPLOY_DOC.read_text()).group(1)
+    for pattern, value in ((r"listen 443 ssl http2;", f"listen 127.0.0.1:{port};"),
+                           (r"upstream daphne \{[^}]*\}", f"upstream daphne {{ server 127.0.0.1:{upstream}; }}"),
+                           (r"/srv/inference-lab/var/media/", f"{media_root}/"),
+                           (r"/srv/inference-lab/var/staticfiles/", f"{static_root}/")):
+        block, found = re.subn(pattern, lambda _: value, block)
+        assert found, f"docs/deploy.md's nginx block no longer has {pattern!r}"
+    assert "/srv/" not in block, block
+    return block
 
 
 class Nginx:
-    def __init__(self, workdir: Path, upstream: int):
+    """nginx listening on a free port: a plain proxy to `upstream`, or, with `server` (a function of that port),
+    the http-level text it returns (upstream and server blocks, e.g. `deploy_block`'s)."""
+
+    def __init__(self, workdir: Path, upstream: int, server=None):
         self.prefix = Path(workdir)
         self.prefix.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         conf = self.prefix / "nginx.conf"
-        conf.write_text(CONFIG.format(prefix=self.prefix, port=self.port, upstream=upstream))
+        body = server(self.port) if server else PROXY.format(port=self.port, upstream=upstream)
+        conf.write_text(HEAD.format(prefix=self.prefix, body=body))
         log = self.prefix / "stdout.log"
         self.proc = subprocess.Popen([NGINX, "-p", str(self.prefix), "-c", str(conf), "-e", str(self.prefix / "error.log")],
                                      stdout=open(log, "wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
