@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
-from inferencelab import login_throttle
+from inferencelab import address_quota, login_throttle
 from narration.status import narration_status
 from serverprofile import figures as server_figures
 
@@ -368,7 +368,7 @@ def preferences(request):
 def signup(request):
     if request.user.is_authenticated:
         return redirect("courseapp:index")
-    if request.method == "POST" and (wait := login_throttle.signup_wait(request)):
+    if request.method == "POST" and (wait := address_quota.SIGNUP.wait(request)):
         # Checked before the form: a flood of sign-ups costs no password hashing and creates nothing.
         message = (f"Too many new accounts from your network address. Try again in "
                    f"{login_throttle.wait_message(wait)}.")
@@ -379,7 +379,7 @@ def signup(request):
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
-        login_throttle.record_signup(request)
+        address_quota.SIGNUP.record(request)
         # Two backends are configured (the sign-in throttle's and the model's): name the one that loads users.
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")  # merges progress (signals.py)
         messages.success(request, f"Welcome, {user.username}! Your progress so far is saved to your account.")

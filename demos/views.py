@@ -10,6 +10,8 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from inferencelab.address_quota import VISITOR_SESSION
+
 from .embed import render_embed
 from .models import Run
 from .registry import DEMOS, DemoParamError, get_spec
@@ -28,6 +30,13 @@ def visitor(request):
     if request.user.is_authenticated:
         return JsonResponse({"created": False})
     created = not request.session.session_key or not request.session.get(TOKEN_KEY)
+    if created and (wait := VISITOR_SESSION.wait(request)):
+        # A flood from one address makes no rows; the page's runs then go out as the address's (docs/protocol.md).
+        response = JsonResponse({"created": False, "error": "too_many_visitors", "retry_after": wait}, status=429)
+        response["Retry-After"] = str(wait)
+        return response
+    if created:
+        VISITOR_SESSION.record(request)
     ensure_token(request.session)
     if not request.session.session_key:
         request.session.save()

@@ -14,25 +14,21 @@ axes decides "locked" as `failures >= AXES_FAILURE_LIMIT` among the attempts new
 window for every pair: the cool-off is the memory (the same for all, so axes' clean-up of expired attempts never
 forgets another pair's count early), and the limit is where the growing lock lives (`failure_limit`).
 
-Sign-up: at most `SIGNUP_MAX_PER_ADDRESS` accounts per client address in `SIGNUP_WINDOW` seconds, counted in
-Django's cache (one Daphne process by default; with several, point CACHES at Redis).
+Sign-up: at most `SIGNUP_MAX_PER_ADDRESS` accounts per client address in `SIGNUP_WINDOW` seconds
+(`address_quota.SIGNUP`, counted in Django's cache: one Daphne process by default; with several, point CACHES at
+Redis).
 """
 from __future__ import annotations
 
-import hashlib
 import math
-import time
 from datetime import datetime, timedelta
 
 from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
-from django.core.cache import cache
 from django.db.models import Max, Sum
 from django.shortcuts import render
 from django.utils import timezone
-
-from .client_address import for_request
 
 
 def lockout_seconds(failures: int) -> int:
@@ -98,24 +94,3 @@ def lockout_response(request, *extra):  # AXES_LOCKOUT_CALLABLE (axes passes dif
                        "next": request.POST.get("next", "")}, status=429)
     response["Retry-After"] = str(wait)
     return response
-
-
-def _signup_key(request) -> str:
-    return "signup:" + hashlib.sha256(for_request(request).encode()).hexdigest()[:32]
-
-
-def signup_wait(request) -> int:
-    """Seconds until this address may create another account; 0 when it may now."""
-    count, expires = cache.get(_signup_key(request), (0, 0.0))
-    now = time.time()
-    if count >= int(settings.SIGNUP_MAX_PER_ADDRESS) and expires > now:
-        return max(1, math.ceil(expires - now))
-    return 0
-
-
-def record_signup(request) -> None:
-    key, now, window = _signup_key(request), time.time(), int(settings.SIGNUP_WINDOW)
-    count, expires = cache.get(key, (0, 0.0))
-    if expires <= now:
-        count, expires = 0, now + window
-    cache.set(key, (count + 1, expires), timeout=max(1, math.ceil(expires - now)))

@@ -189,6 +189,14 @@ AXES_VERBOSE = False
 # Sign-up: at most this many new accounts per client address per SIGNUP_WINDOW seconds, then 429.
 SIGNUP_MAX_PER_ADDRESS = env_int("SIGNUP_MAX_PER_ADDRESS", 5)
 SIGNUP_WINDOW = env_int("SIGNUP_WINDOW", 3600)
+# Anonymous visitors' sessions (made at a visitor's first run): a school's NAT starts a class or two within
+# minutes; past this many per address per window, the page runs on its cookie-less socket (the address ceiling).
+VISITOR_SESSIONS_PER_ADDRESS = env_int("VISITOR_SESSIONS_PER_ADDRESS", 240)
+VISITOR_SESSION_WINDOW = env_int("VISITOR_SESSION_WINDOW", 600)
+# Password-reset requests per address per window, then 429 (whatever the address typed: nothing tells whether
+# an account has that e-mail).
+PASSWORD_RESETS_PER_ADDRESS = env_int("PASSWORD_RESETS_PER_ADDRESS", 20)
+PASSWORD_RESET_WINDOW = env_int("PASSWORD_RESET_WINDOW", 3600)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"

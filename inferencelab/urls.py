@@ -1,8 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from courseapp.password_reset import PrivatePasswordResetView
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/password_reset/", PrivatePasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("demos/", include("demos.urls")),
     path("classes/", include("classes.urls")),
