@@ -122,15 +122,26 @@ class QuestionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     inlines = [ChoiceInline]
 
 
+class TaughtStudentsAdmin(admin.ModelAdmin):
+    """A learner's records: an instructor sees only those of the students enrolled in cohorts they teach (the
+    class pages' rule, classes/access.py), never a visitor's or another section's; a superuser sees all."""
+
+    def get_queryset(self, request):
+        records = super().get_queryset(request)
+        if request.user.is_superuser:
+            return records
+        return records.filter(user__enrollments__cohort__instructors=request.user).distinct()
+
+
 @admin.register(ModuleProgress)
-class ModuleProgressAdmin(admin.ModelAdmin):
+class ModuleProgressAdmin(TaughtStudentsAdmin):
     list_display = ("module", "user", "visitor", "completed_at", "best_score", "visited_at")
     list_filter = ("module",)
     raw_id_fields = ("user",)
 
 
 @admin.register(QuizAttempt)
-class QuizAttemptAdmin(admin.ModelAdmin):
+class QuizAttemptAdmin(TaughtStudentsAdmin):
     list_display = ("module", "user", "visitor", "score", "total", "created_at")
     list_filter = ("module",)
     raw_id_fields = ("user",)
