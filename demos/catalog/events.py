@@ -245,7 +245,7 @@ class QuantSummary(TraceEvent):
     kernels: list[str]
     fp32_matmul_bytes: int
     quant_matmul_bytes: int
-    fp32_decode_tokens_per_s: float
+    fp32_decode_tokens_per_s: float  # each from its own decode steps' median time (not the interleaved wall clock)
     quant_decode_tokens_per_s: float
     n_generated: int
     first_divergence: int  # step of the first differing token; -1 if the texts agree

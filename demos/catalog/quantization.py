@@ -9,6 +9,7 @@ per step), `quant_summary`, `comparison` (the interleaved decode steps' times, b
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -209,6 +210,13 @@ def recorded_formats() -> QuantFormats:
     return QuantFormats(source=recorded_source(data), rows=data.get("rows", []))
 
 
+def own_rate(step_times: list[float], final: RunFinished) -> float:
+    """A generator's decode tokens per second from its own steps' times: 1 / the median step, the same figure as
+    the comparison's median ms per step. Its wall-clock rate would count the other generator's steps too, since
+    the two alternate step by step (half the true rate of each)."""
+    return 1.0 / statistics.median(step_times) if step_times else final.tokens_per_s
+
+
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
         *, models: Models) -> Iterator[dict]:
     from inference_core import GenerationParams  # the worker only: the web loads no torch
@@ -257,8 +265,8 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
         yield QuantSummary(
             format=fmt.name, kernels=kernels_used(quant.model), fp32_matmul_bytes=fp32_bytes,
             quant_matmul_bytes=quant_bytes,
-            fp32_decode_tokens_per_s=finals["fp32"].tokens_per_s,
-            quant_decode_tokens_per_s=finals[fmt.name].tokens_per_s, n_generated=len(b),
+            fp32_decode_tokens_per_s=own_rate(step_times["fp32"], finals["fp32"]),
+            quant_decode_tokens_per_s=own_rate(step_times[fmt.name], finals[fmt.name]), n_generated=len(b),
             first_divergence=same.index(False) if False in same else -1,
             agreement=sum(same) / len(same) if same else 1.0,
             fp32_text=finals["fp32"].text, quant_text=finals[fmt.name].text,

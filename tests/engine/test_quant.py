@@ -313,6 +313,10 @@ def test_quantization_demo_events_validate(engine, loaded_models):
     assert [s["label"] for s in timing["sides"]] == ["fp32", "nf4"] and timing["repeats"] == 2
     assert timing["sides"][1]["counters"]["weight bytes read per step"] == summary["quant_matmul_bytes"]
     assert summary["quant_matmul_bytes"] < summary["fp32_matmul_bytes"] / 6
+    # Each format's tokens/s is its own steps' rate, the comparison's median step (the two generators alternate:
+    # a wall-clock rate would count the other's steps and halve both).
+    for side, key in zip(timing["sides"], ("fp32_decode_tokens_per_s", "quant_decode_tokens_per_s")):
+        assert summary[key] == pytest.approx(1 / side["median_s"], rel=1e-9)
     assert events[-1]["rows"], "the recorded quantize-report table ships with the engine"
 
 

@@ -86,7 +86,7 @@ export function mount(root, config = {}) {
   const textFp = el("p", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "fp32 generation" });
   const textQ = el("p", { class: "ilab-calc__text", role: "log", "aria-live": "polite", "aria-label": "Quantized generation" });
   const qLabel = el("strong", { text: "quantized" });
-  const runOut = outputs([["agree", "Same token as fp32"], ["first", "First divergence"], ["speed", "Decode tokens/s: fp32 / quantized (this run)"],
+  const runOut = outputs([["agree", "Same token as fp32"], ["first", "First divergence"], ["speed", "Decode tokens/s: fp32 / quantized (this run, each from its own median step)"],
     ["stream", "Bytes streamed per token: fp32 → quantized"]], "Side-by-side generation");
   const trade = chartBlock("Scatter chart: weight bytes against perplexity for each format, marker size shows decode speed");
   const tradeTable = el("table", { class: "ilab-calc__table" });
