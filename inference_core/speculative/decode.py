@@ -95,6 +95,7 @@ class SpecDecoding:
         self.rounds: list[SpecRound] = []
         self.n_rounds = 0
         self.proposal: Proposal | None = None  # this round's guesses with the draft's distributions
+        self.why_none = "prompt"  # why this round drafts nothing (SpecRound.no_draft); the first reads the prompt
         self.t_start = time.perf_counter()
 
     def begin(self, req: Request) -> None:
@@ -102,9 +103,15 @@ class SpecDecoding:
         self.draft.begin(list(req.prompt_ids), capacity, req.params, req.generator)
 
     def propose(self, req: Request, k: int) -> list[int]:
-        k = min(k, self.policy.next_k()) if self.policy is not None else k
+        self.why_none = "" if k > 0 else "budget"  # the tokens left already end the run after the next one
+        if self.policy is not None and k > 0:
+            k = min(k, self.policy.next_k())
+            self.why_none = "" if k > 0 else "paused"
         self.proposal = self.draft.propose(req.all_ids, k) if k > 0 else None
-        return self.proposal.tokens[:k] if self.proposal is not None else []
+        drafted = self.proposal.tokens[:k] if self.proposal is not None else []
+        if k > 0 and not drafted:
+            self.why_none = "no_guess"  # e.g. an n-gram draft that found no earlier match of the context's tail
+        return drafted
 
     @torch.inference_mode()
     def judge(self, req: Request, drafted: list[int], logits: torch.Tensor, eos: int,
@@ -134,7 +141,8 @@ class SpecDecoding:
             round=self.n_rounds, position=len(req.all_ids), drafted=list(drafted), n_draft_forwards=prop.n_forwards,
             drafted_text=[text(t) for t in drafted], emitted=emitted,
             next_text=text(verdict.next_token), draft_time_s=prop.time_s, verify_time_s=verify_s,
-            n_generated=stats.n_generated, elapsed_s=stats.total_time_s, **vars(verdict)))
+            n_generated=stats.n_generated, elapsed_s=stats.total_time_s,
+            no_draft="" if drafted else ("prompt" if not self.n_rounds else self.why_none), **vars(verdict)))
         self.n_rounds += 1
         return m, emitted
 

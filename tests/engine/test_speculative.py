@@ -16,6 +16,7 @@ from inference_core.model.kv_cache import NoCache
 from inference_core.model.sampling import SamplingParams, probabilities
 from inference_core.speculative.acceptance import accept
 from inference_core.speculative.decode import SpecDecoding, SpecParams
+from inference_core.speculative.events import SpecRound
 from inference_core.speculative.speculate import make_draft, run_speculative, speculate
 from inference_core.engine.llm_engine import LLMEngine, drive
 from inference_core.engine.loaded_model import LoadedModel
@@ -253,6 +254,21 @@ def test_events_validate_and_metrics_add_up(peaky):
     for r in rounds:
         assert r["next_kind"] == ("bonus" if r["n_accepted"] == len(r["drafted"]) else "residual")
         assert r["emitted"] == r["drafted"][: r["n_accepted"]] + [r["next_token"]]
+
+
+def test_a_round_without_guesses_says_why(peaky):
+    """A fixed-k run never calls a round paused (its empty rounds had no n-gram match, or one token was left); an
+    adaptive run with a draft that is always wrong pauses, and says so."""
+    fixed = [e for e in speculative_events(peaky, NgramDraft(), PROMPT, SpecParams(k=3, max_new_tokens=30))
+             if isinstance(e, SpecRound)]
+    assert fixed[0].no_draft == "prompt"
+    assert all(r.no_draft == "" for r in fixed if r.drafted)
+    assert {r.no_draft for r in fixed[1:] if not r.drafted} <= {"no_guess", "budget"}
+    adaptive = [e for e in speculative_events(peaky, bad_draft(), PROMPT,
+                                              SpecParams(k=4, max_new_tokens=30, adaptive=True, policy="acceptance",
+                                                         temperature=1.0, seed=0))
+                if isinstance(e, SpecRound)]
+    assert "paused" in {r.no_draft for r in adaptive}
 
 
 # ---------------------------------------------------------------- the real model: greedy is token-identical

@@ -44,9 +44,15 @@ test("each step holds the text before its round, the guesses with outcomes and t
   assert.equal(fromEvent(round({})).upto, 0);
 });
 
-test("a round without guesses: the first one reads the prompt; a later one is a paused round", () => {
+test("a round without guesses says the engine's reason: the prompt, a pause, no guess, the last token", () => {
   const none = round({ drafted: [], drafted_text: [], outcome: [], n_accepted: 0, emitted: [7], next_text: " Once" });
-  assert.equal(roundCaption({ ...none, round: 0 }),
+  assert.equal(roundCaption({ ...none, round: 0, no_draft: "prompt" }),
     "Round 1: the target read the prompt and gave the first token ' Once'; drafting starts next round.");
-  assert.match(roundCaption({ ...none, round: 5 }), /^Round 6: no guesses \(drafting paused after low acceptance\)/);
+  assert.match(roundCaption({ ...none, round: 5, no_draft: "paused" }), /^Round 6: no guesses \(the adaptive k policy paused drafting/);
+  // A fixed-k n-gram run never pauses: a round without guesses had no match, whatever the acceptance before it.
+  const noGuess = roundCaption({ ...none, round: 5, no_draft: "no_guess" });
+  assert.match(noGuess, /found nothing to propose/);
+  assert.doesNotMatch(noGuess, /paused|low acceptance/);
+  assert.match(roundCaption({ ...none, round: 9, no_draft: "budget" }), /only one token was left/);
+  assert.doesNotMatch(roundCaption({ ...none, round: 5 }), /paused/); // an old trace without the field: no claim
 });

@@ -6,6 +6,13 @@
 /** A token as the caption quotes it: spaces kept, newlines and tabs visible ('\n'). */
 export const quote = (t) => `'${JSON.stringify(String(t)).slice(1, -1).replace(/'/g, "\\'")}'`;
 
+/** Why a round after the first drafted nothing, as the engine reports it (SpecRound.no_draft). */
+const NO_DRAFT = {
+  paused: "no guesses (the adaptive k policy paused drafting after low acceptance)",
+  no_guess: "no guesses (the draft found nothing to propose: no earlier match of the text's last tokens)",
+  budget: "no guesses (only one token was left to emit)",
+};
+
 const ORDINAL = ["1st", "2nd", "3rd"];
 const ordinal = (n) => ORDINAL[n - 1] || `${n}th`;
 const tokens = (n) => `${n} token${n === 1 ? "" : "s"}`;
@@ -19,10 +26,12 @@ export function emittedTexts(ev) {
 /** One sentence: what the draft proposed, what the target kept and replaced, and the tokens this target pass gave. */
 export function roundCaption(ev) {
   const n = ev.drafted.length;
-  if (n === 0) { // the first round reads the prompt; an adaptive run also pauses drafting after poor acceptance
-    return ev.round === 0
-      ? `Round 1: the target read the prompt and gave the first token ${quote(ev.next_text)}; drafting starts next round.`
-      : `Round ${ev.round + 1}: no guesses (drafting paused after low acceptance); the target gave ${quote(ev.next_text)}, 1 token for one target pass.`;
+  if (n === 0) { // the engine says why (`no_draft`); a trace recorded before it did says nothing, so neither do we
+    if (ev.round === 0) {
+      return `Round 1: the target read the prompt and gave the first token ${quote(ev.next_text)}; drafting starts next round.`;
+    }
+    const why = NO_DRAFT[ev.no_draft] || "no guesses";
+    return `Round ${ev.round + 1}: ${why}; the target gave ${quote(ev.next_text)}, 1 token for one target pass.`;
   }
   const rejected = ev.outcome.indexOf("rejected");
   const gained = ev.emitted.length;
