@@ -7,12 +7,18 @@ MEDIA_ROOT, which a web server may serve as it is): `COURSE_IMPORT_PENDING_DIR`,
 rolls back, so what it shows is exactly what a confirmed import does, validated by the same code; its
 `digest` names that effect, and `apply` imports only when the course still gives the same one (a module
 edited in between is shown again rather than overwritten unseen). `discard` (cancel) deletes the upload.
+
+Nothing is left behind: a preview or an apply that fails in any way deletes the zip it read (a refused zip is
+not kept for a second look, and an unexpected error must not leave uploads piling up), and each new upload
+first sweeps the ones older than `KEEP_SECONDS` (so no cron job is needed for those nobody confirmed).
 """
 from __future__ import annotations
 
 import re
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,16 +67,35 @@ def path_of(token: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def sweep() -> None:
+    """Delete the staged zips older than `KEEP_SECONDS`: imports nobody confirmed or cancelled."""
+    cutoff = time.time() - KEEP_SECONDS
+    for old in _directory().glob("*.zip"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except FileNotFoundError:  # another web process confirmed, cancelled or swept it meanwhile
+            pass
+
+
+@contextmanager
+def _removed_on_failure(path: Path) -> Iterator[None]:
+    """Delete `path` when the block raises anything, then let the error go on."""
+    try:
+        yield
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
 def stage(upload) -> str:
-    """Keep an uploaded zip until it is confirmed or cancelled; returns its token."""
+    """Keep an uploaded zip until it is confirmed or cancelled; returns its token. Sweeps old ones first."""
     directory = _directory()
     directory.mkdir(parents=True, exist_ok=True)
-    cutoff = time.time() - KEEP_SECONDS
-    for old in directory.glob("*.zip"):
-        if old.stat().st_mtime < cutoff:
-            old.unlink(missing_ok=True)
+    sweep()
     token = secrets.token_urlsafe(24)
-    with open(directory / f"{token}.zip", "xb") as sink:
+    path = directory / f"{token}.zip"
+    with open(path, "xb") as sink, _removed_on_failure(path):  # a disk that fills up leaves no half zip
         for chunk in upload.chunks():
             sink.write(chunk)
     return token
@@ -89,9 +114,10 @@ def _course_texts() -> tuple[dict[str, tuple[str, str]], str]:
 
 
 def preview(path: Path) -> Preview:
-    """What importing the zip at `path` would change; raises `CourseLoadError` as the import would.
-    Nothing is written: the import runs in a transaction that is rolled back."""
-    with transaction.atomic():
+    """What importing the zip at `path` would change; raises `CourseLoadError` as the import would (and then
+    the zip is deleted, as on any other error). Nothing is written: the import runs in a transaction that is
+    rolled back."""
+    with _removed_on_failure(path), transaction.atomic():
         before, tracks_before = _course_texts()
         with open(path, "rb") as fileobj:
             report = import_zip(fileobj)
@@ -112,8 +138,8 @@ def preview(path: Path) -> Preview:
 
 def apply(path: Path, digest: str) -> Preview | LoadReport:
     """Import the zip if it still does what the preview named by `digest` showed: its `LoadReport`; else the
-    new `Preview`, to show again (nothing was written)."""
-    with transaction.atomic():
+    new `Preview`, to show again (nothing was written). On any error the zip is deleted."""
+    with _removed_on_failure(path), transaction.atomic():
         current = preview(path)
         if current.digest != digest:
             return current

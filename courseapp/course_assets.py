@@ -32,6 +32,7 @@ from django.db import transaction
 
 from . import demo_cues, images, safe_yaml, yaml_errors
 from .content import read_utf8, yaml_scalar
+from .input_limits import InputTooComplex, loads
 from .models import Module, ModuleImage
 from .rendering import ContentError
 
@@ -130,12 +131,14 @@ def read_run(path: Path) -> Run:
     if len(data) > MAX_RUN_BYTES:
         raise ContentError(f"the run is {len(data) / 1_048_576:.1f} MiB; a reference run may be at most "
                            f"{MAX_RUN_BYTES / 1_048_576:.0f} MiB (record a shorter one)", None, str(path))
-    try:
-        run = json.loads(data.decode("utf-8"))
+    try:  # bounded: a zip's run nested 100,000 deep or holding a 5,000-digit number was a 500
+        run = loads(data, max_bytes=MAX_RUN_BYTES)
     except UnicodeDecodeError:
         raise ContentError("not UTF-8 text: a reference run is a JSON file", None, str(path)) from None
     except json.JSONDecodeError as exc:
         raise ContentError(f"not valid JSON: {exc.msg}", exc.lineno, str(path)) from None
+    except InputTooComplex as exc:
+        raise ContentError(f"not a usable reference run: {exc}", None, str(path)) from None
     problem = run_problem(run, path.stem)
     if problem:
         raise ContentError(f"not a reference run: {problem} (scripts/record_reference_run.py writes them)", None,
