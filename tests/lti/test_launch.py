@@ -3,10 +3,13 @@ platform's JWKS fetched over HTTP by the library."""
 from __future__ import annotations
 
 import time
+from html import unescape
 
+import jwt
 import pytest
 from django.contrib.auth.models import User
-from lti_platform import INSTRUCTOR, LEARNER, launch, login_and_nonce, new_key
+from jwt.utils import base64url_decode
+from lti_platform import INSTRUCTOR, LEARNER, Platform, launch, login_and_nonce, new_key, pem
 
 from classes.models import Cohort, Enrollment
 from lti.models import Identity, ResourceLink
@@ -164,3 +167,34 @@ def test_an_lms_user_never_takes_over_a_local_account_with_their_email(client, c
     launch(client, platform, platform.resource_claims("stu-mail", LEARNER, module="intro"))
     user = Identity.objects.get(subject="stu-mail").user
     assert user.username != "local-student" and user.email == ""
+
+
+
+def signed_with_raw_claim(platform: Platform, nonce: str, name: str, raw_json: str) -> str:
+    """A correctly signed id_token whose body also carries the claim `name` as the JSON text `raw_json`, written
+    out as it stands (encoding a 900-deep value would recurse through this test's own stack)."""
+    token = platform.id_token(nonce, platform.resource_claims("stu-raw", LEARNER, module="intro"))
+    body = base64url_decode(token.split(".")[1]).decode()
+    body = body[:-1] + f', "{name}": {raw_json}}}'
+    return jwt.api_jws.encode(body.encode(), pem(platform.key), algorithm="RS256",
+                              headers={"kid": platform.kid, "typ": "JWT"})
+
+
+@pytest.mark.parametrize("raw_json, says", [
+    # Under json.loads' recursion limit, so it parsed, then broke pickling into the cache: was a 500.
+    ("[" * 900 + "]" * 900, "the id_token's claims cannot be read: the JSON nests more than 32 levels deep"),
+    # Over it, and long: refused for its length before anything decodes it (was "Invalid JWT format").
+    ("[" * 100_000 + "]" * 100_000, "at most 65,536 characters are read"),
+    ('"' + "x" * 600_000 + '"', "at most 65,536 characters are read"),  # 600 kB: was accepted and cached whole
+    ("9" * 5000, "the id_token's claims cannot be read: the number 99999999999999999999… (5,000 characters) is "
+                 "too long: at most 18 digits"),  # was "Invalid JWT format"
+])
+def test_a_correctly_signed_token_built_to_break_the_parser_is_refused(client, course, platform, raw_json, says):
+    """Issue 43: only a registered platform's key can sign these, but the answer is still a clear 400 page."""
+    _, state, nonce = login_and_nonce(client, platform)
+    token = signed_with_raw_claim(platform, nonce, "https://lms.example.edu/claim/extra", raw_json)
+    started = time.process_time()
+    response = client.post("/lti/launch/", {"id_token": token, "state": state})
+    assert time.process_time() - started < 3.0  # milliseconds, with room for a busy test machine
+    _refused(response, "The launch could not be verified")
+    assert says in unescape(response.content.decode())
