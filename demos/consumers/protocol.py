@@ -19,6 +19,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from courseapp.input_limits import InputTooComplex, loads
 from inferencelab import client_address
 
 from ..identity import owners_for_scope
@@ -135,9 +136,11 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
             raise ProtocolError("invalid_message", "empty message")
         if len(text_data) > limit or len(text_data.encode("utf-8", "surrogatepass")) > limit:
             raise ProtocolError("message_too_large", f"messages are limited to {limit} bytes")
-        try:
-            msg = json.loads(text_data)
-        except (ValueError, RecursionError):
+        try:  # bounded: a message nested 900 deep parsed, then broke has_lone_surrogate's recursion
+            msg = loads(text_data, max_bytes=limit)
+        except InputTooComplex as exc:
+            raise ProtocolError("message_too_complex", f"the message is refused: {exc}")
+        except ValueError:
             raise ProtocolError("invalid_json", "the message is not valid JSON")
         if not isinstance(msg, dict):
             raise ProtocolError("invalid_message", "the message must be a JSON object")

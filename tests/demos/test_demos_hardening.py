@@ -162,6 +162,28 @@ async def test_bad_input_gets_clear_errors_and_queues_nothing(demo_stack):
     assert await sync_to_async(Run.objects.count)() == before
 
 
+def nested_start(levels: int) -> str:
+    return '{"action":"start","demo":"kv-cache","params":{"prompt":' + "[" * levels + "]" * levels + "}}"
+
+
+async def test_json_built_to_break_the_parser_gets_a_clear_error_and_the_socket_lives_on(demo_stack):
+    """Issue 43: a message nested 900 deep parsed, then broke the surrogate check's recursion and closed the
+    socket; deeper ones and a 5,000-digit number were answered only "not valid JSON"."""
+    comm = await connect()
+    try:
+        frames = []
+        for text in (nested_start(900), nested_start(8000), '{"action":"ping","n":' + "9" * 5000 + "}"):
+            await comm.send_to(text_data=text)
+            frames.append(await recv(comm))
+        pong = (await send(comm, {"action": "ping"}), await recv(comm))[1]
+    finally:
+        await comm.disconnect()
+    assert [(f["type"], f["code"]) for f in frames] == [("error", "message_too_complex")] * 3, frames
+    assert "nests more than 32 levels deep" in frames[0]["message"]
+    assert "is too long: at most 18 digits" in frames[2]["message"]
+    assert pong["type"] == "pong"
+
+
 async def test_unknown_websocket_path_is_closed_cleanly(demo_stack):
     comm, connected, code = await open_socket(path="/ws/nothing-here/")
     assert not connected and code == 4404
