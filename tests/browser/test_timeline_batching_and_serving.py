@@ -24,6 +24,7 @@ PICTURE = """(demo) => {
   const gd = [...root.querySelectorAll('.js-plotly-plot')].find((g) => (g.layout.title.text || '').startsWith('Who runs'));
   return {waiting: chips('waiting'), running: chips('running'), finished: chips('finished'),
     held: [...root.querySelectorAll('[data-lane=running] .ilab-chip[data-held]')].map((c) => c.dataset.request),
+    running_heading: root.querySelector('[data-lane=running] h4').textContent,
     shapes: gd.layout.shapes.map((s) => [s.name, s.xref, s.x0, s.x1]),
     z: gd.data.map((t) => t.z), y: gd.data.map((t) => t.y)};
 }"""
@@ -41,6 +42,7 @@ def batching_expected(events: list[dict]) -> list[dict]:
         elif ev["type"] == "batch_step":
             ran = [x["request_id"] for x in ev["entries"]]
             out.append({"run": run, "mode": mode, "step": ev["step"], "running": ran, "held": ev["idle"],
+                        "finishing": sum(bool(x["finished"]) for x in ev["entries"]),
                         "n_waiting": ev["waiting"], "finished": [r for r in done if r not in ev["idle"]]})
     return out
 
@@ -76,8 +78,13 @@ def test_batching_scrubs_to_a_middle_step_and_shows_its_gantt_queues_and_caption
         assert len(pic["waiting"]) == want["n_waiting"]
         running, waiting, finished = len(want["running"]), want["n_waiting"], len(want["finished"])
         assert state["caption"].startswith(f"Step {want['step']} ({want['mode']}): "), state["caption"]
-        assert f"({running} running, {waiting} waiting, {finished} finished); one forward pass serves {running} sequence" \
-            in state["caption"], state["caption"]
+        finishing = f", {want['finishing']} of them finishing" if want["finishing"] else ""
+        assert f"({running} in this pass{finishing}, {waiting} waiting, {finished} finished before); one forward " \
+            f"pass serves {running} sequence" in state["caption"], state["caption"]
+        # The running lane's heading counts the pass as the caption does, the idle slots named apart.
+        n_held = len(want["held"])
+        idle = f" + {n_held} idle slot{'s' if n_held != 1 else ''}" if n_held else ""
+        assert pic["running_heading"] == f"Running (this forward pass): {running}{idle}", pic["running_heading"]
         # The Gantt: this run's panel outlined at this step and covered after it; the other run's panel whole
         # (the continuous run, before) or covered whole (the static run, after).
         last = [max(e["step"] for e in expected if e["run"] == r) for r in (0, 1)]
@@ -116,8 +123,10 @@ def test_serving_load_scrubs_to_a_middle_pass_and_shows_its_gantt_queues_and_cap
     assert pic["finished"] == [str(r) for r in done_before]
     n = len(want["running_ids"])
     assert state["caption"].startswith(f"Step {index} ({want['t_s']:.2f} s): "), state["caption"]
-    assert state["caption"].endswith(f"({n} running, {len(want['waiting_ids'])} waiting, {len(done_before)} finished); "
-                                     f"one forward pass serves {n} sequence{'s' if n != 1 else ''}"), state["caption"]
+    finishing = len([r for r in want["running_ids"] if r in want["finished_ids"]])
+    in_pass = f"{n} in this pass" + (f", {finishing} of them finishing" if finishing else "")
+    assert state["caption"].endswith(f"({in_pass}, {len(want['waiting_ids'])} waiting, {len(done_before)} finished "
+                                     f"before); one forward pass serves {n} sequence{'s' if n != 1 else ''}"), state["caption"]
     assert sorted(pic["shapes"]) == [["not yet", "x", index + 0.5, len(steps) - 0.5], ["this step", "x", index - 0.5, index + 0.5]]
     (z,), (rows,) = pic["z"], pic["y"]
     assert [r for r, row in zip(rows, z) if row[index] in (2, 3)] == [f"#{r}" for r in want["running_ids"]]

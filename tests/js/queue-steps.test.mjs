@@ -47,10 +47,10 @@ test("each batch_step is a step whose lanes are the queues as that forward pass 
 
 test("the caption says who joined and who finished, the queue sizes and how many sequences shared the pass", () => {
   const steps = fold(CONTINUOUS);
-  assert.equal(steps[1].caption, "Step 1 (continuous): request r2 joins the running batch (2 running, 0 waiting, 1 finished); " +
+  assert.equal(steps[1].caption, "Step 1 (continuous): request r2 joins the running batch (2 in this pass, 0 waiting, 1 finished before); " +
     "one forward pass serves 2 sequences");
   assert.equal(steps[0].caption, "Step 0 (continuous): requests r0, r1 join the running batch; request r1 finishes " +
-    "(2 running, 1 waiting, 0 finished); one forward pass serves 2 sequences");
+    "(2 in this pass, 1 of them finishing, 1 waiting, 0 finished before); one forward pass serves 2 sequences");
 });
 
 test("a Gantt drawn up to a step fills that run's columns so far and leaves later ones empty", () => {
@@ -100,7 +100,7 @@ test("serving load: load_step's ids become the lanes; a request that has not arr
   assert.deepEqual(steps.map((s) => s.step), [0, 1, 2]);
   assert.deepEqual(steps[1].lanes.running, [{ id: 0, phase: "decode", finishes: true, joined: false }]);
   assert.deepEqual(steps[2].lanes.finished, [0]);
-  assert.equal(steps[2].caption, "Step 2 (0.30 s): request #1 joins the running batch (1 running, 0 waiting, 1 finished); " +
+  assert.equal(steps[2].caption, "Step 2 (0.30 s): request #1 joins the running batch (1 in this pass, 0 waiting, 1 finished before); " +
     "one forward pass serves 1 sequence");
   assert.deepEqual(ganttUpTo(steps, undefined, 1).z, [[CELL.prefill, CELL.decode, 0], [CELL.waiting, CELL.waiting, 0]]);
   // A run stored before the ids were recorded still steps, on its counts.

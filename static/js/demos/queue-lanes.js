@@ -74,7 +74,9 @@ export function queueLanes(title) {
     };
     for (const l of lanes) {
       l.chips.replaceChildren(...chips[l.name]);
-      l.head.textContent = `${l.heading}: ${chips[l.name].length}`;
+      // The running lane's count is the pass's, as the caption says; held slots are named apart.
+      const idle = l.name === "running" && held.length ? ` + ${held.length} idle slot${held.length === 1 ? "" : "s"}` : "";
+      l.head.textContent = `${l.heading}: ${l.name === "running" ? running.length : chips[l.name].length}${idle}`;
     }
   }
   return { node, show };

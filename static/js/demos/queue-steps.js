@@ -5,8 +5,9 @@
 //
 // Lanes are the queues *as the forward pass ran*: `running` is the pass itself (a request whose last token it
 // produced is still in it, `finishes: true`), `finished` holds the requests done in earlier passes, `waiting` the
-// arrived requests not in the pass. So `running.length` and `waiting.length` equal the scheduler's own counts
-// (`batch_step.running` / `.waiting`).
+// arrived requests not in the pass, `held` (static batching) finished requests whose slot sits idle. So
+// `running.length` and `waiting.length` equal the scheduler's own counts (`batch_step.running` / `.waiting`), and
+// the caption's counts are the lanes' (the running lane shows the held slots beside the pass, counted apart).
 
 // Gantt cell codes (the demos colour them): a request not arrived yet, or done, is 0.
 export const CELL = { none: 0, waiting: 1, prefill: 2, decode: 3, held: 4 };
@@ -24,8 +25,12 @@ function changes({ joined, rejoined, finishing, preempted }, who) {
   return parts.length ? parts.join("; ") : "the same batch decodes one more token each";
 }
 
+/** The lanes' sizes as the picture shows them: the pass (its finishing requests are still in it, marked ✓), the
+ * waiting lane, and the requests that finished in an earlier pass (a finishing one is not among them yet). */
 function counts(lanes) {
-  return `${lanes.running.length} running, ${lanes.waiting.length} waiting, ${lanes.finished.length} finished`;
+  const finishing = lanes.running.filter((r) => r.finishes).length;
+  const pass = `${lanes.running.length} in this pass${finishing ? `, ${finishing} of them finishing` : ""}`;
+  return `${pass}, ${lanes.waiting.length} waiting, ${lanes.finished.length} finished before`;
 }
 
 /** Batching demo: events of `run_batch` (one or two runs back to back) → one step per `batch_step`. */
