@@ -54,11 +54,25 @@ def check_kv_middle_step(page, events: list[dict]) -> None:
     assert state["caption"].startswith(f"Token 2 “{fed}” goes in: 1 new column (30 layers × K and V); "
                                        f"cache now {n_prompt + 2} positions"), state["caption"]
     assert state["caption"].endswith(f"Out comes “{made[2]['text'].replace(chr(10), '↵')}”.")
+    # The step's cards say what the picture and caption say: the bytes held and the tokens at this step.
+    cards = kv_cards(page)
+    assert cards["tokens"] == f"{n_prompt} + 3"
+    assert cards["held_bytes"] == pytest.approx((n_prompt + 2) * per_token, rel=0.005)  # shown to 3 digits
     # The prefill: the prompt's columns all at once.
     state = scrub_to(page, "kv-cache", 0)
     picture = page.evaluate(KV_PICTURE)
     assert (picture["first_fresh"], picture["fresh"], picture["empty_from"]) == (0, n_prompt, n_prompt), picture
     assert state["caption"].startswith(f"Prefill: the {n_prompt} prompt tokens enter the cache at once")
+    cards = kv_cards(page)
+    assert cards["tokens"] == f"{n_prompt} + 1"
+    assert cards["held_bytes"] == pytest.approx(n_prompt * per_token, rel=0.005)
+
+
+def kv_cards(page) -> dict:
+    card = lambda key: page.locator(f'.ilab-demo[data-demo="kv-cache"] [data-metric="{key}"]').inner_text()  # noqa: E731
+    number, unit = card("kvTotal").replace(",", "").split()
+    return {"tokens": card("tokens"),
+            "held_bytes": round(float(number) * {"B": 1, "KiB": 1024, "MiB": 1024 ** 2}[unit])}
 
 
 def check_roofline_middle_step(page, events: list[dict]) -> None:

@@ -30,6 +30,8 @@ test("with the cache the prompt fills its columns at once, then one new column p
   assert.deepEqual(steps.map((s) => s.withCacheBytes / 46080), [5, 6, 7, 8]);
   assert.deepEqual(steps.map((s) => s.withoutCacheBytes / 46080), [5, 11, 18, 26]);
   assert.equal(steps[3].heldBytes, 8 * 46080);
+  // What the cards show for a step comes with it: tokens made so far, this forward's inputs.
+  assert.deepEqual(steps.map((s) => [s.generated, s.nInputs]), [[1, 5], [2, 1], [3, 1], [4, 1]]);
 });
 
 test("without the cache every forward recomputes every position and keeps none", () => {

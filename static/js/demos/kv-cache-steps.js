@@ -7,7 +7,9 @@
 //
 // A step: {caption, run, step, phase, written: [from, to) columns computed in this forward, cached (positions held
 // after it: 0 without the cache), heldBytes, withCacheBytes (K/V computed so far with a cache: each position once),
-// withoutCacheBytes (K/V recomputed so far without one: every position again at every step), out (the token made)}.
+// withoutCacheBytes (K/V recomputed so far without one: every position again at every step), out (the token made),
+// generated (tokens made so far, this one included), stepTimeS and nInputs (this forward's time and input tokens):
+// everything the demo's cards show about the step, so they follow the scrubber with the picture.
 // `run` is shared by the run's steps: {nPrompt, nLayers, perToken, useCache, capacity, tokens (text per position)}.
 import { formatBytes } from "../units.js";
 
@@ -57,7 +59,8 @@ export function kvSteps() {
     run.capacity = Math.max(run.capacity, to);
     withoutSoFar += to * run.perToken; // a cache-less forward recomputes every position so far
     const s = { run, step: ev.step, phase: ev.phase, written: [from, to], cached: run.useCache ? to : 0,
-      heldBytes: ev.kv_bytes_total, withCacheBytes: to * run.perToken, withoutCacheBytes: withoutSoFar, out: ev.text };
+      heldBytes: ev.kv_bytes_total, withCacheBytes: to * run.perToken, withoutCacheBytes: withoutSoFar, out: ev.text,
+      generated: ev.step + 1, stepTimeS: ev.step_time_s, nInputs: ev.n_input_tokens };
     s.caption = caption(run, s);
     return s;
   };

@@ -54,9 +54,10 @@ function injectOwnStyle() {
   document.head.appendChild(style);
 }
 
+// kvTotal, tokens and lastStep describe the step the timeline shows (drawStep sets them); the rest, the run.
 const METRICS = [["device", "Device · dtype"], ["layers", "Layers"], ["perToken", "KV bytes per token"],
-  ["kvTotal", "KV cache now"], ["tokens", "Tokens (prompt + new)"], ["ttft", "Time to first token"],
-  ["tpot", "Time per output token"], ["tps", "Decode tokens/s"], ["lastStep", "Last step"]];
+  ["kvTotal", "KV cache at this step"], ["tokens", "Tokens (prompt + new)"], ["ttft", "Time to first token"],
+  ["tpot", "Time per output token"], ["tps", "Decode tokens/s"], ["lastStep", "This step"]];
 
 /** Boxes laid over a Plotly chart's plot area, spanning data x from x0 to x1 (the full plot height; `below` also
  * covers the x tick labels under it). `node` holds the chart and its boxes; `place(name, x0, x1)` moves one and
@@ -171,9 +172,6 @@ export function mount(root, config = {}) {
     if (prev) prev.classList.remove("new");
     textBox.append(el("span", { class: "t new", text: ev.text, title: `token ${ev.token_id} at position ${ev.position}`,
       "data-step": String(ev.step) }));
-    setMetric("kvTotal", formatBytes(ev.kv_bytes_total));
-    setMetric("tokens", `${c.nPrompt} + ${c.generated}`);
-    setMetric("lastStep", `${fmtMs(ev.step_time_s)} (${ev.phase}, ${ev.n_input_tokens ?? "?"} in)`);
     if (ev.step === 0) setMetric("ttft", fmtMs(ev.step_time_s));
     if (!Plotly) return;
     Plotly.extendTraces(timeChart, { x: [[ev.step]], y: [[ev.step_time_s * 1000]] }, [c.timeTrace]);
@@ -183,7 +181,6 @@ export function mount(root, config = {}) {
     setMetric("ttft", fmtMs(ev.ttft_s));
     setMetric("tpot", fmtMs(ev.tpot_s));
     setMetric("tps", Number.isFinite(ev.tokens_per_s) ? ev.tokens_per_s.toFixed(1) : "–");
-    setMetric("kvTotal", formatBytes(ev.kv_bytes));
   }
 
   // --- the step timeline: one step per forward pass (kv-cache-steps.js), drawn on the grid and the bytes chart ---
@@ -255,6 +252,10 @@ export function mount(root, config = {}) {
     const made = textBox.querySelector(`.t[data-step="${step.step}"]`);
     if (made) made.classList.add("cur");
     shown = step;
+    // The step's cards, from the same step as the picture (a finished run's last step shows the run's end state).
+    setMetric("kvTotal", formatBytes(step.heldBytes));
+    setMetric("tokens", `${step.run.nPrompt} + ${step.generated}`);
+    setMetric("lastStep", `${fmtMs(step.stepTimeS)} (${step.phase}, ${step.nInputs ?? "?"} in)`);
     if (!Plotly) return;
     if (!drawnSteps || drawnSteps.steps !== steps || drawnSteps.n !== steps.length) drawRun(steps);
     placeOverlays();
