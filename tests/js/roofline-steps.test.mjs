@@ -40,3 +40,22 @@ test("a run without measured roofs still places its points and says so", () => {
   assert.equal(p.bound, null);
   assert.match(p.caption, /carries no measured roofs/);
 });
+
+test("a short prefill left of the ridge says why, and from about how many tokens prefill crosses it", () => {
+  const fromEvent = rooflineSteps();
+  fromEvent(roofs);
+  const short = fromEvent(token(0, 2e9, 1e9, 0.2)); // 20 tokens at 2 FLOP/byte: the ridge (5) at ~50 tokens
+  assert.equal(short.bound.by, "memory");
+  assert.match(short.caption, /A prompt this short is the exception: .* crosses the ridge from roughly 50 tokens on\.$/);
+  const decode = fromEvent(token(1, 2.7e8, 5.4e8, 0.15));
+  assert.doesNotMatch(decode.caption, /exception/); // decode is memory-bound by nature: no excuse needed
+});
+
+test("a point above its roof is called a measurement problem, never a figure below 1×", () => {
+  const fromEvent = rooflineSteps();
+  fromEvent(roofs);
+  const fast = fromEvent(token(1, 2.7e8, 5.4e8, 0.025)); // 10.8 GFLOP/s at 0.5 FLOP/byte: the roof there is 10
+  assert.ok(fast.bound.below < 1);
+  assert.match(fast.caption, /yet it ran 1\.1× faster than that roof allows, so the roof is a measurement problem/);
+  assert.doesNotMatch(fast.caption, /× what it achieved/);
+});

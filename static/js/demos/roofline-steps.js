@@ -29,7 +29,22 @@ function caption(p, roofs) {
     ? `memory bandwidth bounds it: the roof there is ${formatDecimal(b.roof, "FLOP/s")} ` +
       `(${formatDecimal(roofs.bandwidth, "B/s")} × ${sig(p.intensity)} FLOP/byte); it moved ${formatDecimal(p.bytesPerS, "B/s")}`
     : `compute bounds it: the roof there is the measured ${formatDecimal(roofs.peak, "FLOP/s")}`;
-  return `${at}, ${side} of the ridge (${sig(b.ridge)} FLOP/byte), so ${roof}, ${sig(b.below)}× what it achieved.`;
+  const start = `${at}, ${side} of the ridge (${sig(b.ridge)} FLOP/byte), so ${roof}`;
+  // Above its roof: no forward beats the hardware, so the roof was measured low (a busy machine, or its spread).
+  const verdict = b.below < 1
+    ? `; yet it ran ${sig(1 / b.below)}× faster than that roof allows, so the roof is a measurement problem ` +
+      "(measured low, e.g. while the server was busy), not a limit this pass beat."
+    : `, ${sig(b.below)}× what it achieved.`;
+  return start + verdict + shortPrefillNote(p, b);
+}
+
+/** A prefill left of the ridge contradicts "prefill is compute-bound" only for a short prompt: its intensity grows
+ * with the tokens of the pass (the weights are read once for all of them), so say from about how many it crosses. */
+function shortPrefillNote(p, b) {
+  if (p.phase !== "prefill" || b.by !== "memory" || !(p.intensity > 0)) return "";
+  const crossing = Math.ceil(p.nInput * b.ridge / p.intensity);
+  return ` A prompt this short is the exception: prefill's FLOP per byte grows with its tokens (every weight read ` +
+    `once serves them all), so it crosses the ridge from roughly ${crossing} tokens on.`;
 }
 
 /** A step maker for one run. */
