@@ -104,7 +104,7 @@ class SkippingClock(Clock):
         self.skipped += max(0.0, t_s - self.now())
 
 
-def _sequential(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_stop) -> Iterator[tuple]:
+def _sequential(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_stop, slots: int = 1) -> Iterator[tuple]:
     from inference_core import GenerationParams
 
     gen = GenerationParams(max_new_tokens=max_new, temperature=0.0, stop_at_eos=False)
@@ -127,11 +127,13 @@ def _sequential(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_
         yield "done", r
 
 
-def _batched(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_stop) -> Iterator[tuple]:
+def _batched(engine, reqs: list[Tracked], max_new: int, clock: Clock, should_stop, slots: int = 32) -> Iterator[tuple]:
+    """Continuous batching with `slots` sequences per forward at most: more arrivals than slots wait in the queue."""
     from inference_core import LLMEngine, Request, SamplingParams, SchedulerConfig
 
     blocks = len(reqs) * (-(-(max(len(r.prompt_ids) for r in reqs) + max_new) // 16)) + 8
-    llm = LLMEngine(engine, SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks), trace=False)
+    config = SchedulerConfig(mode="continuous", block_size=16, num_blocks=blocks, max_num_seqs=slots)
+    llm = LLMEngine(engine, config, trace=False)
     sched = llm.scheduler
     by_id: dict[str, Tracked] = {}
     pending = list(reqs)
@@ -196,7 +198,7 @@ def timed_side(engine, params: dict, mode: str) -> tuple[float, dict]:
     a step earlier or later as the machine's speed varies."""
     tokens_per_pass, total, end_s = [], 0, 0.0
     for kind, item in RUNNERS[mode](engine, _tracked(engine, params), int(params["max_new_tokens"]),
-                                    SkippingClock(), None):
+                                    SkippingClock(), None, slots=int(params["slots"])):
         if kind == "step":
             tokens_per_pass.append(item.tokens_total - total)
             total, end_s = item.tokens_total, item.t_s
@@ -226,7 +228,8 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
     note = ("continuous batching: the paged scheduler runs every admitted request in one forward per step"
             if mode == BATCHED else "sequential: engine.generate serves one request at a time; later ones queue")
     finished: list[LoadRequest] = []
-    for kind, item in RUNNERS[mode](engine, _tracked(engine, params), max_new, Clock(), should_stop):
+    for kind, item in RUNNERS[mode](engine, _tracked(engine, params), max_new, Clock(), should_stop,
+                                    slots=int(params["slots"])):
         if kind == "step":
             yield item.to_dict()
         else:
@@ -265,7 +268,10 @@ SPEC = DemoSpec(
     measures_time=True,
     module="js/demos/serving-load.js",
     params={
-        "n_requests": ParamSpec("int", default=3, label="Requests", min_value=1, max_value=6),
+        # More requests than batch slots: at the defaults a queue forms, and continuous batching drains it.
+        "n_requests": ParamSpec("int", default=5, label="Requests", min_value=1, max_value=6),
+        "slots": ParamSpec("int", default=2, label="Batch slots (sequences per forward pass)", min_value=1,
+                           max_value=6),
         "max_new_tokens": ParamSpec("int", default=6, label="Tokens per request", min_value=2, max_value=24),
         "spacing_s": ParamSpec("float", default=0.0, label="Seconds between arrivals", min_value=0.0,
                                max_value=2.0),

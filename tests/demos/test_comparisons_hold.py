@@ -70,10 +70,10 @@ def serving_load(c):
     assert batched["tokens generated"] == sequential["tokens generated"]
     assert sequential["forward passes"] == sequential["tokens generated"]  # one token per pass, one request at a time
     assert sequential["most sequences sharing one forward pass"] == 1
-    n_requests = 3  # the defaults: 3 requests arriving together, all in every batched pass
-    assert batched["most sequences sharing one forward pass"] == n_requests
-    assert batched["forward passes"] * n_requests == sequential["forward passes"]
-    assert batched["tokens per forward pass"] == n_requests
+    # The defaults: 5 requests arriving together, 6 tokens each, 2 batch slots: three pairs' worth of passes
+    # (the last "pair" is one request), and a queue while the first pairs run.
+    assert batched["most sequences sharing one forward pass"] == 2
+    assert sequential["forward passes"] == 5 * 6 and batched["forward passes"] == 3 * 6
 
 
 MECHANISM = {"kv-cache": kv_cache, "prefix-caching": prefix_caching, "batching": batching,

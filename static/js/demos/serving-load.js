@@ -20,6 +20,7 @@ export function mount(root, config = {}) {
   const nReq = numberField("Requests", sp.value("n_requests"), sp.range("n_requests", { step: 1 }));
   const newTok = numberField("Tokens per request", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
   const spacing = numberField("Seconds between arrivals", sp.value("spacing_s"), sp.range("spacing_s", { step: 0.1 }));
+  const slots = numberField("Batch slots (sequences per forward pass)", sp.value("slots"), sp.range("slots", { step: 1 }));
   const mode = selectField("Scheduling", sp.choices("mode", { batched: "Batched (continuous batching)", sequential: "One request at a time" }),
     sp.value("mode"));
   const ttftSlo = numberField("TTFT target (s)", sp.value("ttft_slo_s"), sp.range("ttft_slo_s", { step: 0.05 }));
@@ -47,11 +48,12 @@ export function mount(root, config = {}) {
 
   const shell = demoShell(root, config, {
     title: "Serving load",
-    fields: [nReq.label, newTok.label, spacing.label, mode.label, ttftSlo.label, tpotSlo.label],
+    fields: [nReq.label, newTok.label, spacing.label, mode.label, slots.label, ttftSlo.label, tpotSlo.label],
     getParams() {
       return { n_requests: intIn(nReq.input, "Requests", sp.min("n_requests"), sp.max("n_requests")),
         max_new_tokens: intIn(newTok.input, "Tokens per request", sp.min("max_new_tokens"), sp.max("max_new_tokens")),
         spacing_s: numberIn(spacing, "Seconds between arrivals", "spacing_s"), mode: mode.input.value,
+        slots: intIn(slots.input, "Batch slots", sp.min("slots"), sp.max("slots")),
         ttft_slo_s: numberIn(ttftSlo, "TTFT target", "ttft_slo_s"), tpot_slo_s: numberIn(tpotSlo, "TPOT target", "tpot_slo_s") };
     },
     steps: {
@@ -64,7 +66,7 @@ export function mount(root, config = {}) {
       figure = null;
       lanes.show(null);
       fillForm({ n_requests: nReq.input, max_new_tokens: newTok.input, spacing_s: spacing.input, mode: mode.input,
-        ttft_slo_s: ttftSlo.input, tpot_slo_s: tpotSlo.input }, params); // a resumed run's own settings
+        slots: slots.input, ttft_slo_s: ttftSlo.input, tpot_slo_s: tpotSlo.input }, params); // a resumed run's own settings
       runNo += 1;
       state = { params, t: [0], n: [0], reqs: [], row: null };
       cmp.reset();
