@@ -18,14 +18,19 @@ ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 ID_HINT = "an id is a lowercase letter followed by up to 39 lowercase letters, digits or '-', e.g. q-cache-size"
 
 
-def generated_id(prefix: str, text: str, taken: set[str]) -> str:
-    """`prefix` + a digest of `text`, made unique against `taken` (which it joins)."""
+def generated_id(prefix: str, text: str, taken: set[str], suffixes: dict[str, int] | None = None) -> str:
+    """`prefix` + a digest of `text`, made unique against `taken` (which it joins). `suffixes`, kept across
+    calls with the same `taken`, remembers the last number tried per digest, so that the search for a free
+    `-N` resumes there (ids are never freed): n equal texts then cost n steps, not n²/2."""
     base = f"{prefix}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:6]}"
-    candidate, n = base, 1
+    n = suffixes.get(base, 1) if suffixes is not None else 1
+    candidate = base if n == 1 else f"{base}-{n}"
     while candidate in taken:
         n += 1
         candidate = f"{base}-{n}"
     taken.add(candidate)
+    if suffixes is not None:
+        suffixes[base] = n
     return candidate
 
 
@@ -33,9 +38,10 @@ def assign_ids(items: list, prefix: str) -> None:
     """Give every item (with `.id`, `.text`, `.generated`) an id: written ones first, so a generated id never
     takes one an author wrote later in the list. Duplicate written ids are checked by the parser."""
     taken = {item.id for item in items if item.id}
+    suffixes: dict[str, int] = {}
     for item in items:
         if not item.id:
-            item.id = generated_id(prefix, item.text, taken)
+            item.id = generated_id(prefix, item.text, taken, suffixes)
             item.generated = True
 
 

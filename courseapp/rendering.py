@@ -13,7 +13,8 @@ previews is exactly what a student gets. Pipeline:
    highlighted by `highlight`) replaces unguessable placeholders *after* sanitization, so authored text can
    never smuggle such markup in.
 
-Math is spoken as words in the narration cues (`latex.spoken`), never as LaTeX source.
+Math is spoken as words in the narration cues (`latex.spoken`), never as LaTeX source. Every step is linear
+in the text, and `render_budget` caps what one render may cost (a preview is one request's work).
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from serverprofile import figures as server_figures
 
-from . import demo_cues, highlight, latex, quiz_ids, yaml_errors
+from . import demo_cues, highlight, latex, quiz_ids, render_budget, yaml_errors
+from .content_error import ContentError
 from .input_limits import MAX_NESTING, NumberTooLong, bounded_int, json_nesting
 from .models import QUIZ_MARKER
 from .safe_yaml import BoundedLoader
@@ -86,53 +88,13 @@ ANNOTATED_TAGS = ("p", "li", "h1", "h2", "h3", "h4", "h5", "h6")
 # Elements whose whole content the sanitizer removes: left open, they would swallow the rest of the page.
 RAW_TEXT_OPEN_RE = re.compile(r"<(script|style)\b", re.I)
 RAW_TEXT_CLOSE_RE = re.compile(r"</(script|style)\s*>", re.I)
+# The placeholders of `_Annotator.slot` and `inline_slot`, whatever the render's nonce (one compiled pattern).
+SLOT_RE = re.compile(r"ilab[0-9a-f]+slot[0-9]+x|<div>slot-[0-9a-f]+-[0-9]+</div>")
 ALLOWED_CLASSES = {
     "div": {"callout", "callout-note", "callout-warning"},
     "p": {"callout-label"},
     "code": {f"language-{lang}" for lang in CODE_LANGUAGES},
 }
-
-
-class ContentError(Exception):
-    """An authoring mistake, located by line (1-based, in the file when `path` is set).
-
-    In a module file, `body_start` is the file line of the lesson's first line: `shown()` then numbers the
-    line as the editor does (lesson line 1 is the first line after the front matter), the one numbering the
-    authoring pages use; `str()` keeps ``file:line`` for the command line and text editors.
-    """
-
-    def __init__(self, message: str, line: int | None = None, path: str | None = None,
-                 body_start: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.line = line
-        self.path = path
-        self.body_start = body_start
-
-    def shifted(self, offset: int) -> "ContentError":
-        """The same error with its line moved by `offset` (lesson line → file line)."""
-        line = self.line + offset if self.line is not None else None
-        return ContentError(self.message, line, self.path, body_start=offset + 1)
-
-    def at(self, path: str) -> "ContentError":
-        return ContentError(self.message, self.line, path, self.body_start)
-
-    def __str__(self) -> str:
-        where = self.path or ""
-        if self.line is not None:
-            where = f"{where}:{self.line}" if where else f"line {self.line}"
-        return f"{where}: {self.message}" if where else self.message
-
-    def shown(self) -> str:
-        """As the authoring pages show it: ``intro.md, lesson line 5: …`` (the editor's line 5), or
-        ``intro.md, front matter line 2: …`` (the second line after the opening ``---``)."""
-        if self.line is None or self.body_start is None:
-            return str(self)
-        if self.line >= self.body_start:
-            where = f"lesson line {self.line - self.body_start + 1}"
-        else:
-            where = f"front matter line {self.line - 1}" if self.line > 1 else "front matter"
-        return f"{self.path}, {where}: {self.message}" if self.path else f"{where.capitalize()}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -239,8 +201,11 @@ def render_inline(text: str) -> str:
     return annotator.fill(sanitize(raw))
 
 
+@render_budget.scoped
 def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule:
-    """Render a module body. Raises `ContentError` (line relative to the body) on a bad directive."""
+    """Render a module body. Raises `ContentError` (line relative to the body) on a bad directive, and past
+    what one render may cost (`render_budget`)."""
+    render_budget.check_source(body)
     unknown = server_figures.unknown_placeholders(body)
     if unknown:
         line, name = unknown[0]
@@ -255,6 +220,7 @@ def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule
     annotator.check_step_markers()
     raw = md.renderer.render(tokens, md.options, env)
     _check_raw_text_closed(raw, lines)
+    render_budget.check_nesting(raw, body)
     html = sanitize(raw, (annotator.id_attr, annotator.cue_attr))
     html = html.replace(f' {annotator.id_attr}="', ' id="').replace(f' {annotator.cue_attr}="', ' data-cue="')
     html = annotator.fill(html)
@@ -327,6 +293,8 @@ class _Annotator:
     slots: dict[str, str] = field(default_factory=dict)
     word_count: int = 0
     _ids: set[str] = field(default_factory=lambda: set(RESERVED_IDS))
+    _suffixes: dict[str, int] = field(default_factory=dict)  # per heading slug, the last number `_heading_id` took
+    budget: render_budget.Budget = field(default_factory=render_budget.current)
     _quiz_line: int | None = None
     _silent_below: int | None = None  # heading level of a section that is not narrated (Sources)
     step_markers: list[demo_cues.StepMarker] = field(default_factory=list)
@@ -339,12 +307,16 @@ class _Annotator:
         token.attrSet(self.cue_attr, cue.id)
 
     def _heading_id(self, text: str) -> str:
+        """`slug`, else the first free `slug-2`, `slug-3` …: the search resumes where the last one for this slug
+        stopped (ids are never freed), so a thousand equal headings cost a thousand steps, not half a million."""
         base = slugify(text) or "section"
-        candidate, n = base, 1
+        n = self._suffixes.get(base, 1)
+        candidate = base if n == 1 else f"{base}-{n}"
         while candidate in self._ids:
             n += 1
             candidate = f"{base}-{n}"
         self._ids.add(candidate)
+        self._suffixes[base] = n
         return candidate
 
     def slot(self, token, trusted_html: str) -> None:
@@ -359,10 +331,10 @@ class _Annotator:
         return marker
 
     def fill(self, sanitized: str) -> str:
-        """Put the trusted HTML in place of its placeholders, once sanitization is done."""
-        for marker, trusted in self.slots.items():
-            sanitized = sanitized.replace(marker, trusted, 1)
-        return sanitized
+        """Put the trusted HTML in place of its placeholders (each one once), once sanitization is done: in one
+        pass over the page, as one `str.replace` per placeholder made it quadratic (issue 43)."""
+        unfilled = dict(self.slots)
+        return SLOT_RE.sub(lambda found: unfilled.pop(found[0], found[0]), sanitized) if unfilled else sanitized
 
     def _convert_math(self, tokens, lines: list[str], offset: int) -> None:
         """Convert every formula to MathML and to words up front (headings and paragraphs read their words
@@ -372,10 +344,11 @@ class _Annotator:
                 child for child in (token.children or []) if child.type in MATH_TOKENS]
             for formula in formulas:
                 try:
+                    self.budget.spend("formulas")
                     formula.meta["spoken"] = latex.spoken(formula.content)
                     formula.meta["mathml"] = latex.to_mathml(formula.content, display=formula.type == "math_block",
                                                              alttext=formula.meta["spoken"])
-                except latex.MathError as exc:
+                except (latex.MathError, ContentError) as exc:  # ContentError: one formula too many
                     line = _line_of(formula.content, lines, token.map) + offset
                     raise ContentError(f"math ${formula.content.strip()[:60]}$: {exc}", line) from None
 
@@ -441,7 +414,8 @@ class _Annotator:
     @staticmethod
     def _item_text(tokens, start: int) -> str:
         level, texts = 0, []
-        for token in tokens[start:]:
+        for index in range(start, len(tokens)):  # not a slice of the rest: that copy made long lists quadratic
+            token = tokens[index]
             if token.type == "list_item_open":
                 level += 1
             elif token.type == "list_item_close":
@@ -476,6 +450,7 @@ class _Annotator:
         kind, rest = match["kind"], match["rest"].strip()
         if kind not in DIRECTIVES:
             raise ContentError(f"unknown directive '{{{kind}}}': expected one of {', '.join(DIRECTIVES)}", line)
+        self.budget.spend("directives", line)
         getattr(self, f"_directive_{kind}")(token, rest, line)
 
     def _name_and_props(self, kind: str, token, rest: str, line: int) -> tuple[str, dict]:
@@ -537,9 +512,9 @@ class _Annotator:
         if rest not in CALLOUT_KINDS:
             raise ContentError(f"callout kind '{rest}' is not supported: write ':::{{callout}} note' or "
                                "':::{callout} warning'", line)
-        md = markdown()
-        children = md.parse(token.content, {"annotator": self})
-        self.walk(children, token.content.split("\n"), offset=line)
+        with self.budget.callout(line):
+            children = markdown().parse(token.content, {"annotator": self})
+            self.walk(children, token.content.split("\n"), offset=line)
         token.meta["callout"] = rest
         token.meta["children"] = children
 
@@ -591,6 +566,8 @@ def _render_math(self, tokens, idx, options, env) -> str:
     """MathML, through a placeholder: the sanitizer knows no MathML, and `latex.to_mathml` is already safe."""
     token = tokens[idx]
     display = token.type == "math_block"
+    if "mathml" not in token.meta:  # a quiz text's formula, converted here: it counts as the lesson's
+        env["annotator"].budget.spend("formulas")
     mathml = token.meta.get("mathml") or latex.to_mathml(token.content, display=display)
     if display:
         cue = token.attrGet(env["annotator"].cue_attr)
@@ -738,7 +715,7 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
         raise ContentError(f"quiz is not valid YAML: {problem}", first_line + line) from None
     if not isinstance(data, list) or not data:
         raise ContentError("a quiz is a YAML list of questions: '- question: ...' with 'choices:'", first_line - 1)
-    questions = []
+    questions, taken = [], {}  # taken: question id → its number (a dict: a list made long quizzes quadratic)
     for number, item in enumerate(data, start=1):
         if not isinstance(item, dict):
             raise ContentError(f"quiz question {number} must be a mapping with 'question' and 'choices'",
@@ -748,7 +725,7 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
         if unknown:
             raise ContentError(f"quiz question {number}: unknown key(s) {', '.join(sorted(unknown))}; "
                                f"allowed: id, question, choices", q_line)
-        q_id = _quiz_id(item, f"quiz question {number}", q_line, [q.id for q in questions])
+        q_id = _quiz_id(item, f"quiz question {number}", q_line, taken)
         text_value = item.get("question")
         if text_value is not None and not isinstance(text_value, str):
             raise ContentError(f"quiz question {number}: 'question' must be text, but YAML read {text_value!r} "
@@ -763,28 +740,30 @@ def parse_quiz(text: str, first_line: int) -> list[QuizQuestion]:
         if not any(c.correct for c in choices):
             raise ContentError(f"quiz question {number} has no correct choice: mark one with 'correct: true'",
                                q_line)
-        seen: list[str] = []
+        seen: dict[str, int] = {}
         for c_number, choice in enumerate(choices, start=1):
             if choice.id and choice.id in seen:
                 raise ContentError(f"quiz question {number}, choice {c_number}: id '{choice.id}' is already used by "
-                                   f"choice {seen.index(choice.id) + 1}", choice.line)
-            seen.append(choice.id)
+                                   f"choice {seen[choice.id]}", choice.line)
+            seen.setdefault(choice.id, c_number)
         quiz_ids.assign_ids(choices, "c")
+        if q_id:
+            taken[q_id] = number
         questions.append(QuizQuestion(text_value.strip(), _inline_at(text_value.strip(), q_line), choices, q_line,
                                       id=q_id, column=q_column))
     quiz_ids.assign_ids(questions, "q")
     return questions
 
 
-def _quiz_id(item: dict, where: str, line: int, taken: list[str]) -> str:
-    """The id an author wrote for a question or choice ("" when none), checked."""
+def _quiz_id(item: dict, where: str, line: int, taken: dict[str, int]) -> str:
+    """The id an author wrote for a question or choice ("" when none), checked against `taken` (id → question)."""
     value = item.get("id")
     if value is None:
         return ""
     if not isinstance(value, str) or not quiz_ids.ID_RE.match(value):
         raise ContentError(f"{where}: id {value!r} is not valid: {quiz_ids.ID_HINT}", line)
     if value in taken:
-        raise ContentError(f"{where}: id '{value}' is already used by question {taken.index(value) + 1}", line)
+        raise ContentError(f"{where}: id '{value}' is already used by question {taken[value]}", line)
     return value
 
 
@@ -798,7 +777,7 @@ def _parse_choice(number: int, c_number: int, data, q_line: int, first_line: int
     if unknown:
         raise ContentError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
                            "id, text, correct, explanation", c_line)
-    c_id = _quiz_id(data, where, c_line, [])
+    c_id = _quiz_id(data, where, c_line, {})
     text_value, explanation = data.get("text"), data.get("explanation")
     if text_value is not None and not isinstance(text_value, str):
         raise ContentError(f"{where}: 'text' must be text, but YAML read {text_value!r} (yes/no/on/off/true/false and numbers are not text in YAML): put it in quotes", c_line)

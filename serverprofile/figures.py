@@ -209,7 +209,12 @@ def current() -> ServerFigures:
 
 def unknown_placeholders(body: str) -> list[tuple[int, str]]:
     """(1-based line, name) of every `{{ server.NAME }}` in `body` whose NAME is not a figure."""
-    return [(body.count("\n", 0, m.start()) + 1, m[1]) for m in PLACEHOLDER_RE.finditer(body) if m[1] not in NAMES]
+    found, line, counted_to = [], 1, 0
+    for m in PLACEHOLDER_RE.finditer(body):
+        if m[1] not in NAMES:  # lines counted on from the last one, not from the start: linear in `body`
+            line, counted_to = line + body.count("\n", counted_to, m.start()), m.start()
+            found.append((line, m[1]))
+    return found
 
 
 def _fill_value(value, figures: ServerFigures):
