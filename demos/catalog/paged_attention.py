@@ -13,8 +13,12 @@ from ..spec import DemoSpec, ParamSpec
 from .runner import Models
 
 
-DEFAULT_PROMPTS = ("The capital of France is\nOnce upon a time, in a small village by the sea,\n"
-                   "def fibonacci(n):\nThe three primary colours are")
+# The first two share their opening sentence, so the second request's first blocks are the first's (shared, one
+# copy in the pool) rather than a second copy: what a block table buys beyond no fragmentation.
+DEFAULT_PROMPTS = ("You are a helpful assistant. Answer in one short sentence. What is the capital of France?\n"
+                   "You are a helpful assistant. Answer in one short sentence. Why is the sky blue?\n"
+                   "Once upon a time, in a small village by the sea,\n"
+                   "def fibonacci(n):")
 
 
 MAX_PROMPTS = 6
@@ -39,8 +43,9 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
     prompts = prompt_lines(params["prompts"])
     max_new = int(params["max_new_tokens"])
     spacing = int(params["arrival_every"])
+    # Prefix caching on: a request whose prompt starts with blocks already in the pool maps them into its table.
     config = SchedulerConfig(mode="continuous", block_size=int(params["block_size"]),
-                             num_blocks=int(params["num_blocks"]), max_num_seqs=8)
+                             num_blocks=int(params["num_blocks"]), max_num_seqs=8, prefix_caching=True)
     reqs = [Request(f"r{i}", engine.tokenizer.encode(p), SamplingParams(max_new_tokens=max_new, stop_at_eos=False))
             for i, p in enumerate(prompts)]
     arrivals = {r.request_id: i * spacing for i, r in enumerate(reqs)}
