@@ -45,8 +45,9 @@ migrate: setup
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py loadcourse
 
-# Chromium for the browser tests and nginx for the proxy tests (tests/demos/test_demos_proxy.py: a real nginx in
-# front of Daphne); installed with apt-get when run as root, else the tests that need them say what is missing.
+# Chromium for the browser tests, nginx for the proxy tests (tests/demos/test_demos_proxy.py: a real nginx in
+# front of Daphne) and bubblewrap, the code exercises' sandbox (exercises/sandbox.py: without it no student code
+# runs); installed with apt-get when run as root, else the tests that need them say what is missing.
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \
@@ -59,6 +60,12 @@ chromium:
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nginx; \
 	else \
 	  echo "nginx is missing: install it (apt-get install nginx) or the proxy tests are skipped"; \
+	fi
+	@if command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap; \
+	else \
+	  echo "bubblewrap is missing: install it (apt-get install bubblewrap); without it code exercises never run"; \
 	fi
 
 # Against a running `make run` stack: N concurrent websocket clients (see bench/load.py --help).
