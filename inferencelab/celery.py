@@ -11,4 +11,5 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 app = Celery("inferencelab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["workers"])  # workers/tasks.py: `run_demo`, the narration tasks and the start-up hooks
+# workers/tasks.py: `run_demo`, the narration tasks and the start-up hooks; exercises/tasks.py: code exercises
+app.autodiscover_tasks(["workers", "exercises"])

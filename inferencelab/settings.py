@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "demos",
     "serverprofile",
     "classes",
+    "exercises",  # code exercises run in a sandbox on the `cpu` workers (exercises/sandbox.py)
     "lti.apps.PlatformRegistrationsConfig",  # LTI platform registrations and the tool's key (docs/lti.md)
     "lti",
 ]

@@ -9,6 +9,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("demos/", include("demos.urls")),
     path("classes/", include("classes.urls")),
+    path("exercises/", include("exercises.urls")),
     path("lti/", include("lti.urls")),
     path("", include("authoring.urls")),
     path("", include("narration.urls")),
