@@ -15,6 +15,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from labs.models import replace_labs
+
 from . import course_assets
 from .content import (
     TRACKS_FILE,
@@ -250,6 +252,7 @@ def rerender(row: Module) -> None:
     row.apply_render(rendered)
     row.save_without_historical_record()
     row.replace_quiz(rendered.questions)
+    replace_labs(row, rendered.labs)
 
 
 def file_front_matter(module: ModuleFile) -> dict:
@@ -309,6 +312,7 @@ def save_module(row: Module, front_matter: dict, body: str, rendered: RenderedMo
         finally:  # the reason must not leak into a later save of the same object (e.g. a publish)
             del row._change_reason
     row.replace_quiz(rendered.questions)
+    replace_labs(row, rendered.labs)
     return row
 
 

@@ -51,7 +51,7 @@ WORDS_PER_MINUTE = 200
 # Demo validation errors caused by the environment (not by the directive): never block authoring.
 ENVIRONMENT_ERRORS = {"engine_unavailable"}
 CALLOUT_KINDS = {"note": "Note", "warning": "Warning"}
-DIRECTIVES = ("demo", "calculator", "quiz", "callout")
+DIRECTIVES = ("demo", "calculator", "quiz", "callout", "lab")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 DIRECTIVE_RE = re.compile(r"^\{(?P<kind>[^}\s]*)\}\s*(?P<rest>.*)$", re.S)
 UNNARRATED_SECTIONS = {"sources", "references", "further reading", "bibliography"}
@@ -140,6 +140,7 @@ class RenderedModule:
     demos: list[dict]
     calculators: list[str]
     word_count: int
+    labs: list[dict] = field(default_factory=list)  # each `:::{lab}`'s definition (labs.definition)
 
     @property
     def reading_minutes(self) -> int:
@@ -232,6 +233,7 @@ def render_markdown(body: str, *, validate_demos: bool = True) -> RenderedModule
         demos=annotator.demos,
         calculators=annotator.calculators,
         word_count=annotator.word_count,
+        labs=annotator.labs,
     )
 
 
@@ -290,6 +292,7 @@ class _Annotator:
     questions: list[QuizQuestion] = field(default_factory=list)
     demos: list[dict] = field(default_factory=list)
     calculators: list[str] = field(default_factory=list)
+    labs: list[dict] = field(default_factory=list)
     slots: dict[str, str] = field(default_factory=dict)
     word_count: int = 0
     _ids: set[str] = field(default_factory=lambda: set(RESERVED_IDS))
@@ -507,6 +510,15 @@ class _Annotator:
             "<noscript><p>This interactive calculator needs JavaScript.</p></noscript></div>",
             name, json.dumps(props, ensure_ascii=False),
         ))
+
+    def _directive_lab(self, token, rest: str, line: int) -> None:
+        from labs.directive import lab_directive  # the labs app reads courseapp's models: loaded once apps are
+
+        name, props = self._name_and_props("lab", token, rest, line)
+        lab, html = lab_directive(name, props, line, dom_id=self._heading_id(f"lab-{name}"), render_inline=_inline_at,
+                                  check_params=self.validate_demos, taken={lab["id"] for lab in self.labs})
+        self.labs.append(lab)
+        self.slot(token, html)
 
     def _directive_callout(self, token, rest: str, line: int) -> None:
         if rest not in CALLOUT_KINDS:

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "narration",
     "search",
     "demos",
+    "labs",  # a lesson's labs: configurations run live, the student's table, graded questions
     "serverprofile",
     "classes",
     "exercises",  # code exercises run in a sandbox on the `cpu` workers (exercises/sandbox.py)

@@ -8,6 +8,7 @@ urlpatterns = [
     path("accounts/password_reset/", PrivatePasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("demos/", include("demos.urls")),
+    path("labs/", include("labs.urls")),
     path("classes/", include("classes.urls")),
     path("exercises/", include("exercises.urls")),
     path("lti/", include("lti.urls")),
