@@ -24,6 +24,7 @@ from courseapp.loader import (CourseLoadError, export_course, normalize_newlines
 from courseapp.models import QUIZ_MARKER, Module, Track
 from courseapp.quiz import pass_mark
 from courseapp.rendering import ContentError, render_markdown
+from labs.reference import lab_reference
 from narration import captions, queue as narration_queue
 from narration.forms import NarrationUploadForm
 from narration.jobs import attach_upload, enqueue_narration
@@ -235,7 +236,7 @@ def reference(request):
     """The format reference: directives, and every demo and calculator with its props (generated)."""
     return render(request, "authoring/reference.html", {
         "demos": format_reference.demos(), "calculators": format_reference.calculators(),
-        "reference_runs": format_reference.reference_runs()})
+        "reference_runs": format_reference.reference_runs(), "labs": lab_reference()})
 
 
 @require_POST
