@@ -51,7 +51,7 @@ WORDS_PER_MINUTE = 200
 # Demo validation errors caused by the environment (not by the directive): never block authoring.
 ENVIRONMENT_ERRORS = {"engine_unavailable"}
 CALLOUT_KINDS = {"note": "Note", "warning": "Warning"}
-DIRECTIVES = ("demo", "calculator", "quiz", "callout", "lab")
+DIRECTIVES = ("demo", "calculator", "quiz", "callout", "lab", "exercise")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 DIRECTIVE_RE = re.compile(r"^\{(?P<kind>[^}\s]*)\}\s*(?P<rest>.*)$", re.S)
 UNNARRATED_SECTIONS = {"sources", "references", "further reading", "bibliography"}
@@ -519,6 +519,17 @@ class _Annotator:
                                   check_params=self.validate_demos, taken={lab["id"] for lab in self.labs})
         self.labs.append(lab)
         self.slot(token, html)
+
+    def _directive_exercise(self, token, rest: str, line: int) -> None:
+        from exercises.embed import exercise_embed_html  # the exercises app's templates and urls: loaded once apps are
+
+        name, props = self._name_and_props("exercise", token, rest, line)
+        if props:
+            raise ContentError(f"{{exercise}} {name} takes no props: its tests and starter code live with it", line)
+        try:
+            self.slot(token, exercise_embed_html(name))
+        except KeyError as error:
+            raise ContentError(f"unknown exercise: {error.args[0]}", line) from None
 
     def _directive_callout(self, token, rest: str, line: int) -> None:
         if rest not in CALLOUT_KINDS:
