@@ -12,18 +12,23 @@
 // by dispatching `new CustomEvent("ilab:seek", { detail: { step } })` on its element or on the demo's root;
 // every move dispatches `ilab:step` ({ index, steps }) from the element, which bubbles.
 import { el } from "../calculators/ui.js";
+import { icon } from "./timeline-icons.js";
 
 const STYLE_ID = "ilab-timeline-style";
+// The scrubber spans the whole row above the buttons at every width (on a phone too: it was 39 px beside them in a
+// lesson); the buttons, the step count and the speed share the row under it and wrap when narrow.
 const CSS = `
-.ilab-timeline { display: grid; grid-template-columns: auto 1fr auto; gap: .3rem .6rem; align-items: center; margin: .6rem 0; padding: .5rem .6rem; background: #f6f8fa; border-radius: 6px; }
+.ilab-timeline { display: grid; gap: .3rem; margin: .6rem 0 0; padding: .5rem .6rem; background: #f6f8fa; border-radius: 6px; }
 .ilab-timeline[hidden] { display: none; }
-.ilab-timeline__buttons { display: flex; gap: .25rem; }
-.ilab-timeline__buttons button { padding: .25rem .55rem; min-width: 2.2rem; }
 .ilab-timeline input[type=range] { width: 100%; min-width: 0; margin: 0; }
+.ilab-timeline__bar { display: flex; flex-wrap: wrap; align-items: center; justify-content: space-between; gap: .3rem .6rem; }
+.ilab-timeline__buttons { display: flex; gap: .25rem; }
+.ilab-timeline__buttons button { display: inline-flex; align-items: center; justify-content: center; padding: .3rem .55rem; min-width: 2.4rem; }
+.ilab-timeline__buttons .ilab-icon { width: 1.05em; height: 1.05em; }
 .ilab-timeline__count { font-variant-numeric: tabular-nums; font-size: .85rem; color: #444; white-space: nowrap; }
-.ilab-timeline__caption { grid-column: 1 / -1; margin: 0; min-height: 1.3em; font-size: .92rem; }
+.ilab-timeline__caption { margin: 0; min-height: 1.3em; font-size: .92rem; }
 .ilab-timeline__speed { font-size: .85rem; }
-@media (max-width: 520px) { .ilab-timeline { grid-template-columns: 1fr auto; } .ilab-timeline__buttons { grid-column: 1 / -1; } }
+@media (max-width: 600px) { .ilab-timeline__caption { font-size: .85rem; } } /* docked on a phone: less picture hidden */
 `;
 
 /** The timeline's state without the page (tested under node): the steps, the shown index, and whether it
@@ -76,12 +81,13 @@ const PLAY_RATES = { "1 step/s": 1000, "4 steps/s": 250, "15 steps/s": 66 };
 export function stepTimeline({ label, draw }) {
   injectStyle();
   const log = new StepLog();
-  const button = (text, name) => el("button", { type: "button", "data-secondary": true, "aria-label": name, title: name, text });
-  const first = button("⏮", "First step");
-  const back = button("◀", "Previous step");
-  const play = button("▶", "Play");
-  const forward = button("▶|", "Next step");
-  const lastBtn = button("⏭", "Last step");
+  const button = (shape, name) => el("button", { type: "button", "data-secondary": true, "aria-label": name, title: name },
+    icon(shape));
+  const first = button("first", "First step");
+  const back = button("previous", "Previous step");
+  const play = button("play", "Play");
+  const forward = button("next", "Next step");
+  const lastBtn = button("last", "Last step");
   const scrubber = el("input", { type: "range", min: "0", max: "0", step: "1", value: "0", "aria-label": `${label}: step` });
   const count = el("span", { class: "ilab-timeline__count", text: "No steps yet" });
   const speed = el("select", { class: "ilab-timeline__speed", "aria-label": "Steps per second while playing" },
@@ -89,8 +95,9 @@ export function stepTimeline({ label, draw }) {
   speed.value = "250";
   const caption = el("p", { class: "ilab-timeline__caption", role: "status", "aria-live": "polite" });
   const element = el("div", { class: "ilab-timeline", role: "group", "aria-label": `${label}: step through the run`, hidden: true },
-    el("div", { class: "ilab-timeline__buttons" }, first, back, play, forward, lastBtn), scrubber,
-    el("span", {}, count, " ", speed), caption);
+    scrubber, el("div", { class: "ilab-timeline__bar" },
+      el("div", { class: "ilab-timeline__buttons" }, first, back, play, forward, lastBtn), el("span", {}, count, " ", speed)),
+    caption);
 
   let frame = 0;
   let timer = 0;
@@ -126,7 +133,7 @@ export function stepTimeline({ label, draw }) {
     if (!timer) return;
     clearInterval(timer);
     timer = 0;
-    play.textContent = "▶";
+    play.replaceChildren(icon("play"));
     play.setAttribute("aria-label", "Play");
     play.title = "Play";
   }
@@ -134,7 +141,7 @@ export function stepTimeline({ label, draw }) {
   function start() {
     if (log.steps.length < 2) return;
     if (log.index >= log.last) log.seek(0);
-    play.textContent = "⏸";
+    play.replaceChildren(icon("pause"));
     play.setAttribute("aria-label", "Pause");
     play.title = "Pause";
     timer = setInterval(() => {
