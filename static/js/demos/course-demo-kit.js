@@ -57,8 +57,12 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     status.classList.toggle("is-error", isError);
   };
   const setRunning = (running) => {
+    // Focus on the button being disabled would fall to <body>, and a keyboard user would start over: it moves to
+    // the other one (Run → Stop while running, Stop → Run after).
+    const handOver = document.activeElement === (running ? runBtn : stopBtn);
     runBtn.disabled = running;
     stopBtn.disabled = !running;
+    if (handOver) (running ? stopBtn : runBtn).focus({ preventScroll: true });
     root.dataset.state = running ? "running" : "idle";
   };
   const plotly = ensurePlotly(config.plotlyUrl).catch((err) => {
