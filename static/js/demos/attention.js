@@ -118,7 +118,7 @@ export function mount(root, config = {}) {
     onEvent(ev) {
       if (ev.type === "attention_weights") { run = ev; buildTokens(ev); show(ev, ev.head); }
     },
-    steps: { fromEvent: attentionSteps, draw: drawRow },
+    steps: { fromEvent: attentionSteps, draw: drawRow, picture: () => [rowView, heat.figure] },
   });
   shell.body.append(rowView, heat.figure, table);
   shell.plotly.then((P) => { Plotly = P; });

@@ -65,6 +65,7 @@ export function mount(root, config = {}) {
     steps: {
       fromEvent: (ev) => queues.fromEvent(ev),
       draw(step, index, steps) { shown = [step, index, steps]; drawStep(step, index, steps); },
+      picture: () => [lanes.node, gantt.figure.parentElement], // the queues, the Gantt and the occupancy
     },
     onStart(params) {
       cmp.reset();

@@ -5,6 +5,7 @@ import { forgetRun, getSocket, queueText, rememberRun, runKey, storedRun } from 
 import { el, ensurePlotly, injectStyle } from "../calculators/ui.js";
 import { compareMetrics } from "./compare-metrics.js";
 import { fetchSharedRun, runExtras, sharedRunUrl } from "./run-history.js";
+import { demoStage } from "./stage.js";
 import { stepTimeline } from "./timeline.js";
 
 /**
@@ -16,9 +17,11 @@ import { stepTimeline } from "./timeline.js";
  * measured the numbers (live/replay, device, dtype, engine version, date), a share link once a run is done,
  * "Compare runs" (series from compare-metrics.js, or `compare` here) and a shared run drawn read-only (its
  * share page, or ?run=<share id>) through the same onStart/onEvent/onDone.
- * steps (optional): {fromEvent(ev) → a step, a list of steps or null; draw(step, index, steps)} gives the demo a
- * step timeline (timeline.js) above its outputs: every event of a live, replayed or shared run goes through
- * fromEvent, and the student scrubs through the steps it made. `ilab:seek` dispatched on `root` moves it.
+ * steps (optional): {fromEvent(ev) → a step, a list of steps or null; draw(step, index, steps); picture} gives the
+ * demo a step timeline (timeline.js): every event of a live, replayed or shared run goes through fromEvent, and
+ * the student scrubs through the steps it made. `ilab:seek` dispatched on `root` moves it. picture: what draw
+ * paints (an element, adjacent elements, or a function returning them once the demo has placed them in `body`):
+ * the timeline is docked under it on one stage (stage.js), brought into view when the student's run starts.
  */
 export function demoShell(root, config, { title, fields, getParams, onStart, onEvent, onDone, compare, steps }) {
   injectStyle();
@@ -34,20 +37,27 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
   const status = el("p", { class: "ilab-calc__status", role: "status", "aria-live": "polite" });
   const body = el("div");
   const timeline = steps ? stepTimeline({ label: title, draw: steps.draw }) : null;
+  const stage = timeline ? demoStage(timeline.element) : null; // until docked, the timeline sits above `body`
   root.append(el("div", { class: "ilab-calc" }, form, status, extras.provenance, extras.share,
-    timeline && timeline.element, body, extras.panel));
+    stage && stage.element, body, extras.panel));
   if (timeline) {
     root.addEventListener("ilab:seek", (e) => { if (e.target === root) timeline.seek(e.detail && e.detail.step); });
+    queueMicrotask(() => stage.dock(steps.picture)); // the demo places its picture in `body` after this returns
   }
+  let reveal = false; // the student's own run: its first step brings the stage into view, once
   /** Every event, live or stored, feeds the demo and then its timeline. */
   const handle = (ev) => {
     onEvent(ev);
     if (!timeline) return;
     const made = steps.fromEvent(ev);
     for (const step of Array.isArray(made) ? made : made ? [made] : []) timeline.push(step);
+    if (reveal && timeline.log.steps.length) {
+      reveal = false;
+      afterFrames(stage.reveal); // once the step is drawn (timeline.js draws on the next frame)
+    }
   };
   const begin = (params) => {
-    if (timeline) timeline.reset();
+    if (timeline) { timeline.reset(); stage.dock(steps.picture); }
     onStart && onStart(params);
   };
 
@@ -86,6 +96,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
   function follow(params, runId) {
     const token = {};
     current = token;
+    reveal = Boolean(timeline) && !runId; // not a run resumed after a reload: the student may be reading elsewhere
     setRunning(true);
     setStatus(runId ? "Picking up the run you started before the page reloaded…"
       : "Queued… (the course server runs one demo at a time on its CPU)");
@@ -123,6 +134,7 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
         root.dataset.state = stopped ? "cancelled" : "done";
         extras.onDone(frame, params);
         onDone && onDone(frame);
+        if (stage) afterFrames(stage.settle);
       },
       onError(frame) {
         forgetRun(key);
@@ -210,6 +222,9 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
   }
   return { body, setStatus, plotly, run, socket, timeline };
 }
+
+/** Run `fn` after the next two animation frames: after a redraw the timeline scheduled, and its layout. */
+const afterFrames = (fn) => requestAnimationFrame(() => requestAnimationFrame(fn));
 
 /** A labelled textarea for the prompt; Ctrl/Cmd+Enter submits its form. */
 export function promptField(text, value) {

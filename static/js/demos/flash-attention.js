@@ -85,7 +85,8 @@ export function mount(root, config = {}) {
       else if (ev.type === "attention_memory_curve") showCurve(ev);
       else if (ev.type === "flash_tile_walk") describeWalk(ev);
     },
-    steps: { fromEvent: (ev) => flashFromEvent(ev, headShown ?? undefined), draw: drawTile },
+    steps: { fromEvent: (ev) => flashFromEvent(ev, headShown ?? undefined), draw: drawTile,
+      picture: () => grid.figure.parentElement }, // the tile grid and the lit tile's profiles
   });
   shell.body.append(out.node, why, weights.figure,
     el("div", { class: "ilab-calc__charts" }, grid.figure, stats.figure, curve.figure));

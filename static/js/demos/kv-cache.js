@@ -263,7 +263,7 @@ export function mount(root, config = {}) {
 
   const shell = demoShell(root, config, {
     title: "KV cache demo",
-    steps: { fromEvent: (ev) => fromEvent(ev), draw: drawStep },
+    steps: { fromEvent: (ev) => fromEvent(ev), draw: drawStep, picture: () => grid.closest(".ilab-kv__charts") },
     fields: [preset.label, maxNew.label, useCache.label, prompt.label],
     getParams() {
       if (!prompt.input.value.trim()) { prompt.input.focus(); throw new Error("Enter a prompt first."); }

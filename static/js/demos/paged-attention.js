@@ -98,7 +98,7 @@ export function mount(root, config = {}) {
       }
     },
     // One step per batched forward and one after the run (paged-steps.js); draw() paints live and replayed runs.
-    steps: { fromEvent: (ev) => s.steps.fromEvent(ev), draw },
+    steps: { fromEvent: (ev) => s.steps.fromEvent(ev), draw, picture: () => grid.figure.parentElement },
   });
   shell.body.append(out.node, el("div", { class: "ilab-calc__charts" }, grid.figure, waste.figure), tables, log, why);
   shell.plotly.then((P) => {

@@ -81,7 +81,7 @@ export function mount(root, config = {}) {
 
   const shell = demoShell(root, config, {
     title: "Prefill vs decode",
-    steps: { fromEvent: (ev) => fromEvent(ev), draw: drawRoofline },
+    steps: { fromEvent: (ev) => fromEvent(ev), draw: drawRoofline, picture: roofline.figure },
     fields: [prompt.label, repeat.label, newTokens.label],
     getParams() {
       if (!prompt.input.value.trim()) throw new Error("Enter a prompt first.");

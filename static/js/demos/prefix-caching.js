@@ -79,7 +79,7 @@ export function mount(root, config = {}) {
       }
     },
     // One step per question's prefill and one per run's end (prefix-steps.js); draw() paints live and replayed runs.
-    steps: { fromEvent: (ev) => s.steps.fromEvent(ev), draw },
+    steps: { fromEvent: (ev) => s.steps.fromEvent(ev), draw, picture: () => strips.figure.parentElement },
   });
   shell.body.append(out.node, why, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
   shell.body.append(cmp.node);

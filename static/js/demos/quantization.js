@@ -127,10 +127,10 @@ export function mount(root, config = {}) {
       else if (ev.type === "quant_summary") showSummary(ev);
       else if (ev.type === "quant_formats") showFormats(ev);
     },
-    steps: { fromEvent: quantBlockSteps, draw: drawBlock },
+    steps: { fromEvent: quantBlockSteps, draw: drawBlock, picture: () => blockPic.figure.parentElement },
   });
   shell.body.append(
-    layerOut.node, el("h4", { text: "Block by block: step through the timeline above" }),
+    layerOut.node, el("h4", { text: "Block by block: step through the timeline below" }),
     el("div", { class: "ilab-calc__charts" }, blockPic.figure, blockErr.figure),
     el("div", { class: "ilab-calc__charts" }, hist.figure, heat.figure), outl.figure,
     el("h4", { text: "The same prompt, greedy, fp32 vs quantized (underlined: a different token)" }), textFp, textQ, runOut.node, why,

@@ -59,6 +59,7 @@ export function mount(root, config = {}) {
     steps: {
       fromEvent: (ev) => queues.fromEvent(ev),
       draw(step, index, steps) { shown = [step, index, steps]; drawStep(step, index, steps); },
+      picture: () => [lanes.node, passes.figure.parentElement], // the queues and the Gantt of the passes
     },
     onStart(params) {
       queues.reset();

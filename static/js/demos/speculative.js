@@ -136,9 +136,9 @@ export function mount(root, config = {}) {
         onFinished(ev);
       }
     },
-    steps: { fromEvent: speculativeSteps(), draw: drawRound },
+    steps: { fromEvent: speculativeSteps(), draw: drawRound, picture: () => [legend, text, roundTable] },
   });
-  shell.body.append(legend, text, out.node, why, roundTable,
+  shell.body.append(legend, text, roundTable, out.node, why, // the round's text and its table: one picture
     el("div", { class: "ilab-calc__charts" }, posChart.figure, speedChart.figure, timeChart.figure));
   shell.body.append(cmp.node);
   shell.plotly.then((P) => {
