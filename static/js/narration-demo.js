@@ -6,6 +6,10 @@
 // The student can take over at any time: once they move the demo's timeline themselves (scrubber, step
 // buttons, play), the narration stops moving it and a note under the timeline says so, with a button to
 // follow the narration again (which jumps to the step the narration is at).
+//
+// "Follow along" scrolls to what is being spoken: for a block that moves a demo, that is the demo's picture and
+// its timeline (the demo's stage), not the block's text, which may sit below the demo.
+import { revealStage } from "./demos/stage.js";
 
 const NOTE_CSS = `
 .narration-drives { display: flex; flex-wrap: wrap; gap: .4rem .6rem; align-items: center; margin: .3rem 0; font-size: .88rem; color: #444; }
@@ -142,4 +146,14 @@ export function driveDemos(track, lesson) {
     for (const { demo, step } of cues.get(id) || []) demos.get(demo)?.cue(step);
   });
   return demos;
+}
+
+/** Scroll to the block being spoken (player.js, "Follow along"); a block holding a step marker brings its demo's
+ * stage into view instead (none of it scrolls while the stage already shows). */
+export function showSpoken(lesson, block, reducedMotion) {
+  const marker = block.querySelector(".demo-cue[data-demo]");
+  const root = marker && lesson.querySelector(`.demo-embed[data-demo="${CSS.escape(marker.dataset.demo)}"] .ilab-demo`);
+  const stage = root && root.querySelector(".ilab-stage");
+  if (stage) revealStage(stage);
+  else block.scrollIntoView({ block: "center", behavior: reducedMotion ? "auto" : "smooth" });
 }

@@ -8,7 +8,7 @@
 // lesson's DOM is never rewritten), click a paragraph to listen from there, and the listening position saved
 // for the learner; step markers in the lesson move their demo's timeline as the narration reaches them.
 
-import { driveDemos } from "./narration-demo.js";
+import { driveDemos, showSpoken } from "./narration-demo.js";
 
 const SPEEDS = [0.75, 1, 1.25, 1.5, 1.75, 2];
 const SAVE_EVERY_S = 10;
@@ -159,9 +159,7 @@ export function initPlayer(section) {
     speaking = element;
     element.classList.add("is-speaking");
     section.dataset.currentCue = id;
-    if (ui.follow.checked && !audio.paused) {
-      element.scrollIntoView({ block: "center", behavior: reducedMotion ? "auto" : "smooth" });
-    }
+    if (ui.follow.checked && !audio.paused) showSpoken(lesson, element, reducedMotion); // a demo's cue: its picture
   }
 
   // --- The sentence being spoken, inside that paragraph ------------------------------------------
