@@ -302,6 +302,14 @@ DEMO_HEARTBEAT_INTERVAL = env_float("DEMO_HEARTBEAT_INTERVAL", 1.0)  # the worke
 DEMO_HEARTBEAT_TTL = env_float("DEMO_HEARTBEAT_TTL", 4.0)  # a heartbeat key expires this long after its last refresh…
 # …and a run is failed (`worker_lost`) once it has been missing this long while Redis answered promptly:
 # a Redis pause or restart (no heartbeat can be written then) never fails a healthy run.
+# Run sockets per Daphne process (demos/consumers/sockets.py), refused beyond with close code 4429: per visitor
+# (a user, a session, or every cookie-less socket of one address, which is one visitor) and per client address,
+# sessions included (a class of 60 behind one NAT with a few tabs each). Issue 38: one visitor held 1,500.
+DEMO_SOCKETS_PER_VISITOR = env_int("DEMO_SOCKETS_PER_VISITOR", 8)
+DEMO_SOCKETS_PER_ADDRESS = env_int("DEMO_SOCKETS_PER_ADDRESS", 256)
+# A run socket with no run and no message but `ping` for this long is closed (code 4408); the page reopens it at
+# its next run. An open tab's keep-alive pings do not count: a forgotten tab holds nothing. 0: never.
+DEMO_IDLE_SOCKET_SECONDS = env_float("DEMO_IDLE_SOCKET_SECONDS", 600.0)
 DEMO_HEARTBEAT_GRACE = env_float("DEMO_HEARTBEAT_GRACE", 2.0)
 DEMO_QUEUE_TIMEOUT = env_float("DEMO_QUEUE_TIMEOUT", 300.0)  # queued this long without a worker → error
 DEMO_ORPHAN_GRACE = env_float("DEMO_ORPHAN_GRACE", 15.0)  # a run whose socket closed is cancelled unless resumed

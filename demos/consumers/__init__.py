@@ -1,7 +1,9 @@
 """Websocket consumers: `/ws/demos/` (start, resume, cancel demo runs) and `/ws/demos/dashboard/`.
 
-protocol.py: the run socket (frames, validation, delivery, watchdog); runs.py: start, limits, resume, cancel;
-replay.py: serving repeats from stored runs; dashboard.py: the stats broadcaster. docs/protocol.md.
+protocol.py: the run socket (frames, validation, delivery, teardown); watchdog.py: its timer (queue positions,
+quiet runs, the idle close); sockets.py: the one timer and the socket caps every run socket of a process shares;
+runs.py: start, limits, resume, cancel; replay.py: serving repeats from stored runs; dashboard.py: the stats
+broadcaster. docs/protocol.md.
 """
 from .dashboard import DashboardConsumer, collect_stats
 from .protocol import DemoConsumer, NotFoundConsumer

@@ -14,7 +14,6 @@ import math
 import time
 import uuid
 
-import redis
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -25,15 +24,18 @@ from inferencelab import client_address
 from ..identity import owners_for_scope
 from ..models import Run
 from ..registry import DemoParamError
-from ..runstate import REDIS_HEALTH, async_redis, cancel_key, detach, heartbeat_key, judge_heartbeat, run_group
-from .common import (ACTIVE, ProtocolError, Watch, events_between, get_run, queue_position, redis_retry, set_status,
-                     warmup_state)
+from ..runstate import detach, run_group
+from .common import ProtocolError, Watch, events_between, queue_position, redis_retry, warmup_state
 from .replay import ReplayMixin
 from .runs import RunsMixin
+from .sockets import hub
+from .watchdog import WatchdogMixin
 
 log = logging.getLogger(__name__)
 
 ACTIONS = ("start", "resume", "cancel", "ping")
+CLOSE_TOO_MANY_SOCKETS = 4429  # docs/protocol.md: over DEMO_SOCKETS_PER_VISITOR or DEMO_SOCKETS_PER_ADDRESS
+RELEASE_TIMEOUT = 5.0  # seconds a dropped consumer may spend letting go of its runs in Redis and its groups
 
 
 def has_lone_surrogate(value) -> bool:
@@ -51,27 +53,68 @@ def has_lone_surrogate(value) -> bool:
     return False
 
 
-class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
+class DemoConsumer(WatchdogMixin, RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
     groups: list[str] = []
+
+    async def __call__(self, scope, receive, send):
+        """The whole life of one socket. Whatever it holds (its deadline, its tick and replay tasks, its place in
+        the socket counts, its runs' watchers and groups) is let go here as well as in `disconnect`: Daphne
+        cancels an application that has not finished within its close timeout after the client went away (a
+        consumer still busy in a handler never sees `websocket.disconnect`), and then only this `finally` runs."""
+        self.watches: dict[str, Watch] = {}
+        self.used_at = time.monotonic()
+        self._hub = hub()
+        self._counted: tuple[str, str] | None = None
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+            if self.watches:
+                try:
+                    await asyncio.wait_for(self._let_go_of_runs(), RELEASE_TIMEOUT)
+                except BaseException:  # noqa: BLE001 - cancelled again, or Redis down: the orphan grace covers it
+                    log.warning("a dropped socket could not let go of its runs", exc_info=True)
 
     async def connect(self):
         self.client_addr = client_address.for_scope(self.scope)  # behind TRUSTED_PROXIES: the real one
         self.owners = await database_sync_to_async(owners_for_scope)(self.scope, self.client_addr)
         self.owner = self.owners[0]  # what new runs are stored under; resume and limits accept all of them
-        self.watches: dict[str, Watch] = {}
         self.rate = settings.DEMO_MESSAGE_RATE
         self.tokens = self.burst = settings.DEMO_MESSAGE_BURST
         self.tokens_at = time.monotonic()
         await self.accept()
-        self.watchdog = asyncio.create_task(self._watchdog())
+        # Accepted first, then refused with a frame and a close code: a refused handshake reaches a browser's
+        # script as a bare 1006 with no reason.
+        per_visitor, per_address = settings.DEMO_SOCKETS_PER_VISITOR, settings.DEMO_SOCKETS_PER_ADDRESS
+        over = self._hub.join(self.owner, self.client_addr, per_visitor, per_address)
+        if over is not None:
+            where = (f"{per_visitor} demo connections per visitor" if over == "owner"
+                     else f"{per_address} demo connections per network address")
+            await self._send({"type": "error", "code": "too_many_sockets", "retry_after": 30,
+                              "message": f"At most {where}: close another tab first."})
+            await self.close(code=CLOSE_TOO_MANY_SOCKETS)
+            return
+        self._counted = (self.owner, self.client_addr)
+        self.used_at = time.monotonic()
+        self._arm()
 
     async def disconnect(self, code):
-        wd = getattr(self, "watchdog", None)
-        if wd:
-            wd.cancel()
-        for w in list(getattr(self, "watches", {}).values()):
+        self._release()
+        await self._let_go_of_runs()
+
+    def _release(self) -> None:
+        """The synchronous part of letting go (it cannot fail half-way, and runs even in a cancelled task):
+        the deadline, the tasks, the socket counts."""
+        self._stop_timer()
+        for w in self.watches.values():
             if w.task:
                 w.task.cancel()
+        if self._counted is not None:
+            self._hub.leave(*self._counted)
+            self._counted = None
+
+    async def _let_go_of_runs(self) -> None:
+        for w in list(self.watches.values()):
             if not w.finished and not w.replay:
                 # Closed tab or lost network: if no other socket watches the run, the worker
                 # cancels it after a grace period unless a resume comes first.
@@ -80,7 +123,15 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
                 except Exception:  # noqa: BLE001
                     log.exception("could not mark run %s detached", w.run_id)
             await self.channel_layer.group_discard(run_group(w.run_id), self.channel_name)
-        self.watches.clear()
+            self.watches.pop(w.run_id, None)
+
+    def _watch(self, w: Watch) -> None:
+        """Follow a run on this socket (a new watch replaces an older one of the same run)."""
+        old = self.watches.get(w.run_id)
+        if old is not None and old.task:
+            old.task.cancel()
+        self.watches[w.run_id] = w
+        self._arm()
 
     # --- frames ------------------------------------------------------------------------------
 
@@ -95,12 +146,16 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
         await self._send(frame)
 
     async def receive(self, text_data=None, bytes_data=None):
+        if self._counted is None:
+            return  # refused (too many sockets) or closed for idleness: its close is on the way, nothing more runs
         self._ref = None  # a client's optional "ref" is echoed on the reply (accepted or error)
         try:
             msg = self._parse(text_data, bytes_data)
             ref = msg.get("ref")
             self._ref = ref if isinstance(ref, str) and len(ref) <= 64 else None
             action = msg["action"]
+            if action != "ping":  # a page's keep-alive ping is not use: an open, unused tab may be closed
+                self.used_at = time.monotonic()
             if action == "ping":
                 await self._send({"type": "pong", "t": time.time()})
             elif action == "start":
@@ -213,6 +268,7 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
             w.finished = True
             await self._send(frame)
         self.watches.pop(w.run_id, None)
+        self.used_at = time.monotonic()  # idle from the end of its last run, not from the message that started it
         if not w.replay:
             await self.channel_layer.group_discard(run_group(w.run_id), self.channel_name)
 
@@ -252,76 +308,6 @@ class DemoConsumer(RunsMixin, ReplayMixin, AsyncWebsocketConsumer):
             header = message.get("header")
             if isinstance(header, dict) and not w.replay and not w.finished:
                 await self._send({**header, "type": "header", "run_id": w.run_id})
-
-    # --- watchdog ----
-
-    async def _watchdog(self) -> None:
-        """Never a silent hang: a quiet run is checked against the database and its heartbeat."""
-        stall = settings.DEMO_STALL_SECONDS
-        queue_timeout = settings.DEMO_QUEUE_TIMEOUT
-        while True:
-            await asyncio.sleep(min(1.0, stall / 2))
-            for w in list(self.watches.values()):
-                if w.queued and not w.finished:
-                    try:
-                        await self._report_queue(w)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:  # noqa: BLE001 - a missed position update is harmless
-                        log.exception("queue position of run %s failed", w.run_id)
-                if w.finished or w.replay or time.monotonic() - w.last_activity < stall:
-                    continue
-                if w.queued and time.time() - w.created < queue_timeout:
-                    continue  # still in the queue view: nothing to ask the database until it could time out
-                try:
-                    await self._check_quiet_run(w, queue_timeout)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # noqa: BLE001
-                    log.exception("watchdog check of run %s failed", w.run_id)
-
-    async def _check_quiet_run(self, w: Watch, queue_timeout: float) -> None:
-        run = await get_run(w.run_id)
-        if run is None:
-            await self._finish(w, {"type": "error", "run_id": w.run_id, "code": "not_found",
-                                   "message": "the run disappeared"})
-            return
-        if run.is_final:  # its final message was lost (e.g. the socket resubscribed late)
-            await self._finish(w, self._final_frame(run))
-            return
-        if run.status == Run.Status.RUNNING:
-            asked = time.monotonic()
-            try:
-                present = bool(await async_redis().exists(heartbeat_key(w.run_id)))
-            except (redis.exceptions.RedisError, OSError) as exc:
-                REDIS_HEALTH.trouble()  # no worker can refresh a heartbeat now either: judge it after
-                log.warning("heartbeat of run %s unreadable, Redis unavailable: %s", w.run_id, exc)
-                return
-            lost, w.hb_missing_since = judge_heartbeat(present, asked, w.hb_missing_since,
-                                                       settings.DEMO_HEARTBEAT_GRACE)
-            if present:
-                # Alive but quiet here: catch up from storage in case live messages went missing.
-                async with w.lock:
-                    if not w.finished:
-                        await self._send_stored(w)
-                return
-            if not lost:  # missing, but not yet for the grace period on a healthy Redis
-                return
-            msg = "the worker running this demo stopped responding"
-            if await set_status(w.run_id, Run.Status.ERROR, only_if=ACTIVE,
-                                 error_code="worker_lost", error_message=msg):
-                await self._finish(w, {"type": "error", "run_id": w.run_id, "code": "worker_lost",
-                                       "message": msg})
-            else:
-                await self._finish(w, self._final_frame(await get_run(w.run_id)))
-            return
-        if run.status == Run.Status.QUEUED and time.time() - run.created_at.timestamp() > queue_timeout:
-            await async_redis().set(cancel_key(w.run_id), "queue_timeout", ex=3600)
-            msg = "no worker picked up the run in time; try again later"
-            if await set_status(w.run_id, Run.Status.ERROR, only_if=(Run.Status.QUEUED,),
-                                 error_code="queue_timeout", error_message=msg):
-                await self._finish(w, {"type": "error", "run_id": w.run_id, "code": "queue_timeout",
-                                       "message": msg})
 
 
 class NotFoundConsumer(AsyncWebsocketConsumer):

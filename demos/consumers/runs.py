@@ -59,7 +59,7 @@ class RunsMixin:
             raise ProtocolError(refused.code, refused.message, retry_after=refused.retry_after) from None
         run_id = str(run.id)
         w = Watch(run_id=run_id, source_id=str(source.id) if source else run_id, replay=bool(source))
-        self.watches[run_id] = w
+        self._watch(w)
         accepted = {"type": "accepted", "run_id": run_id, "demo": demo, "params": cleaned,
                     "mode": "replay" if source else "live", "share_id": run.share_id}
         if self._ref:
@@ -95,12 +95,9 @@ class RunsMixin:
         run = await get_run(run_id, self.owners)
         if run is None:  # someone else's run looks exactly like a missing one
             raise ProtocolError("not_found", "no such run", run_id=run_id)
-        old = self.watches.get(run_id)
-        if old and old.task:
-            old.task.cancel()
         replay = bool(run.replay_of_id)
         w = Watch(run_id=run_id, source_id=str(run.replay_of_id or run.id), replay=replay, last_seq=after)
-        self.watches[run_id] = w
+        self._watch(w)  # replaces (and stops) an earlier watch of the run on this socket
         if not replay:
             await redis_retry(self.channel_layer.group_add, run_group(run_id), self.channel_name)
             await redis_retry(attach, run_id, self.channel_name)

@@ -39,6 +39,7 @@ async def cancel_all(comms, frames) -> None:
 
 async def test_simultaneous_starts_on_one_session_respect_the_limit(demo_stack, session_cookie, settings):
     settings.DEMO_MAX_CONCURRENT_RUNS = 2
+    settings.DEMO_SOCKETS_PER_VISITOR = 16  # twelve sockets of one visitor (more than the default cap of eight)
     cookie, owner = session_cookie
     comms = [(await open_socket(cookie))[0] for _ in range(12)]
     long_run = {**LONG, "prompt": "Tell me a long story about a lighthouse keeper"}  # still active at the 12th
