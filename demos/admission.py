@@ -1,10 +1,11 @@
 """Admission: which runs may start, and which queued run a free worker slot takes next. The one place of this
 policy: the consumer's `start` (demos.consumers.runs) and the worker's `run_demo` (workers.tasks) both call it.
 
-- A start is refused (limit_hit) beyond the per-owner, per-address and global limits (DEMO_MAX_* settings).
-- Each client address may hold its fair share of the worker slots (address_share; worker_slots counts them).
+- A start is refused (limit_hit) beyond the per-owner limits, the per-address ceiling and the global queue cap
+  (DEMO_MAX_* settings). Over the worker slots a start is not refused: it queues (issue 38: 50 students behind
+  one NAT got `too_many_runs` when each address's share of the slots was a hard limit).
 - A start runs live while a slot is free (has_free_slot); otherwise a deterministic run may be replayed.
-- Queued runs wait in per-address fair lists (runstate.fair_push/fair_pop); a worker takes the next fair run
+- Queued runs wait in per-owner fair lists (runstate.fair_push/fair_pop); a worker takes the next fair run
   (next_run), not necessarily its ticket's own.
 """
 from __future__ import annotations
@@ -62,35 +63,22 @@ class Refused(Exception):
         self.code, self.message, self.retry_after = code, message, retry_after
 
 
-def address_share(address: str, slots: int, real_active) -> int:
-    """How many runs `address` may have queued or running: its fair share of the worker slots,
-    max(1, slots // addresses with active runs, this one counted), and never more than DEMO_MAX_RUNS_PER_ADDRESS."""
-    addresses = set(real_active.order_by().values_list("client", flat=True).distinct()) | {address[:64]}
-    return min(settings.DEMO_MAX_RUNS_PER_ADDRESS, max(1, slots // len(addresses)))
-
-
-def limit_hit(owners: tuple[str, ...], address: str, slots: int, now=None) -> tuple[str, str, int] | None:
+def limit_hit(owners: tuple[str, ...], address: str, now=None) -> tuple[str, str, int] | None:
     """(code, message, retry_after) when a new run would break a limit, else None. Call under START_LOCK.
 
-    Per owner (user, session, or for a cookie-less socket its address): DEMO_MAX_CONCURRENT_RUNS active,
-    DEMO_RUNS_PER_MINUTE started per minute. Per client address (inferencelab/client_address.py; every address,
-    loopback and `unknown` included): its fair share of the `slots` worker slots active (address_share) and
-    DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute. All visitors: DEMO_MAX_QUEUED waiting.
-
-    Invariant: a run is admitted only while its address holds fewer than its share at that moment, so one
-    address never holds more than max(1, slots // active addresses) runs it started after the others arrived
-    (runs it already held are not pre-empted: a newcomer lowers the share, and the address gets no more until
-    it is under it); with fair admission (runstate.fair_pop), a newcomer's run is the next one started when a
-    slot frees, however many runs another address sent, and the global queue fills only with many addresses.
+    Per owner (user, session, or for a cookie-less socket its address: one visitor however many sockets):
+    DEMO_MAX_CONCURRENT_RUNS active, DEMO_RUNS_PER_MINUTE started per minute. Per client address
+    (inferencelab/client_address.py; every address, loopback and `unknown` included), whoever started them: a
+    ceiling of DEMO_MAX_RUNS_PER_ADDRESS active and DEMO_RUNS_PER_MINUTE_PER_ADDRESS per minute, sized for a class
+    behind one NAT, so that sessions minted from one address buy no more than that. All visitors: DEMO_MAX_QUEUED
+    waiting. The worker slots are shared by the queue's order (next_run), not by refusing starts.
     """
     now = now or timezone.now()
     real = Run.objects.filter(replay_of__isnull=True)
     recent_active = real.filter(status__in=Run.ACTIVE, created_at__gte=now - timedelta(minutes=15))
     minute_ago = now - timedelta(seconds=60)
-    share = address_share(address, slots, recent_active)
-    scopes = [(Q(owner__in=owners), settings.DEMO_MAX_CONCURRENT_RUNS, settings.DEMO_RUNS_PER_MINUTE,
-               ""),
-              (Q(client=address[:64]), share, settings.DEMO_RUNS_PER_MINUTE_PER_ADDRESS,
+    scopes = [(Q(owner__in=owners), settings.DEMO_MAX_CONCURRENT_RUNS, settings.DEMO_RUNS_PER_MINUTE, ""),
+              (Q(client=address[:64]), settings.DEMO_MAX_RUNS_PER_ADDRESS, settings.DEMO_RUNS_PER_MINUTE_PER_ADDRESS,
                " from your network address")]
     for who, max_active, per_minute, where in scopes:
         if recent_active.filter(who).count() >= max_active:
@@ -134,15 +122,6 @@ def _busy_runs() -> int:
     return Run.objects.filter(replay_of__isnull=True, status__in=Run.ACTIVE, created_at__gte=recent).count()
 
 
-async def known_worker_slots() -> int:
-    """worker_slots(), or 0 when Redis cannot say (then each address's share is one run)."""
-    try:
-        return await worker_slots()
-    except Exception:  # noqa: BLE001
-        log.warning("worker slots unknown; each address gets one run")
-        return 0
-
-
 async def has_free_slot() -> bool:
     """Whether a new run would get a worker slot at once (nothing queued ahead of it, a slot idle). When Redis
     cannot say, assume it would: a run is live unless the server is known to be full."""
@@ -154,24 +133,33 @@ async def has_free_slot() -> bool:
     return await database_sync_to_async(_busy_runs)() < capacity
 
 
-def enqueue(run_id: str, address: str) -> None:
-    """Queue the run fairly (its client address's list, runstate.fair_push) and send one ticket to a worker on the
+def enqueue(run_id: str, owner: str) -> None:
+    """Queue the run fairly (its owner's list, runstate.fair_push) and send one ticket to a worker on the
     queue CELERY_TASK_ROUTES names for RUN_DEMO_TASK (DEMO_TASK_QUEUE, `gpu` by default; no queue is forced
     here, and the fair lists are that queue's)."""
-    fair_push(address, run_id)
+    fair_push(owner, run_id)
     app.send_task(RUN_DEMO_TASK, args=[run_id], task_id=run_id)  # the configured app, not whatever is "current"
 
 
-def running_by_address(addresses: list[str]) -> dict[str, int]:
-    """How many runs each of `addresses` has running now."""
-    rows = Run.objects.filter(status=Run.Status.RUNNING, client__in=addresses).values_list("client", flat=True)
-    return dict(Counter(rows))
+def running_counts(owners: list[str]) -> dict[str, tuple[int, int]]:
+    """For each waiting owner: (its runs running now, the runs running now from the client address of its oldest
+    queued run). A list named by something else (an address, queued before issue 38 made the lists per owner)
+    owns no run: (0, 0), so it is served first, not stranded."""
+    running = Run.objects.filter(status=Run.Status.RUNNING)
+    own = Counter(running.filter(owner__in=owners).values_list("owner", flat=True))
+    address_of: dict[str, str] = {}
+    for owner, client in (Run.objects.filter(owner__in=owners, status=Run.Status.QUEUED)
+                          .order_by("created_at").values_list("owner", "client")):
+        address_of.setdefault(owner, client)
+    near = Counter(running.filter(client__in=set(address_of.values())).values_list("client", flat=True))
+    return {owner: (own[owner], near[address_of[owner]] if owner in address_of else 0) for owner in owners}
 
 
 def next_run(queue: str | None) -> str | None:
-    """The run a worker that took a ticket from `queue` runs next: the waiting address with the fewest running
-    runs goes first (runstate.fair_pop); None when no run waits on that queue."""
-    return fair_pop(running_by_address, queue)
+    """The run a worker that took a ticket from `queue` runs next: the waiting owner with the fewest running runs
+    goes first, then the one whose address runs fewest (runstate.fair_pop); None when no run waits on that
+    queue."""
+    return fair_pop(running_counts, queue)
 
 
 async def replay_reason(*, live: bool, wants_replay: bool, deterministic: bool) -> str:
@@ -189,10 +177,9 @@ async def replay_reason(*, live: bool, wants_replay: bool, deterministic: bool) 
 async def admit(owners: tuple[str, ...], address: str, create: Callable[[], Run]) -> Run:
     """`create()` the run if no limit refuses it (limit_hit), under START_LOCK so that the check and the insert
     are one step across every Daphne; raises Refused otherwise."""
-    slots = await known_worker_slots()
 
     def checked_create() -> Run:
-        hit = limit_hit(owners, address, slots)
+        hit = limit_hit(owners, address)
         if hit:
             raise Refused(*hit)
         return create()

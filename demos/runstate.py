@@ -12,8 +12,8 @@
 - `demos:hb:<run>`: the worker's heartbeat for a running run (expires after DEMO_HEARTBEAT_TTL).
 - `demos:worker:<hostname>:<pid>`: JSON stats of a worker process, for the dashboard.
 - `demos:supervisor`: JSON restart records of the processes `make run` supervises (scripts/run_stack.py).
-- `demos:fair:<queue>:owners`, `demos:fair:<queue>:q:<address>`: queued runs per client address, per demo
-  queue, taken fairly (see fair_push).
+- `demos:fair:<queue>:owners`, `demos:fair:<queue>:q:<owner>`: queued runs per owner (user, session, or a
+  cookie-less client address), per demo queue, taken fairly (see fair_push).
 """
 from __future__ import annotations
 
@@ -177,15 +177,17 @@ def unwatched_for(run_id, now: float | None = None) -> float | None:
         return None
 
 
-# Fair admission: queued runs wait in one list per client address (inferencelab/client_address.py; the lists'
-# "owners" below are those addresses). When a worker slot frees, the waiting address with the fewest runs on the
-# engine goes next (ties: the address waiting longest since its last turn), so one address's many runs (however
-# many sockets or sessions sent them) cannot hold every slot while another visitor waits. Each queued run also sends one Celery task (a
+# Fair admission (issue 38: by person, not by address): queued runs wait in one list per owner (demos.identity: a
+# user, a visitor's session, or for cookie-less sockets their client address). When a worker slot frees, the
+# waiting owner with the fewest runs on the engine goes next; among owners with as many, the one whose client
+# address has the fewest running (so new sessions minted from one address do not push another network's visitor
+# back), then the owner waiting longest since its last turn. A class of 60 behind one NAT is 60 owners: each gets
+# its turn. Each queued run also sends one Celery task (a
 # ticket); the worker thread that takes a ticket runs the *next fair run*, which may be another run than the
 # ticket's own. Tickets and runs are equal in number, so every run gets one. Each demo queue has its own lists,
 # so a ticket only ever takes a run that was routed to its queue.
 def fair_owners_key(queue: str | None = None) -> str:
-    """Addresses with waiting runs on `queue`, in turn order."""
+    """Owners with waiting runs on `queue`, in turn order."""
     return f"demos:fair:{queue or demo_queue()}:owners"
 
 
@@ -198,17 +200,18 @@ redis.call('RPUSH', KEYS[2], ARGV[2])
 if not redis.call('LPOS', KEYS[1], ARGV[1]) then redis.call('RPUSH', KEYS[1], ARGV[1]) end
 return 1
 """
-# Atomically: pick the waiting address with the fewest running runs (ARGV: queue-key prefix, then address/count
-# pairs; ties go to the address first in turn order), take its next run, and move it to the back of the turn
-# order (or drop it when it has no more). Two workers freeing slots at once therefore serve two owners.
+# Atomically: pick the waiting owner with the fewest running runs, ties to the fewest running from its address,
+# then to the owner first in turn order (ARGV: queue-key prefix, then owner/own count/address count triples), take
+# its next run, and move it to the back of the turn order (or drop it when it has no more). Two workers freeing
+# slots at once therefore serve two owners.
 FAIR_POP_LUA = """
-local running = {}
-for i = 2, #ARGV, 2 do running[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local own, near = {}, {}
+for i = 2, #ARGV, 3 do own[ARGV[i]] = tonumber(ARGV[i + 1]); near[ARGV[i]] = tonumber(ARGV[i + 2]) end
 local owners = redis.call('LRANGE', KEYS[1], 0, -1)
-local best, best_count = nil, nil
+local best, best_own, best_near = nil, nil, nil
 for _, owner in ipairs(owners) do
-  local count = running[owner] or 0
-  if best == nil or count < best_count then best, best_count = owner, count end
+  local o, n = own[owner] or 0, near[owner] or 0
+  if best == nil or o < best_own or (o == best_own and n < best_near) then best, best_own, best_near = owner, o, n end
 end
 if best == nil then return false end
 local queue = ARGV[1] .. best
@@ -223,9 +226,10 @@ def fair_push(owner: str, run_id: str, queue: str | None = None) -> None:
     sync_redis().eval(FAIR_PUSH_LUA, 2, fair_owners_key(queue), fair_queue_key(owner, queue), owner, str(run_id))
 
 
-def fair_pop(running: Callable[[list[str]], dict[str, int]] = lambda owners: {}, queue: str | None = None) -> str | None:
-    """The next run queued on `queue`, or None when none waits. `running(addresses)` counts each address's runs
-    now running."""
+def fair_pop(running: Callable[[list[str]], dict[str, tuple[int, int]]] = lambda owners: {},
+             queue: str | None = None) -> str | None:
+    """The next run queued on `queue`, or None when none waits. `running(owners)` gives each owner's runs now
+    running and those of its client address: (own, address)."""
     r = sync_redis()
     owners_key = fair_owners_key(queue)
     for _ in range(8):  # an owner whose list emptied between the two calls: look again
@@ -233,8 +237,8 @@ def fair_pop(running: Callable[[list[str]], dict[str, int]] = lambda owners: {},
         if not owners:
             return None
         counts = running(owners)
-        pairs = [str(item) for owner in owners for item in (owner, counts.get(owner, 0))]
-        run = r.eval(FAIR_POP_LUA, 1, owners_key, fair_queue_key("", queue), *pairs)
+        triples = [str(item) for owner in owners for item in (owner, *counts.get(owner, (0, 0)))]
+        run = r.eval(FAIR_POP_LUA, 1, owners_key, fair_queue_key("", queue), *triples)
         if run:
             return run.decode() if isinstance(run, bytes) else run
     return None

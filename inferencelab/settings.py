@@ -281,10 +281,14 @@ DEMO_MAX_MESSAGE_BYTES = env_int("DEMO_MAX_MESSAGE_BYTES", 16_384)
 DEMO_MAX_CONCURRENT_RUNS = env_int("DEMO_MAX_CONCURRENT_RUNS", 2)  # queued + running runs per user/session
 DEMO_RUNS_PER_MINUTE = env_int("DEMO_RUNS_PER_MINUTE", 12)  # started runs per user/session in any 60 s window
 # Queued + running runs per client address (inferencelab/client_address.py; every address counts, loopback
-# included): at most this, and at most the address's fair share of the worker slots (demos/admission.py).
-DEMO_MAX_RUNS_PER_ADDRESS = env_int("DEMO_MAX_RUNS_PER_ADDRESS", 20)
-DEMO_RUNS_PER_MINUTE_PER_ADDRESS = env_int("DEMO_RUNS_PER_MINUTE_PER_ADDRESS", 60)  # per client address, any 60 s
-DEMO_MAX_QUEUED = env_int("DEMO_MAX_QUEUED", 100)  # runs waiting for a worker, all visitors together; beyond: `busy`
+# included), whoever started them: a ceiling, not a share of the worker slots (over those, runs queue; the queue
+# serves each person in turn, demos/admission.py). Sized for a class of 60 behind one NAT, two runs each, so that
+# sessions minted from one address buy no more than a class has.
+DEMO_MAX_RUNS_PER_ADDRESS = env_int("DEMO_MAX_RUNS_PER_ADDRESS", 120)
+DEMO_RUNS_PER_MINUTE_PER_ADDRESS = env_int("DEMO_RUNS_PER_MINUTE_PER_ADDRESS", 240)  # that class: 4 runs/min each
+# Runs waiting for a worker, all visitors together; beyond: `busy`. Above two addresses' ceilings, so that no one
+# address can fill the queue alone; DEMO_QUEUE_TIMEOUT bounds how long any of them waits.
+DEMO_MAX_QUEUED = env_int("DEMO_MAX_QUEUED", 250)
 # Worker slots (runs the workers can run at once); 0 = the sum the live workers report (their -c). A start
 # runs live while fewer real runs than this are queued or running; otherwise a stored run may be replayed.
 DEMO_WORKER_SLOTS = env_int("DEMO_WORKER_SLOTS", 0)
@@ -295,13 +299,6 @@ DEMO_DASHBOARD_SOCKETS_PER_ADDRESS = env_int("DEMO_DASHBOARD_SOCKETS_PER_ADDRESS
 DEMO_MESSAGE_RATE = env_float("DEMO_MESSAGE_RATE", 20.0)  # messages per second one socket may send (sustained)…
 DEMO_MESSAGE_BURST = env_float("DEMO_MESSAGE_BURST", 60.0)  # …and in a burst; beyond that each gets `slow_down`
 DEMO_STALL_SECONDS = env_float("DEMO_STALL_SECONDS", 3.0)  # quiet this long → the consumer checks the run's state
-DEMO_STATS_INTERVAL = env_float("DEMO_STATS_INTERVAL", 1.0)  # worker stats and dashboard refresh period
-# Worker liveness (workers/heartbeat.py) and the web side's reaper (demos/reaper.py)
-DEMO_REAPER_INTERVAL = env_float("DEMO_REAPER_INTERVAL", 5.0)  # how often the server looks for runs whose worker died
-DEMO_HEARTBEAT_INTERVAL = env_float("DEMO_HEARTBEAT_INTERVAL", 1.0)  # the worker refreshes a run's heartbeat this often
-DEMO_HEARTBEAT_TTL = env_float("DEMO_HEARTBEAT_TTL", 4.0)  # a heartbeat key expires this long after its last refresh…
-# …and a run is failed (`worker_lost`) once it has been missing this long while Redis answered promptly:
-# a Redis pause or restart (no heartbeat can be written then) never fails a healthy run.
 # Run sockets per Daphne process (demos/consumers/sockets.py), refused beyond with close code 4429: per visitor
 # (a user, a session, or every cookie-less socket of one address, which is one visitor) and per client address,
 # sessions included (a class of 60 behind one NAT with a few tabs each). Issue 38: one visitor held 1,500.
@@ -310,6 +307,13 @@ DEMO_SOCKETS_PER_ADDRESS = env_int("DEMO_SOCKETS_PER_ADDRESS", 256)
 # A run socket with no run and no message but `ping` for this long is closed (code 4408); the page reopens it at
 # its next run. An open tab's keep-alive pings do not count: a forgotten tab holds nothing. 0: never.
 DEMO_IDLE_SOCKET_SECONDS = env_float("DEMO_IDLE_SOCKET_SECONDS", 600.0)
+DEMO_STATS_INTERVAL = env_float("DEMO_STATS_INTERVAL", 1.0)  # worker stats and dashboard refresh period
+# Worker liveness (workers/heartbeat.py) and the web side's reaper (demos/reaper.py)
+DEMO_REAPER_INTERVAL = env_float("DEMO_REAPER_INTERVAL", 5.0)  # how often the server looks for runs whose worker died
+DEMO_HEARTBEAT_INTERVAL = env_float("DEMO_HEARTBEAT_INTERVAL", 1.0)  # the worker refreshes a run's heartbeat this often
+DEMO_HEARTBEAT_TTL = env_float("DEMO_HEARTBEAT_TTL", 4.0)  # a heartbeat key expires this long after its last refresh…
+# …and a run is failed (`worker_lost`) once it has been missing this long while Redis answered promptly:
+# a Redis pause or restart (no heartbeat can be written then) never fails a healthy run.
 DEMO_HEARTBEAT_GRACE = env_float("DEMO_HEARTBEAT_GRACE", 2.0)
 DEMO_QUEUE_TIMEOUT = env_float("DEMO_QUEUE_TIMEOUT", 300.0)  # queued this long without a worker → error
 DEMO_ORPHAN_GRACE = env_float("DEMO_ORPHAN_GRACE", 15.0)  # a run whose socket closed is cancelled unless resumed

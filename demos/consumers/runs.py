@@ -77,7 +77,7 @@ class RunsMixin:
         await redis_retry(attach, run_id, self.channel_name)
         await self._send(accepted)
         try:
-            await sync_to_async(enqueue, thread_sensitive=False)(run_id, run.client)
+            await sync_to_async(enqueue, thread_sensitive=False)(run_id, run.owner)
         except Exception as exc:  # noqa: BLE001
             log.exception("could not queue run %s", run_id)
             await set_status(run_id, Run.Status.ERROR, error_code="queue_unavailable", error_message=str(exc))

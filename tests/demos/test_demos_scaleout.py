@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), 
 
 # The same session starts several runs at once; the default per-session limits (2 active, 12/min)
 # would refuse them. Only the two Daphne processes of this module get these.
-# Every socket here comes from 127.0.0.1, one address: its fair share of the slots is all of them, so more runs
-# than the workers' slots (queue positions; runs queued while no worker is up) need a larger stated capacity.
+# A stated capacity of 8 slots: more runs than that queue (queue positions; runs queued while no worker is up)
+# rather than being replayed, whatever the workers report.
 DAPHNE_ENV = {"DEMO_MAX_CONCURRENT_RUNS": "16", "DEMO_RUNS_PER_MINUTE": "100", "DEMO_WORKER_SLOTS": "8"}
 
 

@@ -70,7 +70,7 @@ def test_admission_policy_is_one_module_that_the_consumer_and_the_worker_call():
     assert "from ..admission import" in source and "limit_hit" not in source and "fair_pop" not in source
     defined = {node.name: path.relative_to(ROOT) for path, tree in modules("demos", "workers")
                for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    for name in ("limit_hit", "address_share", "worker_slots", "has_free_slot", "next_run", "admit", "enqueue"):
+    for name in ("limit_hit", "worker_slots", "has_free_slot", "running_counts", "next_run", "admit", "enqueue"):
         assert str(defined[name]) == "demos/admission.py", name
 
 
