@@ -25,6 +25,11 @@ const BACKOFF_MAX_MS = 8000;
 const PING_MS = 20000;
 const OPEN_TIMEOUT_MS = 10000; // a socket that has not opened by then is dropped and retried
 const VISITOR_URL = "/demos/visitor/"; // POST: makes the anonymous visitor's session ({created})
+// Close codes the server ends a socket with (docs/protocol.md): unused for a while (reopened at the next send,
+// not at once: an open tab that runs nothing holds no socket), and too many sockets for this visitor or address
+// (retried slowly: another tab may close).
+const CLOSE_IDLE = 4408;
+const CLOSE_TOO_MANY_SOCKETS = 4429;
 
 let refCounter = 0;
 const sockets = new Map();
@@ -105,6 +110,7 @@ export class DemoSocket {
     this.pingTimer = null;
     this.reconnectTimer = null;
     this.visitor = null; // the promise of this page's visitor session (asked for at the first start)
+    this.refusal = null; // the last frame the server sent without a run (why it is about to close the socket)
   }
 
   /** Subscribe to connection state changes: fn(state, detail). Returns an unsubscribe function. */
@@ -147,20 +153,29 @@ export class DemoSocket {
       this.pingTimer = setInterval(() => this._sendNow({ action: "ping" }), PING_MS);
     };
     ws.onmessage = (e) => this._onMessage(e);
-    ws.onclose = () => {
+    ws.onclose = (e) => {
       clearTimeout(openTimer);
       if (this.ws !== ws) return; // replaced (_reopen): the current socket's timers are not this one's
       clearInterval(this.pingTimer);
       this.ws = null;
-      // Starts that were never accepted cannot be resumed: report them.
+      const refusal = e.code === CLOSE_TOO_MANY_SOCKETS && this.refusal ? this.refusal : null;
+      this.refusal = null;
+      // Starts that were never accepted cannot be resumed: report them (with the server's reason, if it gave one).
       for (const [ref, run] of this.pending) {
         this.pending.delete(ref);
-        run._error({ type: "error", code: "disconnected", message: "connection lost before the run was accepted" });
+        run._error(refusal || { type: "error", code: "disconnected", message: "connection lost before the run was accepted" });
       }
       if (this.closedByUser) { this._setState("closed"); return; }
-      const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.attempt) * (0.75 + Math.random() * 0.5);
+      if (e.code === CLOSE_IDLE && !this.runs.size && !this.outbox.length) {
+        this._setState("closed_idle"); // send() and resume() reconnect
+        return;
+      }
+      const tooMany = e.code === CLOSE_TOO_MANY_SOCKETS;
+      const backoff = tooMany ? BACKOFF_MAX_MS : Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.attempt);
+      const delay = backoff * (0.75 + Math.random() * 0.5);
       this.attempt += 1;
-      this._setState("reconnecting", { attempt: this.attempt, delayMs: Math.round(delay) });
+      if (tooMany) this._setState("too_many_sockets", { attempt: this.attempt, delayMs: Math.round(delay), frame: refusal });
+      else this._setState("reconnecting", { attempt: this.attempt, delayMs: Math.round(delay) });
       clearTimeout(this.reconnectTimer);
       this.reconnectTimer = setTimeout(() => this.connect(), delay);
     };
@@ -252,7 +267,10 @@ export class DemoSocket {
     }
     const run = frame.run_id ? this.runs.get(frame.run_id) : null;
     if (!run) {
-      if (frame.type === "error") console.warn("demo socket error", frame);
+      if (frame.type === "error") {
+        if (!frame.run_id) this.refusal = frame; // `too_many_sockets`, `idle_timeout`: the close follows
+        console.warn("demo socket error", frame);
+      }
       return;
     }
     switch (frame.type) {

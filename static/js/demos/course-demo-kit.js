@@ -175,8 +175,14 @@ export function demoShell(root, config, { title, fields, getParams, onStart, onE
     if (current && current.handle) { current.handle.cancel(); setStatus("Stopping…"); }
   });
   socket.onState((state, detail) => { // the socket resumes the run once back (onResumed says so)
+    root.dataset.socket = state; // "closed_idle": closed for idleness, reopened by the next run
     if (state === "reconnecting" && root.dataset.state === "running") {
       setStatus(`Connection lost; reconnecting (attempt ${detail.attempt})…`, true);
+    } else if (state === "too_many_sockets" && root.dataset.state !== "running") {
+      setStatus("Too many demo connections are open from this browser or network: close another tab; "
+        + "retrying in a few seconds…", true);
+    } else if (state === "closed_idle" && root.dataset.state !== "running") {
+      setStatus("The demo connection was closed after a while without use; it reopens when you run the demo.");
     }
   });
   socket.connect();
