@@ -3,15 +3,23 @@
 
     .venv/bin/python bench/load.py --url http://127.0.0.1:8000 [--clients 50] [--runs 2] [--max-new-tokens 8]
 
-Each client comes from its own loopback address (127.0.0.2, 127.0.0.3, … against an IPv4 loopback URL: every
-address holds at most its fair share of the worker slots, as distinct students' machines do), gets its own
-session if the demo page sets one (GET of the page), opens /ws/demos/, and starts its runs one
-after another with distinct prompts (so nothing is served from the replay cache unless --replay).
+Each client comes from its own loopback address (127.0.0.2, 127.0.0.3, … against an IPv4 loopback URL), or with
+--one-address A all of them from A (a class behind one school's NAT, issue 38); it gets its own session with
+--sessions (the POST a demo page makes before its first run), else none (its runs are then its address's). It
+opens /ws/demos/ and starts its runs one after another with distinct prompts (so nothing is served from the replay
+cache unless --replay).
 Reports runs completed, events lost or duplicated (seq must be 0..n-1 and match the run's
 n_generated), errors by code, and worker→client latency p50/p99 (from the worker's publish time
 `ts` on live event frames; same machine clock), the engine's batch size as each token saw it (how
 many students' sequences shared that forward pass), and the queue positions runs were told while
-they waited. Bounded: every client stops after --timeout seconds.
+they waited. The frame gaps, the silences a student sees between one frame of a run and the next: from its first
+event to its final frame (`frame_gap_s_*`: the run streaming), and from `accepted` to its first event
+(`wait_gap_s_*`: while it waits, `queued` frames come on each change of place and at least every 5 s). Beside
+them (bench/load_probes.py): `GET /` every 0.25 s (`page_ms_*`), --idle-sockets N sockets held open doing nothing
+for the whole run (each from a 127.1.x.y address of its own) and the web server's CPU with them after the load
+(`idle_cpu_pct`), and --drop-flood N sockets dropped without a close before the load, then the server's CPU each
+second for --settle seconds, with nothing sent to it, and the page latency for 20 s after that (issue 43).
+Bounded: every client stops after --timeout seconds.
 Only loopback targets are allowed.
 """
 from __future__ import annotations
@@ -28,27 +36,38 @@ import sys
 import time
 import urllib.parse
 from collections import Counter
+from pathlib import Path
 
 from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.load_probes import (IdleSockets, PageProbe, cpu_percent_each_second, drop_flood, pct,  # noqa: E402
+                               server_pid, server_rss_mb)
 
 LOOPBACK = ("127.", "localhost", "[::1]", "::1")
 
 
-def source_address(i: int, base: str) -> tuple[str, int] | None:
-    """Client i's own loopback address (Linux routes all of 127.0.0.0/8 to this machine); None for ::1."""
+def source_address(i: int, base: str, one: str | None = None) -> tuple[str, int] | None:
+    """Client i's own loopback address (Linux routes all of 127.0.0.0/8 to this machine), or `one` for all;
+    None for ::1."""
     if not (urllib.parse.urlparse(base).hostname or "").startswith("127."):
         return None
+    if one:
+        return (one, 0)
     n = i + 2
     return (f"127.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}", 0)
 
 
-def session_cookie(base: str, source: tuple[str, int] | None) -> str:
+def session_cookie(base: str, source: tuple[str, int] | None, visitor: bool = False) -> str:
     """The session cookie the demo page sets, or "" (a visitor who has done nothing gets none: the socket's
-    runs then belong to its client address, which is this client's own)."""
+    runs then belong to its client address). `visitor`: ask for one as a page does before its first run."""
     u = urllib.parse.urlparse(base)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=30, source_address=source)
     try:
-        conn.request("GET", "/demos/kv-cache/")
+        if visitor:
+            conn.request("POST", "/demos/visitor/", body=b"")
+        else:
+            conn.request("GET", "/demos/kv-cache/")
         resp = conn.getresponse()
         resp.read()
     finally:
@@ -88,17 +107,23 @@ async def connect(base: str, cookie: str, source: tuple[str, int] | None = None)
 
 
 async def client(i: int, args, results: dict, deadline: float):
-    source = source_address(i, args.url)
-    cookie = await asyncio.to_thread(session_cookie, args.url, source)
+    source = source_address(i, args.url, args.one_address)
+    cookie = await asyncio.to_thread(session_cookie, args.url, source, args.sessions)
+    if args.sessions and not cookie:
+        results["errors"]["no_session"] += 1  # the server refused one (its per-address quota): say so
     proto, inbox = await connect(args.url, cookie, source)
     try:
         for j in range(args.runs):
             prompt = args.prompt if args.replay else f"Client {i}, run {j} ({args.nonce}): {args.prompt}"
             params = {"prompt": prompt, "max_new_tokens": args.max_new_tokens, "use_cache": True,
                       "temperature": 0.0}
+            if args.demo == "attention":
+                params = {"prompt": prompt[:400], "layer": 0, "head": 0}
+            elif args.demo == "paged-attention":  # one prompt: a small run that streams every step, no comparison
+                params = {"prompts": prompt[:400], "max_new_tokens": args.max_new_tokens}
             t0 = time.time()
-            proto.send_json({"action": "start", "demo": "kv-cache", "params": params, "ref": f"{i}-{j}"})
-            seqs, first_token_at, final = [], None, None
+            proto.send_json({"action": "start", "demo": args.demo, "params": params, "ref": f"{i}-{j}"})
+            seqs, first_token_at, final, last_at, streaming = [], None, None, None, False
             while final is None:
                 left = deadline - time.time()
                 if left <= 0:
@@ -110,7 +135,12 @@ async def client(i: int, args, results: dict, deadline: float):
                     results["timeouts"] += 1
                     return
                 kind = frame.get("type")
+                if last_at is not None:
+                    results["frame_gaps" if streaming else "wait_gaps"].append(at - last_at)
+                if kind == "accepted" or last_at is not None:
+                    last_at = at
                 if kind == "event":
+                    streaming = True
                     seqs.append(frame["seq"])
                     if "ts" in frame:
                         results["latency"].append(at - frame["ts"])
@@ -128,6 +158,8 @@ async def client(i: int, args, results: dict, deadline: float):
                     await asyncio.sleep(min(final["retry_after"], 10))
                 continue
             expected = final["summary"].get("n_generated", 0) + 2  # run_started + tokens + run_finished
+            if args.demo != "kv-cache":  # no token count to check against: every seq up to the last one seen
+                expected = max(seqs, default=-1) + 1
             results["completed"] += 1
             results["replayed"] += bool(final.get("replayed_from"))
             results["events"] += len(seqs)
@@ -186,19 +218,41 @@ class Floor:
         return delays
 
 
-def pct(values, q):
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+async def settle_after_flood(args, pid: int | None) -> dict:
+    """Issue 43: the server's idle CPU for 10 s and its page latency for 20 s, then drop --drop-flood sockets and
+    watch its CPU each second for --settle seconds with nothing else sent to it (a page probe would be load of its
+    own), then the page latency for 20 s again."""
+    before = await asyncio.to_thread(cpu_percent_each_second, pid, 10) if pid else []
+    probe = PageProbe(args.url).start()  # the same page before, for the host's own tail (other tenants)
+    await asyncio.sleep(20)
+    page_before = probe.stop()
+    rss_before = server_rss_mb(pid)
+    flood = await drop_flood(args.url, args.drop_flood)
+    cpu = await asyncio.to_thread(cpu_percent_each_second, pid, args.settle) if pid else []
+    flood["server_rss_mb_before_after"] = [rss_before, server_rss_mb(pid)]
+    probe = PageProbe(args.url).start()
+    await asyncio.sleep(20)
+    page = probe.stop()
+    calm = next((i + 1 for i in range(len(cpu)) if all(c < 5.0 for c in cpu[i:])), None)
+    return {"before_drop_cpu_pct_each_s": before, **{f"before_drop_{k}": v for k, v in page_before.items()},
+            **flood, "after_drop_cpu_pct_each_s": cpu,
+            "after_drop_s_until_cpu_stays_under_5pct": calm, **{f"after_drop_{k}": v for k, v in page.items()}}
 
 
 async def main_async(args) -> dict:
     results = {"completed": 0, "replayed": 0, "events": 0, "lost": 0, "duplicates": 0, "out_of_order": 0,
                "tokens": 0, "timeouts": 0, "errors": Counter(), "latency": [], "run_s": [], "ttft_client": [],
-               "batch_sizes": [], "queue_positions": []}
+               "batch_sizes": [], "queue_positions": [], "frame_gaps": [], "wait_gaps": []}
+    pid = server_pid(urllib.parse.urlparse(args.url).port or 80)
+    extra = {"server_pid_found": pid is not None}
+    if args.drop_flood:
+        extra.update(await settle_after_flood(args, pid))
+    idle = IdleSockets(args.url, args.idle_sockets)
+    if args.idle_sockets:
+        await idle.open()
     load_before = os.getloadavg()
     floor = Floor()
+    probe = PageProbe(args.url).start()
     t0 = time.time()
     deadline = t0 + args.timeout
     try:
@@ -206,18 +260,28 @@ async def main_async(args) -> dict:
                              return_exceptions=False)
     finally:
         floor_delays = floor.finish()
+        extra.update(probe.stop())
     wall = time.time() - t0
+    if args.idle_sockets:
+        if pid:  # the server with only the idle sockets left: what their timers cost
+            extra["idle_cpu_pct"] = (await asyncio.to_thread(cpu_percent_each_second, pid, 10))
+        extra.update(idle.report())
+        idle.close()
     lat = results.pop("latency")
     run_s = results.pop("run_s")
     ttft = results.pop("ttft_client")
     batches = results.pop("batch_sizes")
     positions = results.pop("queue_positions")
+    gaps, waits = results.pop("frame_gaps"), results.pop("wait_gaps")
     results["errors"] = dict(results["errors"])
     results.update({
         "clients": args.clients, "runs_per_client": args.runs, "max_new_tokens": args.max_new_tokens,
+        "one_address": args.one_address, "sessions": args.sessions,
         "wall_s": round(wall, 2), "tokens_per_s": round(results["tokens"] / wall, 2) if wall else 0,
         "latency_ms_p50": round(pct(lat, 50) * 1000, 2), "latency_ms_p95": round(pct(lat, 95) * 1000, 2),
         "latency_ms_p99": round(pct(lat, 99) * 1000, 2), "latency_samples": len(lat),
+        "frame_gap_s_p99": round(pct(gaps, 99), 3), "frame_gap_s_max": round(max(gaps), 3) if gaps else None,
+        "wait_gap_s_p99": round(pct(waits, 99), 3), "wait_gap_s_max": round(max(waits), 3) if waits else None,
         # the host while it ran: one-hop wake-up latency beside the stack's four hops, and its load
         "host_floor_ms_p50": round(pct(floor_delays, 50) * 1000, 2),
         "host_floor_ms_p99": round(pct(floor_delays, 99) * 1000, 2),
@@ -229,6 +293,7 @@ async def main_async(args) -> dict:
         "mean_batch_size": round(statistics.mean(batches), 2) if batches else None,
         "max_batch_size": max(batches) if batches else None,
         "queued_frames": len(positions), "max_queue_position": max(positions) if positions else None,
+        **extra,
     })
     return results
 
@@ -242,6 +307,14 @@ def main() -> int:
     ap.add_argument("--prompt", default="The capital of France is")
     ap.add_argument("--replay", action="store_true", help="same prompt for all: exercise the replay cache")
     ap.add_argument("--timeout", type=float, default=300, help="hard stop for the whole benchmark (s)")
+    ap.add_argument("--one-address", default=None, help="every client from this loopback address (a NAT'd class)")
+    ap.add_argument("--sessions", action="store_true", help="each client gets its own session (POST /demos/visitor/)")
+    ap.add_argument("--demo", default="kv-cache", choices=("kv-cache", "attention", "paged-attention"),
+                    help="kv-cache runs end with a comparison that holds the slot for minutes on a small CPU; "
+                         "attention (one event) and paged-attention (one prompt, an event a step) are small runs")
+    ap.add_argument("--idle-sockets", type=int, default=0, help="sockets held open, doing nothing, during the load")
+    ap.add_argument("--drop-flood", type=int, default=0, help="sockets dropped without a close before the load")
+    ap.add_argument("--settle", type=int, default=30, help="seconds the server is watched after the drop flood")
     args = ap.parse_args()
     args.nonce = os.urandom(3).hex()  # distinct from an earlier benchmark's prompts: nothing replayed from those
     host = urllib.parse.urlparse(args.url).hostname or ""
