@@ -99,6 +99,14 @@ def test_internal_links_resolve(path: Path):
         elif href.startswith("/demos/"):  # the demo index, or one demo's own page (linked under each embed)
             name = href.split("/")[2]
             assert name == "" or name in DEMOS, f"{path.name}: link {href} points to no demo"
+        elif href.startswith("/static/"):  # an embed's own stylesheet
+            static_file = Path(__file__).resolve().parents[2] / "static" / href.removeprefix("/static/")
+            assert static_file.is_file(), f"{path.name}: link {href} points to no static file"
+        elif href.startswith("/exercises/"):  # an embedded exercise's own page, or the endpoint its form posts to
+            from exercises import catalog
+
+            name = href.split("/")[2]
+            assert name in catalog.EXERCISES, f"{path.name}: link {href} points to no exercise"
         else:
             pytest.fail(f"{path.name}: internal link {href} is neither /modules/<slug>/, /demos/… nor a .md file")
 
