@@ -120,8 +120,11 @@ async def warmup_state() -> dict | None:
     """None when a demo worker takes runs; else what the demo workers are doing meanwhile, from the stats they
     publish (`demos:worker:*`, workers.stats.Stats): `{"phase", "warming_s"}` of the one furthest along, or phase
     `starting` when none has reported yet. A worker of an older version (no `ready` field) counts as ready
-    once its engine is loaded. Redis unreachable: None (the queue position is all that can be said)."""
-    from ..runstate import async_redis, worker_key
+    once its engine is loaded. Redis unreachable: None (the queue position is all that can be said).
+
+    Phase `given_up` when none is warm and `make run`'s supervisor has given up on its demo worker (it kept dying):
+    nothing is starting then, and the page says so instead of "warming up" (with `restarts`, `last_exit`)."""
+    from ..runstate import async_redis, supervisor_key, worker_key
 
     now = time.monotonic()
     if _warmup_seen[0] > now:
@@ -130,6 +133,7 @@ async def warmup_state() -> dict | None:
         r = async_redis()
         keys = [k async for k in r.scan_iter(match=worker_key("*"), count=100)]
         raws = await r.mget(keys) if keys else []
+        supervised = await r.get(supervisor_key())
     except redis.exceptions.RedisError:
         return None
     order = ("starting", "kernels", "loading", "first_decode")
@@ -152,8 +156,27 @@ async def warmup_state() -> dict | None:
                     "warming_s": round(max(0.0, time.time() - since), 1) if isinstance(since, (int, float)) else None}
     if state is not None and best is not None:
         state = best
+    if state is not None:
+        state = _given_up(supervised) or state
     _warmup_seen[:] = [now + WARMUP_TTL, state]
     return state
+
+
+SUPERVISED_DEMO_WORKER = "gpu"  # the demo worker's name in scripts/run_stack.py's record (`demos:supervisor`)
+
+
+def _given_up(raw: bytes | None) -> dict | None:
+    """`{"phase": "given_up", …}` when the supervisor's record says it stopped restarting the demo worker."""
+    try:
+        processes = json.loads(raw).get("processes") or [] if raw else []
+    except (ValueError, AttributeError):
+        return None
+    for process in processes:
+        if isinstance(process, dict) and process.get("name") == SUPERVISED_DEMO_WORKER \
+                and process.get("state") == "given_up":
+            return {"phase": "given_up", "warming_s": None, "restarts": process.get("restarts"),
+                    "last_exit": process.get("last_exit")}
+    return None
 
 
 @database_sync_to_async

@@ -51,6 +51,11 @@ const WARMUP_PHASES = {
  * warm yet (`warming`), what it is doing instead: a queue estimate then could not come true. */
 export function queueText(frame) {
   const w = frame.warming;
+  if (w && w.phase === "given_up") {
+    // Nothing is starting: `make run`'s supervisor stopped restarting a demo worker that kept dying.
+    return "The demo worker is down: it crashed again and again, and the server has stopped restarting it, so " +
+      "demo runs cannot start. Tell whoever runs this course: restarting the server (`make run`) brings it back.";
+  }
   if (w) {
     const phase = WARMUP_PHASES[w.phase] || w.phase;
     const since = w.warming_s >= 1 ? `, ~${Math.round(w.warming_s)} s so far` : "";
