@@ -81,17 +81,12 @@ def validate_event(data: dict[str, Any]) -> dict[str, Any]:
     if data.get("schema_version") != SCHEMA_VERSION:
         raise TraceEventError(f"schema_version {data.get('schema_version')!r} != {SCHEMA_VERSION}")
     hints = typing.get_type_hints(cls)
-    fields = dataclasses.fields(cls)
-    names = {f.name for f in fields}
-    # A field added to an event later comes with a default: a trace recorded before it may lack it.
-    optional = {f.name for f in fields if f.default is not dataclasses.MISSING}
+    names = {f.name for f in dataclasses.fields(cls)}
     extra = set(data) - names - {"type", "schema_version"}
     if extra:
         raise TraceEventError(f"{cls.type}: unexpected fields {sorted(extra)}")
     for name in names:
         if name not in data:
-            if name in optional:
-                continue
             raise TraceEventError(f"{cls.type}: missing field {name!r}")
         if not _matches(data[name], hints[name]):
             raise TraceEventError(f"{cls.type}.{name}: {data[name]!r} is not {hints[name]}")

@@ -81,10 +81,8 @@ class SpecParams(SamplingParams):
 
 
 class SpecDecoding:
-    """What makes an engine `Request` speculative (engine/request.py's `Speculation`): its draft, the acceptance
-    rule and the record of its rounds (`SpecRound` events, `SpecStats`). The scheduler drives it from the step;
-    nothing here runs the target. Its `rounds` wait for the driver to `take_rounds()`. With a `policy` each round
-    drafts the policy's k (the engine's k, `self.k`, is then its cap)."""
+    """What makes a `Request` speculative: its draft, the acceptance rule and its rounds' record (`SpecRound`s wait
+    for `take_rounds()`). The step drives it; nothing here runs the target. A `policy` picks each round's k ≤ k."""
 
     def __init__(self, draft: Draft, k: int, token_text: Callable[[int], str] = str,
                  policy: AdaptiveK | CostAwareK | None = None) -> None:
@@ -95,7 +93,6 @@ class SpecDecoding:
         self.rounds: list[SpecRound] = []
         self.n_rounds = 0
         self.proposal: Proposal | None = None  # this round's guesses with the draft's distributions
-        self.why_none = "prompt"  # why this round drafts nothing (SpecRound.no_draft); the first reads the prompt
         self.t_start = time.perf_counter()
 
     def begin(self, req: Request) -> None:
@@ -103,15 +100,9 @@ class SpecDecoding:
         self.draft.begin(list(req.prompt_ids), capacity, req.params, req.generator)
 
     def propose(self, req: Request, k: int) -> list[int]:
-        self.why_none = "" if k > 0 else "budget"  # the tokens left already end the run after the next one
-        if self.policy is not None and k > 0:
-            k = min(k, self.policy.next_k())
-            self.why_none = "" if k > 0 else "paused"
+        k = min(k, self.policy.next_k()) if self.policy is not None else k
         self.proposal = self.draft.propose(req.all_ids, k) if k > 0 else None
-        drafted = self.proposal.tokens[:k] if self.proposal is not None else []
-        if k > 0 and not drafted:
-            self.why_none = "no_guess"  # e.g. an n-gram draft that found no earlier match of the context's tail
-        return drafted
+        return self.proposal.tokens[:k] if self.proposal is not None else []
 
     @torch.inference_mode()
     def judge(self, req: Request, drafted: list[int], logits: torch.Tensor, eos: int,
@@ -125,6 +116,8 @@ class SpecDecoding:
         verdict = accept(drafted, p, q, params.greedy, req.generator)
         m = verdict.n_accepted
         verify_s = max(0.0, step_s - prop.time_s)  # the step less this request's draft phase
+        no_draft = "" if drafted else "prompt" if not self.n_rounds else "budget" if len(req.output_ids) + 1 >= \
+            params.max_new_tokens else "paused" if self.policy is not None and not self.policy.next_k() else "no_guess"
         if self.policy is not None:  # (the first round's forward is the prompt's prefill)
             self.policy.update(len(drafted), m, prop.time_s, verify_s, prop.catch_up_s, prefill=not self.n_rounds)
         emitted = drafted[:m] + [verdict.next_token]
@@ -141,8 +134,7 @@ class SpecDecoding:
             round=self.n_rounds, position=len(req.all_ids), drafted=list(drafted), n_draft_forwards=prop.n_forwards,
             drafted_text=[text(t) for t in drafted], emitted=emitted,
             next_text=text(verdict.next_token), draft_time_s=prop.time_s, verify_time_s=verify_s,
-            n_generated=stats.n_generated, elapsed_s=stats.total_time_s,
-            no_draft="" if drafted else ("prompt" if not self.n_rounds else self.why_none), **vars(verdict)))
+            n_generated=stats.n_generated, elapsed_s=stats.total_time_s, no_draft=no_draft, **vars(verdict)))
         self.n_rounds += 1
         return m, emitted
 

@@ -45,9 +45,7 @@ class SpecRound(TraceEvent):
     n_draft_forwards: int
     n_generated: int  # tokens emitted so far, this round included
     elapsed_s: float  # since the run started (prefill included)
-    # Why `drafted` is empty ("" when it is not): the prompt's round, the k policy paused drafting after poor
-    # acceptance, the draft had no guess (an n-gram without a match), or only one token was left to emit.
-    no_draft: typing.Literal["", "prompt", "paused", "no_guess", "budget"] = ""
+    no_draft: typing.Literal["", "prompt", "paused", "no_guess", "budget"] = ""  # why `drafted` is empty
 
 
 @event("spec_finished")

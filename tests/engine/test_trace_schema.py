@@ -58,17 +58,6 @@ def test_validate_accepts_a_real_event_and_rejects_broken_ones():
         validate_event(bad)
     with pytest.raises(TraceEventError, match="phase"):
         validate_event(_token(phase="warmup"))
-    # A field added later with a default (a speculative round's `no_draft`) may be absent from an older trace,
-    # and is still checked when present.
-    from inference_core.speculative.events import SpecRound
-    old_round = {f: v for f, v in SpecRound(
-        round=1, position=5, drafted=[], drafted_text=[], p_draft=[], q_target=[], accept_prob=[], uniform=[],
-        outcome=[], target_argmax=[3], n_accepted=0, next_token=3, next_text="x", next_kind="bonus", emitted=[3],
-        draft_time_s=0.0, verify_time_s=0.01, n_draft_forwards=0, n_generated=2, elapsed_s=0.1,
-        no_draft="no_guess").to_dict().items() if f != "no_draft"}
-    assert validate_event(old_round)["type"] == "spec_round"
-    with pytest.raises(TraceEventError, match="no_draft"):
-        validate_event({**old_round, "no_draft": "sleepy"})
     with pytest.raises(TraceEventError, match="kv_bytes_per_layer"):
         validate_event(_token(kv_bytes_per_layer=[1.5]))
     with pytest.raises(TraceEventError, match="unexpected"):
