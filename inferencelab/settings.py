@@ -265,6 +265,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 1,  # sweep on every interval (kombu's default scans on every 10th: ~100 s)
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# kombu's Redis transport, whose channels survive their connection's teardown: without it a worker with a run in
+# flight exits (status 1) when Redis restarts, after waiting for its runs (inferencelab/broker.py says why).
+CELERY_BROKER_TRANSPORT = "inferencelab.broker:Transport"
 
 # How long a thread may keep the GIL while another waits for it (Python's default: 5 ms), in the worker and in
 # Daphne. A worker's publishing threads share one GIL with the engine's Python-heavy threads (a batched step, a

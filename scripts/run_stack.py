@@ -198,6 +198,14 @@ class Supervisor:
         self.stopped = True
         self.changed.set()
         running = [c for c in reversed(self.children) if c.proc is not None]  # web first, Redis last
+        # Redis only once the rest have stopped: they clean up through it as they stop (a worker's run finishing in
+        # its warm shutdown publishes its last frames and acks its ticket, which otherwise would be delivered again
+        # after the visibility timeout; Daphne's sockets unsubscribe), and a call to a Redis already gone is retried.
+        self._terminate([c for c in running if c.name != "redis"])
+        self._terminate([c for c in running if c.name == "redis"])
+
+    def _terminate(self, running: list[Child]) -> None:
+        """SIGTERM to each child's group, then wait up to STOP_TIMEOUT for them all; SIGKILL what is left."""
         for child in running:
             child.state = "stopped"
             if child.proc.poll() is None:
