@@ -30,6 +30,9 @@ function mountEditor(cm, textarea, section) {
         cm.lineNumbers(), cm.highlightActiveLineGutter(), cm.history(), cm.drawSelection(), cm.indentOnInput(),
         cm.bracketMatching(), cm.syntaxHighlighting(cm.defaultHighlightStyle, { fallback: true }),
         new cm.LanguageSupport(cm.pythonLanguage), cm.indentUnit.of("    "), cm.EditorState.tabSize.of(4),
+        // Long lines wrap and the editor grows with the code: a region that scrolled inside the page would be one
+        // a keyboard user could not scroll (axe: scrollable-region-focusable), and the page scrolls anyway.
+        cm.EditorView.lineWrapping,
         cm.keymap.of([...cm.defaultKeymap, ...cm.historyKeymap, cm.indentWithTab]),
         cm.EditorView.contentAttributes.of({
           "aria-labelledby": label ? label.id : "", "aria-describedby": help ? help.id : "",
