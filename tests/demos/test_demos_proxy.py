@@ -1,8 +1,8 @@
 """One real address per visitor, over real sockets: a real Daphne directly (TRUSTED_PROXIES=0) and behind a real
 nginx (TRUSTED_PROXIES=1, `proxy_set_header X-Forwarded-For $remote_addr;`). Each client binds its own
 loopback address (127.0.0.2, 127.0.0.3, …) and forges X-Forwarded-For: the forged entries change nothing —
-not the address a run is stored under, not the per-address share of the workers, not the dashboard cap, not
-the sign-in throttle."""
+not the address a run is stored under, not the address's socket cap, not the queue's turn, not the dashboard cap,
+not the sign-in throttle."""
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +22,9 @@ from demos.models import Run, RunEvent
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 FLOODER, STUDENT, OWNER = "127.0.0.2", "127.0.0.3", "127.0.0.4"
-SLOTS = 4  # DEMO_WORKER_SLOTS of the Daphne under test: one address alone may hold 4 runs
+SLOTS = 4  # DEMO_WORKER_SLOTS of the Daphne under test
+SOCKETS_PER_VISITOR = 8  # DEMO_SOCKETS_PER_VISITOR: a session's, or one address's cookie-less sockets together
+RUNS_PER_PERSON = 2  # DEMO_MAX_CONCURRENT_RUNS: queued + running, per user or session (or cookie-less address)
 # Slow on purpose (every step recomputes a ~300-token prefix): the flood's runs hold their slots for seconds.
 FLOOD = {"prompt": "Write a long letter to a friend about the sea. " + "The waves roll in. " * 60,
          "max_new_tokens": 128, "use_cache": False}
@@ -64,30 +66,38 @@ def runs_from(address: str) -> list[Run]:
 
 
 async def test_a_flood_from_one_address_holds_only_its_share_and_a_newcomer_goes_next(front, demo_stack):
-    """200 starts from one address, cookie-less and with fresh sessions, every socket forging X-Forwarded-For."""
+    """200 starts from one address, cookie-less and with fresh sessions, every socket forging X-Forwarded-For:
+    each person (a session, or the address's cookie-less sockets together) holds its own share, and a newcomer
+    from another network goes next when a slot frees."""
     how, port = front
     sockets = []
-    for i in range(20):
+    for i in range(2 * SOCKETS_PER_VISITOR):
         cookie = {}
         if i % 2:  # every other socket brings a brand-new session: a new owner, the same address
             page = Browser(port, FLOODER, forged(i))
             page.request("POST", "/demos/visitor/")  # what the page's script does before a first run
             cookie = {"Cookie": f"sessionid={page.cookies['sessionid']}"}
         sockets.append(await WS.connect(port, path="/ws/demos/", source=FLOODER, headers={**forged(i), **cookie}))
+    # The address's cookie-less sockets are one visitor, whatever each forges: one more than its cap is refused.
+    extra = await WS.connect(port, path="/ws/demos/", source=FLOODER, headers=forged(500))
+    assert (await extra.recv()).get("code") == "too_many_sockets", how
+    await extra.close()
     student = await WS.connect(port, source=STUDENT, headers=forged(999))
+    owners = SOCKETS_PER_VISITOR + 1  # the sessions, and the cookie-less sockets as one
     try:
         frames, most_held, socket_of = [], 0, {}
         for n in range(200):
-            frames.append(await start(sockets[n % 20], FLOOD, f"f{n}"))
+            ws = sockets[n % len(sockets)]
+            frames.append(await start(ws, FLOOD, f"f{n}"))
             if frames[-1]["type"] == "accepted":
-                socket_of[frames[-1]["run_id"]] = sockets[n % 20]
+                socket_of[frames[-1]["run_id"]] = ws
                 held = len([r for r in await runs_from(FLOODER) if r.status in ("queued", "running")])
                 most_held = max(most_held, held)
         accepted = [f for f in frames if f["type"] == "accepted"]
         refused = {f.get("code") for f in frames if f["type"] == "error"}
         flood = await runs_from(FLOODER)
-        # Never more than its share at once (runs that finish make room for more of its starts, no sooner).
-        assert most_held <= SLOTS and SLOTS <= len(accepted) < 100, (how, len(accepted), most_held)
+        # Never more than each person's share at once (runs that finish make room for more of its starts).
+        assert most_held <= owners * RUNS_PER_PERSON and SLOTS <= len(accepted) < 100, (how, len(accepted), most_held)
         assert refused <= {"too_many_runs", "rate_limited"}, refused
         assert {r.client for r in flood} == {FLOODER}  # the forged entries named nobody
         assert len({r.owner for r in flood if r.owner.startswith("a:")}) == 1  # cookie-less sockets: one owner
@@ -117,7 +127,7 @@ async def test_a_flood_from_one_address_holds_only_its_share_and_a_newcomer_goes
     times = await sync_to_async(lambda: list(RunEvent.objects.filter(run_id=running[0].pk, type="token")
                                              .order_by("seq").values_list("t", flat=True)))()
     step = statistics.median(b - a for a, b in zip(times, times[1:])) if len(times) > 1 else float("nan")
-    print(f"[{how}] flood held at most {most_held}/{SLOTS}; student started {wait:.3f} s after the slot freed "
+    print(f"[{how}] flood held at most {most_held} runs ({owners} people); student started {wait:.3f} s after the slot freed "
           f"(a step of the flood's runs: {step:.3f} s)")
     assert wait < 15, wait  # generous: the real figure is one scheduling step
 
