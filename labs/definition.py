@@ -93,17 +93,8 @@ def _configs(items, spec, base: dict, check_params: bool, fail) -> list[dict]:
     seen: dict[tuple, str] = {}  # (params, side) → the configuration that measures them
     sides = SIDES.get(spec.name, {})
     for number, item in enumerate(items, start=1):
-        if not isinstance(item, dict):
-            fail(f"configuration {number} must be a JSON object with 'id', 'label' and 'params'")
-        unknown = set(item) - CONFIG_KEYS
-        if unknown:
-            fail(f"configuration {number}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
-                 f"{', '.join(sorted(CONFIG_KEYS))}")
-        config_id = item.get("id")
-        if not isinstance(config_id, str) or not ID_RE.match(config_id):
-            fail(f"configuration {number}: 'id' must be {ID_HINT}")
-        if any(c["id"] == config_id for c in configs):
-            fail(f"configuration id '{config_id}' is used twice")
+        config_id = _item_id(item, f"configuration {number}", "'id', 'label' and 'params'", CONFIG_KEYS,
+                             {c["id"] for c in configs}, fail)
         label = _text(item, "label", MAX_LABEL, lambda m: fail(f"configuration '{config_id}': {m}"))
         side = item.get("side", DEFAULT_SIDE)
         if side != DEFAULT_SIDE and side not in sides:
@@ -119,6 +110,22 @@ def _configs(items, spec, base: dict, check_params: bool, fail) -> list[dict]:
         seen[key] = config_id
         configs.append({"id": config_id, "label": label, "params": cleaned, "side": side})
     return configs
+
+
+def _item_id(item, where: str, keys_hint: str, allowed: set, taken: set, fail) -> str:
+    """The id of one configuration or question, after the checks both share: an object, only known keys, an id of
+    the right form and not taken. `where` names it for the messages ("question 2")."""
+    if not isinstance(item, dict):
+        fail(f"{where} must be a JSON object with {keys_hint}")
+    unknown = set(item) - allowed
+    if unknown:
+        fail(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
+    item_id = item.get("id")
+    if not isinstance(item_id, str) or not ID_RE.match(item_id):
+        fail(f"{where}: 'id' must be {ID_HINT}")
+    if item_id in taken:
+        fail(f"{where.split()[0]} id '{item_id}' is used twice")
+    return item_id
 
 
 def _cleaned(spec, params: dict, check_params: bool, fail) -> dict:
@@ -141,17 +148,8 @@ def _questions(items, configs: list[dict], metrics: dict, lab_metric: str, line:
     ids = {c["id"] for c in configs}
     questions: list[dict] = []
     for number, item in enumerate(items, start=1):
-        if not isinstance(item, dict):
-            fail(f"question {number} must be a JSON object with 'id', 'kind' and 'text'")
-        unknown = set(item) - QUESTION_KEYS
-        if unknown:
-            fail(f"question {number}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
-                 f"{', '.join(sorted(QUESTION_KEYS))}")
-        q_id = item.get("id")
-        if not isinstance(q_id, str) or not ID_RE.match(q_id):
-            fail(f"question {number}: 'id' must be {ID_HINT}")
-        if any(q["id"] == q_id for q in questions):
-            fail(f"question id '{q_id}' is used twice")
+        q_id = _item_id(item, f"question {number}", "'id', 'kind' and 'text'", QUESTION_KEYS,
+                        {q["id"] for q in questions}, fail)
         kind = item.get("kind")
         if kind not in QUESTION_KINDS:
             fail(f"question '{q_id}': 'kind' must be one of {', '.join(sorted(QUESTION_KINDS))}")
