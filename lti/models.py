@@ -75,22 +75,30 @@ class ResourceLink(models.Model):
 
 
 class ScorePost(models.Model):
-    """A score owed to a platform's grade column. Made in the same transaction as the quiz attempt, then sent;
-    a platform that is down or refuses leaves it `pending` with the reason, for `manage.py lti_send_scores`."""
+    """A score owed to a platform's grade column. Made in the same transaction as the attempt, then sent by a job
+    on the `cpu` workers (lti/scores.py). A platform that is down or busy gets it again after a growing pause, from
+    the `cpu` worker's own sweep, until it accepts (`sent`) or the tool gives up (`failed`: a refusal no retry can
+    change, or too many tries); a teacher resends a failed one from the gradebook."""
 
     class State(models.TextChoices):
         PENDING = "pending", "Pending"
         SENT = "sent", "Sent"
-        SUPERSEDED = "superseded", "Superseded by a newer score sent"
+        FAILED = "failed", "Failed"
+        SUPERSEDED = "superseded", "Superseded by a newer score"
 
     resource_link = models.ForeignKey(ResourceLink, on_delete=models.CASCADE, related_name="score_posts")
     identity = models.ForeignKey(Identity, on_delete=models.CASCADE, related_name="score_posts")
+    activity = models.CharField(max_length=80, default="quiz", help_text='"quiz", "lab:<key>" or "exercise:<id>".')
     score_given = models.PositiveIntegerField()
     score_maximum = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     tries = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
+    answer = models.TextField(blank=True, help_text="The platform's last answer (status and body), or why none.")
+    next_try_at = models.DateTimeField(null=True, blank=True, db_index=True,
+                                       help_text="When the worker's sweep sends it, if still pending.")
+    claimed_until = models.DateTimeField(null=True, blank=True, help_text="Being sent by a worker until then.")
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
