@@ -245,7 +245,7 @@ def test_quantize_model_copy_leaves_original(tiny_model):
 # Measured on the first 256 held-out tokens (one window), CPU fp32 reference, torch 2.13 (2026-11-22):
 # perplexity vs fp32  int8 +0.34 %, int8 KV pool +0.11 %, nf4 +34 %, int4-g128 +91 %;
 # mean KL (nats)      int8 0.0039, int8 KV 0.0006, nf4 0.35, int4-g128 0.86 (int8 KV re-measured 2026-11-26).
-# Bounds below = measured + margin. Full-text figures: content/quantization.md.
+# Bounds below = measured + margin. Full-text figures: content/quantization.md, docs/lesson-records.md.
 
 
 @pytest.fixture(scope="module")
