@@ -17,7 +17,7 @@ IDS = [e.id for e in EXERCISES]
 
 
 def test_the_issue_s_five_exercises_are_there():
-    assert set(IDS) == {"kv-cache-bytes", "speculative-acceptance", "paged-block-allocator", "sampler", "roofline"}
+    assert set(IDS) >= {"kv-cache-bytes", "speculative-acceptance", "paged-block-allocator", "sampler", "roofline"}
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
