@@ -269,6 +269,16 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # flight exits (status 1) when Redis restarts, after waiting for its runs (inferencelab/broker.py says why).
 CELERY_BROKER_TRANSPORT = "inferencelab.broker:Transport"
 
+# LTI grades (lti/scores.py): each post is a job on the `cpu` queue; a platform that does not accept it is tried
+# again after LTI_SCORE_RETRY_BASE seconds, doubled each try up to LTI_SCORE_RETRY_CAP, by the sweep every `cpu`
+# worker runs every LTI_SCORE_SWEEP_INTERVAL seconds (it also sends a post whose job has waited
+# LTI_SCORE_QUEUE_GRACE seconds in the queue); after LTI_SCORE_MAX_TRIES tries (about 38 h) the post is `failed`.
+LTI_SCORE_RETRY_BASE = env_float("LTI_SCORE_RETRY_BASE", 30.0)
+LTI_SCORE_RETRY_CAP = env_float("LTI_SCORE_RETRY_CAP", 6 * 3600.0)
+LTI_SCORE_MAX_TRIES = env_int("LTI_SCORE_MAX_TRIES", 16)
+LTI_SCORE_SWEEP_INTERVAL = env_float("LTI_SCORE_SWEEP_INTERVAL", 15.0)
+LTI_SCORE_QUEUE_GRACE = env_float("LTI_SCORE_QUEUE_GRACE", 60.0)
+
 # How long a thread may keep the GIL while another waits for it (Python's default: 5 ms), in the worker and in
 # Daphne. A worker's publishing threads share one GIL with the engine's Python-heavy threads (a batched step, a
 # run's comparison, 16 runs' database writes), and Daphne's event loop with its database threads: measured here, a

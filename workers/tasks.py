@@ -21,9 +21,9 @@ from demos.admission import RUN_DEMO_TASK, next_run
 from demos.models import Run
 from demos.runstate import run_group
 
-# Imported with this module (Celery autodiscovers workers.tasks): the narration tasks, and the worker_ready
-# receivers that warm the engine and measure the machine.
-from . import machine_profile, narration, startup  # noqa: F401
+# Imported with this module (Celery autodiscovers workers.tasks): the narration tasks, the LTI score job and its
+# sweep (scores), and the worker_ready receivers that warm the engine and measure the machine.
+from . import machine_profile, narration, scores, startup  # noqa: F401
 from .heartbeat import Heartbeat
 from .run import RunState, claim
 from .stats import STATS, WORKER_NAME

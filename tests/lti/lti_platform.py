@@ -45,6 +45,8 @@ class Platform:
         self.key = new_key()
         self.tool_jwks: dict = {}  # set by the test from the tool's /lti/jwks/
         self.down = False
+        self.score_delay = 0.0  # seconds the score endpoint sleeps before answering (a hanging LMS)
+        self.score_status = 200  # what the score endpoint answers when it is up
         self.token_requests: list[dict] = []
         self.scores: list[dict] = []
         self.roster: list[list[dict]] = []  # the membership service's pages
@@ -196,6 +198,9 @@ class Platform:
                 if path.startswith("/lineitems/") and path.endswith("/scores"):
                     if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
                         return self._send(401, {"error": "bad token"})
+                    time.sleep(platform.score_delay)
+                    if platform.score_status != 200:
+                        return self._send(platform.score_status, {"error": "score refused"})
                     platform.scores.append({"path": path, "content_type": self.headers.get("Content-Type"),
                                             "body": json.loads(body)})
                     return self._send(200, {})

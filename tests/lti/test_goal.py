@@ -9,6 +9,8 @@ import jwt
 from django.test import Client
 from lti_platform import CLAIM, DL, INSTRUCTOR, LEARNER, launch, post_quiz
 
+from lti import scores
+
 
 def test_deep_link_then_student_launch_then_score_back(course, platform, django_capture_on_commit_callbacks):
     teacher = Client()
@@ -28,6 +30,7 @@ def test_deep_link_then_student_launch_then_score_back(course, platform, django_
 
     with django_capture_on_commit_callbacks(execute=True):
         post_quiz(student, "intro", {"q1": "1", "q2": ["1", "2"]})
+    assert scores.send_pending() == (1, 0)  # what the `cpu` worker does (tests/lti/test_scores_worker.py)
     [score] = platform.scores
     assert score["path"] == "/lineitems/intro-column/scores"
     assert {k: score["body"][k] for k in ("scoreGiven", "scoreMaximum", "userId", "activityProgress",

@@ -4,8 +4,9 @@ from lti.scores import send_pending
 
 
 class Command(BaseCommand):
-    help = "Send the quiz scores a platform has not accepted yet (run it from cron, e.g. every 10 minutes)."
+    help = ("Send every score a platform has not accepted yet, now (the `cpu` worker's sweep sends them by itself: "
+            "this is a manual tool, never needed in a cron job).")
 
     def handle(self, *args, **options):
         sent, failed = send_pending()
-        self.stdout.write(f"{sent} sent, {failed} still pending")
+        self.stdout.write(f"{sent} sent, {failed} not accepted (see the gradebook or the admin's Score posts)")
