@@ -105,3 +105,14 @@ def reference_runs() -> list[ReferenceRun]:
             runs.append(ReferenceRun(path.stem, demo_cues.run_steps(run),
                                      json.dumps(run.get("params") or {}, ensure_ascii=False)))
     return runs
+
+
+def exercises() -> list[dict]:
+    """Every exercise a `:::{exercise}` may name (`exercises.catalog`, listed there, not discovered): its id, title,
+    summary and the functions a student writes; [] when the exercises app is not installed."""
+    try:
+        from exercises.catalog import EXERCISES
+    except ImportError:
+        return []
+    return [{"id": e.id, "title": e.title, "summary": e.summary, "functions": e.functions,
+             "tests": len(e.visible), "hidden": len(e.hidden)} for _, e in sorted(EXERCISES.items())]

@@ -236,7 +236,8 @@ def reference(request):
     """The format reference: directives, and every demo and calculator with its props (generated)."""
     return render(request, "authoring/reference.html", {
         "demos": format_reference.demos(), "calculators": format_reference.calculators(),
-        "reference_runs": format_reference.reference_runs(), "labs": lab_reference()})
+        "reference_runs": format_reference.reference_runs(), "labs": lab_reference(),
+        "exercises": format_reference.exercises()})
 
 
 @require_POST
