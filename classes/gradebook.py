@@ -13,6 +13,7 @@ from django.db.models import Count
 from courseapp.models import Module, ModuleProgress, QuizAttempt
 from courseapp.quiz import pass_mark
 from demos.models import Run
+from lti.score_status import LmsScore, lms_scores
 
 from . import deadlines
 from .models import Cohort
@@ -34,6 +35,7 @@ class Cell:
     quiz_total: int  # the module's questions now
     attempts: int
     due_at: datetime | None
+    lms: LmsScore | None = None  # the quiz score's posts to the LMS, when the module was launched from one
 
     @property
     def label(self) -> str:
@@ -71,7 +73,7 @@ def course_modules() -> list[Module]:
 
 
 def _cell(module: Module, progress: ModuleProgress | None, attempts: int, due_at: datetime | None,
-          now: datetime | None) -> Cell:
+          now: datetime | None, lms: LmsScore | None = None) -> Cell:
     completed_at = progress.completed_at if progress else None
     if due_at is not None:
         state = deadlines.status(due_at, completed_at, now).state
@@ -81,19 +83,20 @@ def _cell(module: Module, progress: ModuleProgress | None, attempts: int, due_at
         state = IN_PROGRESS if progress is not None or attempts else NOT_STARTED
     return Cell(module=module, state=state, completed_at=completed_at,
                 best_score=progress.best_score if progress else None, quiz_total=module.quiz_total,
-                attempts=attempts, due_at=due_at)
+                attempts=attempts, due_at=due_at, lms=lms)
 
 
 def _cells_for(users: list, modules: list[Module], due: dict[int, datetime],
                now: datetime | None) -> dict[int, list[Cell]]:
-    """user id → one cell per module, from two queries whatever the class size."""
+    """user id → one cell per module, from three queries whatever the class size."""
     user_ids = [user.pk for user in users]
     progress = {(p.user_id, p.module_id): p for p in ModuleProgress.objects.filter(user_id__in=user_ids)}
     attempts = {(row["user_id"], row["module_id"]): row["n"] for row in
                 QuizAttempt.objects.filter(user_id__in=user_ids).order_by()
                 .values("user_id", "module_id").annotate(n=Count("id"))}
-    return {uid: [_cell(m, progress.get((uid, m.pk)), attempts.get((uid, m.pk), 0), due.get(m.pk), now)
-                  for m in modules] for uid in user_ids}
+    lms = lms_scores(user_ids)
+    return {uid: [_cell(m, progress.get((uid, m.pk)), attempts.get((uid, m.pk), 0), due.get(m.pk), now,
+                        lms.get((uid, m.pk))) for m in modules] for uid in user_ids}
 
 
 def gradebook(cohort: Cohort, now: datetime | None = None) -> Gradebook:

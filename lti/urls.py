@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import score_views, views
 
 app_name = "lti"
 
@@ -9,4 +9,5 @@ urlpatterns = [
     path("login/", views.login_initiation, name="login"),
     path("launch/", views.launch, name="launch"),
     path("deep-link/", views.deep_link_return, name="deep_link_return"),
+    path("cohorts/<int:cohort_id>/scores/<int:post_id>/resend/", score_views.resend, name="score_resend"),
 ]
