@@ -22,7 +22,7 @@ from courseapp.instructors import instructor_required
 from courseapp.models import Module
 from courseapp.quiz import PASS_FRACTION
 
-from .access import taught_cohort
+from .access import taught_cohort, teacher_required
 from .roster import class_students
 from .stats import EVERYONE, ClassStats, DateRange, QuestionStats, class_stats
 
@@ -347,7 +347,7 @@ def module_dashboard_csv(request, slug: str):
 
 
 @require_GET
-@instructor_required
+@teacher_required
 def cohort_module_dashboard(request, cohort_id: int, slug: str):
     """The same dashboard counting the cohort's enrolled students only (404 for a cohort one does not teach)."""
     cohort = taught_cohort(request, cohort_id)
@@ -358,7 +358,7 @@ def cohort_module_dashboard(request, cohort_id: int, slug: str):
 
 
 @require_GET
-@instructor_required
+@teacher_required
 def cohort_module_dashboard_csv(request, cohort_id: int, slug: str):
     cohort = taught_cohort(request, cohort_id)
     module = get_object_or_404(Module, slug=slug)

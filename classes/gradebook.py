@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Count
+from django.utils import timezone
+from django.utils.formats import date_format
 
 from courseapp.models import Module, ModuleProgress, QuizAttempt
 from courseapp.quiz import pass_mark
@@ -39,6 +41,8 @@ class Cell:
 
     @property
     def label(self) -> str:
+        if self.state == deadlines.DUE and self.due_at is not None:  # not done yet, with the date it is due by
+            return f"Due {date_format(timezone.localtime(self.due_at), 'j M Y, H:i')}"
         return STATE_LABELS[self.state]
 
     @property
@@ -46,10 +50,19 @@ class Cell:
         return f"{self.best_score}/{self.quiz_total}" if self.best_score is not None and self.quiz_total else ""
 
 
+def person_name(user) -> str:
+    """What a teacher calls a student: their name (kept current by LMS launches and imports), else username."""
+    return user.get_full_name() or user.username
+
+
 @dataclass(frozen=True)
 class StudentRow:
     user: object
     cells: list[Cell]
+
+    @property
+    def name(self) -> str:
+        return person_name(self.user)
 
     @property
     def done(self) -> int:
@@ -101,7 +114,7 @@ def _cells_for(users: list, modules: list[Module], due: dict[int, datetime],
 
 def gradebook(cohort: Cohort, now: datetime | None = None) -> Gradebook:
     modules = course_modules()
-    users = list(class_students(cohort))
+    users = sorted(class_students(cohort), key=lambda user: (person_name(user).casefold(), user.username))
     due = dict(cohort.due_dates.values_list("module_id", "due_at"))
     cells = _cells_for(users, modules, due, now)
     return Gradebook(cohort=cohort, modules=modules, rows=[StudentRow(user, cells[user.pk]) for user in users])

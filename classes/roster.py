@@ -309,10 +309,10 @@ def remove(cohort: Cohort, user_id: int) -> bool:
 
 def class_students(cohort: Cohort) -> QuerySet:
     """The users a cohort's figures count: enrolled, and not a teacher (an account made instructor or staff
-    after enrolling stays out of the figures)."""
+    after enrolling, or named this cohort's teacher, stays out of the figures)."""
     User = get_user_model()
     return (User.objects.filter(enrollments__cohort=cohort, is_active=True)
-            .exclude(pk__in=teachers().values("pk")).order_by("username"))
+            .exclude(pk__in=teachers().values("pk")).exclude(taught_cohorts=cohort).order_by("username"))
 
 
 def may_get_set_password_link(user, cohort: Cohort) -> bool:

@@ -1,9 +1,10 @@
 """Classes pages: a cohort's instructors manage it (roster, due dates, announcements, gradebook, figures);
 students join by invite code and read their cohorts' due dates and announcements.
 
-Every cohort page goes through `access.taught_cohort` (403 for a non-instructor, 404 for another instructor's
-cohort); every change is a POST that redirects back with a message, except a CSV import, whose result (or its
-problems, with the text sent kept in the form) is a page of its own.
+Every cohort page goes through `access.taught_cohort` (403 for someone who neither authors nor teaches, 404
+for a cohort that does not name them: access.py has the two roles); every change is a POST that redirects back
+with a message, except a CSV import, whose result (or its problems, with the text sent kept in the form) is a
+page of its own.
 """
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from courseapp.instructors import instructor_required
 from courseapp.models import Module
 
 from . import gradebook as grades
 from . import roster
-from .access import is_teacher, taught_cohort, teacher_required
+from .access import is_teacher, runs_classes, taught_cohort, teacher_required
 from .dashboard import spreadsheet_safe
 from .deadlines import student_statuses
 from .forms import (AddStudentForm, AnnouncementForm, CohortForm, DueDateForm, InstructorForm, JoinForm,
@@ -44,7 +46,7 @@ def _csv_response(rows: list[list[object]], filename: str) -> HttpResponse:
 @login_required
 @require_GET
 def home(request):
-    if is_teacher(request.user):
+    if is_teacher(request.user) or runs_classes(request.user):
         cohorts = Cohort.objects.taught_by(request.user).prefetch_related("instructors")
         return render(request, "classes/home_instructor.html", {"cohorts": cohorts, "form": CohortForm()})
     return render(request, "classes/home_student.html", _student_context(request.user))
@@ -61,7 +63,7 @@ def _student_context(user) -> dict:
             "invitations": roster.pending_invitations(user)}
 
 
-@teacher_required
+@instructor_required  # course authors make cohorts; a section teacher teaches those they are named on
 @require_POST
 def cohort_create(request):
     form = CohortForm(request.POST)
@@ -272,7 +274,10 @@ def announcement_delete(request, cohort_id: int, announcement_id: int):
 @require_GET
 def gradebook(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
-    return render(request, "classes/gradebook.html", {"cohort": cohort, "book": grades.gradebook(cohort)})
+    # An LMS teacher's launch lands here (lti/views.py) naming the module its link opens, offered as a link.
+    opened = Module.objects.published().filter(slug=request.GET.get("opened", "")[:100]).first()
+    return render(request, "classes/gradebook.html",
+                  {"cohort": cohort, "book": grades.gradebook(cohort), "opened": opened})
 
 
 @teacher_required

@@ -1,12 +1,13 @@
 """From a validated launch to local rows: the account (by issuer and subject), the cohort (by LMS context),
-the enrollment, and the resource link (which module, which grade column).
+the person's role in it, and the resource link (which module, which grade column).
 
 Invariants: one account per (issuer, sub), made on the first launch with an unusable password (the LMS is how
-they sign in) and never matched by email or name, so one LMS cannot claim another's account. One cohort per
-(registration, deployment, context), made by the first launch from that course; LMS instructors (and
-administrators, designers) are named its instructors and never enrolled; everyone else is enrolled as a student.
-Opening the cohort's pages still needs the course's instructor permission (`manage.py createinstructor`), which
-a launch never grants: an LMS role does not give authoring rights here.
+they sign in) and never matched by email or name, so one LMS cannot claim another's account; its name (and email,
+when sent and no other account has it) follow the LMS at each launch. One cohort per (registration, deployment,
+context), made by the first launch from that course. The LMS decides the role in that cohort at every launch: an
+Instructor or TeachingAssistant (or Administrator, ContentDeveloper) is its *section teacher* (classes/access.py)
+and not its student; anyone else is its student and not its teacher. A launch never makes a course author (the
+instructor permission of `manage.py createinstructor`): teaching a section needs none.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import hashlib
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from pylti1p3.contrib.django.lti1p3_tool_config.models import LtiTool
-from pylti1p3.roles import DesignerRole, StaffRole, StudentRole, TeacherRole
+from pylti1p3.roles import DesignerRole, StaffRole, StudentRole, TeacherRole, TeachingAssistantRole
 
 from classes.access import is_teacher
 from classes.models import Cohort, Enrollment
@@ -27,9 +28,10 @@ AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 
 
 def teaches(roles: list) -> bool:
-    """An instructor role (Instructor, Administrator, ContentDeveloper; institution faculty or staff)."""
+    """A teaching role (Instructor, TeachingAssistant, Administrator, ContentDeveloper; institution faculty or
+    staff)."""
     body = {CLAIM + "roles": roles if isinstance(roles, list) else []}
-    return TeacherRole(body).check() or StaffRole(body).check() or DesignerRole(body).check()
+    return any(role(body).check() for role in (TeacherRole, TeachingAssistantRole, StaffRole, DesignerRole))
 
 
 def learns(roles: list) -> bool:
@@ -53,16 +55,41 @@ def _free_email(email) -> str:
     return "" if get_user_model().objects.filter(email__iexact=email).exists() else email
 
 
+def _names(data: dict) -> dict[str, str]:
+    """first_name/last_name from the claims: given and family names, else the full `name` split at its first
+    space (one word is a first name). Empty when the LMS sent no name: what the account has is kept."""
+    given, family, full = (str(data.get(key) or "").strip() for key in ("given_name", "family_name", "name"))
+    if not given and not family and full:
+        given, _, family = full.partition(" ")
+    if not given and not family:
+        return {}
+    return {"first_name": given[:150], "last_name": family.strip()[:150]}
+
+
+def _refresh(user, data: dict) -> None:
+    """The account's name and email as the LMS sends them now (an email another account has is not taken)."""
+    changes = _names(data)
+    email = data.get("email")
+    if isinstance(email, str) and email and email.lower() != user.email.lower():
+        if _free_email(email):
+            changes["email"] = email
+    changes = {field: value for field, value in changes.items() if getattr(user, field) != value}
+    if changes:
+        for field, value in changes.items():
+            setattr(user, field, value)
+        user.save(update_fields=list(changes))
+
+
 def account_for(data: dict):
-    """The local account of the launching LMS user, made now on their first launch."""
+    """The local account of the launching LMS user, made now on their first launch; their name and email are
+    brought up to date with the claims."""
     issuer, subject = data["iss"], str(data["sub"])
     identity = Identity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
     if identity:
+        _refresh(identity.user, data)
         return identity.user
     digest = hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()[:16]
-    user = get_user_model()(username=f"lti-{digest}", email=_free_email(data.get("email")),
-                            first_name=str(data.get("given_name") or "")[:150],
-                            last_name=str(data.get("family_name") or "")[:150])
+    user = get_user_model()(username=f"lti-{digest}", email=_free_email(data.get("email")), **_names(data))
     user.set_unusable_password()
     user.save()
     Identity.objects.create(issuer=issuer, subject=subject, user=user)
@@ -87,13 +114,17 @@ def context_for(data: dict, platform: LtiTool) -> Context | None:
 
 
 def join(context: Context, user, *, teacher: bool) -> bool:
-    """Name `user` among the cohort's instructors, or enroll them as a student; True if newly enrolled."""
+    """The person's role in the cohort as the LMS gives it now: a teacher (and no longer its student), or a
+    student (and no longer its teacher). Returns True if newly enrolled."""
+    cohort = context.cohort
     if teacher:
-        context.cohort.instructors.add(user)
+        cohort.instructors.add(user)
+        Enrollment.objects.filter(cohort=cohort, user=user).delete()  # their work stays with their account
         return False
-    if is_teacher(user):  # a site instructor or staff account linked to an LMS student: never in class figures
+    cohort.instructors.remove(user)
+    if is_teacher(user):  # a site author or staff account linked to an LMS student: never in class figures
         return False
-    _, created = Enrollment.objects.get_or_create(cohort=context.cohort, user=user,
+    _, created = Enrollment.objects.get_or_create(cohort=cohort, user=user,
                                                   defaults={"source": Enrollment.Source.LTI})
     return created
 

@@ -9,7 +9,7 @@ wrong and nothing is written.
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib.auth import login
 from django.http import Http404, JsonResponse
@@ -131,7 +131,15 @@ def launch(request):
         sync_roster(request, message, context)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     mark(request, platform_of(data))  # after login(), which starts the session afresh
-    return redirect(module.get_absolute_url() if module else reverse("courseapp:index"))
+    return redirect(_landing(module, context, teacher=teacher))
+
+
+def _landing(module, context, *, teacher: bool) -> str:
+    """A teacher lands on their class's gradebook (naming the module the link opens), a student on the module."""
+    if teacher and context is not None:
+        gradebook = reverse("classes:gradebook", args=[context.cohort_id])
+        return f"{gradebook}?{urlencode({'opened': module.slug})}" if module else gradebook
+    return module.get_absolute_url() if module else reverse("courseapp:index")
 
 
 def _framed_by_platform(response, return_url: str):
