@@ -1,7 +1,5 @@
-"""Inference Lab's engine: a Llama-family model in plain PyTorch that explains itself with trace events.
-
-The public API, resolved on first use (importing it loads no torch). Layers and design notes: docs/engine-notes.md.
-"""
+"""Inference Lab's engine: a Llama-family model in plain PyTorch that explains itself with trace events. The
+public API, resolved on first use (importing it loads no torch). Layers and design notes: docs/engine-notes.md."""
 import importlib
 
 _EXPORTS = {name: module for module, names in {  # each public name → the module that defines it

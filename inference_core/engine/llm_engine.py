@@ -9,7 +9,7 @@ from .metrics import step_cost
 from .model_runner import runner_for
 from .paged_trace import BatchRunFinished, BatchRunStarted, BatchStep, RequestFinished
 from .scheduler import Request, Scheduler, SchedulerConfig
-from .trace import RunFinished, TokenStep, TraceEvent
+from .trace import RunFinished, SamplingStep, TokenStep, TraceEvent
 
 
 class LLMEngine:
@@ -97,7 +97,10 @@ class RequestStream:
             if isinstance(ev, BatchStep):
                 for entry in ev.entries:
                     if entry["token_id"] is not None:  # None: nothing emitted this step
-                        yield entry["request_id"], self.token(ev, entry)
+                        yield entry["request_id"], (token := self.token(ev, entry))
+                        if (req := self.scheduler.requests[entry["request_id"]]).choice is not None:
+                            yield req.request_id, SamplingStep(step=token.step, top_texts=[
+                                self.scheduler._text(t) for t in req.choice["top_ids"]], **req.choice)
             elif isinstance(ev, RequestFinished):
                 yield ev.request_id, self.finished(ev)
 

@@ -25,7 +25,6 @@ from .trace import RunStarted, TokenStep, TraceEvent
 @dataclass(frozen=True)
 class GenerationParams(SamplingParams):
     """A request to `LoadedModel.generate`: the sampling fields plus the lesson's switches."""
-
     use_cache: bool = True  # False: every step re-feeds the whole sequence (what the KV cache saves)
     chat: bool = False  # wrap the prompt in the model's chat template
 
@@ -96,9 +95,7 @@ class LoadedModel:
 
 def load_engine(name: str = DEFAULT_MODEL, device: str | None = None) -> LoadedModel:
     """Load a model, anew on every call: weights from the safetensors cache, fp32 on the CPU and bf16 on CUDA
-    (INFERENCE_DTYPE overrides; the dtype is in every run header). A speed-only name
-    (speed_models.py) gives its shape with seeded random weights, labelled as such. A process that runs more
-    than once keeps what it loaded on an object it owns (`workers.serving.LoadedModels`: a worker's models)."""
+    (INFERENCE_DTYPE overrides); a speed-only name gets seeded random weights, labelled (docs/engine-notes.md)."""
     dev = torch.device(device) if device else pick_device()
     dtype = getattr(torch, engine_settings().dtype_for(dev.type))
     if is_speed_only(name):

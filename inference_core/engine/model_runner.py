@@ -11,7 +11,7 @@ from ..kernels import fused_cpu, onednn_linears
 from ..kernels.fused_cpu import MAX_FUSED_POSITIONS, MAX_FUSED_QUANTIZED_POSITIONS, FusedStep
 from ..kernels.paged_graphs import BUCKETS, StepGraphs, graphable
 from ..model.config import engine_settings
-from ..model.sampling import sample
+from ..model.sampling import choice, sample
 from ..model.transformer import Transformer
 from ..quant.linears import QuantizedLinear, quantized_linears
 from .paged import PagedBackend, PagedKVPool, PagedSequence, StepRows
@@ -103,13 +103,14 @@ class ModelRunner:
         """One forward, then a token per plain request; a speculative request gets its rows' logits."""
         logits = self.forward_batch(batch, pool)
         reqs = batch.requests
-        if all(r.spec is None and r.params.greedy for r in reqs):
+        if all(r.spec is None and r.params.plain_argmax for r in reqs):
             return logits.argmax(-1).tolist()
         out, row = [], 0
         for r, n in zip(reqs, batch.n_rows or [1] * len(reqs)):
             rows = logits[row:row + n]
             row += n
-            out.append(rows if r.spec is not None else sample(rows[0], r.params, r.generator))
+            out.append(rows if r.spec is not None else sample(rows[0], r.params, r.generator, r.all_ids))
+            r.choice = choice(rows[0], r.params, out[-1], r.all_ids) if r.spec is None and r.params.trace_top else None
         return out
 
     def step_graphs(self, pool: PagedKVPool) -> StepGraphs:

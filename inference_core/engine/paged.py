@@ -64,7 +64,6 @@ class BlockAllocator:
 @dataclass
 class BlockTable:
     """Logical → physical blocks of one sequence. Slot of token position p: blocks[p // bs] * bs + p % bs."""
-
     block_size: int
     blocks: list[int] = field(default_factory=list)
 
@@ -76,7 +75,6 @@ class BlockTable:
 @dataclass
 class SeqSlice:
     """One sequence's share of a flattened step: tokens [start, start+n_new) of the row, context after it."""
-
     start: int
     n_new: int
     context_len: int  # positions stored after this step (cached + new)
@@ -86,7 +84,6 @@ class SeqSlice:
 @dataclass
 class StepRows:
     """One forward's tokens, flattened: token i at `positions[i]` of sequence `seq[i]`; logits at `rows`."""
-
     tokens: list[int]
     positions: list[int]
     seq: list[int]
@@ -176,8 +173,7 @@ class PagedKVPool:
         """What one cached token costs across all layers, scales included."""
         return self.bytes_per_block() // self.block_size
 
-    def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor,
-              v: torch.Tensor) -> None:
+    def write(self, layer: int, blocks: torch.Tensor, offsets: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """K and V rows [N, Hkv, D] of N new tokens into their slots (block, offset) of `layer`."""
         if self.quantized:
             (k, ks), (v, vs) = quantize_rows(k), quantize_rows(v)

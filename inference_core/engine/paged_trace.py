@@ -32,7 +32,6 @@ class RequestQueued(TraceEvent):
 @event("kv_block")
 class KVBlock(TraceEvent):
     """One block operation (`op`: docs/engine-notes.md, `KVBlock`); `refcount` is the count after it."""
-
     op: typing.Literal["allocated", "shared", "freed", "cached", "evicted"]
     block: int
     request_id: str | None
@@ -44,7 +43,6 @@ class KVBlock(TraceEvent):
 @event("preemption")
 class Preemption(TraceEvent):
     """`request_id` was evicted back to the waiting queue (recompute): its blocks are freed, its tokens kept."""
-
     request_id: str
     step: int
     blocks_freed: int
@@ -55,7 +53,6 @@ class Preemption(TraceEvent):
 class BatchStep(TraceEvent):
     """One batched forward: an entry per scheduled request, `idle` the static batch's finished members (the
     entries' keys: docs/engine-notes.md, `BatchStep`)."""
-
     step: int
     t_s: float
     duration_s: float
@@ -76,7 +73,6 @@ class BatchStep(TraceEvent):
 @event("request_finished")
 class RequestFinished(TraceEvent):
     """Per-request metrics with vLLM's definitions (seconds): ttft, e2e, tpot, itl, queue."""
-
     request_id: str
     token_ids: list[int]
     text: str
@@ -98,5 +94,4 @@ class RequestFinished(TraceEvent):
 @event("batch_run_finished")
 class BatchRunFinished(TraceEvent):
     """Run metrics (see `scheduler.run_metrics` for every key's definition)."""
-
     metrics: dict

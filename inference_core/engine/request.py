@@ -13,7 +13,6 @@ from .paged import BlockTable, StepRows
 class Speculation(Protocol):
     """What makes a request speculative (speculative/decode.py's `SpecDecoding`; the engine never imports it):
     `begin`, then per step `propose` (the draft phase) and `judge` (the verify's logits), then `release`."""
-
     k: int  # guesses per round at most
 
     def begin(self, req: "Request") -> None: ...
@@ -44,6 +43,7 @@ class Request:
     generator: torch.Generator | None = None
     spec: Speculation | None = None  # speculative decoding: drafted and verified in the same steps as the rest
     drafted: list[int] = field(default_factory=list)  # this step's guesses (the draft phase), owned by the scheduler
+    choice: dict | None = None  # the last token's `sampling_step` fields (params.trace_top), set by the runner
 
     @property
     def all_ids(self) -> list[int]:
@@ -64,7 +64,6 @@ class Request:
 class ScheduledBatch(StepRows):
     """A scheduler step: `requests[j]` owns slice j with `n_new[j]` new tokens and `n_rows[j]` logits rows
     (1, or a verify's k+1; `drafted[j]`: the guesses it checks, None when not a verify)."""
-
     requests: list[Request] = field(default_factory=list)
     n_new: list[int] = field(default_factory=list)
     n_rows: list[int] = field(default_factory=list)

@@ -108,7 +108,6 @@ class RunStarted(TraceEvent):
 @event("token")
 class TokenStep(TraceEvent):
     """One forward pass that produced one token. The first comes from prefill, the rest from decode."""
-
     phase: typing.Literal["prefill", "decode"]
     step: int
     token_id: int
@@ -121,6 +120,22 @@ class TokenStep(TraceEvent):
     flops: float
     bytes_moved: float
     batch_size: int = 1  # requests that shared this forward (the batching service runs several at once)
+
+
+@event("sampling_step")
+class SamplingStep(TraceEvent):
+    """How the token of `step` was chosen (`SamplingParams.trace_top`): the top tokens by logit, most likely first;
+    the cut keeps the first `n_kept` of that order, and the draw uses their probs_t ÷ kept_mass."""
+    step: int
+    token_id: int
+    rank: int  # the drawn token's place in that order (0: the most likely)
+    top_ids: list[int]
+    top_texts: list[str]
+    logits: list[float]  # after the repetition penalty
+    probs: list[float]  # their softmax (temperature 1)
+    probs_t: list[float]  # after temperature (greedy: 1 for the argmax)
+    n_kept: int  # tokens of the whole vocabulary that top-k, top-p and min-p keep
+    kept_mass: float  # their share of the probs_t mass
 
 
 @event("run_finished")

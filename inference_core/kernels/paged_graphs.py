@@ -51,7 +51,6 @@ def capture(step: Callable[[], torch.Tensor]) -> tuple["torch.cuda.CUDAGraph", t
 @dataclass
 class _Bucket:
     """Static inputs and output of one bucket's step (the addresses a captured graph reads and writes)."""
-
     tokens: torch.Tensor  # [1, B] long
     positions: torch.Tensor  # [B] long
     slot_block: torch.Tensor  # [B] long

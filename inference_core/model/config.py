@@ -12,7 +12,6 @@ DEFAULT_MODEL = "smollm2-135m"  # the course's model: every default model name i
 @dataclass(frozen=True)
 class ModelConfig:
     """A Llama-family decoder. Invariant: dim == n_heads * head_dim and n_heads % n_kv_heads == 0."""
-
     vocab_size: int
     dim: int
     n_layers: int
@@ -61,7 +60,6 @@ def _flag(value: str | None, default: bool) -> bool:
 @dataclass(frozen=True)
 class EngineSettings:
     """The engine's switches as the environment says now (`engine_settings()`: nothing cached)."""
-
     device: str | None = None  # INFERENCE_DEVICE (cpu, cuda, cuda:1); None: CUDA when available
     dtype: str | None = None  # INFERENCE_DTYPE: weights' and activations' dtype; None: bfloat16 on CUDA, else float32
     cpu_fastpath: bool = True  # INFERENCE_CPU_FASTPATH=0: the reference forward instead of the fused CPU step

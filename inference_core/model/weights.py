@@ -23,7 +23,6 @@ QWEN_INSTALL = "make models-qwen  (or: python scripts/install_qwen.py install)"
 @dataclass(frozen=True)
 class ModelSource:
     """Where a model's GGUF lives: inside pip `package`, or (package None) in `pack_dir()` once installed."""
-
     name: str
     filename: str
     sha256: str

@@ -1,3 +1,2 @@
 """Weight quantization: the formats, their packed linear layers, the quantized copy of a model, and the report
-that measures their size, speed and quality.
-"""
+that measures their size, speed and quality."""

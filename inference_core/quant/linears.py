@@ -26,7 +26,6 @@ TRITON_MAX_ROWS = 64
 
 class QuantizedLinear(nn.Module):
     """Base: packed tensors as buffers, y = x Wᵀ computed by `kernel` (named for reports)."""
-
     fmt: QuantFormat
     kernel: str
 
@@ -90,7 +89,6 @@ def _kernel_name(weight: torch.Tensor, compiled: str, gpu: str, fallback: str = 
 class Packing:
     """One weight-only format's differences: how it packs a weight and reads it back, its native kernel
     (`gemv` in quant_kernels, `native` the fused step's weight kind) and the kernel names reports show."""
-
     quantize: Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor]]  # (weight, group) → codes, scales
     dequantize: Callable[..., torch.Tensor]  # (codes, scales, group, codebook) → fp32 weight
     gemv: str

@@ -29,7 +29,6 @@ def windows(ids: list[int], window: int) -> list[list[int]]:
 @dataclass
 class QualityStats:
     """Running sums over predicted positions (invariant: n counts every position added)."""
-
     nll_sum: float = 0.0
     kl_sum: float = 0.0
     top1_agree: int = 0
@@ -66,8 +65,7 @@ def compare(models: dict[str, nn.Module], reference: nn.Module, ids: list[int], 
     return stats
 
 
-def paged_backend(model: nn.Module, kv_dtype: str = "int8", block_size: int = 16
-                  ) -> Callable[[int], AttentionBackend]:
+def paged_backend(model: nn.Module, kv_dtype: str = "int8", block_size: int = 16) -> Callable[[int], AttentionBackend]:
     """A `compare` backend factory: each window is one prefill over a fresh paged pool of `kv_dtype` (int8:
     the rounded K/V that decoding reads)."""
     cfg, weight = model.config, model.tok_embeddings.weight

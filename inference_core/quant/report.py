@@ -48,8 +48,7 @@ def report(model_name: str = DEFAULT_MODEL, formats: list[str] | tuple[str, ...]
     labels = {f.name: f.label for f in fmts}
     backends = {}
     if kv_int8:
-        engines[KV_INT8] = LoadedModel(f"{base.name}:kv-int8", base.model, base.tokenizer, base.device,
-                                       kv_dtype="int8")
+        engines[KV_INT8] = LoadedModel(f"{base.name}:kv-int8", base.model, base.tokenizer, base.device, kv_dtype="int8")
         labels[KV_INT8] = f"{base.dtype_name} weights, int8 KV pool (fp16 scale per token and head)"
         backends[KV_INT8] = paged_backend(base.model, "int8")
     ids = heldout_ids(base.tokenizer, max_tokens)

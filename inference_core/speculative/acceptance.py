@@ -25,12 +25,9 @@ def _draw(dist: torch.Tensor, generator: torch.Generator | None) -> int:
 
 def accept(drafted: list[int], p: torch.Tensor | None, q: torch.Tensor, greedy: bool,
            generator: torch.Generator | None = None) -> Verdict:
-    """Rejection-sample the drafted tokens against the target.
-
-    drafted: k tokens; p: [k, V] draft distributions or None (one-hot, deterministic draft);
-    q: [k+1, V] target distributions (row i scores the token after drafted[:i]).
-    Greedy: accept while drafted[i] == argmax q_i, then emit argmax q_{m} — the one-hot special case.
-    """
+    """Rejection-sample the k `drafted` tokens against the target: p [k, V] the draft's distributions (None: one-hot),
+    q [k+1, V] the target's (row i scores the token after drafted[:i]). Greedy: accept while drafted[i] == argmax q_i,
+    then emit argmax q_m — the one-hot special case."""
     k = len(drafted)
     idx = torch.tensor(drafted, dtype=torch.long)
     top = q.argmax(-1).tolist()  # one device → host copy for the round (on a GPU each int() would sync)

@@ -1,7 +1,6 @@
 """Adaptive draft length, per request, round by round (pure policies; `SpecDecoding` asks one): `AdaptiveK` follows
 the acceptance alone, `CostAwareK` also weighs what a guess and a wider verify cost. Invariant of both:
-0 ≤ `next_k()` ≤ cap. Their rules, step by step: docs/engine-notes.md.
-"""
+0 ≤ `next_k()` ≤ cap. Their rules, step by step: docs/engine-notes.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,10 +48,8 @@ class AdaptiveK:
 
 @dataclass(frozen=True)
 class RoundCost:
-    """What a round drafting k guesses costs, in plain 1-token decode steps: the verify, a forward over k+1
-    positions, costs 1 + first·[k > 0] + per·k; the draft costs `draft`·k (0 for n-gram lookup). Defaults measured
-    on a 2-core Xeon (docs/engine-notes.md)."""
-
+    """A round of k guesses in plain 1-token decode steps: the verify (k+1 positions) 1 + first·[k > 0] + per·k, the
+    draft `draft`·k (0 for n-gram lookup). Defaults measured as docs/engine-notes.md says."""
     first: float = 0.15
     per: float = 0.06
     draft: float = 0.0
@@ -64,11 +61,8 @@ class RoundCost:
 @dataclass
 class CostAwareK:
     """Cost-aware draft length: each round drafts the k (0 = a plain decode step) with the most expected tokens per
-    unit of time, k = argmax E(k)/C(k) over 0..cap (E(0)/C(0) = 1). Pure: `next_k()`, then `update()` with the
-    round's outcome and timings. Invariant: 0 ≤ `next_k()` ≤ cap, and no round more than doubles k. E(k), C(k), the
-    pauses and the probes' budget: docs/engine-notes.md.
-    """
-
+    unit of time, k = argmax E(k)/C(k) over 0..cap (E(0)/C(0) = 1); 0 ≤ `next_k()` ≤ cap, and no round more than
+    doubles k. Pure: `next_k()`, then `update()` with the round's outcome and timings (docs/engine-notes.md)."""
     cap: int = 16
     costs: RoundCost = field(default_factory=RoundCost)
     start: int = 4  # the first round's k (the estimates rest on the prior alone) unless drafting does not pay

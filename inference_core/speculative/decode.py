@@ -1,12 +1,6 @@
 """Speculative decoding (Leviathan et al. 2023, arXiv:2211.17192; Chen et al. 2023, arXiv:2302.01318), with
-**p = the draft's distribution, q = the target's** (Chen et al.; Leviathan et al. swap the letters).
-
-A round is one `LLMEngine.step()`: `propose` (the draft phase), the step's one forward scores the last committed
-token and the k guesses (q_1..q_{k+1}), the scheduler's postprocess calls `judge` (acceptance.py: every emitted token
-is distributed as q; greedy output equals plain greedy). Cache invariant between rounds: the request's block table
-holds K/V for every committed token but the last; a rejected guess's position is forgotten (its blocks freed) and the
-draft re-syncs the same way (drafts.py).
-"""
+**p = the draft's distribution, q = the target's**. A round is one `LLMEngine.step()`; its cache invariant and the
+order of its phases: docs/engine-notes.md."""
 from __future__ import annotations
 
 import time

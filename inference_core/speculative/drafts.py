@@ -1,10 +1,7 @@
 """Drafts: guess the next k tokens cheaply (p = the draft's distribution, q = the target's). `NgramDraft` looks the
 context's last n tokens up earlier in it (no model: p one-hot); `ModelDraft` runs a model sharing the target's
-vocabulary with its own KV cache (the target's first L layers, an int8 copy, or another model).
-
-Invariant for model drafts: `cached` lists exactly the tokens whose K/V sit in positions [0, len(cached)) of the
-draft's cache; `propose` re-syncs to the context by their longest common prefix (rolling back rejected guesses).
-"""
+vocabulary with its own KV cache (the target's first L layers, an int8 copy, or another model). Invariant for model
+drafts: `cached` lists the tokens whose K/V sit in the draft's positions [0, len(cached)) (docs/engine-notes.md)."""
 from __future__ import annotations
 
 import time
@@ -25,7 +22,6 @@ DRAFT_KINDS = ("ngram", "self-early-exit", "self-int8")  # by name; or another m
 class Proposal:
     """k (or fewer) guessed tokens. `p[i]` is the draft's distribution that `tokens[i]` was drawn from,
     or None for a deterministic draft (then p is one-hot on each token)."""
-
     tokens: list[int]
     p: torch.Tensor | None  # [len(tokens), vocab] float32, or None
     time_s: float = 0.0
@@ -36,9 +32,7 @@ class Proposal:
 
 class Draft(Protocol):
     """begin (a new sequence of at most `capacity` tokens), propose (up to k tokens after `context_ids`, the whole
-    committed sequence), close (release the caches). A draft that keeps nothing (n-gram) inherits begin and close,
-    which do nothing."""
-
+    committed sequence), close (release the caches); a draft that keeps nothing (n-gram) inherits begin and close."""
     name: str
 
     def begin(self, prompt_ids: list[int], capacity: int, sampling: SamplingParams,
@@ -51,7 +45,6 @@ class Draft(Protocol):
 class NgramDraft(Draft):
     """Prompt-lookup draft: match the longest suffix n-gram (n_max … n_min) at its most recent earlier
     occurrence and propose the tokens that followed it. Free to run; only useful on repetitive text."""
-
     n_max: int = 3
     n_min: int = 1
     name: str = "ngram"
@@ -81,7 +74,6 @@ def ngram_lookup(context: list[int], k: int, n_max: int = 3, n_min: int = 1) -> 
 class ModelDraft:
     """A model draft with its own KV cache. `n_layers` < the model's depth makes it early-exit: only the
     first layers run, then the final norm and the (shared) output head — the same weights as the target."""
-
     model: Transformer
     n_layers: int | None = None
     name: str = "model"

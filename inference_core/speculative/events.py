@@ -24,7 +24,6 @@ class SpecStarted(TraceEvent):
 @event("spec_round")
 class SpecRound(TraceEvent):
     """One draft → verify → accept round. Lists over drafted positions have length len(drafted)."""
-
     round: int
     position: int  # sequence position of the first drafted token
     drafted: list[int]

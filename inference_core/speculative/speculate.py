@@ -26,10 +26,8 @@ DEFAULT_EXIT_LAYERS = 12
 
 
 def make_draft(engine: LoadedModel, kind: str) -> Draft:
-    """'ngram[:N]' | 'self-early-exit[:L]' | 'self-int8' | another model name sharing the tokenizer.
-
-    'ngram:N' only proposes after a match of at least N tokens (default 1): fewer, better guesses.
-    """
+    """'ngram[:N]' (proposes after a match of at least N tokens, default 1) | 'self-early-exit[:L]' | 'self-int8' |
+    another model name sharing the tokenizer."""
     if kind == "ngram" or kind.startswith("ngram:"):
         _, _, n_min = kind.partition(":")
         n = int(n_min) if n_min else 1
@@ -79,9 +77,7 @@ def make_policy(engine: LoadedModel, draft: Draft, params: SpecParams) -> Adapti
 def speculate(engine: LoadedModel, prompt_ids: list[int], draft: Draft | str, params: SpecParams,
               should_stop: Callable[[], bool] | None = None) -> Iterator[TraceEvent]:
     """One speculative request as a one-request schedule of `LLMEngine.step()`s, each a round (the first is its
-    prefill): run_started, spec_started, spec_round…, spec_finished, run_finished. Emits exactly `max_new_tokens`
-    tokens unless EOS or `should_stop` ends it: the last rounds draft fewer guesses (k capped at tokens-left − 1)
-    so no verify work is thrown away."""
+    prefill): run_started, spec_started, spec_round…, spec_finished, run_finished (docs/engine-notes.md)."""
     if isinstance(draft, str):
         draft = make_draft(engine, draft)
     spec = SpecDecoding(draft, params.k, engine.tokenizer.token_text, make_policy(engine, draft, params))

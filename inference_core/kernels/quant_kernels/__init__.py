@@ -2,8 +2,7 @@
 row kernels), compiled on first use. `load(settings)` returns the module, or None when it cannot be built or run
 here: callers then fall back to PyTorch (the same numbers, slower); `why_unavailable(settings)` says why. Builds are
 keyed by the sources' hash and serialize on an flock (docs/engine-notes.md). `python -m
-inference_core.kernels.quant_kernels` builds ahead of time and says whether the kernels are usable.
-"""
+inference_core.kernels.quant_kernels` builds ahead of time and says whether the kernels are usable."""
 from __future__ import annotations
 
 import fcntl
