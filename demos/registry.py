@@ -29,11 +29,15 @@ def count_tokens(text: str) -> int:
     return len(tok.encode(text))
 
 
+# Runs the socket starts that no page or lesson lists: a passing sampler's live run (added by exercises/apps.py).
+STARTED_ELSEWHERE: dict[str, DemoSpec] = {}
+
+
 def get_spec(name: Any) -> DemoSpec:
-    if not isinstance(name, str) or name not in DEMOS:
+    if not isinstance(name, str) or (name not in DEMOS and name not in STARTED_ELSEWHERE):
         shown = name if isinstance(name, str) and len(name) <= 64 else type(name).__name__
         raise DemoParamError("unknown_demo", f"unknown demo {shown!r}; known: {', '.join(sorted(DEMOS))}")
-    return DEMOS[name]
+    return DEMOS.get(name) or STARTED_ELSEWHERE[name]
 
 
 def _clean_one(key: str, spec: ParamSpec, value: Any) -> Any:

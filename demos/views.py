@@ -61,6 +61,8 @@ def demo_page(request, name: str):
         spec = get_spec(name)
     except DemoParamError:
         raise Http404(f"no demo named {name!r}")
+    if name not in DEMOS:  # started from elsewhere (an exercise's live run): it has no page of its own
+        raise Http404(f"no demo named {name!r}")
     embed = render_embed(spec.name, {}, standalone=True)
     return render(request, "demos/demo_page.html", {"spec": spec, "embed": mark_safe(embed)})
 

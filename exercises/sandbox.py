@@ -118,7 +118,8 @@ def runtime_mounts() -> tuple[str, tuple[str, ...]]:
     return exe, tuple(args)
 
 
-def command(limits: Limits, seccomp_fd: int) -> list[str]:
+def command(limits: Limits, seccomp_fd: int, source: str = HARNESS_SOURCE) -> list[str]:
+    """The whole command line: `source` (a harness) run by the sandbox's interpreter, inside bwrap, under prlimit."""
     exe, mounts = runtime_mounts()
     cpu = limits.cpu_seconds
     return [
@@ -130,11 +131,11 @@ def command(limits: Limits, seccomp_fd: int) -> list[str]:
         "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/",
         "--chdir", "/tmp", "--clearenv", "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
         "--setenv", "PATH", "/usr/bin:/bin", "--",
-        exe, "-I", "-S", "-B", "-c", HARNESS_SOURCE,
+        exe, "-I", "-S", "-B", "-c", source,
     ]
 
 
-def _memfd(name: str, data: bytes) -> int:
+def memfd(name: str, data: bytes) -> int:
     # Close-on-exec: a process another worker thread starts meanwhile must not inherit a payload (hidden inputs);
     # Popen hands this one to our child alone (as its stdin, or through pass_fds).
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
@@ -153,7 +154,7 @@ class _Live:
     result: RawRun = field(default_factory=RawRun)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # prlimit→bwrap leads the group; its children die with it
     except ProcessLookupError:
@@ -164,8 +165,8 @@ def _start(code: str, cases: list[dict], limits: Limits) -> _Live:
     nonce = secrets.token_hex(8)
     payload = json.dumps({"code": code, "cases": cases, "nonce": nonce,
                           "rlimits": {"RLIMIT_NPROC": limits.processes}}, allow_nan=True).encode()
-    filter_fd = _memfd("ilab-seccomp", seccomp.program())
-    stdin_fd = _memfd("ilab-payload", payload)
+    filter_fd = memfd("ilab-seccomp", seccomp.program())
+    stdin_fd = memfd("ilab-payload", payload)
     try:
         proc = subprocess.Popen(command(limits, filter_fd), stdin=stdin_fd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, pass_fds=(filter_fd,), start_new_session=True,
@@ -211,7 +212,7 @@ def run_many(jobs: list[tuple[str, list[dict]]], limits: Limits | None = None,
             if remaining <= 0:
                 for key in list(selector.get_map().values()):
                     key.data.result.timed_out = True
-                    _kill(key.data.proc)
+                    kill(key.data.proc)
                     selector.unregister(key.fileobj)
                 break
             for key, _ in selector.select(timeout=remaining):
@@ -224,18 +225,18 @@ def run_many(jobs: list[tuple[str, list[dict]]], limits: Limits | None = None,
                 live.size += len(chunk)
                 if live.size > limits.output_bytes:
                     live.result.overflow = True
-                    _kill(live.proc)
+                    kill(live.proc)
                     selector.unregister(key.fileobj)
     finally:
         selector.close()
         for live in lives:
             if live.result.timed_out or live.result.overflow:
-                _kill(live.proc)
+                kill(live.proc)
             try:  # its output ended (closed or capped): the process still gets only the wall time left
                 live.proc.wait(timeout=max(0.05, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 live.result.timed_out = True
-                _kill(live.proc)
+                kill(live.proc)
                 live.proc.wait()
             live.proc.stdout.close()
     return [_finish(live, display_bytes) for live in lives]

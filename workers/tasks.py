@@ -86,6 +86,8 @@ async def _run_demo(run_id: str) -> str:
         except Exception as exc:  # noqa: BLE001 - report any engine failure to the user
             log.exception("run %s failed", run_id)
             code, message = "engine_error", f"{type(exc).__name__}: {exc}"[:500]
+            if isinstance(getattr(exc, "run_error_code", None), str):  # an error meant for the student as it is
+                code, message = exc.run_error_code, str(exc)[:500]
             await sync_to_async(state.fail)(code, message)
             await publish({"type": "run.error", "run_id": run_id, "code": code, "message": message,
                            "n_events": state.seq})

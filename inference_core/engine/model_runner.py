@@ -103,13 +103,12 @@ class ModelRunner:
         """One forward, then a token per plain request; a speculative request gets its rows' logits."""
         logits = self.forward_batch(batch, pool)
         reqs = batch.requests
-        if all(r.spec is None and r.params.plain_argmax for r in reqs):
+        if all(r.spec is None and r.chooser is None and r.params.plain_argmax for r in reqs):
             return logits.argmax(-1).tolist()
         out, row = [], 0
         for r, n in zip(reqs, batch.n_rows or [1] * len(reqs)):
-            rows = logits[row:row + n]
-            row += n
-            out.append(rows if r.spec is not None else sample(rows[0], r.params, r.generator, r.all_ids))
+            rows, row = logits[row:row + n], row + n
+            out.append(rows if r.spec is not None else (r.chooser or sample)(rows[0], r.params, r.generator, r.all_ids))
             r.choice = choice(rows[0], r.params, out[-1], r.all_ids) if r.spec is None and r.params.trace_top else None
         return out
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Callable, Literal, Protocol
 
 import torch
 
@@ -43,6 +43,7 @@ class Request:
     generator: torch.Generator | None = None
     spec: Speculation | None = None  # speculative decoding: drafted and verified in the same steps as the rest
     drafted: list[int] = field(default_factory=list)  # this step's guesses (the draft phase), owned by the scheduler
+    chooser: Callable[..., int] | None = None  # called instead of `sample`, with its arguments: a student's sampler
     choice: dict | None = None  # the last token's `sampling_step` fields (params.trace_top), set by the runner
 
     @property
