@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "exercises",  # code exercises run in a sandbox on the `cpu` workers (exercises/sandbox.py)
     "lti.apps.PlatformRegistrationsConfig",  # LTI platform registrations and the tool's key (docs/lti.md)
     "lti",
+    "openai_api",  # the OpenAI-compatible API on the demos' batching service (docs/openai-api.md)
 ]
 
 MIDDLEWARE = [

@@ -12,6 +12,7 @@ urlpatterns = [
     path("classes/", include("classes.urls")),
     path("exercises/", include("exercises.urls")),
     path("lti/", include("lti.urls")),
+    path("", include("openai_api.urls")),  # /v1/… (the OpenAI-compatible API) and /account/api-keys/
     path("", include("authoring.urls")),
     path("", include("narration.urls")),
     path("", include("search.urls")),

@@ -12,6 +12,7 @@ from django.utils import timezone
 from demos.models import Run, RunEvent
 from demos.registry import get_spec
 from demos.runstate import cancel_key, detach_key, sync_redis, watchers_key
+from openai_api.runner import API_DEMO, run_completion
 
 from .engine import ENGINE, get_engine
 from .heartbeat import CancelCheck, owner_gone
@@ -69,7 +70,8 @@ class RunState:
 
     def _start(self):
         self.engine = get_engine()
-        runner = get_spec(self.run.demo).load_runner()
+        # An API request (openai_api) is no demo: its runner only streams tokens from the batching service.
+        runner = run_completion if self.run.demo == API_DEMO else get_spec(self.run.demo).load_runner()
         self.gen = runner({**self.run.params, "model": settings.ENGINE_MODEL}, self.check, models=ENGINE.models)
         self.t0 = time.monotonic()
 
