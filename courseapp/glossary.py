@@ -57,12 +57,14 @@ def glossary_terms() -> list[dict]:
 
     Cached per glossary version: the key holds its `updated_at`, so an edit is seen at once.
     """
-    row = Module.objects.published().filter(slug=GLOSSARY_SLUG).values("source", "updated_at").first()
+    glossary = Module.objects.published().filter(slug=GLOSSARY_SLUG)
+    row = glossary.values("pk", "updated_at").first()  # its source (tens of kB) is read only when not cached
     if row is None:
         return []
-    key = f"glossary-terms:{row['updated_at'].isoformat()}"
+    key = f"glossary-terms:{row['pk']}:{row['updated_at'].isoformat()}"
     terms = cache.get(key)
     if terms is None:
-        terms = [asdict(t) for t in parse_terms(row["source"])]
+        source = glossary.filter(pk=row["pk"]).values_list("source", flat=True).first() or ""
+        terms = [asdict(t) for t in parse_terms(source)]
         cache.set(key, terms, 3600)
     return terms

@@ -5,24 +5,22 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth import login
-from django.contrib.staticfiles import finders
 from django.db.models import Count, Prefetch
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
-from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from inferencelab import address_quota, login_throttle
 from narration.status import narration_status
-from serverprofile import figures as server_figures
 
 from . import progress as tracking
 from .course_map import build_course_map
 from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
+from .lesson_cache import lesson_parts
 from .models import Choice, Module, Preference, Question, QuizAttempt, Track
 from .quiz import (SEED_FIELD, NothingChosen, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark,
                    seed_token, shuffled)
@@ -113,7 +111,7 @@ def _resume_module(modules: list[Module], mine: list) -> Module | None:
 
 
 def _module_or_404(request, slug: str) -> Module:
-    queryset = _visible_modules(request).select_related("track", "narration").prefetch_related(
+    queryset = _visible_modules(request).defer("source").select_related("track", "narration").prefetch_related(
         Prefetch("questions", queryset=Question.objects.order_by("order").prefetch_related(
             Prefetch("choices", queryset=Choice.objects.order_by("order"))
         ))
@@ -163,11 +161,6 @@ def _pager(request, module: Module) -> tuple[Module | None, Module | None]:
     return previous, following
 
 
-def _calculator_scripts(module: Module) -> list[str]:
-    return [static(f"js/calculators/{name}.js") for name in module.calculators
-            if finders.find(f"js/calculators/{name}.js")]
-
-
 def autoplay_preference(request) -> bool:
     if request.user.is_authenticated:
         pref = Preference.objects.filter(user=request.user).only("autoplay").first()
@@ -214,15 +207,6 @@ def narration_state(request, slug: str):
     return JsonResponse(status.as_dict())
 
 
-def _outline_parts(outline: list[dict], lesson_after: str) -> dict:
-    """The table of contents split around the quiz, so "Check yourself" is listed where the quiz is."""
-    after_ids = {item["id"] for item in outline if f'id="{item["id"]}"' in lesson_after}
-    return {
-        "outline_before": [item for item in outline if item["id"] not in after_ids],
-        "outline_after": [item for item in outline if item["id"] in after_ids],
-    }
-
-
 def module_context(request, module: Module, result: QuizResult | None = None, *, seed: int | None = None,
                    quiz_error: str = "") -> dict:
     """`seed` orders the quiz's choices: a graded or refused attempt keeps the order the student saw;
@@ -235,17 +219,18 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
     previous, following = _pager(request, module)
     questions = list(module.questions.all())
     narration = getattr(module, "narration", None)
-    # This server's figures ({{ server.… }}) are filled in per request, from the newest measured profile.
-    lesson_before, lesson_after = (server_figures.fill(part) for part in module.html_parts())
+    # The same for every visitor, built once per module version and machine profile (lesson_cache.py).
+    parts = lesson_parts(module)
     if result is not None:
         seed = result.seed
     elif seed is None:
         seed = new_seed()
     return {
         "module": module,
-        "lesson_before": lesson_before,
-        "lesson_after": lesson_after,
-        **_outline_parts(module.outline, lesson_after),
+        "lesson_before": parts.lesson_before,
+        "lesson_after": parts.lesson_after,
+        "outline_before": parts.outline_before,
+        "outline_after": parts.outline_after,
         "prerequisites": prerequisites,
         "missing_prerequisites": [p for p in prerequisites if not p["completed"]],
         "previous": previous,
@@ -262,7 +247,7 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
         **_player_context(request, module, narration, mine),
         "resume_section": _resume_section(module, mine),
         "needs_plotly": module.has_interactive,
-        "calculator_scripts": _calculator_scripts(module),
+        "calculator_scripts": parts.calculator_scripts,
         "glossary_terms": glossary_terms(),
     }
 

@@ -6,7 +6,8 @@ from django.views.decorators.http import require_GET
 
 from courseapp.instructors import PERMISSION
 
-from .index import MAX_QUERY_CHARS, MAX_RESULTS, SPACE_RE, query_terms, search
+from . import cached
+from .index import MAX_QUERY_CHARS, MAX_RESULTS, SPACE_RE, query_terms
 
 
 @require_GET
@@ -14,7 +15,7 @@ def search_view(request):
     raw = request.GET.get("q", "")
     q = SPACE_RE.sub(" ", raw[:MAX_QUERY_CHARS]).strip()
     show_drafts = request.user.has_perm(PERMISSION)  # as courseapp.views._visible_modules
-    results = search(q, show_drafts=show_drafts) if q else []
+    results = cached.search(q, show_drafts=show_drafts) if q else []  # per query, until the course changes
     return render(request, "search/search.html", {
         "q": q,
         "searched": bool(q),
