@@ -19,6 +19,8 @@ from pylti1p3.exception import LtiException
 
 from courseapp.input_limits import InputTooComplex, loads
 
+from . import platform_urls
+
 PLATFORM_TIMEOUT = 5  # seconds, for each call to a platform (its JWKS, token and score endpoints)
 PLATFORM_KEYS_CACHE = 300  # seconds a platform's JWKS is reused before it is fetched again
 LAUNCH_LIFETIME = 3600  # seconds a launch stays restorable (the deep-linking picker posts back within it)
@@ -53,8 +55,18 @@ class BoundedMessageLaunch(DjangoMessageLaunch):
         return super().validate_jwt_format()
 
 
+class CheckedToolConf(DjangoDbToolConf):
+    """The registrations in the database, each refused at use while it names an http:// endpoint
+    (platform_urls.py): a key set or token fetched over plain HTTP could be swapped on the way."""
+
+    def get_lti_tool(self, iss, client_id):
+        platform = super().get_lti_tool(iss, client_id)
+        platform_urls.check(platform)
+        return platform
+
+
 def tool_conf() -> DjangoDbToolConf:
-    return DjangoDbToolConf()
+    return CheckedToolConf()
 
 
 def storage() -> DjangoCacheDataStorage:

@@ -28,6 +28,7 @@ from . import library
 from .accounts import admit, claim, platform_of, remember_link, teaches
 from .framing import allow_framing, launched_in_frame, mark, origin_of, origins_of
 from .login_again import login_again, remember_login
+from .platform_urls import InsecurePlatform
 from .roster import sync_roster
 from .keys import tool_key
 
@@ -35,9 +36,11 @@ log = logging.getLogger(__name__)
 DEEP_LINKING_SETTINGS = "https://purl.imsglobal.org/spec/lti-dl/claim/deep_linking_settings"
 
 
-def _refused(request, reason: str, *, status: int = 400, again: str = ""):
-    log.info("LTI request refused: %s", reason)
-    return render(request, "lti/refused.html", {"reason": reason, "again": again}, status=status)
+def _refused(request, reason: str, *, status: int = 400, again: str = "", again_here: bool = False,
+             detail: str = ""):
+    log.info("LTI request refused: %s%s", reason, f" ({detail})" if detail else "")
+    return render(request, "lti/refused.html", {"reason": reason, "again": again, "again_here": again_here,
+                                                "detail": detail}, status=status)
 
 
 def _refused_in_frame(request, data: dict, reason: str, *, status: int):
@@ -45,21 +48,23 @@ def _refused_in_frame(request, data: dict, reason: str, *, status: int):
     return allow_framing(_refused(request, reason, status=status), origins_of(platform_of(data)))
 
 
-def _cookie_refused(request, reason: str):
-    """The launch's state cookie did not come back. Inside the LMS's frame that is the browser refusing
-    third-party cookies: say so, in the frame (which the platform that started the login may show), and offer
-    the same login in a tab of its own, where the cookies are first-party and the LMS signs the student in again
-    (no credential travels in the link)."""
-    if launched_in_frame(request):
-        again, origins = login_again(request.POST.get("state", ""))
-        if again:
-            response = _refused(request, "Your browser does not allow this site's cookies inside the LMS's frame, "
-                                         "so the lesson cannot open here. Open it in a new tab instead: you will "
-                                         "be signed in there.", again=again)
-            return allow_framing(response, origins)
-    return _refused(request, f"The launch could not be verified: {reason} (the browser did not send back the "
-                             "cookie set when the launch began: cookies blocked, or the launch was started in "
-                             "another browser)")
+def _state_refused(request, reason: str):
+    """The launch's state is not this browser's: its login was started in another window or browser, or so long
+    ago that it expired (or, inside the LMS's frame, the browser refused the state cookie). Inside a frame, for a
+    login this tool started and has not answered, that is the browser refusing third-party cookies: say so, in the
+    frame (which the platform that started the login may show), and offer the same login in a tab of its own,
+    where the cookies are first-party. Elsewhere, say what most likely happened and offer to start that login
+    again here. Either way the platform signs its user in again: no credential travels in the link."""
+    again, origins = login_again(request.POST.get("state", ""))
+    if launched_in_frame(request) and again:
+        response = _refused(request, "Your browser does not allow this site's cookies inside the LMS's frame, "
+                                     "so the lesson cannot open here. Open it in a new tab instead: you will "
+                                     "be signed in there.", again=again, detail=reason)
+        return allow_framing(response, origins)
+    return _refused(request, "This launch has expired, or it was opened in another window or browser than the one "
+                             "that started it, so it cannot be verified here. Start again"
+                             + (": you will be signed in." if again else " from the activity's link in your LMS."),
+                    again=again, again_here=True, detail=reason)
 
 
 @require_GET
@@ -76,6 +81,8 @@ def login_initiation(request):
     authorization endpoint carrying a fresh state (cookie) and nonce (cache)."""
     try:
         response = library.oidc_login(request).redirect(request.build_absolute_uri(reverse("lti:launch")))
+    except InsecurePlatform as error:
+        return _refused(request, f"This LMS cannot sign in here: {error}.")
     except (LtiException, OIDCException) as error:  # the library's two families: neither subclasses the other
         return _refused(request, f"The login request could not be matched to a registered platform: {error}")
     remember_login(request, response["Location"])
@@ -108,7 +115,7 @@ def launch(request):
     except LtiException as error:
         reason = str(error).replace("Missing %s cookie", "Missing cookie")  # the library's own typo
         if "cookie" in reason or "State not found" in reason:
-            return _cookie_refused(request, reason)
+            return _state_refused(request, reason)
         return _refused(request, f"The launch could not be verified: {reason}")
     library.consume_nonce(message)
     if message.is_deep_link_launch():

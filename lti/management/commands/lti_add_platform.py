@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from pylti1p3.contrib.django.lti1p3_tool_config.models import LtiTool
 
+from lti import platform_urls
 from lti.framing import origins_of
 from lti.keys import tool_key
 from lti.models import Embedding
@@ -42,6 +43,10 @@ class Command(BaseCommand):
             platform.full_clean()
         except ValidationError as error:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in error.message_dict.items())) from error
+        insecure = platform_urls.problems({field: getattr(platform, field) for field in platform_urls.URL_FIELDS})
+        if insecure:
+            option = {"auth_login_url": "--login-url", "auth_token_url": "--token-url", "key_set_url": "--jwks-url"}
+            raise CommandError("; ".join(f"{option[field]} {problem}" for field, problem in insecure.items()))
         embedding = Embedding(platform=platform, origins="\n".join(options["frame_origin"]))
         try:
             embedding.full_clean(exclude=["platform"])
