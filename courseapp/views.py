@@ -22,6 +22,7 @@ from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
 from .lesson_cache import lesson_parts
 from .models import Choice, Module, Preference, Question, QuizAttempt, Track
+from .practice import exercise_owners, practice_by_module
 from .quiz import (SEED_FIELD, NothingChosen, QuizInputError, QuizResult, grade, new_seed, parse_seed, pass_mark,
                    seed_token, shuffled)
 
@@ -37,6 +38,7 @@ class ModuleCard:
     question_count: int
     prerequisites: list[dict]
     narration_minutes: int | None
+    practice: list | tuple = ()  # its labs and exercises, each with whether the learner did it (courseapp/practice.py)
 
     @property
     def missing_prerequisites(self) -> list[dict]:
@@ -72,6 +74,7 @@ def course_index(request):
                    .annotate(question_count=Count("questions"))
                    .defer("source", "html", "outline", "cues", "demos"))
     progress = tracking.progress_by_module(learner)
+    practice = practice_by_module(modules, learner, exercise_owners(request))
     by_slug = {m.slug: m for m in modules}
     tracks: dict[int, dict] = {}
     for track in Track.objects.order_by("order", "slug"):
@@ -85,6 +88,7 @@ def course_index(request):
             question_count=module.question_count,
             prerequisites=_prerequisite_info(module, by_slug, progress),
             narration_minutes=_narration_minutes(module),
+            practice=practice[module.pk],
         ))
     visible = {m.pk: m for m in modules}
     mine = [p for p in progress.values() if p.module_id in visible]
@@ -94,6 +98,8 @@ def course_index(request):
         "resume": _resume_module(modules, mine),
         "completed_count": done,
         "module_count": len(modules),
+        "practice_count": sum(len(items) for items in practice.values()),
+        "practice_done": sum(item.done for items in practice.values() for item in items),
         "course_map": build_course_map(card for t in tracks.values() for card in t["cards"]),
     })
 

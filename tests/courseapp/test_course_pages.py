@@ -67,7 +67,9 @@ def test_index_query_count_is_constant(client, course, student):
     before = count_queries(client, "/")
     add_modules(12)
     client.get(module_url("extra-3"))
-    assert count_queries(client, "/") == before <= 8
+    # 9: one more since the map shows each module's labs and exercises (the labs with the learner's submissions; a
+    # module's exercises are noted when it is saved, courseapp/practice.py)
+    assert count_queries(client, "/") == before <= 9
 
 
 def test_module_page_query_count_is_constant(client, course, student):
