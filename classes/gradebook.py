@@ -15,9 +15,9 @@ from django.utils.formats import date_format
 from courseapp.models import Module, ModuleProgress, QuizAttempt
 from courseapp.quiz import pass_mark
 from demos.models import Run
-from lti.score_status import LmsScore, lms_scores
+from lti.score_status import LmsScore, lms_scores_by_activity
 
-from . import deadlines
+from . import deadlines, practice_grades
 from .models import Cohort
 from .roster import class_students
 from .stats import chosen_keys
@@ -38,6 +38,7 @@ class Cell:
     attempts: int
     due_at: datetime | None
     lms: LmsScore | None = None  # the quiz score's posts to the LMS, when the module was launched from one
+    practice: tuple[practice_grades.PracticeResult, ...] = ()  # its labs' and exercises' results
 
     @property
     def label(self) -> str:
@@ -86,7 +87,7 @@ def course_modules() -> list[Module]:
 
 
 def _cell(module: Module, progress: ModuleProgress | None, attempts: int, due_at: datetime | None,
-          now: datetime | None, lms: LmsScore | None = None) -> Cell:
+          now: datetime | None, lms: LmsScore | None = None, practice: list | None = None) -> Cell:
     completed_at = progress.completed_at if progress else None
     if due_at is not None:
         state = deadlines.status(due_at, completed_at, now).state
@@ -96,20 +97,22 @@ def _cell(module: Module, progress: ModuleProgress | None, attempts: int, due_at
         state = IN_PROGRESS if progress is not None or attempts else NOT_STARTED
     return Cell(module=module, state=state, completed_at=completed_at,
                 best_score=progress.best_score if progress else None, quiz_total=module.quiz_total,
-                attempts=attempts, due_at=due_at, lms=lms)
+                attempts=attempts, due_at=due_at, lms=lms, practice=tuple(practice or ()))
 
 
 def _cells_for(users: list, modules: list[Module], due: dict[int, datetime],
                now: datetime | None) -> dict[int, list[Cell]]:
-    """user id → one cell per module, from three queries whatever the class size."""
+    """user id → one cell per module, from a fixed number of queries whatever the class size."""
     user_ids = [user.pk for user in users]
     progress = {(p.user_id, p.module_id): p for p in ModuleProgress.objects.filter(user_id__in=user_ids)}
     attempts = {(row["user_id"], row["module_id"]): row["n"] for row in
                 QuizAttempt.objects.filter(user_id__in=user_ids).order_by()
                 .values("user_id", "module_id").annotate(n=Count("id"))}
-    lms = lms_scores(user_ids)
+    lms = lms_scores_by_activity(user_ids)
+    practice = practice_grades.practice_results(user_ids, modules, lms)
     return {uid: [_cell(m, progress.get((uid, m.pk)), attempts.get((uid, m.pk), 0), due.get(m.pk), now,
-                        lms.get((uid, m.pk))) for m in modules] for uid in user_ids}
+                        lms.get((uid, m.pk, "quiz")), practice.get((uid, m.pk))) for m in modules]
+            for uid in user_ids}
 
 
 def gradebook(cohort: Cohort, now: datetime | None = None) -> Gradebook:
@@ -121,15 +124,19 @@ def gradebook(cohort: Cohort, now: datetime | None = None) -> Gradebook:
 
 
 def csv_rows(book: Gradebook) -> list[list[object]]:
-    """Header, then one row per student: who they are, then per module its state and best quiz score."""
+    """Header, then one row per student: who they are, then per module its state, best quiz score, and each lab's
+    score (%) and exercise's result."""
     header = ["username", "name", "email", "modules_done", "modules_late"]
+    items = practice_grades.module_practice(book.modules)
     for module in book.modules:
         header += [f"{module.slug}: status", f"{module.slug}: best quiz score (of {module.quiz_total})"]
+        header += practice_grades.csv_header(module, items[module.pk])
     rows: list[list[object]] = [header]
     for row in book.rows:
         line: list[object] = [row.user.username, row.user.get_full_name(), row.user.email, row.done, row.late]
         for cell in row.cells:
             line += [cell.label, "" if cell.best_score is None else cell.best_score]
+            line += practice_grades.csv_values(list(cell.practice))
         rows.append(line)
     return rows
 
@@ -157,6 +164,8 @@ class StudentRecord:
     row: StudentRow
     attempts: list[AttemptView] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
+    labs: list[practice_grades.LabRecord] = field(default_factory=list)
+    exercises: list[practice_grades.ExerciseRecord] = field(default_factory=list)
 
 
 def answer_lines(module: Module, answers: object) -> list[AnswerLine]:
@@ -181,4 +190,5 @@ def student_record(cohort: Cohort, user, now: datetime | None = None) -> Student
     views = [AttemptView(attempt=a, answers=answer_lines(a.module, a.answers), passed=a.score >= pass_mark(a.total))
              for a in attempts]
     runs = list(Run.objects.filter(user=user).order_by("-created_at")[:RECENT_RUNS])
-    return StudentRecord(user=user, row=row, attempts=views, runs=runs)
+    return StudentRecord(user=user, row=row, attempts=views, runs=runs, labs=practice_grades.student_labs(user),
+                         exercises=practice_grades.student_exercises(user))

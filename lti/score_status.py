@@ -54,14 +54,20 @@ class LmsScore:
         return " ".join(describe(post) for post in self.posts)
 
 
-def lms_scores(user_ids: list[int], activity: str = "quiz") -> dict[tuple[int, int], LmsScore]:
-    """(user id, module id) → its LmsScore, for the students who have posts of `activity`."""
-    newest: dict[tuple[int, int], ScorePost] = {}
-    posts = ScorePost.objects.filter(identity__user_id__in=user_ids, activity=activity) \
-        .exclude(state=ScorePost.State.SUPERSEDED).select_related("resource_link", "identity").order_by("created_at", "pk")
+def lms_scores_by_activity(user_ids: list[int]) -> dict[tuple[int, int, str], LmsScore]:
+    """(user id, module id, activity) → its LmsScore, for every post of these students, in one query."""
+    newest: dict[tuple[int, int, str], ScorePost] = {}
+    posts = ScorePost.objects.filter(identity__user_id__in=user_ids).exclude(state=ScorePost.State.SUPERSEDED) \
+        .select_related("resource_link", "identity").order_by("created_at", "pk")
     for post in posts:
-        newest[(post.identity.user_id, post.resource_link_id)] = post  # the last one wins
-    grouped: dict[tuple[int, int], list[ScorePost]] = {}
-    for (user_id, _link), post in newest.items():
-        grouped.setdefault((user_id, post.resource_link.module_id), []).append(post)
+        newest[(post.identity.user_id, post.resource_link_id, post.activity)] = post  # the last one wins
+    grouped: dict[tuple[int, int, str], list[ScorePost]] = {}
+    for (user_id, _link, activity), post in newest.items():
+        grouped.setdefault((user_id, post.resource_link.module_id, activity), []).append(post)
     return {key: LmsScore(tuple(posts)) for key, posts in grouped.items()}
+
+
+def lms_scores(user_ids: list[int], activity: str = "quiz") -> dict[tuple[int, int], LmsScore]:
+    """(user id, module id) → the LmsScore of `activity`."""
+    return {(uid, mid): score for (uid, mid, kind), score in lms_scores_by_activity(user_ids).items()
+            if kind == activity}
