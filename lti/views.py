@@ -188,10 +188,11 @@ def deep_link_return(request):
         return _refused(request, "This module picker has expired: open it again from the LMS.")
     if not launch.is_deep_link_launch() or not _teaches(launch):
         return _refused(request, "This launch cannot add modules.", status=403)
-    slugs = request.POST.getlist("module")
+    slugs = [] if request.POST.get("cancel") else request.POST.getlist("module")
     modules = list(Module.objects.published().in_course_order().filter(slug__in=slugs))
-    if not modules or len(modules) != len(set(slugs)):
+    if not request.POST.get("cancel") and (not modules or len(modules) != len(set(slugs))):
         raise Http404("Pick at least one published module.")
+    # Cancel: a response with no content items, so the platform closes its dialog having added nothing.
     deep_link = launch.get_deep_link()
     settings = launch.get_launch_data()[DEEP_LINKING_SETTINGS]  # the library checked it is there
     response = render(request, "lti/deep_link_return.html", {

@@ -69,3 +69,16 @@ def test_picking_an_unpublished_module_is_refused(client, course, platform):
     picker = launch(client, platform, platform.deep_link_claims("teach-dl", INSTRUCTOR)).content.decode()
     response = client.post("/lti/deep-link/", {"launch_id": _field(picker, "launch_id"), "module": ["nope"]})
     assert response.status_code == 404
+
+
+def test_cancel_returns_an_empty_deep_linking_response(client, course, platform):
+    picker = launch(client, platform, platform.deep_link_claims("teach-dl", INSTRUCTOR)).content.decode()
+    assert re.search(r'<button[^>]*name="cancel"[^>]*>Cancel</button>', picker)
+    answer = client.post("/lti/deep-link/", {"launch_id": _field(picker, "launch_id"), "module": ["intro"],
+                                             "cancel": "1"})
+    page = answer.content.decode()
+    assert answer.status_code == 200 and "nothing is added" in page
+    assert f'action="{platform.base}/deep-link-return"' in page
+    claims = _verify(_field(page, "JWT"), platform.tool_jwks, audience=platform.issuer)
+    assert claims[CLAIM + "message_type"] == "LtiDeepLinkingResponse"
+    assert claims[DL + "content_items"] == [] and claims[DL + "data"] == "platform-opaque-data"
