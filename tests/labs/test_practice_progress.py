@@ -9,12 +9,14 @@ import re
 import pytest
 from django.test import Client
 
-from courseapp.loader import load_course
-from courseapp.models import Module
 from courseapp import practice
+from courseapp.content import parse_module_file
+from courseapp.loader import load_course, render_module_file
+from courseapp.models import Module
 from courseapp.practice import exercise_ids
 from exercises import catalog, sandbox
 from exercises.jobs import RUN_TASK, run_submission
+from course_fixtures import REPO_CONTENT
 from lab_helpers import lab_markdown, store_run
 
 pytestmark = pytest.mark.django_db
@@ -129,3 +131,14 @@ def test_an_edited_lesson_s_exercises_show_at_once_and_a_fresh_process_reads_the
     assert set(map_items(client)) == {"lab:formats", "exercise:roofline"}
     practice._exercises_seen.clear()  # as in another server process, which never saw the save
     assert set(map_items(client)) == {"lab:formats", "exercise:roofline"}
+
+
+def test_every_module_of_the_course_has_a_lab_or_an_exercise():
+    """The glossary is a reference page, not a module one studies: it is the only one without."""
+    without = []
+    for path in sorted(REPO_CONTENT.glob("*.md")):
+        module = parse_module_file(path)
+        rendered = render_module_file(module)
+        if not rendered.labs and not exercise_ids(rendered.html):
+            without.append(module.slug)
+    assert without == ["glossary"]
