@@ -2,7 +2,7 @@
 from django.urls import path
 from django.views.generic import RedirectView
 
-from . import images, revisions, views
+from . import images, revisions, transfer_views, views
 
 app_name = "authoring"
 
@@ -11,12 +11,12 @@ urlpatterns = [
     path("author/new/", views.module_edit, name="create"),
     path("author/preview/", views.preview, name="preview"),
     path("author/reference/", views.reference, name="reference"),
-    path("author/export/", views.export, name="export"),
-    path("author/export.zip", views.export_zip, name="export_zip"),
-    path("author/import/", views.import_zip, name="import"),
-    path("author/import/review/", views.import_review_page, name="import_review"),
-    path("author/import/confirm/", views.import_confirm, name="import_confirm"),
-    path("author/import/cancel/", views.import_cancel, name="import_cancel"),
+    path("author/export/", transfer_views.export, name="export"),
+    path("author/export.zip", transfer_views.export_zip, name="export_zip"),
+    path("author/import/", transfer_views.import_zip, name="import"),
+    path("author/import/review/", transfer_views.import_review_page, name="import_review"),
+    path("author/import/confirm/", transfer_views.import_confirm, name="import_confirm"),
+    path("author/import/cancel/", transfer_views.import_cancel, name="import_cancel"),
     path("author/<slug:slug>/", views.module_edit, name="edit"),
     path("author/<slug:slug>/publish/", views.module_publish, name="publish"),
     path("author/<slug:slug>/move/", views.module_move, name="move"),

@@ -19,50 +19,21 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from courseapp import images
 from courseapp.forms import ModuleForm
 from courseapp.instructors import instructor_required
-from courseapp.loader import (CourseLoadError, export_course, normalize_newlines, not_exported, save_module,
-                              shown_path, stored_authored)
+from courseapp.loader import normalize_newlines, save_module, shown_path, stored_authored
 from courseapp.models import QUIZ_MARKER, Module, Track
 from courseapp.quiz import pass_mark
 from courseapp.rendering import ContentError, render_markdown
 from labs.reference import lab_reference
-from narration import captions, queue as narration_queue
+from narration import captions
 from narration.forms import NarrationUploadForm
 from narration.jobs import attach_upload, enqueue_narration
 from narration.models import Narration
 from serverprofile import figures as server_figures
 
-from . import archive, content_sync, dependents, format_reference, import_review
+from . import content_sync, dependents, format_reference
 from .diffs import content_digest, diff_rows, diff_stats, file_text
 from .models import ModuleDraft
-
-
-def _narration_state(module: Module) -> dict:
-    narration = getattr(module, "narration", None)
-    if narration is None:
-        return {"status": "none", "label": "Not generated", "progress": 0.0, "position": None, "busy": False,
-                "error": "", "stale": False, "duration": 0.0}
-    label = narration.get_status_display()
-    place = narration_queue.position(narration)
-    if place is not None:
-        ahead = place - 1
-        label = ("Queued: next to run" if not ahead else f"Queued: {ahead} job(s) ahead of it") \
-            + (f" ({narration_queue.running()} running now)" if narration_queue.running() else "")
-    if narration.is_stalled:
-        label = "Stalled: no progress for 10 minutes (is a worker running the cpu queue?); generate again"
-    return {
-        "status": narration.status,
-        "label": label,
-        "origin": narration.get_origin_display(),
-        "progress": narration.progress,
-        "position": place,
-        "busy": narration.is_busy,
-        "error": narration.error,
-        "stale": narration.is_ready and narration.is_stale,
-        "duration": round(narration.duration, 1),
-        "audio_url": narration.audio_url,
-        "live": narration.is_ready,
-        "uploaded": narration.origin == Narration.Origin.UPLOAD,
-    }
+from .narration_state import narration_state
 
 
 @require_GET
@@ -77,7 +48,7 @@ def _list_context() -> dict:
     modules = Module.objects.in_course_order().select_related("narration", "pending_draft")
     by_track: dict[int, list] = {}
     for module in modules:
-        by_track.setdefault(module.track_id, []).append({"module": module, "narration": _narration_state(module)})
+        by_track.setdefault(module.track_id, []).append({"module": module, "narration": narration_state(module)})
     for track in Track.objects.order_by("order", "slug"):
         rows = by_track.get(track.pk, [])
         for index, row in enumerate(rows):
@@ -114,7 +85,7 @@ def _edit_context(form, module: Module | None, preview: str = "") -> dict:
         "error_summary": _error_summary(form) if form.is_bound else [],
         "module": module,
         "preview": preview,
-        "narration": _narration_state(module) if module else None,
+        "narration": narration_state(module) if module else None,
         "upload_form": NarrationUploadForm(live_narration=getattr(module, "narration", None)) if module else None,
         "images": list(module.images.all()) if module else [],
         "captions": captions.cues_of(module.narration) if module and getattr(module, "narration", None) else [],
@@ -342,7 +313,7 @@ def narration_generate(request, slug: str):
         message = ("Students hear an uploaded recording of this module now. Generating narration replaces it: "
                    "tick “Replace the uploaded recording” to confirm.")
         if request.headers.get("X-Requested-With") == "fetch":
-            return JsonResponse({**_narration_state(module), "error": message}, status=409)
+            return JsonResponse({**narration_state(module), "error": message}, status=409)
         messages.error(request, message)
         return redirect(reverse("authoring:edit", args=[slug]) + "#narration")
     record = enqueue_narration(module, force=request.POST.get("force") == "1")
@@ -351,7 +322,7 @@ def narration_generate(request, slug: str):
     else:
         messages.info(request, "Narration queued: the progress bar below follows the synthesis.")
     if request.headers.get("X-Requested-With") == "fetch":
-        return JsonResponse(_narration_state(module))
+        return JsonResponse(narration_state(module))
     return redirect(reverse("authoring:edit", args=[slug]) + "#narration")
 
 
@@ -359,7 +330,7 @@ def narration_generate(request, slug: str):
 @instructor_required
 def narration_status(request, slug: str):
     module = get_object_or_404(Module.objects.select_related("narration"), slug=slug)
-    return JsonResponse(_narration_state(module))
+    return JsonResponse(narration_state(module))
 
 
 @require_POST
@@ -402,20 +373,6 @@ def narration_caption(request, slug: str):
 
 @require_POST
 @instructor_required
-def export(request):
-    written = export_course(settings.CONTENT_DIR)
-    messages.success(request, f"Exported {len(written)} file(s) to {settings.CONTENT_DIR}. Review and commit "
-                              "them with git; loading the course again leaves these modules as they are.")
-    skipped = not_exported(written)
-    if skipped:
-        messages.warning(request, f"Not written, since their files changed on disk after they were last loaded: "
-                                  f"{', '.join(f'{slug}.md' for slug in skipped)}. Load the course (restart, or "
-                                  "manage.py loadcourse) or resolve the conflicts below first.")
-    return redirect("authoring:list")
-
-
-@require_POST
-@instructor_required
 def resolve_conflict(request, slug: str):
     """A content file changed on disk while its module was edited here: `action=keep_web` writes the module
     to the file, `action=take_file` loads the file into the module (the web version stays in History)."""
@@ -434,132 +391,4 @@ def resolve_conflict(request, slug: str):
         messages.success(request, f"“{module.title}” now has {shown}'s version; the web version is in its History.")
     else:
         messages.error(request, "Choose to keep the web version or to take the file's.")
-    return redirect("authoring:list")
-
-
-@require_GET
-@instructor_required
-def export_zip(request):
-    """The course as a zip download, in content/'s format (drafts included), built from the database now."""
-    response = HttpResponse(archive.build_zip(), content_type="application/zip")
-    filename = f"inference-lab-course-{timezone.localdate():%Y%m%d}.zip"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    response["Cache-Control"] = "private, no-store"  # it holds unpublished drafts
-    return response
-
-
-def _mib(size: int) -> str:
-    return f"{size / 1_048_576:.1f} MiB"
-
-
-def _upload_problem(upload) -> str | None:
-    """Why an upload cannot even be opened as a course zip, or None."""
-    if upload is None:
-        return "Choose a .zip file to import."
-    if upload.size > settings.COURSE_IMPORT_MAX_BYTES:
-        return (f"{upload.name} is {_mib(upload.size)}; an import accepts at most "
-                f"{_mib(settings.COURSE_IMPORT_MAX_BYTES)}.")
-    return None
-
-
-IMPORT_SESSION_KEY = "course_import"
-
-
-def _import_errors(request, errors: list[str], name: str):
-    messages.error(request, "Not imported: nothing was changed. Fix the errors below and import again.")
-    context = {**_list_context(), "import_errors": errors, "import_name": name}
-    return render(request, "authoring/list.html", context, status=400)
-
-
-@require_POST
-@instructor_required
-def import_zip(request):
-    """Check a course zip and show what it would change; nothing is applied before `import_confirm`.
-
-    On any error the list page shows every error at its file and line (numbered as the editor numbers them)
-    and the upload is dropped. A valid zip is kept aside (`import_review.stage`) for this session.
-    """
-    upload = request.FILES.get("archive")
-    problem = _upload_problem(upload)
-    if problem:
-        return _import_errors(request, [problem], getattr(upload, "name", ""))
-    token = import_review.stage(upload)
-    try:
-        import_review.preview(import_review.path_of(token))
-    except CourseLoadError as exc:
-        import_review.discard(token)
-        return _import_errors(request, [error.shown() for error in exc.errors], upload.name)
-    previous = request.session.get(IMPORT_SESSION_KEY)
-    if previous:
-        import_review.discard(previous["token"])
-    request.session[IMPORT_SESSION_KEY] = {"token": token, "name": upload.name}
-    return redirect("authoring:import_review")
-
-
-def _staged(request):
-    """(token, zip name, path) of this session's pending import; (None, None, None) when there is none."""
-    pending = request.session.get(IMPORT_SESSION_KEY) or {}
-    path = import_review.path_of(pending.get("token"))
-    return (pending["token"], pending.get("name", ""), path) if path else (None, None, None)
-
-
-def _review_page(request, name: str, preview, changed_since: bool = False):
-    return render(request, "authoring/import_review.html", {
-        "name": name, "preview": preview, "changed_since": changed_since,
-        "unchanged": len(preview.report.unchanged),
-    })
-
-
-@require_GET
-@instructor_required
-def import_review_page(request):
-    """The pending import's effect, file by file, with "Import" and "Cancel"."""
-    token, name, path = _staged(request)
-    if path is None:
-        messages.info(request, "No import is waiting: choose a course zip to import.")
-        return redirect("authoring:list")
-    try:
-        preview = import_review.preview(path)
-    except CourseLoadError as exc:  # the course changed since the upload (a track deleted, say)
-        import_review.discard(token)
-        request.session.pop(IMPORT_SESSION_KEY, None)
-        return _import_errors(request, [error.shown() for error in exc.errors], name)
-    return _review_page(request, name, preview)
-
-
-@require_POST
-@instructor_required
-def import_confirm(request):
-    """Apply the pending import, if it still changes what its review showed (`confirm` = that digest)."""
-    token, name, path = _staged(request)
-    if path is None:
-        messages.error(request, "Nothing was imported: that import was cancelled or has expired. Import the zip again.")
-        return redirect("authoring:list")
-    try:
-        outcome = import_review.apply(path, request.POST.get("confirm", ""))
-    except CourseLoadError as exc:
-        import_review.discard(token)
-        request.session.pop(IMPORT_SESSION_KEY, None)
-        return _import_errors(request, [error.shown() for error in exc.errors], name)
-    if isinstance(outcome, import_review.Preview):
-        return _review_page(request, name, outcome, changed_since=True)
-    import_review.discard(token)
-    request.session.pop(IMPORT_SESSION_KEY, None)
-    messages.success(request, f"Imported {name}: {len(outcome.created)} module(s) created, "
-                              f"{len(outcome.updated)} updated, {len(outcome.unchanged)} unchanged; "
-                              f"{len(outcome.tracks)} track(s).")
-    for note in outcome.notes:
-        messages.info(request, note)
-    return redirect("authoring:list")
-
-
-@require_POST
-@instructor_required
-def import_cancel(request):
-    """Drop the pending import: the course stays exactly as it is."""
-    token, name, _ = _staged(request)
-    if token:
-        import_review.discard(token)
-        messages.info(request, f"Import of {name} cancelled: nothing was changed.")
-    request.session.pop(IMPORT_SESSION_KEY, None)
     return redirect("authoring:list")

@@ -27,7 +27,8 @@ from pathlib import Path
 import yaml
 
 from . import safe_yaml, yaml_errors
-from .rendering import ContentError, _LineLoader
+from .content_error import ContentError
+from .quiz_parse import LineLoader
 
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 FRONT_MATTER_FIELDS = ("title", "short_title", "slug", "track", "order", "prerequisites", "summary", "draft")
@@ -201,7 +202,7 @@ def parse_tracks_file(path: Path | str) -> list[TrackFile]:
     path = Path(path)
     text = read_utf8(path)
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
+        data = yaml.load(text, Loader=LineLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         problem, line = yaml_errors.describe(exc)
         raise ContentError(f"not valid YAML: {problem}", 1 + line, str(path)) from None

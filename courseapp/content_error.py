@@ -46,3 +46,11 @@ class ContentError(Exception):
         else:
             where = f"front matter line {self.line - 1}" if self.line > 1 else "front matter"
         return f"{self.path}, {where}: {self.message}" if self.path else f"{where.capitalize()}: {self.message}"
+
+
+class CourseLoadError(Exception):
+    """One or more content errors; nothing was written to the database."""
+
+    def __init__(self, errors: list[ContentError]):
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))

@@ -34,7 +34,7 @@ from . import demo_cues, images, safe_yaml, yaml_errors
 from .content import read_utf8, yaml_scalar
 from .input_limits import InputTooComplex, loads
 from .models import Module, ModuleImage
-from .rendering import ContentError
+from .content_error import ContentError, CourseLoadError
 
 IMAGES_DIR, ALT_FILE = "images", "alt.yaml"
 RUNS_DIR = demo_cues.RUNS_DIR
@@ -184,7 +184,6 @@ def _is_content_dir(directory: Path | None) -> bool:
 def apply(assets: Assets, *, replace: bool) -> list[str]:
     """Store what `read` found, inside the caller's transaction (after its modules are saved); returns notes.
     Raises `CourseLoadError` (the caller's transaction undoes all) for images of a module that does not exist."""
-    from .loader import CourseLoadError
 
     notes: list[str] = []
     errors: list[ContentError] = []

@@ -95,7 +95,7 @@ class ModuleForm(forms.ModelForm):
         source = normalize_newlines(self.cleaned_data.get("source") or "")  # browsers post CRLF
         try:
             # The quiz ids a question or choice lacks are written into the saved text, so they persist.
-            source, self.rendered = with_stable_ids(source, render_markdown(source))
+            source, self.rendered = with_stable_ids(source, render_markdown(source), render_markdown)
         except ContentError as exc:
             if exc.line:  # the editor marks the line in its gutter (static/js/authoring.js)
                 self.fields["source"].widget.attrs["data-error-line"] = exc.line

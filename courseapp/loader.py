@@ -28,17 +28,10 @@ from .content import (
 )
 from .models import Module, Track
 from .quiz_ids import with_stable_ids
-from .rendering import ContentError, RenderedModule, render_markdown
+from .content_error import ContentError, CourseLoadError
+from .rendering import RenderedModule, render_markdown
 
 LOADED_REASON = "Loaded from"
-
-
-class CourseLoadError(Exception):
-    """One or more content errors; nothing was written to the database."""
-
-    def __init__(self, errors: list[ContentError]):
-        self.errors = errors
-        super().__init__("\n".join(str(e) for e in errors))
 
 
 @dataclass(frozen=True)
@@ -108,7 +101,7 @@ def render_module_file(module: ModuleFile) -> RenderedModule:
     """Render a parsed file's body, with errors located at file lines. The quiz ids the file lacks are
     written into `module.body`, as the database will store it."""
     try:
-        module.body, rendered = with_stable_ids(module.body, render_markdown(module.body))
+        module.body, rendered = with_stable_ids(module.body, render_markdown(module.body), render_markdown)
         return rendered
     except ContentError as exc:
         raise exc.shifted(module.body_line - 1).at(module.path) from None

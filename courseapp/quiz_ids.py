@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from .content_error import ContentError
+
 ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 ID_HINT = "an id is a lowercase letter followed by up to 39 lowercase letters, digits or '-', e.g. q-cache-size"
 
@@ -66,19 +68,18 @@ def with_quiz_ids(source: str, questions: list) -> str:
     return "\n".join(lines)
 
 
-def with_stable_ids(source: str, rendered):
-    """(`source` with every quiz id written in, its rendering): what a save, a load or an export stores.
+def with_stable_ids(source: str, rendered, render):
+    """(`source` with every quiz id written in, its rendering by `render`): what a save, a load or an export
+    stores.
 
     The text with the ids is rendered again and must give the same quiz with every id now written; when it
     does not (the quiz is nested where a line cannot simply be inserted), a ContentError asks for the ids.
     """
-    from .rendering import ContentError, render_markdown  # the renderer uses this module's id rules
-
     written = with_quiz_ids(source, rendered.questions)
     if written == source:
         return source, rendered
     try:
-        again = render_markdown(written)
+        again = render(written)
     except ContentError:
         again = None
 

@@ -12,51 +12,19 @@ Invariants:
 """
 from __future__ import annotations
 
-import re
-from urllib.parse import urlsplit
-
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.utils.cache import patch_vary_headers
+
+from .models import Embedding
+from .origins import origin_of, parse_origins
 
 SESSION_KEY = "lti_frame"  # {"origins": [...], "cross_site": bool}
 FRAME_DESTINATIONS = ("iframe", "frame")
 UNFRAMED_PATHS = ("/admin/",)  # never framed, whoever launched the session
 
 
-ORIGIN_RE = re.compile(r"^https?://(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$")
-
-
-def origin_of(url: str) -> str:
-    """`scheme://host[:port]` of an http(s) URL, or "" when it has none (or a host no CSP source can name:
-    what this returns goes into a header, so nothing but letters, digits, '.', '-' and a port gets through)."""
-    try:
-        parts = urlsplit(str(url).strip())
-    except ValueError:
-        return ""
-    origin = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}".lower()
-    return origin if ORIGIN_RE.match(origin) else ""
-
-
-def parse_origins(text: str) -> list[str]:
-    """The origins of an `Embedding`, one per line; ValidationError naming the first line that is not one."""
-    found = []
-    for number, line in enumerate(str(text or "").splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        origin = origin_of(line)
-        if not origin or origin != line.rstrip("/").lower():
-            raise ValidationError(f"Line {number}, “{line}”, is not an origin: write scheme://host[:port], "
-                                  "with no path (e.g. https://school.instructure.com).")
-        found.append(origin)
-    return found
-
-
 def origins_of(platform) -> list[str]:
     """Every origin that may frame sessions `platform` launched, in a stable order, without repeats."""
-    from .models import Embedding
-
     named = [origin_of(platform.issuer), origin_of(platform.auth_login_url)]
     embedding = Embedding.objects.filter(platform=platform).first()
     if embedding is not None:

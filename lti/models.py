@@ -16,7 +16,7 @@ from pylti1p3.contrib.django.lti1p3_tool_config.models import LtiTool
 from classes.models import Cohort
 from courseapp.models import Module
 
-from .framing import parse_origins
+from .origins import parse_origins
 
 
 class Identity(models.Model):
