@@ -10,15 +10,19 @@ from .keys import MAX_ACTIVE_KEYS, TooManyKeys, create_key, revoke
 from .models import ApiKey
 
 
+NEW_KEY = "openai_api_new_key"  # the session's copy of a key just made, until the page after the redirect shows it
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_keys(request):
-    new_key = None
-    if request.method == "POST":
+    if request.method == "POST":  # then a redirect, so that reloading the page shows it, not makes another key
         try:
-            _, new_key = create_key(request.user, request.POST.get("name", ""))
+            request.session[NEW_KEY] = create_key(request.user, request.POST.get("name", ""))[1]
         except TooManyKeys as exc:
             messages.error(request, str(exc))
+        return redirect("openai_api:keys")
+    new_key = request.session.pop(NEW_KEY, None)  # shown once
     keys = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
     response = render(request, "openai_api/keys.html", {"keys": keys, "new_key": new_key,
                                                         "max_keys": MAX_ACTIVE_KEYS})
