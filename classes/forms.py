@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from courseapp.models import Module
 
-from .access import is_teacher
+from .access import is_teacher, runs_classes
 from .models import INVITE_LENGTH, Announcement, Cohort, DueDate
 from .roster import MAX_BYTES, RosterFileError, decode
 
@@ -84,11 +84,11 @@ class AnnouncementForm(forms.ModelForm):
 class InstructorForm(forms.Form):
     prefix = "instructor"
     username = forms.CharField(max_length=150, label="Instructor's username",
-                               help_text="An account that is already an instructor of the course.")
+                               help_text="A course author's account, or one that already teaches a cohort.")
 
     def clean_username(self):
         user = get_user_model().objects.filter(username=self.cleaned_data["username"]).first()
-        if user is None or not is_teacher(user):
+        if user is None or not (is_teacher(user) or runs_classes(user)):
             raise forms.ValidationError("No instructor account has this username.")
         return user
 

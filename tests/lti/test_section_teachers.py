@@ -270,3 +270,28 @@ def _walk_admin(client, sections, *, staff: bool) -> int:
                 assert response.status_code in (302, 403, 404), (name, kwargs, response.status_code)
             walked += 1
     return walked
+
+
+def test_the_gradebook_says_when_a_module_not_done_yet_is_due(client, course, platform):
+    launch(client, platform, _claims(platform, "s-due", LEARNER, name="Dee Due"))
+    client.logout()
+    landing = launch(client, platform, _claims(platform, "t-due", INSTRUCTOR))["Location"]
+    cohort = Cohort.objects.get()
+    due_at = timezone.now() + timezone.timedelta(days=5)
+    DueDate.objects.create(cohort=cohort, module=Module.objects.get(slug="intro"), due_at=due_at)
+    expected = f"Due {timezone.localtime(due_at):%-d %b %Y, %H:%M}"
+    assert expected in client.get(landing).content.decode()
+    csv = client.get(reverse("classes:gradebook_csv", args=[cohort.pk])).content.decode()
+    assert expected in csv and "Not done yet" not in csv
+
+
+def test_a_section_teacher_names_another_as_co_teacher_but_not_a_student(client, two_sections):
+    sections = two_sections
+    teacher_a = Identity.objects.get(subject="teach-a").user
+    client.force_login(teacher_a)
+    add = reverse("classes:instructor_add", args=[sections.cohort.pk])
+    refused = client.post(add, {"instructor-username": sections.student.username})
+    assert refused.status_code == 400 and "No instructor account has this username" in refused.content.decode()
+    assert client.post(add, {"instructor-username": sections.teacher_b.username}).status_code == 302
+    client.force_login(sections.teacher_b)
+    assert SECRET_NAME in client.get(reverse("classes:gradebook", args=[sections.cohort.pk])).content.decode()
