@@ -149,11 +149,14 @@ async function runTests(section, form, getCode) {
     if (state.status === "error") {
       renderResult(section, { ...result, tests: [], passed: false });
       status.textContent = result.problem || "Your code could not be run.";
+      section.dispatchEvent(new CustomEvent("exercise-result", { detail: { id: String(state.id), passed: false } }));
       return;
     }
     renderResult(section, result);
     status.textContent = `Done: ${result.n_passed} of ${result.n_tests} tests pass.`;
     section.dataset.lastRun = String(state.id);
+    // live-run.js listens: only a passing run's submission may drive a live run (the server checks it too)
+    section.dispatchEvent(new CustomEvent("exercise-result", { detail: { id: String(state.id), passed: !!result.passed } }));
   } catch (err) {
     status.textContent = `The tests could not be run: ${err.message}.`;
   } finally {
@@ -176,6 +179,10 @@ async function setUp(section, cm) {
     textarea.value = starter;
     section.querySelector(".exercise-status").textContent = "The starter code is back in the editor.";
   });
+  if (section.querySelector(".exercise-live")) {
+    const live = await import("./live-run.js");
+    live.setUpLive(section);
+  }
   section.dataset.ready = "true";
 }
 
