@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import openai
 import pytest
@@ -205,3 +206,21 @@ def test_malformed_json_and_bad_prompts_are_400s_through_the_client(api_stack, m
     assert http("GET", f"{api_stack.url}/v1/chat/completions", headers=headers).status_code == 405
     assert http("GET", f"{api_stack.url}/v1/embeddings", headers=headers).json()["error"]["code"] == "unknown_url"
     assert not Run.objects.exists()
+
+
+def test_the_load_generator_reports_the_serving_metrics(api_stack, make_key, tmp_path):
+    """bench/openai_load.py end to end (its figures mean nothing on a test box: only that it measures them)."""
+    import argparse
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench.openai_load import report, run_load
+
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(make_key(f"load{i}")[1] + "\n" for i in range(3)))
+    args = argparse.Namespace(url=api_stack.url, key=None, keys_file=str(keys), model=MODEL, rate=20.0, uniform=False,
+                              requests=6, max_tokens=6, slo_ttft_ms=1e9, slo_tpot_ms=1e9, timeout=300.0, seed=1)
+    result = report(*asyncio.run(run_load(args)), args)
+    assert result["completed"] == 6 and result["refused_or_failed"] == {}, result
+    assert result["within_slo"] == 1.0 and result["goodput_rps"] == result["requests_per_s"] > 0
+    assert 0 < result["ttft_ms_p50"] <= result["ttft_ms_p99"] and result["itl_ms_p50"] is not None
+    assert result["output_tokens_per_s"] > 0
