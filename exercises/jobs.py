@@ -17,6 +17,7 @@ from . import catalog
 from .models import Submission
 from .runner import evaluate
 from .sandbox import SandboxUnavailable
+from .signals import submission_graded
 
 log = logging.getLogger(__name__)
 
@@ -56,4 +57,5 @@ def run_submission(submission_id: str) -> str:
         return Submission.Status.ERROR
     Submission.objects.filter(pk=submission_id).update(
         status=Submission.Status.DONE, passed=result["passed"], results=result, finished_at=timezone.now())
+    submission_graded.send(Submission, submission=Submission.objects.get(pk=submission_id))  # e.g. to an LMS
     return Submission.Status.DONE

@@ -8,7 +8,7 @@ class LtiConfig(AppConfig):
     default = True
 
     def ready(self) -> None:
-        from . import scores  # noqa: F401  (connects the quiz-attempt signal that posts scores back)
+        from . import practice_scores, scores  # noqa: F401  (connect the signals that post scores back)
 
 
 class PlatformRegistrationsConfig(AppConfig):

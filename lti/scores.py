@@ -28,6 +28,7 @@ from django.utils import timezone
 from pylti1p3.assignments_grades import AssignmentsGradesService
 from pylti1p3.exception import LtiServiceException
 from pylti1p3.grade import Grade
+from pylti1p3.lineitem import LineItem
 from pylti1p3.service_connector import ServiceConnector
 
 from courseapp.models import QuizAttempt
@@ -43,6 +44,7 @@ SEND_TASK = "lti.send_score"  # workers/scores.py runs it
 # Long enough for a token request and a score post, each bounded by library.PLATFORM_TIMEOUT per read.
 CLAIM_SECONDS = 120
 SWEEP_BATCH = 50  # posts one sweep pass sends at most (the next pass takes the rest)
+LINEITEM_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"  # the tool may add grade columns
 RETRYABLE_STATUSES = {408, 425, 429}  # a 4xx that may pass later; every other 4xx is an answer a retry repeats
 ANSWER_CHARS = 2000
 
@@ -60,16 +62,28 @@ def retry_delay(tries: int) -> timedelta:
 
 # --- What an attempt owes ------------------------------------------------------------------------------------
 
-def owe(user_id: int, module_id: int, activity: str, best: int, maximum: int) -> list[ScorePost]:
-    """A post of `best`/`maximum` to each grade column the student launched this module from; older posts not
-    yet accepted for the same column, student and activity are superseded by it."""
+def adds_columns(link: ResourceLink) -> bool:
+    """Whether the link's grade service lets the tool add a column (a lab's or an exercise's, beside the quiz's)."""
+    ags = link.ags if isinstance(link.ags, dict) else {}
+    return bool(ags.get("lineitems")) and LINEITEM_SCOPE in (ags.get("scope") or [])
+
+
+def owe(user_id: int, module_id: int, activity: str, best: int, maximum: int, *,
+        unless_same: bool = False) -> list[ScorePost]:
+    """A post of `best`/`maximum` to each grade column the student launched this module from (for a lab or an
+    exercise: its own column, on links that let the tool add one); older posts not yet accepted for the same column,
+    student and activity are superseded by it. `unless_same`: none where the newest post already carries it."""
     posts = []
     for link in ResourceLink.objects.filter(module_id=module_id, launched_by=user_id).select_related(
             "context__platform"):
-        if not link.lineitem:
+        if not link.lineitem or (activity != "quiz" and not adds_columns(link)):
             continue
         identity = Identity.objects.filter(user_id=user_id, issuer=link.context.platform.issuer).first()
         if identity is None:
+            continue
+        if unless_same and ScorePost.objects.filter(resource_link=link, identity=identity, activity=activity) \
+                .exclude(state__in=[ScorePost.State.SUPERSEDED, ScorePost.State.FAILED]) \
+                .order_by("-created_at", "-pk").values_list("score_given", "score_maximum").first() == (best, maximum):
             continue
         ScorePost.objects.filter(resource_link=link, identity=identity, activity=activity,
                                  state__in=[ScorePost.State.PENDING, ScorePost.State.FAILED]) \
@@ -122,6 +136,15 @@ def _grade(post: ScorePost) -> Grade:
             .set_grading_progress("FullyGraded").set_user_id(post.identity.subject))
 
 
+def column(post: ScorePost) -> LineItem:
+    """A lab's or an exercise's own grade column in the LMS course, found again by its tag (or added)."""
+    link = post.resource_link
+    kind, _, key = post.activity.partition(":")
+    return (LineItem().set_tag(f"inference-lab:{link.module.slug}:{post.activity}")
+            .set_label(f"{link.module.title}: {kind} {key}").set_score_maximum(post.score_maximum)
+            .set_resource_id(f"{link.module.slug}:{post.activity}").set_resource_link_id(link.resource_link_id))
+
+
 def claim(post_pk: int, *, due_only: bool = False) -> bool:
     """Take a pending post for CLAIM_SECONDS (one conditional UPDATE: no other worker sends it meanwhile)."""
     now = timezone.now()
@@ -148,13 +171,16 @@ def send(post_pk: int, *, due_only: bool = False) -> bool:
     for a platform's failure: it schedules the next try, or marks the post failed."""
     if not claim(post_pk, due_only=due_only):
         return False
-    post = ScorePost.objects.select_related("resource_link__context__platform", "identity").get(pk=post_pk)
+    post = ScorePost.objects.select_related("resource_link__context__platform", "resource_link__module",
+                                            "identity").get(pk=post_pk)
     platform = post.resource_link.context.platform
     post.tries += 1
     try:
         registration = library.tool_conf().find_registration_by_params(platform.issuer, platform.client_id)
         connector = ServiceConnector(registration, library.PlatformSession())
-        reply = AssignmentsGradesService(connector, post.resource_link.ags).put_grade(_grade(post))
+        grades = AssignmentsGradesService(connector, post.resource_link.ags)
+        lineitem = None if post.activity == "quiz" else grades.find_or_create_lineitem(column(post), find_by="tag")
+        reply = grades.put_grade(_grade(post), lineitem)
     except Exception as error:  # a platform down, slow or refusing
         post.answer, retry = _answer_of(error)
         post.last_error = post.answer

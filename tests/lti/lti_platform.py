@@ -47,6 +47,7 @@ class Platform:
         self.down = False
         self.score_delay = 0.0  # seconds the score endpoint sleeps before answering (a hanging LMS)
         self.score_status = 200  # what the score endpoint answers when it is up
+        self.lineitems: list[dict] = []  # the grade columns the tool added (each with its id URL)
         self.token_requests: list[dict] = []
         self.scores: list[dict] = []
         self.roster: list[list[dict]] = []  # the membership service's pages
@@ -150,6 +151,10 @@ class Platform:
                 path, query = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
                 if path == "/auth":
                     return self._authorize(query)
+                if path == "/lineitems":
+                    if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
+                        return self._send(401, {"error": "bad token"})
+                    return self._send(200, platform.lineitems)
                 if path == "/frame":
                     return self._html(f'<h1>LMS course page</h1><iframe id="tool" title="Tool" width="1100" '
                                       f'height="700" src="{escape(query["src"])}"></iframe>')
@@ -195,6 +200,12 @@ class Platform:
                 path = urlsplit(self.path).path
                 if path == "/token":
                     return self._token({k: v[0] for k, v in parse_qs(body.decode()).items()})
+                if path == "/lineitems":  # the tool adds a grade column
+                    if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
+                        return self._send(401, {"error": "bad token"})
+                    item = {**json.loads(body), "id": f"{platform.base}/lineitems/added-{len(platform.lineitems) + 1}"}
+                    platform.lineitems.append(item)
+                    return self._send(201, item)
                 if path.startswith("/lineitems/") and path.endswith("/scores"):
                     if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
                         return self._send(401, {"error": "bad token"})
