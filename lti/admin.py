@@ -51,9 +51,10 @@ class ResourceLinkAdmin(admin.ModelAdmin):
 
 @admin.register(ScorePost)
 class ScorePostAdmin(admin.ModelAdmin):
-    list_display = ["identity", "resource_link", "score_given", "score_maximum", "state", "tries", "created_at"]
+    list_display = ["identity", "resource_link", "activity", "score_given", "score_maximum", "state", "tries",
+                    "next_try_at", "created_at"]
     list_filter = ["state"]
-    readonly_fields = ["last_error"]
+    readonly_fields = ["last_error", "answer", "claimed_until"]
 
 
 @admin.register(Embedding)
