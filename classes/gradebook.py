@@ -16,6 +16,7 @@ from courseapp.models import Module, ModuleProgress, QuizAttempt
 from courseapp.quiz import pass_mark
 from demos.models import Run
 from lti.score_status import LmsScore, lms_scores_by_activity
+from openai_api.runner import API_DEMO
 
 from . import deadlines, practice_grades
 from .models import Cohort
@@ -189,6 +190,7 @@ def student_record(cohort: Cohort, user, now: datetime | None = None) -> Student
                 .prefetch_related("module__questions__choices"))
     views = [AttemptView(attempt=a, answers=answer_lines(a.module, a.answers), passed=a.score >= pass_mark(a.total))
              for a in attempts]
-    runs = list(Run.objects.filter(user=user).order_by("-created_at")[:RECENT_RUNS])
+    # their demo runs: API requests (openai_api) are runs too, but no page or share link shows one
+    runs = list(Run.objects.filter(user=user).exclude(demo=API_DEMO).order_by("-created_at")[:RECENT_RUNS])
     return StudentRecord(user=user, row=row, attempts=views, runs=runs, labs=practice_grades.student_labs(user),
                          exercises=practice_grades.student_exercises(user))
