@@ -97,6 +97,9 @@ BAD = {
                                               "`logits`, an int from 0 to 63"),
     "out of range": ("return 64", "returned 64: it should return an index into `logits`, an int from 0 to 63"),
     "fork bomb": ("import os\nwhile True:\n    os.fork()", "raised PermissionError (line 41) at token 1"),
+    "10 GB": ("hoard = bytearray(10 * 2**30)", "raised MemoryError (line 39) at token 1"),
+    "100 MB of output": ("import os\nos.write(1, b'x' * 100 * 2**20)", "wrote more than 256 KB of output at token 1"),
+    "a socket": ("import socket\nsocket.create_connection(('127.0.0.1', 80))", "raised PermissionError (line 40)"),
 }
 
 
@@ -111,3 +114,36 @@ def test_bad_code_in_a_live_run_ends_it_with_a_clear_message(client, eager_worke
     assert time.monotonic() - t0 < 15
     good = passing(client, SAMPLER.reference)  # the engine serves the next run as before
     assert live(loaded_models, good, max_new_tokens=2)[-1]["finish_reason"] == "length"
+
+
+
+@pytest.mark.django_db(transaction=True)  # the stuck run's thread reads the submission on its own connection
+def test_a_sampler_that_hangs_holds_up_no_other_run(client, eager_worker, loaded_models):
+    """While the engine waits for a stuck sampler's answer, the engine's lock is free: another run steps meanwhile.
+    The stuck run needs the lock back to end, so holding it past the 1 s answer limit keeps that run from ending."""
+    import threading
+
+    from inference_core.engine.loaded_model import GenerationParams
+
+    submission = passing(client, only_live("while True:\n    pass"))
+    engine = loaded_models.get()
+    failed: list[str] = []
+
+    def stuck_run():
+        try:
+            live(loaded_models, submission, max_new_tokens=4)
+        except StudentCodeFailed as exc:
+            failed.append(str(exc))
+
+    stuck = threading.Thread(target=stuck_run)
+    stuck.start()
+    deadline = time.monotonic() + 60
+    while not engine.lock.locked():  # its prefill: the forward, then the question to the sandbox
+        assert stuck.is_alive() and time.monotonic() < deadline, failed
+        time.sleep(0.001)
+    with engine.lock:  # taken as soon as the stuck run waits for its sampler, as another student's run would
+        ids = engine.generate_ids(engine.encode_prompt(PROMPT, True), GenerationParams(max_new_tokens=2))
+        time.sleep(1.5)  # past the answer limit: the stuck run is over, but cannot end without the lock
+        assert len(ids) == 2 and stuck.is_alive() and failed == []
+    stuck.join(30)
+    assert failed and "did not answer within 1 s" in failed[0]
