@@ -116,7 +116,7 @@ def test_an_instructor_runs_a_class_without_the_admin(real_course, csp_page, csp
     assert page.locator("table.gradebook tbody tr").count() == STUDENTS
     if SCREENSHOT_DIR:
         page.screenshot(path=f"{SCREENSHOT_DIR}/gradebook.png", full_page=True)
-    page.get_by_role("link", name="s07", exact=True).click()
+    page.get_by_role("link", name="Student 07", exact=True).click()  # the gradebook names people by name
     page.get_by_role("heading", name="Student 07").wait_for()
     answers = page.locator(".attempt-answers").first.inner_text()
     assert PRIMER_RIGHT in answers and "Correct" in answers
