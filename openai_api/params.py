@@ -16,10 +16,11 @@ from .errors import BAD_JSON, ApiError, bad_request
 CHAT, TEXT = "chat", "text"
 ROLES = ("system", "developer", "user", "assistant")
 MAX_MESSAGES = 64
-COMMON = {"model", "max_tokens", "temperature", "top_p", "seed", "stream", "stream_options", "n", "user"}
+COMMON = {"model", "max_tokens", "temperature", "top_p", "seed", "stream", "stream_options", "n", "user", "stop"}
+MAX_STOPS, MAX_STOP_CHARS = 4, 64  # OpenAI's 4 sequences; a stop string is a few words, not a document
 FIELDS = {CHAT: COMMON | {"messages", "max_completion_tokens"}, TEXT: COMMON | {"prompt"}}
 # OpenAI fields this engine does not implement: accepted at their "off" value, a 400 saying so otherwise.
-UNSUPPORTED = {"stop", "logprobs", "top_logprobs", "logit_bias", "presence_penalty", "frequency_penalty", "tools",
+UNSUPPORTED = {"logprobs", "top_logprobs", "logit_bias", "presence_penalty", "frequency_penalty", "tools",
                "tool_choice", "functions", "function_call", "response_format", "echo", "suffix", "best_of",
                "parallel_tool_calls", "store", "metadata", "service_tier"}
 
@@ -37,6 +38,7 @@ class Completion:
     seed: int | None
     stream: bool
     include_usage: bool
+    stop: tuple[str, ...] = ()  # the text ends before the first of these (the web side cuts it; the run is cancelled)
 
     def run_params(self) -> dict:
         """What the worker's runner reads (openai_api/runner.py), stored as the Run's params."""
@@ -96,6 +98,18 @@ def _max_tokens(body: dict, kind: str) -> int:
         raise bad_request(f"{name} is too large: {value}. This server generates at most {limit} completion tokens "
                           f"per request, whereas you provided {value}.", name)
     return value
+
+
+def _stops(body: dict) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    if (not isinstance(stops, list) or len(stops) > MAX_STOPS
+            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops)):
+        raise bad_request(f"stop must be a string or up to {MAX_STOPS} strings, each 1 to {MAX_STOP_CHARS} "
+                          "characters.", "stop")
+    return tuple(stops)
 
 
 def _content(message: dict, i: int) -> str:
@@ -197,4 +211,4 @@ def parse(raw: bytes, kind: str) -> Completion:
         raise bad_request("prompt must not be empty.", "prompt")
     return Completion(kind=kind, model=model, prompt_ids=prompt_ids, max_tokens=max_tokens, temperature=temperature,
                       top_p=top_p, seed=seed, stream=stream,
-                      include_usage=bool(options and options.get("include_usage")))
+                      include_usage=bool(options and options.get("include_usage")), stop=_stops(body))

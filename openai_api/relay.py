@@ -59,6 +59,7 @@ class RunEvents:
         self.channel: str | None = None
         self.last_seq = -1
         self.ended = False
+        self.cancel_reason = "client_gone"  # why a run left before its end is cancelled ("stop_sequence": cut)
 
     async def start(self) -> None:
         """Join the run's group before queueing it, so no event is published before anyone listens."""
@@ -132,9 +133,9 @@ class RunEvents:
     async def _close(self) -> None:
         try:
             if not self.ended:
-                await async_redis().set(cancel_key(self.run_id), "client_gone", ex=3600)
+                await async_redis().set(cancel_key(self.run_id), self.cancel_reason, ex=3600)
                 await set_status(self.run_id, Run.Status.CANCELLED, only_if=(Run.Status.QUEUED,),
-                                 summary={"finish_reason": "cancelled", "cancel_reason": "client_gone",
+                                 summary={"finish_reason": "cancelled", "cancel_reason": self.cancel_reason,
                                           "n_generated": 0})
             if self.channel is not None:
                 await self.layer.group_discard(run_group(self.run_id), self.channel)

@@ -34,6 +34,30 @@ class Detokenizer:
         return delta
 
 
+class StopCut:
+    """Cuts the text before the first stop string. A piece that may be the start of one is held back until the
+    next piece says whether it is."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self.stops = stops
+        self.held = ""
+
+    def feed(self, piece: str) -> tuple[str, bool]:
+        """(the text that can be sent now, whether a stop string was met)."""
+        text, self.held = self.held + piece, ""
+        hits = [i for i in (text.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            return text[:min(hits)], True
+        keep = max((n for s in self.stops for n in range(1, len(s)) if text.endswith(s[:n])), default=0)
+        if keep:
+            text, self.held = text[:-keep], text[-keep:]
+        return text, False
+
+    def rest(self) -> str:
+        rest, self.held = self.held, ""
+        return rest
+
+
 class Shaper:
     """One response's ids, times and shapes."""
 

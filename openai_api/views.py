@@ -16,7 +16,7 @@ from .errors import BAD_KEY, NO_KEY, ApiError, shown_key
 from .keys import key_for
 from .params import CHAT, TEXT, parse, tokenizer
 from .relay import RunEvents, submit
-from .responses import FINISH, KEEP_ALIVE, Detokenizer, Shaper, sse
+from .responses import FINISH, KEEP_ALIVE, Detokenizer, Shaper, StopCut, sse
 
 OWNED_BY = "inference-lab"
 
@@ -82,25 +82,32 @@ def _failure(end: dict) -> ApiError:
 
 
 async def _tokens(events: RunEvents, shaper: Shaper, detokenizer: Detokenizer) -> AsyncIterator[tuple]:
-    """("delta", text) per piece of text, ("wait",) when quiet, then ("finish", reason) or ("error", ApiError)."""
-    finish = None
+    """("delta", text) per piece of text, ("wait",) when quiet, then ("finish", reason) or ("error", ApiError).
+    A stop string ends the text at once (finish "stop"); the run, not ended yet, is cancelled when `events` close."""
+    finish, cut = None, StopCut(shaper.completion.stop)
     async for event in events.events():
         kind = event["type"] if event is not None else "wait"
         if kind == "wait":
             yield ("wait",)
         elif kind == "token":
             shaper.n_generated += 1
-            if delta := detokenizer.add(event["token_id"]):
-                yield ("delta", delta)
+            text, stopped = cut.feed(detokenizer.add(event["token_id"]))
+            if text:
+                yield ("delta", text)
+            if stopped:
+                events.cancel_reason = "stop_sequence"
+                yield ("finish", "stop")
+                return
         elif kind == "run_finished":
             finish = FINISH.get(event.get("finish_reason"))
         elif kind == "end":
             if finish is None:
                 yield ("error", _failure(event))
                 return
-            if rest := detokenizer.rest():
-                yield ("delta", rest)
-            yield ("finish", finish)
+            text, stopped = cut.feed(detokenizer.rest())
+            if text := text if stopped else text + cut.rest():
+                yield ("delta", text)
+            yield ("finish", "stop" if stopped else finish)
             return
 
 

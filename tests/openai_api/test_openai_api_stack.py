@@ -92,11 +92,26 @@ def test_a_stream_gets_the_cli_tokens_for_the_same_prompt_and_chat_template(api_
     # the same run whole (stream=False) says the same
     whole = api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPT}], max_tokens=40,
                                         temperature=0)
-    assert whole.choices[0].message.content == cli(PROMPT, 40, True)["text"]
+    full = cli(PROMPT, 40, True)["text"]
+    assert whole.choices[0].message.content == full
     assert whole.object == "chat.completion" and whole.usage.total_tokens == whole.usage.prompt_tokens + \
         whole.usage.completion_tokens
     run = Run.objects.filter(demo=API_DEMO).order_by("-created_at").first()
     assert run.status == Run.Status.DONE and run.owner == f"u:{run.user_id}"  # one person's share, as a demo run
+
+    # a stop string ends the text before it (streamed or whole), and the run is stopped there
+    stop = full.split()[3]
+    for stream in (True, False):
+        reply = api.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPT}],
+                                            max_tokens=40, temperature=0, stop=["\n\n\n", stop], stream=stream)
+        text, finish, _ = streamed(reply) if stream else (reply.choices[0].message.content,
+                                                          reply.choices[0].finish_reason, None)
+        assert (text, finish) == (full[:full.index(stop)], "stop")
+    deadline = time.monotonic() + 30
+    while (run := Run.objects.filter(demo=API_DEMO).order_by("-created_at").first()).status in Run.ACTIVE:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert run.status == Run.Status.DONE or run.summary["cancel_reason"] == "stop_sequence", run.summary
 
 
 def test_32_concurrent_streams_share_the_engine_steps(api_stack, make_key):
@@ -177,6 +192,8 @@ def test_a_missing_bad_or_revoked_key_is_a_401(api_stack, make_key):
     ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role", "invalid_value"),
     ({"messages": []}, "messages", "invalid_type"),
     ({"n": 2}, "n", "invalid_value"),
+    ({"stop": ["a", "b", "c", "d", "e"]}, "stop", "invalid_value"),
+    ({"stop": ""}, "stop", "invalid_value"),
     ({"tools": [{"type": "function"}]}, "tools", "unsupported_parameter"),
     ({"frobnicate": 1}, "frobnicate", "unknown_parameter"),
 ])
