@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from ..spec import DemoSpec
 from . import (attention, batching, flash_attention, kv_cache, paged_attention, prefill_decode, prefix_caching,
-               quantization, serving_load, speculative)
+               quantization, sampling, serving_load, speculative)
 
 # The order pages list them in (the course's order: the primer's attention demo first).
 MODULES = (attention, kv_cache, prefill_decode, flash_attention, serving_load, speculative, paged_attention, batching,
-           prefix_caching, quantization)
+           prefix_caching, quantization, sampling)
 
 DEMOS: dict[str, DemoSpec] = {m.SPEC.name: m.SPEC for m in MODULES}
 

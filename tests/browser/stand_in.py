@@ -18,6 +18,7 @@ SMALL_PARAMS = {
     "batching": {},
     "prefix-caching": {"max_new_tokens": 2},
     "quantization": {"max_new_tokens": 2},
+    "sampling": {"prompt": "The capital of France is", "max_new_tokens": 4},
 }
 
 

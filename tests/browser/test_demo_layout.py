@@ -29,6 +29,7 @@ PICTURES = {
     "batching": '.ilab-calc__chart[aria-label^="Gantt chart per mode"]',
     "prefix-caching": '.ilab-calc__chart[aria-label^="Block strips"]',
     "quantization": '.ilab-calc__chart[aria-label^="Histogram of one block"]',
+    "sampling": '.ilab-calc__chart[aria-label^="Horizontal bar chart: the 20 most likely next tokens"]',
 }
 
 # Where the picture and the timeline are on screen. `seen`: how much of the picture's height shows in the
@@ -68,6 +69,13 @@ WATCH_FOCUS = """(demo) => {
 ICONS = """(demo) => [...document.querySelectorAll(`.ilab-demo[data-demo="${demo}"] .ilab-timeline button`)].map((b) => ({
   name: b.getAttribute('aria-label'), text: b.textContent.trim(), svg: b.querySelectorAll('svg').length,
   hidden: b.querySelector('svg')?.getAttribute('aria-hidden'), width: b.querySelector('svg')?.getBoundingClientRect().width}))"""
+
+
+def test_every_demo_names_its_picture_so_these_checks_cover_it():
+    """A new demo is checked here as soon as it is registered: it must say which picture its timeline redraws."""
+    from demos.registry import DEMOS
+
+    assert set(PICTURES) == set(DEMOS), "a new demo: name its picture in PICTURES"
 
 
 @pytest.fixture(scope="module")

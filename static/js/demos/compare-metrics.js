@@ -57,6 +57,12 @@ export const COMPARE_METRICS = {
   ],
   batching: [timedRepeats("Mean time to first token: continuous vs static")],
   "prefix-caching": [timedRepeats("Time to first token: without vs with the prefix cache")],
+  sampling: [
+    // How sure the draw was at each step: the drawn token's share of the kept set (1 for greedy).
+    { key: "drawn_p", label: "Probability of the drawn token", x: "step", y: "probability (after the cut)",
+      extract: (ev) => series(ev, (e) => e.type === "sampling_step", (e) => e.step,
+        (e) => (e.rank < e.probs_t.length && e.kept_mass > 0 ? e.probs_t[e.rank] / e.kept_mass : NaN)) },
+  ],
 };
 
 export function compareMetrics(demo) {
