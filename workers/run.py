@@ -17,6 +17,7 @@ from openai_api.runner import API_DEMO, run_completion
 from .engine import ENGINE, get_engine
 from .heartbeat import CancelCheck, owner_gone
 from .stats import STATS, WORKER_NAME
+from .turns import turns
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,10 @@ class RunState:
             self._start()
         # The engine is not thread-safe: steps of concurrent direct runs interleave under its lock. A run
         # served by the batching service must not hold it while it waits for its token, or concurrent
-        # students' requests would reach the service one at a time instead of sharing forward passes.
-        lock = self.engine.lock if getattr(self.gen, "needs_engine_lock", True) else contextlib.nullcontext()
+        # students' requests would reach the service one at a time instead of sharing forward passes. Direct runs
+        # take the lock in the order they asked (turns.py: a plain lock lets a run be passed over).
+        needs_lock = getattr(self.gen, "needs_engine_lock", True)
+        lock = turns(self.engine.lock) if needs_lock else contextlib.nullcontext()
         with lock:
             try:
                 event = next(self.gen)
@@ -115,7 +118,7 @@ class RunState:
 
     def close(self):
         if self.gen is not None:
-            with self.engine.lock:
+            with turns(self.engine.lock):
                 self.gen.close()  # GeneratorExit inside the engine: its resources are released now
         if self._accounted:
             with STATS.lock:
