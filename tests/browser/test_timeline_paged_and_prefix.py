@@ -149,23 +149,25 @@ def test_a_preemption_step_outlines_the_victims_freed_blocks_and_says_so(live_se
     assert page.errors == []
 
 
-def prefix_step(events: list[dict]) -> tuple[int, dict]:
-    """The timeline index of the second question's prefill in the cached run, and what it reused."""
-    index = -1
-    cached = False
-    seen: set[str] = set()
+def prefix_timeline(events: list[dict]) -> list[dict]:
+    """The prefix-caching timeline rebuilt from the events: a step per prompt block of each question's first
+    prefill ({cached, question, block, step}), and one at each run's end ({cached, question: None})."""
+    out: list[dict] = []
+    cached, bs, prompt, seen = False, 0, {}, set()
     for e in events:
         if e["type"] == "batch_run_started":
-            cached, seen = e["prefix_caching"], set()
+            cached, bs, prompt, seen = e["prefix_caching"], e["block_size"], {}, set()
+        elif e["type"] == "request_queued":
+            prompt[e["request_id"]] = e["prompt_len"]
         elif e["type"] == "batch_step":
-            first = [x for x in e["entries"] if x["phase"] == "prefill" and x["request_id"] not in seen]
-            seen.update(x["request_id"] for x in first)
-            index += bool(first)
-            if cached and first and first[0]["request_id"] == "q1":
-                return index, first[0]
+            for x in e["entries"]:
+                if x["phase"] == "prefill" and x["request_id"] not in seen:
+                    seen.add(x["request_id"])
+                    out += [{"cached": cached, "question": x["request_id"], "block": i, "step": e["step"], "bs": bs}
+                            for i in range(-(-prompt[x["request_id"]] // bs))]
         elif e["type"] == "batch_run_finished":
-            index += 1
-    raise AssertionError("no second question in the cached run")
+            out.append({"cached": cached, "question": None})
+    return out
 
 
 @pytest.mark.django_db(transaction=True)
@@ -179,50 +181,35 @@ def test_scrubbing_a_prefix_run_lights_up_the_blocks_a_later_question_reuses(liv
 
 
 def assert_prefix_step(page, events: list[dict]) -> None:
-    index, entry = prefix_step(events)
+    """At the step of q1's last reused block (the cached run), q1's row is filled up to that block, reused, the
+    block lit, the rest blank; q0's row lights the same physical block where it computed it; the caption says so."""
     cached_run = events[max(i for i, e in enumerate(events) if e["type"] == "batch_run_started"):]
     shared = [e for e in cached_run if e["type"] == "kv_block" and e["op"] == "shared" and e["request_id"] == "q1"]
     q0 = [e["block"] for e in cached_run if e["type"] == "kv_block" and e["request_id"] == "q0"
           and e["op"] == "allocated"]
-    assert shared and entry["n_cached"] > 0
+    assert shared
+    timeline = prefix_timeline(events)
+    last = len(shared) - 1
+    index = next(i for i, t in enumerate(timeline) if t["cached"] and t["question"] == "q1" and t["block"] == last)
     state = scrub_to(page, "prefix-caching", index)
-    assert 0 < index < state["steps"] - 1
+    assert state["steps"] == len(timeline)
     strips = page.evaluate(STRIPS)
     assert strips["y"] == ["q0", "q1"] and strips["title"] == "Prompt blocks with the prefix cache"
     q0_row, q1_row = strips["words"]
-    assert q1_row.count("reused now") == len(shared)
-    assert q1_row[:len(shared)] == ["reused now"] * len(shared)
-    # The blocks q1 reuses light up in q0's row, where they were computed: the same physical ids.
-    assert q0_row[:len(shared)] == ["reused from here now"] * len(shared)
-    assert strips["text"][1][:len(shared)] == strips["text"][0][:len(shared)] == [str(b) for b in q0[:len(shared)]]
-    computed = entry["n_tokens"]
-    assert state["caption"].startswith(f"Step {events_step(events, index)}. With the prefix cache: q1 reuses "
-                                       f"{len(shared)} blocks from the cache ({entry['n_cached']} prompt tokens that q0 "
-                                       f"computed) and computes {computed} token"), state["caption"]
-    # The run without the cache, at the same question: nothing reused, every block computed now.
+    assert q1_row == ["reused"] * last + ["reused now"] + [""] * (len(q1_row) - last - 1), q1_row
+    # The block q1 reuses lights up in q0's row, where it was computed: the same physical id.
+    assert q0_row[last] == "reused from here now" and q0_row.count("reused from here now") == 1, q0_row
+    assert strips["text"][1][:last + 1] == strips["text"][0][:last + 1] == [str(b) for b in q0[:last + 1]]
+    bs = timeline[index]["bs"]
+    assert state["caption"].startswith(f"With the prefix cache, step {timeline[index]['step']}: q1's block {last} "
+                                       f"(prompt tokens {last * bs}–{last * bs + bs - 1}) is looked up"), state["caption"]
+    assert f"a hit, so physical block {q0[last]}, which q0 computed, is reused" in state["caption"]
+    # The run without the cache, at q0's second block: computed, nothing looked up, the rest of the row blank.
     scrub_to(page, "prefix-caching", 1)
     strips = page.evaluate(STRIPS)
     assert strips["title"] == "Prompt blocks without the prefix cache"
-    assert set(strips["words"][1]) - {""} == {"computed now"}
-    assert "nothing reused" in timeline_state(page, "prefix-caching")["caption"]
-
-
-def events_step(events: list[dict], index: int) -> int:
-    """The scheduler step of timeline index `index` of a prefix-caching run (a question's first prefill)."""
-    i = -1
-    seen: set[str] = set()
-    for e in events:
-        if e["type"] == "batch_run_started":
-            seen = set()
-        elif e["type"] == "batch_step":
-            first = [x for x in e["entries"] if x["phase"] == "prefill" and x["request_id"] not in seen]
-            seen.update(x["request_id"] for x in first)
-            i += bool(first)
-            if first and i == index:
-                return e["step"]
-        elif e["type"] == "batch_run_finished":
-            i += 1
-    raise AssertionError(index)
+    assert strips["words"][0][:3] == ["computed", "computed now", ""]
+    assert "nothing is looked up" in timeline_state(page, "prefix-caching")["caption"]
 
 
 def store_shared_run(demo: str, events: list[dict]) -> str:

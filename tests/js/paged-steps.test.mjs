@@ -20,7 +20,8 @@ function run(events, make) {
   const steps = [];
   for (const ev of events) {
     const made = conv.fromEvent(ev);
-    if (made) steps.push(made);
+    if (Array.isArray(made)) steps.push(...made);
+    else if (made) steps.push(made);
   }
   return steps;
 }
@@ -84,7 +85,7 @@ test("paged: a shared block is marked with its reference count, and a preemption
   assert.equal(s2.tables[1].state, "preempted");
 });
 
-test("prefix: a question's prefill is a step; the blocks it reuses light up where an earlier question computed them", () => {
+test("prefix: a step per prompt block of a question's prefill; a reused block lights up where an earlier question computed it", () => {
   const events = [];
   for (const cached of [false, true]) {
     events.push(started({ prefix_caching: cached }));
@@ -102,17 +103,22 @@ test("prefix: a question's prefill is a step; the blocks it reuses light up wher
     events.push({ type: "batch_run_finished", metrics: cached ? { prefix_cache_queries: 19, prefix_cache_hits: 8, prefix_cache_hit_rate: 8 / 19 } : {} });
   }
   const steps = run(events, prefixSteps);
-  assert.equal(steps.length, 6); // per run: q0's prefill, q1's prefill, the end
-  assert.equal(steps[1].caption, "Step 2. Without the cache: q1 computes all 9 prompt tokens (3 blocks), nothing reused. " +
-    "So far 0 of 19 prompt tokens reused, 19 computed.");
-  const hit = steps[4];
+  assert.equal(steps.length, 14); // per run: q0's 3 blocks, q1's 3 blocks, the end
+  assert.equal(steps[3].caption, "Without the cache, step 2: q1's block 0 (prompt tokens 0–3) is computed now into physical " +
+    "block 3 (4 tokens); nothing is looked up. So far 0 of 4 prompt blocks reused, 4 computed.");
+  assert.deepEqual(steps[3].picture.words, [["computed", "computed", "computed"], ["computed now", "", ""]]);
+  const miss = steps[7];
+  assert.match(miss.caption, /^With the prefix cache, step 0: q0's block 0 \(prompt tokens 0–3\) is looked up .*: a miss/);
+  const hit = steps[11];
   assert.deepEqual(hit.picture.y, ["q0", "q1"]);
-  assert.deepEqual(hit.picture.words, [["reused from here now", "reused from here now", "computed"],
-    ["reused now", "reused now", "computed now"]]);
-  assert.deepEqual(hit.picture.text, [["0", "1", "2"], ["0", "1", "3"]]);
-  assert.equal(hit.caption, "Step 2. With the prefix cache: q1 reuses 2 blocks from the cache (8 prompt tokens that q0 computed) " +
-    "and computes 1 token. So far 8 of 19 prompt tokens reused, 11 computed.");
-  assert.equal(steps[5].caption, "With the prefix cache, the run is over: 8 of 19 prompt tokens reused (hit rate 42%), 11 computed.");
-  assert.deepEqual(steps[5].picture.words[1], ["reused", "reused", "computed"]);
-  assert.deepEqual(steps[3].picture.words, [["computed now", "computed now", "computed now"]]); // q1 has not arrived yet
+  assert.deepEqual(hit.picture.words, [["computed", "reused from here now", "computed"], ["reused", "reused now", ""]]);
+  assert.deepEqual(hit.picture.text, [["0", "1", "2"], ["0", "1", ""]]);
+  assert.equal(hit.caption, "With the prefix cache, step 2: q1's block 1 (prompt tokens 4–7) is looked up by the hash of " +
+    "its tokens and all before them: a hit, so physical block 1, which q0 computed, is reused and nothing is computed. " +
+    "So far 2 of 5 prompt blocks reused, 3 computed.");
+  assert.match(steps[12].caption, /q1's block 2 \(prompt tokens 8–8\) holds 1 of 4 tokens: only full blocks are cached, so it is computed now/);
+  assert.equal(steps[13].caption, "With the prefix cache, the run is over: 2 of 6 prompt blocks reused (8 of 19 prompt tokens, " +
+    "hit rate 42%), 4 computed.");
+  assert.deepEqual(steps[13].picture.words[1], ["reused", "reused", "computed"]);
+  assert.deepEqual([steps[11].question, steps[11].block, steps[11].promptLen], ["q1", 1, 9]);
 });

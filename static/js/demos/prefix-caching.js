@@ -1,9 +1,9 @@
 // Prefix-caching demo: questions sharing a long system prompt, served without and then with the prefix
 // cache. Each prompt is drawn as a strip of KV blocks — reused (shared from the cache) or computed — and
 // the time to first token is compared as the timed repeats measured it (medians with their spread, comparison.js),
-// never from one streamed run. Numbers come from the trace. A step timeline walks each question's prefill in
-// both runs (prefix-steps.js): the blocks a question reuses light up in the rows of the questions that computed
-// them, and the caption counts the prompt tokens reused and computed.
+// never from one streamed run. Numbers come from the trace. A step timeline walks each question's prefill block by
+// block in both runs (prefix-steps.js): each prompt block looked up, then reused (lit up in the row of the question
+// that computed it) or computed; the caption counts the blocks reused and computed so far, the cells drawn.
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, fmtMs, numberField, outputs, selectField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
@@ -22,7 +22,7 @@ export function mount(root, config = {}) {
   const newTok = numberField("New tokens per answer", sp.value("max_new_tokens"), sp.range("max_new_tokens", { step: 1 }));
   const blockSize = selectField("Block size (tokens)", sp.choices("block_size"), String(sp.value("block_size")));
 
-  const out = outputs([["prompt", "Prompt tokens per question"], ["hit", "Prefix-cache hit rate"], ["skipped", "Prefill tokens skipped"],
+  const out = outputs([["prompt", "Prompt tokens of the question shown"], ["hit", "Prefix-cache hit rate"], ["skipped", "Prefill tokens skipped"],
     ["ttft", "TTFT after the first question: without → with"], ["same", "Answers identical?"]], "Prefix caching results");
   const strips = chartBlock("Block strips: one row per question at this step; each cell is one prompt KV block (its physical id), reused from the cache or computed");
   const ttft = chartBlock("Bar chart: time to first token without and with the prefix cache, median of the alternating repeats with their spread");
@@ -61,7 +61,6 @@ export function mount(root, config = {}) {
         s.runs.push(s.cur);
       } else if (ev.type === "request_queued") {
         s.cur.order.push(ev.request_id);
-        out.set("prompt", String(ev.prompt_len));
       } else if (ev.type === "request_finished") {
         s.cur.fin[ev.request_id] = ev;
       } else if (ev.type === "batch_run_finished") {
@@ -78,7 +77,7 @@ export function mount(root, config = {}) {
         drawComparison(Plotly, ttft, ev);
       }
     },
-    // One step per question's prefill and one per run's end (prefix-steps.js); draw() paints live and replayed runs.
+    // One step per prompt block of each question's prefill and one per run's end (prefix-steps.js); draw() paints live and replayed runs.
     steps: { fromEvent: (ev) => s.steps.fromEvent(ev), draw, picture: () => strips.figure.parentElement },
   });
   shell.body.append(out.node, why, el("div", { class: "ilab-calc__charts" }, strips.figure, ttft.figure), answers);
@@ -120,6 +119,9 @@ export function mount(root, config = {}) {
 
   /** Paint one step: a row per question, a cell per prompt block (its physical id), coded by prefix-steps.js. */
   function draw(step) {
+    // The question this step's block belongs to (at a run's end: every question's, in order).
+    const lens = step.promptLen ? [step.promptLen] : Object.values(s.steps.runs[step.run].prompt);
+    out.set("prompt", lens.length ? lens.join(", ") : "–");
     if (!Plotly) return;
     const p = step.picture;
     Plotly.react(strips.chart, [{ type: "heatmap", z: p.z, y: p.y, x: [...Array(p.width).keys()], customdata: p.words,
@@ -130,8 +132,8 @@ export function mount(root, config = {}) {
       xaxis: { title: { text: `logical block (${p.bs} tokens each)` } },
       yaxis: { autorange: "reversed", type: "category", categoryarray: p.y, categoryorder: "array" },
       height: 140 + 45 * p.y.length }, PLOT_CONFIG);
-    strips.summary.textContent = `Pale: earlier steps; full colour: this step (green reused, orange computed); ` +
-      `gold: blocks of earlier questions that this step reuses.`;
+    strips.summary.textContent = `Pale: earlier steps; full colour: this step's block (green reused, orange computed); blank: blocks not reached yet; ` +
+      `gold: the earlier question's block this step reuses.`;
   }
   return shell;
 }

@@ -1,10 +1,12 @@
 // A prefix-caching demo run (two scheduler runs: without, then with the prefix cache; docs/trace-schema/paged.md)
-// as timeline steps, without the page (tested under node): one step per question's prefill and one at the end
-// of each run. A step holds the picture precomputed: one row per question, one cell per prompt block, each
-// coded (CELL) computed or reused, the question admitted at this step in full colour and the earlier blocks it
-// reuses lit up, and a caption saying how many prompt tokens were reused and how many computed.
+// as timeline steps, without the page (tested under node): one step per prompt KV block of each question's first
+// prefill, in order (without the cache: computed; with it: looked up by its prefix, then a hit reused or a miss
+// computed), and one at the end of each run. A step holds the picture precomputed: one row per question, one cell
+// per prompt block, each coded (CELL) computed or reused; the block of this step in full colour, the blocks after
+// it in its row still blank, and the earlier question's block it reuses lit up. Its caption counts the prompt
+// blocks reused and computed so far, the cells the picture shows.
 //
-//   const steps = prefixSteps();  for (const ev of events) { const step = steps.fromEvent(ev); … }
+//   const steps = prefixSteps();  for (const ev of events) { const out = steps.fromEvent(ev); … } // out: step(s) or null
 
 /** Cell codes (the heatmap's z) and what each means (its customdata). */
 export const CELL = { computed: 0, reused: 1, computedNow: 2, reusedNow: 3, source: 4 };
@@ -13,32 +15,34 @@ export const CELL_COLORS = ["#fde2b3", "#bbf7d0", "#f59e0b", "#16a34a", "#facc15
 
 const plural = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 
-/** A fresh converter for one demo run: `fromEvent(ev)` → a step (at a question's prefill, at a run's end) or null. */
+/** A fresh converter for one demo run: `fromEvent(ev)` → the steps of a question's prefill (an array), the step at a
+ * run's end, or null. */
 export function prefixSteps() {
   let run = null;
   const runs = [];
 
   function newRun(ev) {
     run = { cached: ev.prefix_caching, bs: ev.block_size, order: [], prompt: {}, blocks: {}, rows: {}, width: 1,
-      reused: 0, computed: 0 };
+      reused: 0, computed: 0, reusedTokens: 0, computedTokens: 0 };
     runs.push(run);
   }
 
   const label = () => (run.cached ? "With the prefix cache" : "Without the cache");
 
-  /** Rows × blocks of codes (and their words) as of now; `now` holds the ids admitted at this step. */
-  function picture(now) {
-    const sources = new Set();
-    for (const id of now) for (const c of run.rows[id]) if (c.kind === "reused") sources.add(c.block);
+  /** Rows × blocks of codes (and their words) as of now: question `id`'s row up to block `upto` (the one of this
+   * step, in full colour; later ones blank), every earlier row whole. */
+  function picture(id = null, upto = -1) {
+    const current = id === null ? null : run.rows[id][upto];
+    const source = current && current.kind === "reused" ? current.block : null;
     const z = [], words = [], text = [];
-    for (const id of run.order) {
-      const row = run.rows[id] || [];
+    for (const q of run.order) {
+      const row = run.rows[q] || [];
       const zs = [], ws = [], ts = [];
       for (let i = 0; i < run.width; i += 1) {
-        const c = row[i];
+        const c = q === id && i > upto ? null : row[i];
         let code = null;
-        if (c && now.includes(id)) code = c.kind === "reused" ? CELL.reusedNow : CELL.computedNow;
-        else if (c) code = sources.has(c.block) ? CELL.source : CELL[c.kind];
+        if (c && q === id && i === upto) code = c.kind === "reused" ? CELL.reusedNow : CELL.computedNow;
+        else if (c) code = c.block === source && q !== id ? CELL.source : CELL[c.kind];
         zs.push(code);
         ws.push(code === null ? "" : CELL_WORDS[code]);
         ts.push(c ? String(c.block) : "");
@@ -48,27 +52,30 @@ export function prefixSteps() {
     return { z, words, text, y: [...run.order], width: run.width, cached: run.cached, bs: run.bs };
   }
 
-  /** A question's prefill: its prompt blocks become a row; say what it reused and what it computed. */
-  function admitted(entries) {
-    const parts = [];
-    for (const e of entries) {
-      const id = e.request_id;
-      const reused = e.n_cached;
-      const computed = run.prompt[id] - reused;
-      run.reused += reused;
-      run.computed += computed;
-      const nReused = run.rows[id].filter((c) => c.kind === "reused").length;
-      if (reused) {
-        const from = [...new Set(run.rows[id].filter((c) => c.kind === "reused").map((c) => c.from))].join(", ");
-        parts.push(`${id} reuses ${plural(nReused, "block")} from the cache (${reused} prompt tokens${from ? ` that ${from} computed` : ""}) and ` +
-          `computes ${plural(computed, "token")}`);
-      } else {
-        parts.push(`${id} computes all ${computed} prompt tokens (${plural(run.rows[id].length, "block")}), nothing reused` +
-          (run.cached ? " (no cached block holds its prefix yet)" : ""));
-      }
+  const soFar = () => `So far ${run.reused} of ${run.reused + run.computed} prompt blocks reused, ${run.computed} computed.`;
+
+  /** The step of question `id`'s block `i`: what happened to it, and the tally. */
+  function blockStep(ev, id, i) {
+    const c = run.rows[id][i];
+    const first = i * run.bs;
+    const n = Math.min(run.bs, run.prompt[id] - first);
+    const where = `${id}'s block ${i} (prompt tokens ${first}–${first + n - 1})`;
+    let what;
+    if (c.kind === "reused") {
+      run.reused += 1;
+      run.reusedTokens += n;
+      what = `is looked up by the hash of its tokens and all before them: a hit, so physical block ${c.block}, which ` +
+        `${c.from || "an earlier question"} computed, is reused and nothing is computed`;
+    } else {
+      run.computed += 1;
+      run.computedTokens += n;
+      const into = `computed now into physical block ${c.block} (${plural(n, "token")})`;
+      if (!run.cached) what = `is ${into}; nothing is looked up`;
+      else if (n < run.bs) what = `holds ${n} of ${run.bs} tokens: only full blocks are cached, so it is ${into}`;
+      else what = `is looked up by the hash of its tokens and all before them: a miss (no cached block holds this prefix), so it is ${into}`;
     }
-    const total = run.reused + run.computed;
-    return `${label()}: ${parts.join("; ")}. So far ${run.reused} of ${total} prompt tokens reused, ${run.computed} computed.`;
+    return { caption: `${label()}, step ${ev.step}: ${where} ${what}. ${soFar()}`, picture: picture(id, i),
+      run: runs.length - 1, question: id, block: i, promptLen: run.prompt[id] };
   }
 
   function fromEvent(ev) {
@@ -88,24 +95,27 @@ export function prefixSteps() {
         }
         return null;
       case "batch_step": {
-        // A request's first prefill (a recompute after a preemption has a row already).
+        // A request's first prefill (a recompute after a preemption has a row already): a step per prompt block.
         const first = ev.entries.filter((e) => e.phase === "prefill" && !run.rows[e.request_id]);
         if (!first.length) return null;
         const owner = new Map(); // physical block → the question whose row has it first
         for (const id of run.order) for (const c of run.rows[id] || []) if (!owner.has(c.block)) owner.set(c.block, id);
+        const steps = [];
         for (const e of first) {
-          const n = Math.ceil(run.prompt[e.request_id] / run.bs);
-          run.rows[e.request_id] = run.blocks[e.request_id].slice(0, n).map((c) => ({ ...c, from: owner.get(c.block) || "" }));
+          const id = e.request_id;
+          const n = Math.ceil(run.prompt[id] / run.bs);
+          run.rows[id] = run.blocks[id].slice(0, n).map((c) => ({ ...c, from: owner.get(c.block) || "" }));
+          for (let i = 0; i < run.rows[id].length; i += 1) steps.push(blockStep(ev, id, i));
         }
-        const now = first.map((e) => e.request_id);
-        return { caption: `Step ${ev.step}. ${admitted(first)}`, picture: picture(now), run: runs.length - 1, now };
+        return steps;
       }
       case "batch_run_finished": {
         const m = ev.metrics || {};
-        const total = run.reused + run.computed;
-        const hit = run.cached && m.prefix_cache_queries ? ` (hit rate ${Math.round(100 * m.prefix_cache_hit_rate)}%)` : "";
-        return { caption: `${label()}, the run is over: ${run.reused} of ${total} prompt tokens reused${hit}, ` +
-          `${run.computed} computed.`, picture: picture([]), run: runs.length - 1, now: [] };
+        const hit = run.cached && m.prefix_cache_queries ? `, hit rate ${Math.round(100 * m.prefix_cache_hit_rate)}%` : "";
+        const tokens = run.reusedTokens + run.computedTokens;
+        return { caption: `${label()}, the run is over: ${run.reused} of ${run.reused + run.computed} prompt blocks reused ` +
+          `(${run.reusedTokens} of ${tokens} prompt tokens${hit}), ${run.computed} computed.`, picture: picture(),
+          run: runs.length - 1, question: null, block: null, promptLen: null };
       }
       default:
         return null;
