@@ -206,8 +206,10 @@ export function mount(root, config = {}) {
 
   function onFinished(ev) {
     const m = ev.metrics || {};
-    out.set("perPass", fmt(m.mean_accept_length));
-    out.set("passPerTok", fmt(m.target_forwards_per_token));
+    // Tokens per target pass and passes per token stay as the rounds counted them (onRound), the numbers the passes
+    // chart draws: every round is one target pass, the first (the prompt's prefill) included. The engine's own
+    // figures leave the prefill out (1 + accepted / rounds, verify passes / token), so beside the chart they disagreed.
+    const perPass = m.n_generated / Math.max(m.rounds, 1);
     out.set("draftCost", m.draft_forwards ? `${fmt(m.draft_ms_per_forward, 1)} ms / ${fmt(m.verify_ms_per_forward, 1)} ms`
       : `free / ${fmt(m.verify_ms_per_forward, 1)} ms`);
     if (!s.baseline) out.set("spec", fmtMs(m.total_time_s / Math.max(m.n_generated, 1))); // else: the repeats' median
@@ -217,7 +219,7 @@ export function mount(root, config = {}) {
     }
     const byPos = m.acceptance_by_position.map((a, i) => `${i + 1}: ${a === null ? "–" : `${Math.round(a * 100)}%`}`).join(", ");
     posChart.summary.textContent = `Acceptance by draft position — ${byPos}. Overall ${m.accepted} of ${m.drafted} guesses ` +
-      `(${Math.round(m.acceptance_rate * 100)}%); ${fmt(m.mean_accept_length)} tokens per target pass.`;
+      `(${Math.round(m.acceptance_rate * 100)}%); ${fmt(perPass)} tokens per target pass.`;
     speedChart.summary.textContent = `${m.n_generated} tokens in ${m.rounds} target passes, ` +
       `${fmt(m.rounds / Math.max(m.n_generated, 1))} per token (plain decoding: 1 per token).`;
     s.metrics = m;
