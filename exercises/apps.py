@@ -7,9 +7,10 @@ class ExercisesConfig(AppConfig):
     verbose_name = "Code exercises (sandboxed tests)"
 
     def ready(self) -> None:
-        # The live run a passing sampler drives: started on the demo socket, never listed as a demo of its own.
+        # The live runs a passing sampler or draft drives: started on the demo socket, no page lists them.
         from demos.registry import STARTED_ELSEWHERE
 
-        from .live_run import SPEC
+        from . import live_draft, live_run
 
-        STARTED_ELSEWHERE[SPEC.name] = SPEC
+        for spec in (live_run.SPEC, live_draft.SPEC):
+            STARTED_ELSEWHERE[spec.name] = spec

@@ -10,8 +10,10 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-from . import catalog, live_run
+from . import catalog, live_draft, live_run
 from .catalog import Exercise
+
+LIVE_RUNS = {live_run.EXERCISE_ID: live_run.SPEC, live_draft.EXERCISE_ID: live_draft.SPEC}
 
 # Raw HTML off: the prompt is Markdown only (authored in code, but nothing it holds needs HTML).
 _markdown = MarkdownIt("commonmark", {"html": False, "typographer": False})
@@ -23,8 +25,8 @@ def prompt_html(exercise: Exercise) -> SafeString:
 
 def widget_context(exercise: Exercise, code: str | None = None, standalone: bool = False) -> dict:
     dom_id = f"exercise-{exercise.id}"
-    # The sampler's passing code can drive a live run (exercises/live_run.py): its spec, for the run's form.
-    live = live_run.SPEC.describe() if exercise.id == live_run.EXERCISE_ID else None
+    # Passing code of these exercises drives a live run (exercises/live_run.py, live_draft.py): its spec, for the form.
+    live = LIVE_RUNS[exercise.id].describe() if exercise.id in LIVE_RUNS else None
     return {"exercise": exercise, "prompt_html": prompt_html(exercise), "code": exercise.starter if code is None
             else code, "standalone": standalone, "dom_id": dom_id, "starter_id": f"{dom_id}-starter",
             "live": live, "live_id": f"{dom_id}-live", "live_spec_id": f"{dom_id}-live-spec"}

@@ -51,9 +51,14 @@ def describe(exc):
     return {"type": type(exc).__name__, "message": str(exc)[:500], "line": line}
 
 
+def is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def encode(value):
-    """The answer as JSON can carry it: an int stays an int; anything else is named by its type and repr."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    """The answer as JSON can carry it: an int, or a list of at most 64 ints, stays as it is; anything else is named
+    by its type and repr."""
+    if is_int(value) or (isinstance(value, list) and len(value) <= 64 and all(is_int(v) for v in value)):
         return value
     return {"type": type(value).__name__, "repr": repr(value)[:200]}
 

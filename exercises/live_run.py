@@ -44,15 +44,15 @@ class StudentChoice(TraceEvent):
     builtin_probability: float
 
 
-def passed_code(submission_id: object) -> str | None:
-    """The code of `submission_id` if it passed every test of the sampler exercise, else None."""
+def passed_code(submission_id: object, exercise_id: str = EXERCISE_ID) -> str | None:
+    """The code of `submission_id` if it passed every test of exercise `exercise_id`, else None."""
     from .models import Submission
 
     try:
         key = uuid.UUID(str(submission_id))
     except ValueError:
         return None
-    return (Submission.objects.filter(pk=key, exercise_id=EXERCISE_ID, status=Submission.Status.DONE, passed=True)
+    return (Submission.objects.filter(pk=key, exercise_id=exercise_id, status=Submission.Status.DONE, passed=True)
             .values_list("code", flat=True).first())
 
 
@@ -86,7 +86,7 @@ class StudentSampler:
         # while the sandbox answers, so a slow or stuck sampler costs only its own run.
         self.lock.release()
         try:
-            got = self.session.ask([values, params.temperature, params.top_k, params.top_p, u], step)
+            got = self.session.ask([values, params.temperature, params.top_k, params.top_p, u], f"at token {step + 1}")
         finally:
             self.lock.acquire()
         if isinstance(got, bool) or not isinstance(got, int) or not 0 <= got < len(ids):

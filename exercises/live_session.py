@@ -70,11 +70,11 @@ class LiveSession:
         if "load_error" in loaded:
             raise StudentCodeFailed(self._raised(loaded["load_error"], "loading your code"))
 
-    def ask(self, args: list, step: int) -> object:
-        """What the function returned for `args` at generated token `step` (an int, or {"type", "repr"})."""
-        where = f"at token {step + 1}"
+    def ask(self, args: list, where: str) -> object:
+        """What the function returned for `args` (an int, a list of ints, or {"type", "repr"}); `where` names the
+        call in messages ("at token 3")."""
         self._send({"args": args}, where)
-        record = self._record(self.limits.step_seconds, where)
+        record = self._record(self.limits.step_seconds, where, answer=True)
         if "error" in record:
             raise StudentCodeFailed(self._raised(record["error"], where))
         if "got" not in record:
@@ -103,7 +103,7 @@ class LiveSession:
         except (BrokenPipeError, OSError):
             raise StudentCodeFailed(self._ended(where)) from None
 
-    def _record(self, seconds: float, where: str) -> dict:
+    def _record(self, seconds: float, where: str, answer: bool = False) -> dict:
         """The next record, reading the student's output around it, within `seconds`."""
         deadline = time.monotonic() + seconds
         while True:
@@ -123,7 +123,7 @@ class LiveSession:
                 kill(self.proc)
                 raise StudentCodeFailed(
                     f"Your function did not answer within {seconds:g} s {where} (an endless loop?): "
-                    "the run was stopped there." if where.startswith("at token") else
+                    "the run was stopped there." if answer else
                     f"Your code did not finish {where} within {seconds:g} s: the run was stopped.")
             if not self.selector.select(timeout=remaining):
                 continue

@@ -136,3 +136,28 @@ def test_wrong_code_fails_right_code_passes_and_drives_a_live_run_in_the_browser
     assert first.nth(0).inner_text() == first.nth(1).inner_text()  # their choice beside the engine's: the same
     assert page.locator(".exercise-live-text").inner_text().strip()
     assert page.errors == []
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_passing_draft_drives_a_speculative_run_in_the_browser(live_stack, csp_page):
+    page, draft = csp_page, catalog.get("draft-proposer")
+    page.goto(f"{live_stack.url}/exercises/{draft.id}/")
+    page.wait_for_selector("section.exercise[data-ready] .cm-editor")
+    live_button = page.get_by_role("button", name="Use my draft in a live run")
+    assert live_button.is_disabled()
+    page.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(draft.reference)
+    page.click("button.exercise-run")
+    page.wait_for_selector(".exercise-summary.is-pass", timeout=90_000)
+    page.fill("#exercise-draft-proposer-live-max_new_tokens", "12")
+    live_button.click()
+    page.wait_for_selector(".exercise-live-summary:has-text('proposals')", timeout=120_000)
+    assert "the same" in page.locator(".exercise-live-summary").inner_text()
+    rows = page.locator(".exercise-live-table tbody tr")
+    assert rows.count() >= 1 and "yes" in rows.first.inner_text()  # prompt lookup: their guesses are the built-in's
+    kept = page.locator(".exercise-live-table tbody tr td:nth-child(6)").all_inner_texts()
+    assert any(" of " in cell for cell in kept), kept  # guesses the model verified, and how many it kept
+    assert page.locator(".exercise-live-text").inner_text().strip()
+    assert page.errors == []

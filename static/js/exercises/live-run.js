@@ -1,10 +1,11 @@
-// "Use my sampler in a live run" (templates/exercises/_live_run.html): once the exercise's tests all pass, the
-// passing submission drives a run of the `student-sampler` demo (exercises/live_run.py) on the shared demo socket;
-// each `student_choice` event becomes a row, the student's token beside the engine's own sampler's.
+// "Use my sampler / draft in a live run" (templates/exercises/_live_run.html): once the exercise's tests all pass,
+// the passing submission drives a run of the `student-sampler` or `student-draft` demo (exercises/live_run.py,
+// live_draft.py) on the shared demo socket; each `student_choice` (a token) or `student_draft` (a proposal) event
+// becomes a row, the student's choice beside the engine's own.
 import { getSocket, queueText } from "../ws-client.js";
 
-const FIELDS = ["prompt", "temperature", "top_k", "top_p", "max_new_tokens"]; // the rest: the page's own choice
-const WAITING = "Pass every test first: then your sampler can drive a run.";
+const HIDDEN = new Set(["submission", "chat", "seed"]); // the page's own choice: not a field of the form
+const WAITING = "Pass every test first: then your code can drive a run.";
 
 function field(name, param, inputId) {
   const wrap = document.createElement("div");
@@ -35,24 +36,44 @@ function valueOf(param, input) {
   return param.kind === "int" ? Math.round(number) : number;
 }
 
-function row(body, choice) {
+const quoted = (texts) => (texts.length ? texts.map((t) => JSON.stringify(t)).join(" ") : "none");
+
+/** One table row: the row's number, then its cells; the third cell says whether both choices agree. */
+function row(body, number, cells, same) {
   const tr = document.createElement("tr");
   const head = document.createElement("th");
   head.scope = "row";
-  head.textContent = String(choice.step + 1);
+  head.textContent = String(number);
   tr.append(head);
-  const cells = [
-    JSON.stringify(choice.text), JSON.stringify(choice.builtin_text), choice.same ? "yes" : "no",
-    choice.u.toFixed(3), String(choice.rank + 1), `${(choice.probability * 100).toFixed(1)}%`,
-  ];
   cells.forEach((text, i) => {
     const td = document.createElement("td");
     td.textContent = text;
-    if (i === 2) td.className = choice.same ? "result-pass" : "result-differs";
+    if (i === 2) td.className = same ? "result-pass" : "result-differs";
     tr.append(td);
   });
-  tr.dataset.tokenId = String(choice.token_id);
   body.append(tr);
+}
+
+function choiceRow(body, c) {
+  row(body, c.step + 1, [JSON.stringify(c.text), JSON.stringify(c.builtin_text), c.same ? "yes" : "no",
+    c.u.toFixed(3), String(c.rank + 1), `${(c.probability * 100).toFixed(1)}%`], c.same);
+}
+
+function draftRow(body, p, round) {
+  // The round just before a proposal's event verified it (exercises/live_draft.py): its kept guesses are these.
+  const verified = round && p.tokens.length && round.drafted.join() === p.tokens.slice(0, round.drafted.length).join();
+  row(body, p.proposal + 1, [quoted(p.texts), quoted(p.builtin_texts), p.same ? "yes" : "no", String(p.context_len),
+    verified ? `${round.n_accepted} of ${round.drafted.length}` : (p.tokens.length ? "—" : "no guess")], p.same);
+}
+
+function summaryText(rows, kind) {
+  const same = rows.filter((r) => r.same).length;
+  if (kind === "student_draft") {
+    return `Your draft made ${rows.length} proposals; the built-in draft would have guessed the same ${same} of ` +
+      `${rows.length} times.`;
+  }
+  return `Your sampler chose ${rows.length} tokens; the engine's own sampler picked the same token ${same} of ` +
+    `${rows.length} times.`;
 }
 
 export function setUpLive(exercise) {
@@ -67,6 +88,7 @@ export function setUpLive(exercise) {
   const text = box.querySelector(".exercise-live-text");
   const body = box.querySelector(".exercise-live-table tbody");
   const inputs = {};
+  const FIELDS = Object.keys(spec.params).filter((name) => !HIDDEN.has(name));
   for (const name of FIELDS) {
     const made = field(name, spec.params[name], `${box.id}-${name}`);
     inputs[name] = made.input;
@@ -80,7 +102,7 @@ export function setUpLive(exercise) {
     submission = event.detail.passed ? event.detail.id : null;
     if (!running) button.disabled = !submission;
     status.textContent = submission
-      ? "All the tests pass: your sampler can now drive a live run."
+      ? "All the tests pass: your code can now drive a live run."
       : WAITING;
   });
 
@@ -96,7 +118,9 @@ export function setUpLive(exercise) {
     result.hidden = false;
     box.classList.remove("is-failed");
     status.textContent = "Starting the run…";
-    const choices = [];
+    const rows = [];
+    let lastRound = null;
+    let kind = "";
     const finish = (message, failed) => {
       running = null;
       button.disabled = !submission;
@@ -110,18 +134,22 @@ export function setUpLive(exercise) {
         if (ev.type === "token") {
           status.textContent = "Generating: your sampler chooses each token…";
           text.textContent += ev.text;
-        } else if (ev.type === "student_choice") {
-          choices.push(ev);
-          row(body, ev);
+        } else if (ev.type === "spec_round") {
+          status.textContent = "Generating: your draft guesses, the model checks…";
+          lastRound = ev;
+        } else if (ev.type === "run_finished") {
+          text.textContent = ev.text; // the whole answer (a speculative run's rounds emit several tokens each)
+        } else if (ev.type === "student_choice" || ev.type === "student_draft") {
+          kind = ev.type;
+          rows.push(ev);
+          if (ev.type === "student_choice") choiceRow(body, ev);
+          else draftRow(body, ev, lastRound);
         }
       },
       onDone: (frame) => {
-        const same = choices.filter((c) => c.same).length;
-        summary.textContent = `Your sampler chose ${choices.length} tokens; the engine's own sampler picked the ` +
-          `same token ${same} of ${choices.length} times.`;
+        summary.textContent = summaryText(rows, kind);
         const reason = (frame.summary || {}).finish_reason;
-        finish(reason === "cancelled" ? "The run was stopped." : "Done: the run was generated by your sampler.",
-          false);
+        finish(reason === "cancelled" ? "The run was stopped." : "Done: your code drove the whole run.", false);
       },
       onError: (frame) => finish(`The run stopped: ${frame.message || frame.code}`, true),
     }, { live: true });
