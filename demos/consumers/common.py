@@ -3,6 +3,7 @@ database reads they make (each run in a thread)."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import statistics
 import time
@@ -62,17 +63,55 @@ def get_run(run_id: str, owners: tuple[str, ...] | None = None) -> Run | None:
     return qs.first()
 
 
+TYPICAL_RUNS = 20  # finished runs per demo whose median duration is that demo's typical run time
+DEFAULT_RUN_S = 10.0  # before any run has finished
+
+
+def _typical_durations(finished: list[tuple[str, object, object]]) -> tuple[dict[str, float], float]:
+    """Per demo, the median duration of its last TYPICAL_RUNS finished runs (as the workers timed them: claimed to
+    done), and the median over all of them for a demo with none yet. `finished`: (demo, started, finished), newest
+    first."""
+    per: dict[str, list[float]] = {}
+    every: list[float] = []
+    for demo, begin, end in finished:
+        took = (end - begin).total_seconds()
+        every.append(took)
+        if len(per.setdefault(demo, [])) < TYPICAL_RUNS:
+            per[demo].append(took)
+    fallback = statistics.median(every[:TYPICAL_RUNS]) if every else DEFAULT_RUN_S
+    return {demo: statistics.median(times) for demo, times in per.items()}, fallback
+
+
+def queue_starts(running: list[tuple[str, float]], queued: list[str], typical: dict[str, float],
+                 fallback: float) -> list[float]:
+    """Seconds from now until each queued run (demos, in queue order) starts: every running run ((demo, seconds it
+    has run)) frees its slot after its demo's typical time (a run past it: soon, in a tenth of it), and each waiting
+    run takes the first slot to free up, then holds it for its own demo's typical time."""
+    free = sorted(max(typical.get(demo, fallback) - ran, 0.1 * typical.get(demo, fallback)) for demo, ran in running)
+    free = free or [0.0]
+    starts = []
+    for demo in queued:
+        start = heapq.heappop(free)
+        starts.append(start)
+        heapq.heappush(free, start + typical.get(demo, fallback))
+    return starts
+
+
 @database_sync_to_async
 def _queue_snapshot() -> dict:
-    """Every queued run's place (by creation), the number of running runs and a typical run time."""
+    """Every queued run's place (by creation) and when it should start, from the runs running now (how long each
+    has run) and each demo's typical run time (queue_starts)."""
     real = Run.objects.filter(replay_of__isnull=True)
-    queued = real.filter(status=Run.Status.QUEUED).order_by("created_at").values_list("id", flat=True)[:5000]
-    slots = max(1, real.filter(status=Run.Status.RUNNING).count())
-    recent = (real.filter(status=Run.Status.DONE, started_at__isnull=False, finished_at__isnull=False)
-              .order_by("-finished_at").values_list("started_at", "finished_at")[:20])
-    durations = [(end - begin).total_seconds() for begin, end in recent]
-    return {"place": {str(run_id): i for i, run_id in enumerate(queued)}, "slots": slots,
-            "typical": statistics.median(durations) if durations else 10.0, "at": time.monotonic()}
+    queued = list(real.filter(status=Run.Status.QUEUED).order_by("created_at").values_list("id", "demo")[:5000])
+    now = timezone.now()
+    running = [(demo, (now - (begun or created)).total_seconds()) for demo, begun, created
+               in real.filter(status=Run.Status.RUNNING).values_list("demo", "started_at", "created_at")]
+    finished = list(real.filter(status=Run.Status.DONE, started_at__isnull=False, finished_at__isnull=False)
+                    .order_by("-finished_at").values_list("demo", "started_at", "finished_at")[:10 * TYPICAL_RUNS])
+    typical, fallback = _typical_durations(finished)
+    starts = queue_starts(running, [demo for _, demo in queued], typical, fallback)
+    return {"place": {str(run_id): i for i, (run_id, _) in enumerate(queued)},
+            "start": {str(run_id): t for (run_id, _), t in zip(queued, starts)}, "at": time.monotonic()}
 
 
 class QueueView:
@@ -101,15 +140,16 @@ QUEUE_VIEW = QueueView()
 
 
 async def queue_position(run_id: str, fresh: bool = False) -> dict | None:
-    """Where a queued run stands: runs queued before it (any user), and a wait estimate; None once it left
-    the queue. The estimate assumes the runs now running hold every worker slot (true whenever anything
-    waits) and that each takes the median time of the last 20 finished runs. `fresh`: read the database now
-    (a run just created is not in an older view)."""
+    """Where a queued run stands: runs queued before it (any user), and about how many seconds until it starts
+    (`eta_s`, whole seconds, counting down as the runs ahead run); None once it left the queue. The estimate
+    (queue_starts) assumes the runs now running hold every worker slot (true whenever anything waits). `fresh`:
+    read the database now (a run just created is not in an older view)."""
     snap = await _queue_snapshot() if fresh else await QUEUE_VIEW.read(QueueView.TTL)
     ahead = snap["place"].get(str(run_id))
     if ahead is None:
         return None
-    return {"position": ahead + 1, "ahead": ahead, "eta_s": round((ahead // snap["slots"] + 1) * snap["typical"], 1)}
+    left = snap["start"][str(run_id)] - (time.monotonic() - snap["at"])
+    return {"position": ahead + 1, "ahead": ahead, "eta_s": float(max(1, round(left)))}
 
 
 WARMUP_TTL = 1.0  # one keyspace scan per process per second, however many sockets wait
