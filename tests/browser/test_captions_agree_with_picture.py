@@ -7,6 +7,7 @@ Plotly `gd.data`/`gd.layout` and checks them against each other, not against the
 page serves every demo of the registry (one without its own check yet gets the generic one, check_any)."""
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -78,6 +79,20 @@ def check_attention(page, s, events):
     weights = [float(w) for w in re.findall(r"\((\d\.\d\d)\)", s["caption"])]
     top = sorted(row[:i + 1], reverse=True)
     assert weights and all(agrees(f"{w:.2f}", t) for w, t in zip(weights, top)), (s["caption"], top[:2])
+    # The walk-through of the same row: its softmax bars are the heatmap's row and the softmax of its score bars;
+    # the output row of the values chart is the weighted sum of the value rows above it.
+    bars = chart(s, "Bar charts: the scores q·k/√d")["data"]
+    scores, softmax = bars[0]["y"], bars[1]["y"]
+    assert softmax == pytest.approx(row[:i + 1], abs=1e-6)
+    e = [math.exp(x - max(scores)) for x in scores]
+    assert [x / sum(e) for x in e] == pytest.approx(row[:i + 1], abs=2e-3), (scores, row[:i + 1])
+    values = chart(s, "Heatmap: the value vectors")["data"][0]
+    *v, output = values["z"]
+    assert len(v) == i + 1 and values["y"][-1].startswith("output")
+    weighted = [sum(w * vj[d] for w, vj in zip(row, v)) for d in range(len(output))]
+    assert weighted == pytest.approx(output, abs=2e-3), "output = Σ weight × v"
+    walk = page.eval_on_selector_all('[data-demo="attention"] .ilab-attn__walk li', "(li) => li.map((x) => x.textContent)")
+    assert len(walk) == 5 and f"(token {i})" in walk[0] and f"{i + 1} tokens" in walk[3], walk
 
 
 def check_kv_cache(page, s, events):
@@ -295,11 +310,28 @@ def check_quantization(page, s, events):
     assert agrees(f"{before:g}", trace(trade, "fp32")["x"][0]) and agrees(f"{after:g}", trace(trade, per_step["x"][1])["x"][0])
 
 
+def check_sampling(page, s, events):
+    bars = chart(s, "Horizontal bar chart: the 20 most likely next tokens")
+    before, kept, cut = (trace(bars, name)["x"] for name in ("before temperature", "after temperature, kept",
+                                                             "after temperature, cut"))
+    moved = number(r"moves '.*?' from ([\d.]+)% to ([\d.]+)%; .* keeps? ([\d,]+) tokens? ", s["caption"])
+    assert agrees(moved[0], before[0] * 100) and agrees(moved[1], (kept[0] if kept[0] is not None else cut[0]) * 100)
+    n = int(moved[2].replace(",", ""))
+    assert [x is not None for x in kept] == [i < n for i in range(len(before))], (s["caption"], kept)
+    if "a token outside the" in s["caption"]:  # drawn from below the 20 listed: no star to agree with
+        return
+    star = trace(bars, "drawn")["y"][0]
+    drawn = number(r"drawn: (.*) \((?:the most likely|number (\d+) in the ranking), ([\d.]+)% after", s["caption"])
+    assert star.split(". ", 1)[1] == drawn[0] and int(star.split(".")[0]) == int(drawn[1] or 1)
+    used = trace(bars, "what the draw used")
+    assert agrees(drawn[2], used["x"][used["y"].index(star)] * 100), (s["caption"], used)
+
+
 CHECKS = {
     "attention": check_attention, "kv-cache": check_kv_cache, "prefill-decode": check_prefill_decode,
     "flash-attention": check_flash_attention, "serving-load": check_serving_load, "speculative": check_speculative,
     "paged-attention": check_paged_attention, "batching": check_batching, "prefix-caching": check_prefix_caching,
-    "quantization": check_quantization,
+    "quantization": check_quantization, "sampling": check_sampling,
 }
 
 
