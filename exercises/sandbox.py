@@ -44,6 +44,8 @@ SANDBOX_UID = 65534  # "nobody" inside the namespace
 class SandboxUnavailable(RuntimeError):
     """This machine cannot sandbox: the run is refused, never done without one."""
 
+    run_error_code = "sandbox_unavailable"  # a live run's error (workers.tasks), with this message
+
 
 @dataclass(frozen=True)
 class Limits:

@@ -53,9 +53,11 @@ def exercise_page(request: HttpRequest, exercise_id: str):
     if exercise is None:
         raise Http404("No such exercise")
     owners = _known_owners(request)
-    last = (Submission.objects.filter(owner__in=owners, exercise_id=exercise.id).values_list("code", flat=True)
-            .first() if owners else None)
-    return render(request, "exercises/exercise.html", widget_context(exercise, last, standalone=True))
+    last = Submission.objects.filter(owner__in=owners, exercise_id=exercise.id).first() if owners else None
+    context = widget_context(exercise, last.code if last else None, standalone=True)
+    # After a reload, a latest run that passed still drives a live run (the server checks it again at start).
+    context["passed_submission"] = str(last.pk) if last is not None and last.passed else ""
+    return render(request, "exercises/exercise.html", context)
 
 
 @never_cache

@@ -135,6 +135,10 @@ def test_wrong_code_fails_right_code_passes_and_drives_a_live_run_in_the_browser
     first = rows.first.locator("td")
     assert first.nth(0).inner_text() == first.nth(1).inner_text()  # their choice beside the engine's: the same
     assert page.locator(".exercise-live-text").inner_text().strip()
+    assert page.locator("button.exercise-live-stop").is_hidden()  # shown while a run goes on
+    page.reload()  # the latest run passed: after a reload it still drives a run
+    page.wait_for_selector("section.exercise[data-ready] .cm-editor")
+    assert live_button.is_enabled()
     assert page.errors == []
 
 

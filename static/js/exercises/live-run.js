@@ -94,8 +94,14 @@ export function setUpLive(exercise) {
     inputs[name] = made.input;
     box.querySelector(".exercise-live-fields").append(made.wrap);
   }
-  let submission = null;
+  const stop = box.querySelector(".exercise-live-stop");
+  let submission = box.dataset.passedSubmission || null; // the page's latest run passed (its own page only)
   let running = null;
+  if (submission) {
+    button.disabled = false;
+    status.textContent = "Your latest code passes every test: it can drive a live run.";
+  }
+  stop.addEventListener("click", () => { if (running) running.cancel(); });
 
   // exercise.js says how each "Run tests" ended: only the latest run, if it passed, may drive a live run.
   exercise.addEventListener("exercise-result", (event) => {
@@ -123,10 +129,12 @@ export function setUpLive(exercise) {
     let kind = "";
     const finish = (message, failed) => {
       running = null;
+      stop.hidden = true;
       button.disabled = !submission;
       status.textContent = message;
       box.classList.toggle("is-failed", failed);
     };
+    stop.hidden = false;
     running = getSocket().start(spec.name, params, {
       onAccepted: () => { status.textContent = "Waiting for the engine…"; },
       onQueued: (frame) => { status.textContent = queueText(frame); },
