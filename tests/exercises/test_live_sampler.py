@@ -147,3 +147,14 @@ def test_a_sampler_that_hangs_holds_up_no_other_run(client, eager_worker, loaded
         assert len(ids) == 2 and stuck.is_alive() and failed == []
     stuck.join(30)
     assert failed and "did not answer within 1 s" in failed[0]
+
+
+def test_no_page_lists_the_live_runs(client):
+    from demos.registry import DEMOS
+
+    from exercises.live_draft import LIVE_DEMO as DRAFT_DEMO
+
+    for name in (LIVE_DEMO, DRAFT_DEMO):
+        assert name not in DEMOS and get_spec(name).name == name  # the socket starts it, by name
+        assert client.get(f"/demos/{name}/").status_code == 404
+        assert name not in client.get("/demos/").content.decode()
