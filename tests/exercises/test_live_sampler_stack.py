@@ -165,3 +165,28 @@ def test_a_passing_draft_drives_a_speculative_run_in_the_browser(live_stack, csp
     assert any(" of " in cell for cell in kept), kept  # guesses the model verified, and how many it kept
     assert page.locator(".exercise-live-text").inner_text().strip()
     assert page.errors == []
+
+
+AXE = Path(__file__).resolve().parents[1] / "browser" / "vendor" / "axe.min.js"  # as tests/browser/test_pages_read_well
+WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22a", "wcag22aa"]
+AXE_RUN = """(tags) => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})
+  .then((r) => r.violations.filter((v) => ['serious', 'critical'].includes(v.impact))
+    .map((v) => `${v.id}: ` + v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')))"""
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_finished_live_run_has_no_serious_accessibility_violation(live_stack, browser_page):
+    page = browser_page  # axe is injected as a script: this page bypasses the CSP
+    page.goto(f"{live_stack.url}/exercises/{SAMPLER.id}/")
+    page.wait_for_selector("section.exercise[data-ready] .cm-editor")
+    page.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(SAMPLER.reference)
+    page.click("button.exercise-run")
+    page.wait_for_selector(".exercise-summary.is-pass", timeout=90_000)
+    page.fill("#exercise-sampler-live-max_new_tokens", "3")
+    page.click("button.exercise-live-run")
+    page.wait_for_selector(".exercise-live-summary:has-text('same token 3 of 3 times')", timeout=120_000)
+    page.add_script_tag(path=str(AXE))
+    assert page.evaluate(AXE_RUN, WCAG) == []
