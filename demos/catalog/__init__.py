@@ -10,12 +10,12 @@ the engine (and torch) inside `run`, so the web process can import the catalog, 
 from __future__ import annotations
 
 from ..spec import DemoSpec
-from . import (attention, batching, flash_attention, kv_cache, paged_attention, prefill_decode, prefix_caching,
-               quantization, sampling, serving_load, speculative)
+from . import (attention, attention_variants, batching, flash_attention, kv_cache, paged_attention, prefill_decode,
+               prefix_caching, quantization, sampling, serving_load, speculative)
 
 # The order pages list them in (the course's order: the primer's attention demo first).
-MODULES = (attention, kv_cache, prefill_decode, flash_attention, serving_load, speculative, paged_attention, batching,
-           prefix_caching, quantization, sampling)
+MODULES = (attention, kv_cache, attention_variants, prefill_decode, flash_attention, serving_load, speculative,
+           paged_attention, batching, prefix_caching, quantization, sampling)
 
 DEMOS: dict[str, DemoSpec] = {m.SPEC.name: m.SPEC for m in MODULES}
 

@@ -10,6 +10,7 @@ import uuid
 SMALL_PARAMS = {
     "attention": {},
     "kv-cache": {"prompt": "The capital of France is", "max_new_tokens": 6},
+    "attention-variants": {"prompt": "The cat sat on the mat because it was tired.", "window": 4},
     "prefill-decode": {"max_new_tokens": 6},
     "flash-attention": {},
     "serving-load": {},
