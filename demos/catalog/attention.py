@@ -5,7 +5,9 @@ layer, through an attention backend that keeps that layer's queries and keys aft
 FlashAttention demo uses). The weights of one head are then the softmax of its query against every key, scaled by
 1/√head_dim, with the causal mask: row i is how much token i attends to tokens 0…i, and it sums to 1. Emits one
 `attention_weights` event: the chosen head in full, and every head of the layer (lower triangle, 4 decimals: about
-30 kB at 32 tokens) so the picture can switch head without a new run.
+30 kB at 32 tokens) so the picture can switch head without a new run, and the chosen head's walk (`head_walk`: its
+Q, K, V, scores before the softmax and output, their first dimensions, about 12 kB at 32 tokens) for the primer's
+step-by-step view.
 """
 from __future__ import annotations
 
@@ -39,6 +41,26 @@ def head_weights(q: torch.Tensor, k: torch.Tensor, head: int) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(later, float("-inf")), dim=-1)
 
 
+WALK_VALUE_DIMS = 12  # dimensions of v and the output the walk carries (of head_dim): the picture's columns
+WALK_QK_DIMS = 4  # of q and k: the text quotes these
+
+
+def _sig(rows, dims: int | None = None) -> list[list[float]]:
+    return [[float(f"{x:.3g}") for x in row[:dims]] for row in rows.tolist()]
+
+
+def head_walk(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head: int, weights: torch.Tensor) -> dict:
+    """One head's steps from the captured tensors: its queries, the keys and values it reads (its key/value head),
+    the scaled scores before the softmax (lower triangle, from all head_dim dimensions) and the output, weights × V;
+    q, k, v and the output cut to their first dimensions (the event stays under 60 kB at 32 tokens)."""
+    n_heads, n_kv_heads, head_dim = q.shape[1], k.shape[1], q.shape[3]
+    kv_head = head // (n_heads // n_kv_heads)
+    qh, kh, vh = q[0, head].float(), k[0, kv_head].float(), v[0, kv_head].float()
+    scores = (qh @ kh.T) / math.sqrt(head_dim)
+    return {"q": _sig(qh, WALK_QK_DIMS), "k": _sig(kh, WALK_QK_DIMS), "v": _sig(vh, WALK_VALUE_DIMS),
+            "scores": [[round(x, 2) for x in row[: i + 1]] for i, row in enumerate(scores.tolist())], "output": _sig(weights @ vh, WALK_VALUE_DIMS)}
+
+
 def run(params: dict, should_stop: Callable[[], bool] | None = None,
         *, models: Models) -> Iterator[dict]:
     params = SPEC.with_defaults(params)
@@ -50,7 +72,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
     if not 0 <= head < cfg.n_heads:
         raise ValueError(f"head must be in [0, {cfg.n_heads})")
     ids = engine.encode_prompt(params["prompt"], chat=False)[:MAX_PROMPT_TOKENS]
-    q, k, _ = capture_qkv(engine, ids, layer)  # the reference forward, stopped after `layer`
+    q, k, v = capture_qkv(engine, ids, layer)  # the reference forward, stopped after `layer`
     if should_stop is not None and should_stop():
         return
     weights = head_weights(q, k, head)
@@ -61,6 +83,7 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None,
         tokens=[engine.tokenizer.token_text(t) for t in ids],
         weights=[[round(float(w), 6) for w in row] for row in weights.cpu()],
         all_heads=[[[round(float(w), 4) for w in row[: i + 1]] for i, row in enumerate(hw)] for hw in every],
+        walk=head_walk(q, k, v, head, weights.float()),
     ).to_dict()
 
 

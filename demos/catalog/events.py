@@ -282,6 +282,10 @@ class AttentionWeights(TraceEvent):
     # every query head of the layer (the picture switches head without a new run): all_heads[h][i] is row i of
     # head h up to the diagonal (i + 1 weights: the masked zeros are not sent), rounded to 4 decimals
     all_heads: list[list[list[float]]]
+    # the shown head's walk from Q and K to its output (3 significant digits): per token i, its query q[i], key k[i]
+    # (their first 4 dimensions) and value v[i] (the first 12), scores[i][j] = q_i · k_j / √head_dim for j ≤ i
+    # (before the softmax, 2 decimals), and output[i] = Σ_j weights[i][j] · v[j] (the first 12), what the head passes on
+    walk: dict | None = None
 
 
 # --- comparisons (every demo that compares two settings) ----------------------------------------------------

@@ -7,6 +7,7 @@ Plotly `gd.data`/`gd.layout` and checks them against each other, not against the
 page serves every demo of the registry (one without its own check yet gets the generic one, check_any)."""
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -78,6 +79,20 @@ def check_attention(page, s, events):
     weights = [float(w) for w in re.findall(r"\((\d\.\d\d)\)", s["caption"])]
     top = sorted(row[:i + 1], reverse=True)
     assert weights and all(agrees(f"{w:.2f}", t) for w, t in zip(weights, top)), (s["caption"], top[:2])
+    # The walk-through of the same row: its softmax bars are the heatmap's row and the softmax of its score bars;
+    # the output row of the values chart is the weighted sum of the value rows above it.
+    bars = chart(s, "Bar charts: the scores q·k/√d")["data"]
+    scores, softmax = bars[0]["y"], bars[1]["y"]
+    assert softmax == pytest.approx(row[:i + 1], abs=1e-6)
+    e = [math.exp(x - max(scores)) for x in scores]
+    assert [x / sum(e) for x in e] == pytest.approx(row[:i + 1], abs=5e-3), (scores, row[:i + 1])  # 2-decimal scores
+    values = chart(s, "Heatmap: the value vectors")["data"][0]
+    *v, output = values["z"]
+    assert len(v) == i + 1 and values["y"][-1].startswith("output")
+    weighted = [sum(w * vj[d] for w, vj in zip(row, v)) for d in range(len(output))]
+    assert weighted == pytest.approx(output, abs=2e-3), "output = Σ weight × v"
+    walk = page.eval_on_selector_all('[data-demo="attention"] .ilab-attn__walk li', "(li) => li.map((x) => x.textContent)")
+    assert len(walk) == 5 and f"(token {i})" in walk[0] and f"{i + 1} tokens" in walk[3], walk
 
 
 def check_kv_cache(page, s, events):

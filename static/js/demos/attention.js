@@ -5,11 +5,13 @@
 // with a bar over each: hover or focus a token (arrow keys move along) and the bars show its attention row, as in
 // Transformer Explainer; the step timeline walks the query tokens one row at a time, with a caption naming the
 // tokens it attends to most. The run carries every head of the layer: "Head shown" switches without a new run.
+// Under the heatmap, the step's token walked from Q, K and V to its output (attention-walk.js).
 //   mount(root, config)   // config: {demo, params, spec, wsPath, plotlyUrl}
 import { BASE_LAYOUT, PLOT_CONFIG, chartBlock, el, numberField, fixed } from "../calculators/ui.js";
 import { demoShell, intIn, promptField } from "./course-demo-kit.js";
 import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
+import { attentionWalk } from "./attention-walk.js";
 
 const MASKED = "#d1d5db"; // masked cells: the plot's background shows through (grey, darker than a zero weight)
 // White for no weight to dark blue for all of it (Plotly's own "Blues" runs the other way).
@@ -96,6 +98,7 @@ export function mount(root, config = {}) {
   const rowView = el("div", { class: "ilab-attn__view", hidden: true },
     el("label", {}, "Head shown (all heads of this layer came with the run) ", headPick),
     el("p", { class: "ilab-calc__summary", text: "Bars over each token: how much the selected token (outlined in red, as its row in the heatmap) attends to it; hatched: later tokens, masked." }), tokens);
+  const walk = attentionWalk(); // Q, K, V → scores → softmax → weighted sum for the row shown
   let Plotly = null;
   let run = null; // the attention_weights event drawn
   let buttons = [];
@@ -114,14 +117,19 @@ export function mount(root, config = {}) {
       heat.summary.textContent = "";
       rowView.hidden = true;
       run = null;
+      walk.show(null, null);
     },
     onEvent(ev) {
       if (ev.type === "attention_weights") { run = ev; buildTokens(ev); show(ev, ev.head); }
     },
     steps: { fromEvent: attentionSteps, draw: drawRow, picture: () => [rowView, heat.figure] },
   });
-  shell.body.append(rowView, heat.figure, table);
-  shell.plotly.then((P) => { Plotly = P; });
+  shell.body.append(rowView, heat.figure, walk.node, table);
+  shell.plotly.then((P) => {
+    Plotly = P;
+    const shown = shell.timeline.log.current; // a step drawn before the charts could be
+    if (shown && run) walk.show(Plotly, run, shown.head, shown.query);
+  });
 
   /** One button per prompt token, a bar over it; hovering or focusing it moves the timeline to its row. */
   function buildTokens(ev) {
@@ -181,6 +189,7 @@ export function mount(root, config = {}) {
       Plotly.relayout(heat.chart, { shapes: [{ type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: step.query - 0.5, y1: step.query + 0.5,
         line: { color: "#d62728", width: 2 } }] });
     }
+    walk.show(Plotly, run, step.head, step.query);
   }
 
   function show(ev, h) {
