@@ -13,6 +13,30 @@ import pytest  # noqa: E402
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 
 
+@pytest.fixture(scope="module")
+def live_stack(django_db_setup, tmp_path_factory, request):
+    """Real Redis, one Celery worker (the real engine) and Daphne on free ports, for one test module, on the test
+    database; `.url` is Daphne's, `.log(.worker)` the worker's log. The one definition (tests/workers checks it)."""
+    import sys
+    from pathlib import Path
+
+    from django.conf import settings
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "demos"))
+    from demo_stack import Stack
+
+    name = request.module.__name__.rpartition(".")[2]
+    stack = Stack(tmp_path_factory.mktemp(f"{name}-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
+    stack.worker = f"{name}-worker"
+    try:
+        stack.start_redis()
+        stack.start_worker(name=stack.worker)
+        stack.url = stack.start_daphne()
+        yield stack
+    finally:
+        stack.stop()
+
+
 @pytest.fixture(scope="session")
 def loaded_models():
     """The test session's loaded models and batching services, as a worker keeps its own: a demo runner given them

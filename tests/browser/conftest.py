@@ -1,5 +1,4 @@
-"""Fixtures the browser tests share: the real course loaded behind a live server, the live demo stack, a demo page
-that records errors, recorded demo runs with a page that replays them, CSP violations on a page."""
+"""Fixtures the browser tests share: the real course loaded behind a live server, a demo page that records errors, recorded demo runs with a page that replays them, CSP violations on a page."""
 from __future__ import annotations
 
 import sys
@@ -11,24 +10,7 @@ from django.conf import settings
 from courseapp.loader import load_course
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
 from stand_in import record_runs, stand_in_page  # noqa: E402  (this folder: pytest puts it on the path)
-
-
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory, request):
-    """Real Redis, one Celery worker (the real engine) and Daphne on free ports, for one test module, on the test
-    database; `.url` is Daphne's, `.log(.worker)` the worker's log."""
-    name = request.module.__name__.rpartition(".")[2]
-    stack = Stack(tmp_path_factory.mktemp(f"{name}-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    stack.worker = f"{name}-worker"
-    try:
-        stack.start_redis()
-        stack.start_worker(name=stack.worker)
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
 
 
 @pytest.fixture(scope="session")

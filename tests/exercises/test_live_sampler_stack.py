@@ -12,13 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from exercises import catalog
 from exercises.live_run import CANDIDATES, LIVE_DEMO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demos"))
-from demo_stack import Stack  # noqa: E402
 from test_demos_scaleout import WS  # noqa: E402
 from wire import Browser  # noqa: E402
 
@@ -28,18 +26,6 @@ SAMPLER = catalog.get("sampler")
 HANGS_LIVE = (SAMPLER.reference + "\n\n_passing = sample\n\n\ndef sample(logits, temperature, top_k, top_p, u):\n"
               f"    while len(logits) == {CANDIDATES}:\n        pass\n"
               "    return _passing(logits, temperature, top_k, top_p, u)\n")
-
-
-@pytest.fixture(scope="module")
-def live_stack(django_db_setup, tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("live-sampler-stack"), str(settings.DATABASES["default"]["TEST"]["NAME"]))
-    try:
-        stack.start_redis()
-        stack.start_worker(queues="gpu,cpu", concurrency=2)
-        stack.url = stack.start_daphne()
-        yield stack
-    finally:
-        stack.stop()
 
 
 def run_tests(browser: Browser, code: str) -> dict:

@@ -75,8 +75,8 @@ def test_admission_policy_is_one_module_that_the_consumer_and_the_worker_call():
 
 
 def test_the_live_demo_stack_fixture_is_defined_once():
-    """One `live_stack` (tests/browser/conftest.py) for every browser test module that needs the real stack."""
+    """One `live_stack` (tests/conftest.py) for every test module that needs the real stack."""
     defined = [str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("*.py")
                for node in ast.walk(ast.parse(path.read_text()))
                if isinstance(node, ast.FunctionDef) and node.name == "live_stack"]
-    assert defined == ["tests/browser/conftest.py"]
+    assert defined == ["tests/conftest.py"]
