@@ -47,6 +47,17 @@ def _speedup(event: dict, side: str) -> float | None:
     return plain / spec if plain and spec else None
 
 
+def _summary(key: str, scale: float = 1.0, zero_ok: bool = False) -> Callable[[dict, str], float | None]:
+    """A figure of the serving-metrics run's summary (seconds given in ms with scale 1000)."""
+    def read(event: dict, side: str) -> float | None:
+        value = event.get(key)
+        if zero_ok and value == 0 and not isinstance(value, bool):
+            return 0.0
+        value = _number(value)
+        return value * scale if value is not None else None
+    return read
+
+
 METRICS: dict[str, dict[str, LabMetric]] = {
     "quantization": {
         "decode_tokens_per_s": LabMetric(
@@ -65,6 +76,17 @@ METRICS: dict[str, dict[str, LabMetric]] = {
     },
     "speculative": {
         "speedup": LabMetric("speed-up over plain decoding", "×", "comparison", _speedup, higher_is_better=True),
+    },
+    "serving-metrics": {
+        "ttft_p99_ms": LabMetric("TTFT p99", "ms", "serving_metrics_summary", _summary("ttft_p99_s", 1000),
+                                 higher_is_better=False),
+        "ttft_p50_ms": LabMetric("TTFT p50", "ms", "serving_metrics_summary", _summary("ttft_p50_s", 1000),
+                                 higher_is_better=False),
+        "throughput_tokens_per_s": LabMetric("throughput", "tok/s", "serving_metrics_summary",
+                                             _summary("throughput_tokens_per_s"), higher_is_better=True),
+        # No request met the targets is a measurement too (an overloaded server's goodput is 0), not a missing value.
+        "goodput_requests_per_s": LabMetric("goodput", "req/s", "serving_metrics_summary",
+                                            _summary("goodput_requests_per_s", zero_ok=True), higher_is_better=True),
     },
 }
 

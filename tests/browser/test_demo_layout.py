@@ -31,6 +31,7 @@ PICTURES = {
     "quantization": '.ilab-calc__chart[aria-label^="Histogram of one block"]',
     "sampling": '.ilab-calc__chart[aria-label^="Horizontal bar chart: the 20 most likely next tokens"]',
     "attention-variants": '.ilab-calc__chart[aria-label^="Picture of this step"]',
+    "serving-metrics": '.ilab-calc__chart[aria-label^="Picture of this step: one row per request"]',
 }
 
 # Where the picture and the timeline are on screen. `seen`: how much of the picture's height shows in the
