@@ -1,5 +1,6 @@
 """Due dates and lateness. A module is *done* when the student's progress on it is complete
-(`ModuleProgress.completed_at`: passing its quiz or marking it complete, courseapp/progress.py).
+(`ModuleProgress.completed_at`: set when courseapp/completion.py's rule is first met: quiz passed, or a quiz-less
+module marked complete, AND each lab submitted and exercise passed).
 
 States, at a given moment `now`:
 - DONE: completed no later than its due date; DONE_LATE: completed after it;

@@ -17,6 +17,7 @@ from inferencelab import address_quota, login_throttle
 from narration.status import narration_status
 
 from . import progress as tracking
+from .completion import completion_for, started_summary
 from .course_map import build_course_map
 from .forms import PreferenceForm, SignupForm
 from .glossary import glossary_terms
@@ -39,6 +40,7 @@ class ModuleCard:
     prerequisites: list[dict]
     narration_minutes: int | None
     practice: list | tuple = ()  # its labs and exercises, each with whether the learner did it (courseapp/practice.py)
+    completion_summary: str = ""  # what is met and what is left, for a started module not complete yet (completion.py)
 
     @property
     def missing_prerequisites(self) -> list[dict]:
@@ -89,6 +91,7 @@ def course_index(request):
             prerequisites=_prerequisite_info(module, by_slug, progress),
             narration_minutes=_narration_minutes(module),
             practice=practice[module.pk],
+            completion_summary=started_summary(module.question_count, entry, practice[module.pk]),
         ))
     visible = {m.pk: m for m in modules}
     mine = [p for p in progress.values() if p.module_id in visible]
@@ -220,10 +223,15 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
     learner = tracking.Learner.from_request(request)
     progress = tracking.progress_by_module(learner)
     mine = progress.get(module.pk)
+    questions = list(module.questions.all())
+    practice = practice_by_module([module], learner, exercise_owners(request))[module.pk]
+    completion = completion_for(len(questions), mine.best_score if mine else None, practice,
+                                marked=bool(mine and mine.completed))
+    if completion.met and mine is not None and not mine.completed:  # e.g. a visitor's exercise passed meanwhile
+        mine = tracking.mark_complete(learner, module)
     prereq_modules = {m.slug: m for m in _visible_modules(request).filter(slug__in=module.prerequisite_slugs)}
     prerequisites = _prerequisite_info(module, prereq_modules, progress)
     previous, following = _pager(request, module)
-    questions = list(module.questions.all())
     narration = getattr(module, "narration", None)
     # The same for every visitor, built once per module version and machine profile (lesson_cache.py).
     parts = lesson_parts(module)
@@ -242,6 +250,7 @@ def module_context(request, module: Module, result: QuizResult | None = None, *,
         "previous": previous,
         "next": following,
         "progress": mine,
+        "completion": completion,
         "quiz": quiz_items(questions, result, seed),
         "quiz_seed": seed,
         "quiz_seed_token": seed_token(module.slug, seed),
@@ -293,20 +302,25 @@ def quiz_submit(request, slug: str):
     learner = tracking.Learner.from_request(request, create=True)
     if QuizAttempt.objects.filter(module=module, **learner.owner()).exists():
         result.reveal_answers()  # a retry: what is still wrong shows its right answer
-    tracking.record_attempt(learner, module, result)
+    tracking.record_attempt(learner, module, result, exercise_owners(request))
     return render(request, template, module_context(request, module, result))
 
 
 @require_POST
 def module_complete(request, slug: str):
-    """Modules without a quiz are completed by hand; a module with a quiz is completed by passing it."""
+    """Modules without a quiz are completed by hand once their labs and exercises are done; a module with a quiz is
+    completed by passing it (and doing them), courseapp/completion.py."""
     module = _module_or_404(request, slug)
     questions = list(module.questions.all())
     if questions:
         messages.error(request, f"Complete “{module.label}” by passing its quiz: "
                                 f"{pass_mark(len(questions))} of {len(questions)} correct.")
         return redirect(reverse("courseapp:module", args=[module.slug]) + "#quiz")
-    tracking.mark_complete(tracking.Learner.from_request(request, create=True), module)
+    state = tracking.settle(tracking.Learner.from_request(request, create=True), module, exercise_owners(request),
+                            marked=True)
+    if not state.met:
+        messages.error(request, f"“{module.label}” is complete once its practice is done: {state.summary}.")
+        return redirect(reverse("courseapp:module", args=[module.slug]) + "#pager")
     messages.success(request, f"“{module.label}” marked as complete.")
     return redirect(reverse("courseapp:module", args=[module.slug]) + "#pager")
 

@@ -14,8 +14,7 @@ from courseapp.content import parse_module_file
 from courseapp.loader import load_course, render_module_file
 from courseapp.models import Module
 from courseapp.practice import exercise_ids
-from exercises import catalog, sandbox
-from exercises.jobs import RUN_TASK, run_submission
+from exercises import catalog
 from course_fixtures import REPO_CONTENT
 from lab_helpers import lab_markdown, store_run
 
@@ -30,21 +29,6 @@ def practice_course(content_dir):
     path.write_text(path.read_text() + "\n" + lab_markdown() + f"\nNow compute.\n\n:::{{exercise}} {EXERCISE}\n:::\n")
     load_course(content_dir)
     return Module.objects.get(slug="cache")
-
-
-@pytest.fixture
-def worker(monkeypatch):
-    """The `cpu` queue as the worker's own task, run at once in the real sandbox."""
-    try:
-        sandbox.check_available()
-    except sandbox.SandboxUnavailable as exc:
-        pytest.fail(f"{exc} (`make test` installs bubblewrap: apt-get install bubblewrap)")
-
-    def send_task(name, args, **kwargs):
-        assert name == RUN_TASK
-        run_submission(*args)
-
-    monkeypatch.setattr("exercises.jobs.app.send_task", send_task)
 
 
 def signed_in(user) -> Client:
