@@ -122,7 +122,9 @@ class Flood:
 
     def finish(self) -> dict:
         self.go.clear()
-        return self.parent.recv()
+        if self.parent.poll(60):  # its clients stop within their 30 s request timeout
+            return self.parent.recv()
+        return {"requests": 0, "errors": 1, "seconds": 0.0, "latency": []}
 
     def close(self) -> None:
         self.stop.set()
@@ -155,7 +157,10 @@ async def one_run(args, proto, inbox, ref: str) -> dict:
     proto.send_json({"action": "start", "demo": args.demo, "params": params, "ref": ref})
     gaps, last, streaming = [], None, False
     while True:
-        at, frame = await asyncio.wait_for(inbox.get(), args.timeout)
+        try:
+            at, frame = await asyncio.wait_for(inbox.get(), args.timeout)
+        except asyncio.TimeoutError:  # a failed run, and the last: its late frames would mix with the next one's
+            return {"status": "timeout", "gaps": gaps, "run_s": time.time() - t0}
         kind = frame.get("type")
         if streaming and last is not None:
             gaps.append(at - last)
@@ -178,6 +183,8 @@ async def main_async(args) -> dict:
     try:
         await one_run(args, proto, inbox, "warm-up")  # the worker's first run of this demo pays its set-up
         for r in range(args.rounds):
+            if sides["alone"]["failed"] + sides["flood"]["failed"] and not args.keep_going:
+                break
             order = ("alone", "flood") if r % 2 == 0 else ("flood", "alone")
             for side in order:
                 if side == "flood":
@@ -192,6 +199,8 @@ async def main_async(args) -> dict:
                 s = sides[side]
                 if result["status"] != "done":
                     s["failed"] += 1
+                    if result["status"] == "timeout":
+                        break
                     continue
                 s["gaps"] += result["gaps"]
                 s["p99"].append(round(pct(result["gaps"], 99), 3))
@@ -230,7 +239,9 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--prompt", default="The capital of France is")
     ap.add_argument("--ramp", type=float, default=1.0, help="seconds of flood before its run starts")
-    ap.add_argument("--timeout", type=float, default=120, help="longest silence waited for from a run (s)")
+    ap.add_argument("--timeout", type=float, default=120,
+                    help="longest silence waited for from a run (s); past it the benchmark stops and reports")
+    ap.add_argument("--keep-going", action="store_true", help="more rounds after a run that ended in an error")
     args = ap.parse_args()
     args.nonce = os.urandom(3).hex()  # nothing replayed from an earlier benchmark's runs
     if not (urllib.parse.urlparse(args.url).hostname or "").startswith(LOOPBACK):
