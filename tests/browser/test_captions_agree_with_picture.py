@@ -253,6 +253,8 @@ def check_paged_attention(page, s, events):
         assert s["cards"]["paged"].startswith(f"{allocated}, ") and s["cards"]["contig"].startswith(f"{reserved}, ")
     else:
         assert s["cards"]["step"] == "end" and s["caption"].startswith("End of the run")
+        # No forward ran: no step's slot counts (they used to keep those of the step drawn before).
+        assert s["cards"]["paged"].startswith("–") and s["cards"]["contig"].startswith("–"), s["cards"]
 
 
 def check_prefix_caching(page, s, events):

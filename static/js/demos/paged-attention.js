@@ -132,6 +132,9 @@ export function mount(root, config = {}) {
         `a contiguous reservation would hold ${st.contiguous_slots_reserved}.`;
     } else {
       out.set("step", "end");
+      // No forward at the end: the slot counts are a step's (they kept the last step drawn, whichever the scrubber left).
+      out.set("paged", "– (after the run)");
+      out.set("contig", "– (after the run)");
       const left = step.tables.filter((r) => r.state !== "finished").length;
       grid.summary.textContent = `After the run: ${step.used} of ${s.nb} blocks hold K/V; ` +
         (left ? `${count(left, "request")} did not finish.` : "every request finished and its blocks were freed.");
