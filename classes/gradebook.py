@@ -61,6 +61,7 @@ def person_name(user) -> str:
 class StudentRow:
     user: object
     cells: list[Cell]
+    left_at: datetime | None = None  # when the LMS's class list stopped having them (lti/roster.py); still here
 
     @property
     def name(self) -> str:
@@ -118,23 +119,28 @@ def _cells_for(users: list, modules: list[Module], due: dict[int, datetime],
 
 def gradebook(cohort: Cohort, now: datetime | None = None) -> Gradebook:
     modules = course_modules()
-    users = sorted(class_students(cohort), key=lambda user: (person_name(user).casefold(), user.username))
+    left = dict(cohort.enrollments.filter(active=False).values_list("user_id", "left_at"))
+    # Those who left the LMS course come last, their work kept.
+    users = sorted(class_students(cohort), key=lambda user: (user.pk in left, person_name(user).casefold(),
+                                                             user.username))
     due = dict(cohort.due_dates.values_list("module_id", "due_at"))
     cells = _cells_for(users, modules, due, now)
-    return Gradebook(cohort=cohort, modules=modules, rows=[StudentRow(user, cells[user.pk]) for user in users])
+    return Gradebook(cohort=cohort, modules=modules,
+                     rows=[StudentRow(user, cells[user.pk], left.get(user.pk)) for user in users])
 
 
 def csv_rows(book: Gradebook) -> list[list[object]]:
     """Header, then one row per student: who they are, then per module its state, best quiz score, and each lab's
     score (%) and exercise's result."""
-    header = ["username", "name", "email", "modules_done", "modules_late"]
+    header = ["username", "name", "email", "left_lms_course", "modules_done", "modules_late"]
     items = practice_grades.module_practice(book.modules)
     for module in book.modules:
         header += [f"{module.slug}: status", f"{module.slug}: best quiz score (of {module.quiz_total})"]
         header += practice_grades.csv_header(module, items[module.pk])
     rows: list[list[object]] = [header]
     for row in book.rows:
-        line: list[object] = [row.user.username, row.user.get_full_name(), row.user.email, row.done, row.late]
+        left = timezone.localtime(row.left_at).strftime("%Y-%m-%d %H:%M") if row.left_at else ""
+        line: list[object] = [row.user.username, row.user.get_full_name(), row.user.email, left, row.done, row.late]
         for cell in row.cells:
             line += [cell.label, "" if cell.best_score is None else cell.best_score]
             line += practice_grades.csv_values(list(cell.practice))

@@ -66,6 +66,9 @@ class Enrollment(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="enrollments")
     source = models.CharField(max_length=16, choices=Source.choices)
     joined_at = models.DateTimeField(auto_now_add=True)
+    # The LMS no longer lists them in its course (lti/roster.py): kept, with their work, and shown as having left.
+    active = models.BooleanField(default=True, help_text="False once the LMS's class list no longer has them.")
+    left_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["cohort", "user"], name="one_enrollment_per_cohort")]

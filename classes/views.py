@@ -84,6 +84,7 @@ def _cohort_context(request, cohort: Cohort, **forms) -> dict:
     context = {
         "cohort": cohort,
         "students": students,
+        "left_lms": set(cohort.enrollments.filter(active=False).values_list("user_id", flat=True)),
         "needs_password": len(roster.awaiting_password(cohort)),
         "invitations": cohort.invitations.all(),
         "instructors": cohort.instructors.order_by("username"),

@@ -279,6 +279,11 @@ LTI_SCORE_RETRY_CAP = env_float("LTI_SCORE_RETRY_CAP", 6 * 3600.0)
 LTI_SCORE_MAX_TRIES = env_int("LTI_SCORE_MAX_TRIES", 16)
 LTI_SCORE_SWEEP_INTERVAL = env_float("LTI_SCORE_SWEEP_INTERVAL", 15.0)
 LTI_SCORE_QUEUE_GRACE = env_float("LTI_SCORE_QUEUE_GRACE", 60.0)
+# The LMS class lists (lti/roster.py): the same worker reads each every LTI_ROSTER_SYNC_EVERY seconds (again after
+# LTI_ROSTER_RETRY when it could not), looking for due ones every LTI_ROSTER_SWEEP_INTERVAL seconds.
+LTI_ROSTER_SYNC_EVERY = env_float("LTI_ROSTER_SYNC_EVERY", 6 * 3600.0)
+LTI_ROSTER_RETRY = env_float("LTI_ROSTER_RETRY", 600.0)
+LTI_ROSTER_SWEEP_INTERVAL = env_float("LTI_ROSTER_SWEEP_INTERVAL", 60.0)
 
 # How long a thread may keep the GIL while another waits for it (Python's default: 5 ms), in the worker and in
 # Daphne. A worker's publishing threads share one GIL with the engine's Python-heavy threads (a batched step, a

@@ -115,7 +115,7 @@ def context_for(data: dict, platform: LtiTool) -> Context | None:
 
 def join(context: Context, user, *, teacher: bool) -> bool:
     """The person's role in the cohort as the LMS gives it now: a teacher (and no longer its student), or a
-    student (and no longer its teacher). Returns True if newly enrolled."""
+    student (and no longer its teacher). Returns True if newly enrolled, or active again after having left."""
     cohort = context.cohort
     if teacher:
         cohort.instructors.add(user)
@@ -124,8 +124,11 @@ def join(context: Context, user, *, teacher: bool) -> bool:
     cohort.instructors.remove(user)
     if is_teacher(user):  # a site author or staff account linked to an LMS student: never in class figures
         return False
-    _, created = Enrollment.objects.get_or_create(cohort=cohort, user=user,
-                                                  defaults={"source": Enrollment.Source.LTI})
+    enrollment, created = Enrollment.objects.get_or_create(cohort=cohort, user=user,
+                                                           defaults={"source": Enrollment.Source.LTI})
+    if not enrollment.active:  # back in the LMS course after having left it (lti/roster.py)
+        Enrollment.objects.filter(pk=enrollment.pk).update(active=True, left_at=None)
+        return True
     return created
 
 

@@ -43,6 +43,13 @@ class Context(models.Model):
     context_id = models.CharField(max_length=255)
     title = models.CharField(max_length=255, blank=True)
     cohort = models.OneToOneField(Cohort, on_delete=models.CASCADE, related_name="lti_context")
+    # Names and Role Provisioning (lti/roster.py): the class list's address from the latest launch carrying it,
+    # when the `cpu` worker's sweep reads it next, and what the last reading gave.
+    memberships_url = models.URLField(max_length=1000, blank=True)
+    roster_synced_at = models.DateTimeField(null=True, blank=True, help_text="The class list's last reading.")
+    roster_next_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    roster_claimed_until = models.DateTimeField(null=True, blank=True)
+    roster_answer = models.TextField(blank=True, help_text="What the last reading of the class list gave, in words.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["platform", "deployment_id", "context_id"],

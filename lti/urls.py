@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import score_views, views
+from . import roster_views, score_views, views
 
 app_name = "lti"
 
@@ -10,4 +10,5 @@ urlpatterns = [
     path("launch/", views.launch, name="launch"),
     path("deep-link/", views.deep_link_return, name="deep_link_return"),
     path("cohorts/<int:cohort_id>/scores/<int:post_id>/resend/", score_views.resend, name="score_resend"),
+    path("cohorts/<int:cohort_id>/roster/sync/", roster_views.sync, name="roster_sync"),
 ]

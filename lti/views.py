@@ -29,7 +29,7 @@ from .accounts import admit, claim, platform_of, remember_link, teaches
 from .framing import allow_framing, launched_in_frame, mark, origin_of, origins_of
 from .login_again import login_again, remember_login
 from .platform_urls import InsecurePlatform
-from .roster import sync_roster
+from .roster import remember_service, sync_roster
 from .keys import tool_key
 
 log = logging.getLogger(__name__)
@@ -134,8 +134,10 @@ def launch(request):
     user, context = admit(data, teacher=teacher)
     if context is not None and module is not None:
         remember_link(data, context, module, None if teacher or is_teacher(user) else user)
-    if teacher and context is not None and message.has_nrps():
-        sync_roster(request, message, context)
+    if context is not None:
+        remember_service(data, context)
+        if teacher and context.memberships_url:
+            sync_roster(request, context, keep=user)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
     mark(request, platform_of(data))  # after login(), which starts the session afresh
     return redirect(_landing(module, context, teacher=teacher))

@@ -376,11 +376,11 @@ def test_the_gradebook_csv_has_a_row_per_student_and_columns_per_module(client, 
     logged_in(client, teacher)
     rows = list(csv.reader(io.StringIO(client.get(reverse("classes:gradebook_csv", args=[cohort.pk]))
                                        .content.decode())))
-    assert rows[0] == ["username", "name", "email", "modules_done", "modules_late",
+    assert rows[0] == ["username", "name", "email", "left_lms_course", "modules_done", "modules_late",
                        "intro: status", "intro: best quiz score (of 2)",
                        "cache: status", "cache: best quiz score (of 0)"]
-    assert rows[1] == ["student", "", "", "1", "1", "Done late", "2", "Not started", ""]
-    assert rows[2] == ["zed", "Zed", "", "0", "1", "Late", "", "Not started", ""]
+    assert rows[1] == ["student", "", "", "", "1", "1", "Done late", "2", "Not started", ""]
+    assert rows[2] == ["zed", "Zed", "", "", "0", "1", "Late", "", "Not started", ""]
     page = client.get(reverse("classes:gradebook", args=[cohort.pk])).content.decode()
     assert '<caption id="gradebook-caption">Students × modules</caption>' in page
 
