@@ -4,12 +4,14 @@ from __future__ import annotations
 from . import (batch_scheduler, decode_bandwidth, kv_budget, kv_bytes, online_softmax, paged_blocks, prefix_hits,
                roofline, sampler, serving_metrics, speculative)
 from . import draft_proposer  # with the sampler, the exercises whose passing code drives a live run
+from . import heavy_hitters  # long context: H2O's eviction choice
 from .base import Case, Exercise
 
 EXERCISES: dict[str, Exercise] = {
     module.EXERCISE.id: module.EXERCISE for module in (
         kv_bytes, speculative, paged_blocks, sampler, roofline, draft_proposer,  # the five, and a draft
         batch_scheduler, online_softmax, decode_bandwidth, prefix_hits, serving_metrics,  # one per remaining module
+        heavy_hitters,  # long context
         kv_budget)  # attention variants
 }
 

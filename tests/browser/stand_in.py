@@ -11,6 +11,7 @@ SMALL_PARAMS = {
     "attention": {},
     "kv-cache": {"prompt": "The capital of France is", "max_new_tokens": 6},
     "attention-variants": {"prompt": "The cat sat on the mat because it was tired.", "window": 4},
+    "long-context": {"context": 128},
     "prefill-decode": {"max_new_tokens": 6},
     "flash-attention": {},
     "serving-load": {},
