@@ -158,6 +158,9 @@ def metric_rows(stats: ClassStats) -> list[MetricRow]:
     rows += _learner_rows(stats) + _quiz_rows(stats)
     for question in stats.questions:
         rows += _question_rows(question)
+    rows += [MetricRow(p.kind, p.key, subkey, "" if value is None else value, p.title) for p in stats.practice
+             for subkey, value in (("started", p.started), (p.done_label, p.done),
+                                   ("median_score_percent", p.median_score_percent))]
     return rows + _demo_rows(stats)
 
 
@@ -261,6 +264,16 @@ def demos_table(stats: ClassStats) -> Table:
                  empty="This lesson embeds no demo.")
 
 
+def practice_table(stats: ClassStats) -> Table:
+    rows = [Row(f"{p.kind_label}: {p.title}", _numbers(p.started, p.done)
+                + [Cell(DASH if p.median_score_percent is None else f"{p.median_score_percent:.1f} %")])
+            for p in stats.practice]
+    return Table(f"Labs (started: saved answers; done: submitted) and exercises (started: a graded run; done: "
+                 f"passed) in the range ({stats.population})",
+                 _columns("Lab or exercise", "Started", "Done", "Median score"), rows,
+                 empty="This lesson has no lab or exercise.")
+
+
 def _question_chart(question: QuestionStats) -> dict:
     distractor = question.top_distractor
     return {
@@ -295,7 +308,8 @@ def dashboard_context(stats: ClassStats, csv_path: str) -> dict:
     return {
         "stats": stats,
         "tables": {"learners": learners_table(stats), "quiz": quiz_table(stats),
-                   "questions": questions_table(stats), "demos": demos_table(stats)},
+                   "questions": questions_table(stats), "demos": demos_table(stats),
+                   "practice": practice_table(stats)},
         "question_sections": [question_section(question) for question in stats.questions],
         "chart_data": chart_data(stats),
         "has_demo_chart": bool(stats.demos),

@@ -19,6 +19,7 @@ Definitions (the dashboard, its CSV and the tests share them):
 - Given `students` (a cohort's enrolled students: roster.py `class_students`), the figures count those
   users alone, as one group: anonymous visitors, staff, instructors (and so their preview runs) and every other
   account are left out of learners, quiz answers and demo runs alike. Without it, everyone is counted.
+- Labs and exercises: practice_stats.py.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from demos.models import Run
 
 from courseapp.models import Module, ModuleProgress, Question, QuizAttempt
 from courseapp.quiz import pass_mark
+
+from .practice_stats import PracticeStats, practice_stats
 
 DEFAULT_DAYS = 30
 SIGNED_IN, ANONYMOUS, ENROLLED = "signed_in", "anonymous", "enrolled"
@@ -163,6 +166,7 @@ class ClassStats:
     questions: list[QuestionStats]
     demos: list[DemoStats]
     population: str = EVERYONE  # whose activity is counted, for captions: "all learners" or a cohort's students
+    practice: list[PracticeStats] = field(default_factory=list)  # its labs, then its exercises
 
     @property
     def started(self) -> int:
@@ -315,4 +319,5 @@ def class_stats(module: Module, date_range: DateRange, students: QuerySet | None
         questions=question_stats(questions, answer_sets),
         demos=demo_stats(module_demo_names(module), date_range, students),
         population=population if students is not None else EVERYONE,
+        practice=practice_stats(module, date_range, students),
     )

@@ -310,7 +310,7 @@ def test_dashboard_html_shows_the_numbers_in_captioned_tables(author, seeded):
     anonymous = "".join(f'<td class="num">{learners["anonymous", m]}</td>'
                         for m in ("started", "completed", "quiz_attempts", "quiz_takers"))
     assert f'<th scope="row">Anonymous visitors (one group)</th>{anonymous}</tr>' in html
-    assert html.count("<caption>") == 4 + 2  # learners, quiz, questions, demos, and one per question
+    assert html.count("<caption>") == 5 + 2  # learners, quiz, questions, labs and exercises, demos, one per question
     q1 = expected_questions()[1]
     assert (f'<th scope="row">2. Once, like training.</th><td>Wrong</td><td class="num">{q1["picks"][2]}</td>'
             f'<td class="num">{100 * q1["picks"][2] / q1["answered"]:.1f} %</td>') in html
