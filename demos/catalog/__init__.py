@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from ..spec import DemoSpec
 from . import (attention, attention_variants, batching, flash_attention, kv_cache, paged_attention, prefill_decode,
-               prefix_caching, quantization, sampling, serving_load, serving_metrics, speculative)
+               prefix_caching, quantization, sampling, serving_load, serving_metrics, speculative,
+               tensor_parallel)
 from . import long_context  # long context: eviction under a cache budget
 
 # The order pages list them in (the course's order: the primer's attention demo first).
 MODULES = (attention, kv_cache, attention_variants, long_context, prefill_decode, flash_attention, serving_load,
-           speculative, paged_attention, batching, prefix_caching, quantization, sampling, serving_metrics)
+           speculative, paged_attention, batching, prefix_caching, quantization, sampling, serving_metrics,
+           tensor_parallel)
 
 DEMOS: dict[str, DemoSpec] = {m.SPEC.name: m.SPEC for m in MODULES}
 

@@ -21,6 +21,7 @@ SMALL_PARAMS = {
     "prefix-caching": {"max_new_tokens": 2},
     "quantization": {"max_new_tokens": 2},
     "sampling": {"prompt": "The capital of France is", "max_new_tokens": 4},
+    "tensor-parallel": {"prompt": "The capital of France is", "max_new_tokens": 3},
     "serving-metrics": {"rate_per_s": 2.0, "duration_s": 5.0, "max_new_tokens": 3},
 }
 

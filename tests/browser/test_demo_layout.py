@@ -30,6 +30,7 @@ PICTURES = {
     "prefix-caching": '.ilab-calc__chart[aria-label^="Block strips"]',
     "quantization": '.ilab-calc__chart[aria-label^="Histogram of one block"]',
     "sampling": '.ilab-calc__chart[aria-label^="Horizontal bar chart: the 20 most likely next tokens"]',
+    "tensor-parallel": '.ilab-calc__chart[aria-label^="Picture of this step: stacked bars"]',
     "attention-variants": '.ilab-calc__chart[aria-label^="Picture of this step"]',
     "long-context": '.ilab-calc__chart[aria-label^="Perplexity against cache budget"]',
     "serving-metrics": '.ilab-calc__chart[aria-label^="Picture of this step: one row per request"]',
