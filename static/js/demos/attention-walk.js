@@ -20,13 +20,14 @@ export function walkSentences(run, i) {
   const order = weights.map((x, j) => j).sort((a, b) => weights[b] - weights[a]).slice(0, 3);
   const list = (vals, digits) => order.map((j) => `${name(seen[j])} ${fixed(vals[j], digits)}`).join(", ");
   const d = run.head_dim;
+  const more = i + 1 > order.length ? ` and ${i + 1 - order.length} more` : ""; // the largest three are quoted
   return [
     `Q: the query of ${name(run.tokens[i])} (token ${i}) is ${d} numbers, ${vec(w.q[i])}: what it is looking for.`,
     `K: each of the ${i + 1} tokens it may see (itself and the ones before) has a key of ${d} numbers; ` +
       `the key of ${name(seen[order[0]])} is ${vec(w.k[order[0]])}.`,
-    `Scores: q · k / √${d} for each of them: ${list(w.scores[i], 2)}${i + 1 > order.length ? ", …" : ""}.`,
+    `Scores: q · k / √${d} for each of them: ${list(w.scores[i], 2)}${more}.`,
     `Softmax: e^score divided by the sum of e^score over the ${i + 1} tokens turns the scores into weights that sum to 1: ` +
-      `${list(weights, 2)}${i + 1 > order.length ? ", …" : ""}.`,
+      `${list(weights, 2)}${more}.`,
     `Weighted sum: the head's output for ${name(run.tokens[i])} is Σ weight × V (each token's value, ${d} numbers) = ` +
       `${vec(w.output[i])}: mostly the value of ${name(seen[order[0]])}.`,
   ];
