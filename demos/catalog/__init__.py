@@ -14,11 +14,12 @@ from . import (attention, attention_variants, batching, flash_attention, kv_cach
                prefix_caching, quantization, sampling, serving_load, serving_metrics, speculative,
                tensor_parallel)
 from . import long_context  # long context: eviction under a cache budget
+from . import structured_output  # structured output: a grammar's token mask per step
 
 # The order pages list them in (the course's order: the primer's attention demo first).
 MODULES = (attention, kv_cache, attention_variants, long_context, prefill_decode, flash_attention, serving_load,
-           speculative, paged_attention, batching, prefix_caching, quantization, sampling, serving_metrics,
-           tensor_parallel)
+           speculative, paged_attention, batching, prefix_caching, quantization, sampling, structured_output,
+           serving_metrics, tensor_parallel)
 
 DEMOS: dict[str, DemoSpec] = {m.SPEC.name: m.SPEC for m in MODULES}
 

@@ -5,6 +5,7 @@ from . import (batch_scheduler, decode_bandwidth, kv_budget, kv_bytes, online_so
                roofline, sampler, serving_metrics, speculative)
 from . import draft_proposer  # with the sampler, the exercises whose passing code drives a live run
 from . import heavy_hitters  # long context: H2O's eviction choice
+from . import grammar_mask  # structured output: the grammar's token mask
 from .base import Case, Exercise
 
 EXERCISES: dict[str, Exercise] = {
@@ -12,7 +13,8 @@ EXERCISES: dict[str, Exercise] = {
         kv_bytes, speculative, paged_blocks, sampler, roofline, draft_proposer,  # the five, and a draft
         batch_scheduler, online_softmax, decode_bandwidth, prefix_hits, serving_metrics,  # one per remaining module
         heavy_hitters,  # long context
-        kv_budget)  # attention variants
+        kv_budget,  # attention variants
+        grammar_mask)  # structured output
 }
 
 

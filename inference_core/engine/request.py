@@ -43,7 +43,7 @@ class Request:
     generator: torch.Generator | None = None
     spec: Speculation | None = None  # speculative decoding: drafted and verified in the same steps as the rest
     drafted: list[int] = field(default_factory=list)  # this step's guesses (the draft phase), owned by the scheduler
-    chooser: Callable[..., int] | None = None  # called instead of `sample`, with its arguments: a student's sampler
+    chooser: Callable[..., int] | None = None  # replaces `sample`, same arguments: a student's sampler, a grammar mask
     choice: dict | None = None  # the last token's `sampling_step` fields (params.trace_top), set by the runner
 
     @property

@@ -33,6 +33,7 @@ PICTURES = {
     "tensor-parallel": '.ilab-calc__chart[aria-label^="Picture of this step: stacked bars"]',
     "attention-variants": '.ilab-calc__chart[aria-label^="Picture of this step"]',
     "long-context": '.ilab-calc__chart[aria-label^="Perplexity against cache budget"]',
+    "structured-output": '.ilab-calc__chart[aria-label^="Picture of this step: tokens the grammar allows"]',
     "serving-metrics": '.ilab-calc__chart[aria-label^="Picture of this step: one row per request"]',
 }
 
