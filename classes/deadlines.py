@@ -5,7 +5,8 @@ module marked complete, AND each lab submitted and exercise passed).
 States, at a given moment `now`:
 - DONE: completed no later than its due date; DONE_LATE: completed after it;
 - LATE: not completed and the due date has passed; DUE: not completed, due date still ahead.
-A student in several cohorts that set a due date for the same module is held to the earliest one.
+A student in several cohorts that set a due date for the same module is held to the earliest one; an extension
+their teacher granted them (`DueDateExtension`) replaces that cohort's date for them.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from django.utils.formats import date_format
 from courseapp.models import ModuleProgress
 
 from .membership import cohort_ids
-from .models import DueDate
+from .models import DueDate, DueDateExtension
 
 DONE, DONE_LATE, LATE, DUE = "done", "done-late", "late", "due"
 LABELS = {DONE: "Done", DONE_LATE: "Done late", LATE: "Late", DUE: "Due"}
@@ -66,12 +67,17 @@ def status(due_at: datetime, completed_at: datetime | None, now: datetime | None
 
 
 def student_due_dates(user) -> dict[int, datetime]:
-    """module id → the earliest due date any of the user's cohorts set for it (no query for a user in no cohort)."""
+    """module id → the earliest due date any of the user's cohorts set for it, their extensions applied (no query
+    for a user in no cohort)."""
     cohorts = cohort_ids(user)
     if not cohorts:
         return {}
+    dates = list(DueDate.objects.filter(cohort_id__in=cohorts).values_list("pk", "module_id", "due_at"))
+    extended = dict(DueDateExtension.objects.filter(user=user, due_date_id__in=[pk for pk, _, _ in dates])
+                    .values_list("due_date_id", "due_at")) if dates else {}
     due: dict[int, datetime] = {}
-    for module_id, due_at in DueDate.objects.filter(cohort_id__in=cohorts).values_list("module_id", "due_at"):
+    for pk, module_id, due_at in dates:
+        due_at = extended.get(pk, due_at)
         if module_id not in due or due_at < due[module_id]:
             due[module_id] = due_at
     return due

@@ -68,7 +68,7 @@ class DueDateForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["module"].queryset = Module.objects.published().in_course_order()
         self.fields["due_at"].input_formats = ["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"]
-        self.fields["due_at"].help_text = f"In the site's time zone ({timezone.get_current_timezone_name()}). " \
+        self.fields["due_at"].help_text = f"In the cohort's time zone ({timezone.get_current_timezone_name()}). " \
                                           "Setting a module again replaces its due date."
 
 

@@ -19,7 +19,7 @@ from lti.score_status import LmsScore, lms_scores_by_activity
 from openai_api.runner import API_DEMO
 
 from . import deadlines, practice_grades
-from .models import Cohort
+from .models import Cohort, DueDateExtension
 from .roster import class_students
 from .stats import chosen_keys
 
@@ -103,16 +103,20 @@ def _cell(module: Module, progress: ModuleProgress | None, attempts: int, due_at
 
 
 def _cells_for(users: list, modules: list[Module], due: dict[int, datetime],
-               now: datetime | None) -> dict[int, list[Cell]]:
-    """user id → one cell per module, from a fixed number of queries whatever the class size."""
+               now: datetime | None, cohort: Cohort | None = None) -> dict[int, list[Cell]]:
+    """user id → one cell per module, from a fixed number of queries whatever the class size; a student's
+    extension in `cohort` replaces its due date for them."""
     user_ids = [user.pk for user in users]
+    extended = {(uid, mid): at for uid, mid, at in DueDateExtension.objects.filter(
+        due_date__cohort=cohort, user_id__in=user_ids).values_list("user_id", "due_date__module_id", "due_at")}
     progress = {(p.user_id, p.module_id): p for p in ModuleProgress.objects.filter(user_id__in=user_ids)}
     attempts = {(row["user_id"], row["module_id"]): row["n"] for row in
                 QuizAttempt.objects.filter(user_id__in=user_ids).order_by()
                 .values("user_id", "module_id").annotate(n=Count("id"))}
     lms = lms_scores_by_activity(user_ids)
     practice = practice_grades.practice_results(user_ids, modules, lms)
-    return {uid: [_cell(m, progress.get((uid, m.pk)), attempts.get((uid, m.pk), 0), due.get(m.pk), now,
+    return {uid: [_cell(m, progress.get((uid, m.pk)), attempts.get((uid, m.pk), 0),
+                        extended.get((uid, m.pk), due.get(m.pk)), now,
                         lms.get((uid, m.pk, "quiz")), practice.get((uid, m.pk))) for m in modules]
             for uid in user_ids}
 
@@ -124,7 +128,7 @@ def gradebook(cohort: Cohort, now: datetime | None = None) -> Gradebook:
     users = sorted(class_students(cohort), key=lambda user: (user.pk in left, person_name(user).casefold(),
                                                              user.username))
     due = dict(cohort.due_dates.values_list("module_id", "due_at"))
-    cells = _cells_for(users, modules, due, now)
+    cells = _cells_for(users, modules, due, now, cohort)
     return Gradebook(cohort=cohort, modules=modules,
                      rows=[StudentRow(user, cells[user.pk], left.get(user.pk)) for user in users])
 
@@ -191,7 +195,7 @@ def answer_lines(module: Module, answers: object) -> list[AnswerLine]:
 def student_record(cohort: Cohort, user, now: datetime | None = None) -> StudentRecord:
     modules = course_modules()
     due = dict(cohort.due_dates.values_list("module_id", "due_at"))
-    row = StudentRow(user, _cells_for([user], modules, due, now)[user.pk])
+    row = StudentRow(user, _cells_for([user], modules, due, now, cohort)[user.pk])
     attempts = (QuizAttempt.objects.filter(user=user).select_related("module").order_by("-created_at")
                 .prefetch_related("module__questions__choices"))
     views = [AttemptView(attempt=a, answers=answer_lines(a.module, a.answers), passed=a.score >= pass_mark(a.total))

@@ -40,6 +40,10 @@ class Cohort(models.Model):
     invite_code = models.CharField(max_length=16, unique=True, default=new_invite_code, editable=False)
     joining_open = models.BooleanField(default=True, help_text="Whether the invite code still enrolls people.")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Archived: the term is over. Listed apart, joining closed; its students, work and grades stay.
+    archived = models.BooleanField(default=False)
+    time_zone = models.CharField(max_length=64, blank=True, help_text=(
+        "IANA name (e.g. Europe/Paris) its due dates are set and shown in; blank: the site's."))
 
     objects = CohortQuerySet.as_manager()
 
@@ -91,6 +95,21 @@ class DueDate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.module} due {self.due_at:%Y-%m-%d %H:%M} for {self.cohort}"
+
+
+class DueDateExtension(models.Model):
+    """One student's own due date for a module (an extension granted by the cohort's teacher)."""
+
+    due_date = models.ForeignKey(DueDate, on_delete=models.CASCADE, related_name="extensions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="due_extensions")
+    due_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["due_date", "user"], name="one_extension_per_student")]
+        ordering = ["due_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.user} has until {self.due_at:%Y-%m-%d %H:%M} for {self.due_date.module}"
 
 
 class Announcement(models.Model):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import dashboard, views
+from . import dashboard, teacher_tools, views
 
 app_name = "classes"
 
@@ -16,6 +16,13 @@ urlpatterns = [
     path("<int:cohort_id>/students/set-password-links.csv", views.password_links_csv, name="password_links_csv"),
     path("<int:cohort_id>/students/<int:user_id>/", views.student_detail, name="student"),
     path("<int:cohort_id>/students/<int:user_id>/remove/", views.student_remove, name="student_remove"),
+    path("<int:cohort_id>/settings/", teacher_tools.cohort_settings, name="cohort_settings"),
+    path("<int:cohort_id>/students/<int:user_id>/details/", teacher_tools.student_details, name="student_details"),
+    path("<int:cohort_id>/students/<int:user_id>/password-link/", teacher_tools.password_link,
+         name="student_password_link"),
+    path("<int:cohort_id>/students/<int:user_id>/extensions/", teacher_tools.extension_set, name="extension_set"),
+    path("<int:cohort_id>/students/<int:user_id>/extensions/<int:extension_id>/remove/",
+         teacher_tools.extension_remove, name="extension_remove"),
     path("<int:cohort_id>/invite/", views.invite_reset, name="invite_reset"),
     path("<int:cohort_id>/invitations/<int:invitation_id>/withdraw/", views.invitation_withdraw,
          name="invitation_withdraw"),

@@ -26,6 +26,7 @@ from courseapp.models import Module
 
 from . import gradebook as grades
 from . import roster
+from .teacher_tools import CohortSettingsForm, student_tools_context, zone_of
 from .access import is_teacher, runs_classes, taught_cohort, teacher_required
 from .dashboard import spreadsheet_safe
 from .deadlines import student_statuses
@@ -47,7 +48,8 @@ def _csv_response(rows: list[list[object]], filename: str) -> HttpResponse:
 @require_GET
 def home(request):
     if is_teacher(request.user) or runs_classes(request.user):
-        cohorts = Cohort.objects.taught_by(request.user).prefetch_related("instructors")
+        cohorts = (Cohort.objects.taught_by(request.user).prefetch_related("instructors")
+                   .order_by("archived", "name", "pk"))  # archived cohorts last
         return render(request, "classes/home_instructor.html", {"cohorts": cohorts, "form": CohortForm()})
     return render(request, "classes/home_student.html", _student_context(request.user))
 
@@ -97,6 +99,7 @@ def _cohort_context(request, cohort: Cohort, **forms) -> dict:
         "due_form": DueDateForm(),
         "announcement_form": AnnouncementForm(),
         "instructor_form": InstructorForm(),
+        "settings_form": CohortSettingsForm(instance=cohort),
     }
     context.update(forms)
     return context
@@ -106,11 +109,13 @@ def _cohort_context(request, cohort: Cohort, **forms) -> dict:
 @require_GET
 def cohort_detail(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
-    return render(request, "classes/cohort.html", _cohort_context(request, cohort))
+    with timezone.override(zone_of(cohort)):  # its due dates read in the cohort's time zone
+        return render(request, "classes/cohort.html", _cohort_context(request, cohort))
 
 
 def _invalid(request, cohort: Cohort, **forms) -> HttpResponse:
-    return render(request, "classes/cohort.html", _cohort_context(request, cohort, **forms), status=400)
+    with timezone.override(zone_of(cohort)):
+        return render(request, "classes/cohort.html", _cohort_context(request, cohort, **forms), status=400)
 
 
 def _import_result(request, cohort: Cohort, report: roster.ImportReport, form) -> HttpResponse:
@@ -229,12 +234,15 @@ def instructor_remove(request, cohort_id: int, user_id: int):
 @require_POST
 def due_date_set(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
-    form = DueDateForm(request.POST)  # the module and the date; one per (cohort, module), so set replaces
-    if not form.is_valid():
+    with timezone.override(zone_of(cohort)):  # the date typed is the cohort's wall-clock time
+        form = DueDateForm(request.POST)  # the module and the date; one per (cohort, module), so set replaces
+        valid = form.is_valid()
+    if not valid:
         return _invalid(request, cohort, due_form=form)
     due, _ = DueDate.objects.update_or_create(cohort=cohort, module=form.cleaned_data["module"],
                                               defaults={"due_at": form.cleaned_data["due_at"]})
-    messages.success(request, f"“{due.module.title}” is due {timezone.localtime(due.due_at):%Y-%m-%d %H:%M}.")
+    messages.success(request, f"“{due.module.title}” is due "
+                              f"{timezone.localtime(due.due_at, zone_of(cohort)):%Y-%m-%d %H:%M} ({zone_of(cohort)}).")
     return redirect(cohort)
 
 
@@ -277,15 +285,17 @@ def gradebook(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
     # An LMS teacher's launch lands here (lti/views.py) naming the module its link opens, offered as a link.
     opened = Module.objects.published().filter(slug=request.GET.get("opened", "")[:100]).first()
-    return render(request, "classes/gradebook.html",
-                  {"cohort": cohort, "book": grades.gradebook(cohort), "opened": opened})
+    with timezone.override(zone_of(cohort)):
+        return render(request, "classes/gradebook.html",
+                      {"cohort": cohort, "book": grades.gradebook(cohort), "opened": opened})
 
 
 @teacher_required
 @require_GET
 def gradebook_csv(request, cohort_id: int):
     cohort = taught_cohort(request, cohort_id)
-    return _csv_response(grades.csv_rows(grades.gradebook(cohort)), f"gradebook-cohort-{cohort.pk}.csv")
+    with timezone.override(zone_of(cohort)):
+        return _csv_response(grades.csv_rows(grades.gradebook(cohort)), f"gradebook-cohort-{cohort.pk}.csv")
 
 
 @teacher_required
@@ -293,8 +303,9 @@ def gradebook_csv(request, cohort_id: int):
 def student_detail(request, cohort_id: int, user_id: int):
     cohort = taught_cohort(request, cohort_id)
     user = get_object_or_404(roster.class_students(cohort), pk=user_id)
-    return render(request, "classes/student.html",
-                  {"cohort": cohort, "record": grades.student_record(cohort, user)})
+    with timezone.override(zone_of(cohort)):
+        return render(request, "classes/student.html", {"cohort": cohort, "record": grades.student_record(
+            cohort, user), **student_tools_context(cohort, user)})
 
 
 # --- Joining ---------------------------------------------------------------------------------------------

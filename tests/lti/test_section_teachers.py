@@ -4,6 +4,7 @@ at every launch; and a teacher of cohort B meets none of cohort A's students on 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,7 +15,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 from lti_platform import INSTRUCTOR, LEARNER, launch
 
-from classes.models import Announcement, Cohort, DueDate, Enrollment, Invitation
+from classes.models import Announcement, Cohort, DueDate, DueDateExtension, Enrollment, Invitation
 from courseapp.instructors import PERMISSION, make_instructor
 from courseapp.models import Module
 from courseapp.progress import Learner, mark_complete, record_attempt
@@ -136,6 +137,7 @@ def two_sections(client, course, platform):
                    SimpleNamespace(score=1, total=intro.questions.count(), answers={}, passed=False))
     mark_complete(Learner(user=student_a, visitor=""), intro)
     due = DueDate.objects.create(cohort=cohort_a, module=intro, due_at=timezone.now() + timezone.timedelta(days=3))
+    extension = DueDateExtension.objects.create(due_date=due, user=student_a, due_at=due.due_at + timedelta(days=2))
     announcement = Announcement.objects.create(cohort=cohort_a, title="For A", body="Only A")
     outsider = User.objects.create_user("outsider-a")
     invitation = Invitation.objects.create(cohort=cohort_a, user=outsider, username_typed="outsider-a")
@@ -145,7 +147,7 @@ def two_sections(client, course, platform):
     teacher_b_landing = launch(client, platform, _claims(platform, "teach-b", INSTRUCTOR, context_id="course-B"))
     cohort_b = Cohort.objects.get(lti_context__context_id="course-B")
     _gradebook_path(teacher_b_landing, cohort_b)
-    return SimpleNamespace(cohort=cohort_a, student=student_a, due=due, announcement=announcement,
+    return SimpleNamespace(cohort=cohort_a, student=student_a, due=due, extension=extension, announcement=announcement,
                            invitation=invitation, cohort_b=cohort_b,
                            teacher_b=Identity.objects.get(subject="teach-b").user)
 
@@ -171,7 +173,8 @@ def _patterns(namespace: str):
 
 def _state(sections) -> tuple:
     cohort = Cohort.objects.get(pk=sections.cohort.pk)
-    return (cohort.name, cohort.invite_code, cohort.joining_open,
+    return (cohort.name, cohort.invite_code, cohort.joining_open, cohort.archived, cohort.time_zone,
+            sorted(DueDateExtension.objects.filter(due_date__cohort=cohort).values_list("pk", "due_at")),
             sorted(cohort.instructors.values_list("pk", flat=True)),
             sorted(cohort.enrollments.values_list("user_id", flat=True)),
             sorted(cohort.due_dates.values_list("pk", "due_at")), cohort.announcements.count(),
@@ -187,14 +190,15 @@ def _leaks(response, sections) -> bool:
 def _walk_classes(client, sections) -> int:
     values = {"cohort_id": sections.cohort.pk, "user_id": sections.student.pk, "slug": "intro",
               "invitation_id": sections.invitation.pk, "due_id": sections.due.pk,
-              "announcement_id": sections.announcement.pk, "code": sections.cohort.invite_code}
+              "announcement_id": sections.announcement.pk, "code": sections.cohort.invite_code,
+              "extension_id": sections.extension.pk}
     before, walked = _state(sections), 0
     for name, params in _patterns("classes"):
         url = reverse(name, kwargs={param: values[param] for param in params})  # a new parameter: name its value
         for method in (client.get, client.post):
             response = method(url)
             assert not _leaks(response, sections), (name, method.__name__)
-            if set(params) & {"cohort_id", "user_id", "invitation_id", "due_id", "announcement_id"}:
+            if set(params) & {"cohort_id", "user_id", "invitation_id", "due_id", "announcement_id", "extension_id"}:
                 assert response.status_code in (403, 404, 405), (name, method.__name__, response.status_code)
             walked += 1
         assert _state(sections) == before, name
