@@ -6,6 +6,7 @@ from . import (batch_scheduler, decode_bandwidth, kv_budget, kv_bytes, online_so
 from . import draft_proposer  # with the sampler, the exercises whose passing code drives a live run
 from . import heavy_hitters  # long context: H2O's eviction choice
 from . import grammar_mask  # structured output: the grammar's token mask
+from . import tp_shards  # model parallelism: a matmul's shards and the collective that joins them
 from .base import Case, Exercise
 
 EXERCISES: dict[str, Exercise] = {
@@ -14,7 +15,8 @@ EXERCISES: dict[str, Exercise] = {
         batch_scheduler, online_softmax, decode_bandwidth, prefix_hits, serving_metrics,  # one per remaining module
         heavy_hitters,  # long context
         kv_budget,  # attention variants
-        grammar_mask)  # structured output
+        grammar_mask,  # structured output
+        tp_shards)  # model parallelism
 }
 
 

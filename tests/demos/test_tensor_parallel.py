@@ -71,6 +71,7 @@ def test_two_all_reduces_a_layer_as_the_lesson_says(tensor_run, loaded_models):
         assert [r["collectives"] for r in step["ranks"]] == [2 * cfg.n_layers] * 2
         assert all(r["comm_s"] > 0 and r["compute_s"] > 0 for r in step["ranks"])
     assert tensor_run[-1]["collectives_per_step"] == 60
+    assert "two all-reduces a layer" in LESSON.read_text().lower()
 
 
 def test_the_plan_splits_every_head_and_column_once_and_the_weights_nearly_evenly(tensor_run, loaded_models):
