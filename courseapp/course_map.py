@@ -54,6 +54,7 @@ MODULE_STAGE: dict[str, str] = {
     "prefix-caching": "batch",
     "serving": "batch",
     "gpu-bandwidth": "gpu",
+    "model-parallelism": "gpu",  # when one device's memory or bandwidth is not enough: split the model
     "quantization": "cheaper",
     "speculative-decoding": "cheaper",
     "flash-attention": "cheaper",
