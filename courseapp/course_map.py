@@ -48,6 +48,7 @@ MODULE_STAGE: dict[str, str] = {
     "overview": "prompt",
     "prefill-decode": "prefill",
     "kv-cache": "kv-cache",
+    "long-context": "kv-cache",  # what a growing cache costs, and what a fixed budget should evict
     "sampling": "decode",  # every decode step ends by choosing its token
     "paged-attention": "batch",
     "continuous-batching": "batch",

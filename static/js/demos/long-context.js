@@ -71,9 +71,12 @@ export function mount(root, config = {}) {
       hovertemplate: "%{y}<br>token %{x}<br>in %{z:.0%} of the caches<extra></extra>" });
     const budgets = step.window ? step.window.budgets : [step.ev.budget];
     Plotly.react(chart.chart, traces, {
-      ...BASE_LAYOUT, height: 520, showlegend: true, legend: { orientation: "h", y: 1.12 },
-      title: { text: `Perplexity of the last ${step.ev.n_scored} tokens against cache budget` },
-      xaxis: { type: "log", title: { text: "cache budget (tokens, log scale)" }, tickvals: budgets, domain: [0, 1] },
+      ...BASE_LAYOUT, height: 540, margin: { ...BASE_LAYOUT.margin, t: 96 }, showlegend: true,
+      legend: { orientation: "h", x: 0, y: 1.01, yanchor: "bottom" },
+      title: { text: `Perplexity of the last ${step.ev.n_scored} tokens against cache budget`, y: 0.985, yanchor: "top" },
+      // The whole range of budgets from the first step, so the axis stays put while the curves grow.
+      xaxis: { type: "log", title: { text: "cache budget (tokens, log scale)" }, tickvals: budgets, domain: [0, 1],
+        range: [Math.log10(Math.min(...budgets)) - 0.1, Math.log10(Math.max(...budgets)) + 0.1] },
       yaxis: { type: "log", title: { text: "perplexity" }, domain: [0.42, 1] },
       xaxis2: { anchor: "y2", range: [-0.5, n - 0.5], title: { text: `token position in the window: kept at the last token, budget ${step.ev.budget}` } },
       yaxis2: { anchor: "x2", domain: [0, 0.24], type: "category", automargin: true },
