@@ -54,6 +54,7 @@ MODULE_STAGE: dict[str, str] = {
     "continuous-batching": "batch",
     "prefix-caching": "batch",
     "serving": "batch",
+    "serving-metrics": "batch",  # the batch a server runs, measured from outside: latency percentiles, goodput
     "gpu-bandwidth": "gpu",
     "model-parallelism": "gpu",  # when one device's memory or bandwidth is not enough: split the model
     "quantization": "cheaper",

@@ -96,7 +96,8 @@ def test_completed_module_is_marked_by_symbol_and_words(client, student):
     html = course_map_html(client)
     assert html.count('<li class="map-module is-complete">') == 2
     batch = next(m.group(0) for m in STAGE_RE.finditer(html) if m.group(1) == "batch")
-    assert "1 of 4 completed" in batch  # a stage with several modules counts them
+    in_batch = sum(stage == "batch" for stage in course_map.MODULE_STAGE.values())
+    assert f"1 of {in_batch} completed" in batch  # a stage with several modules counts them
 
 
 def test_anonymous_visitors_progress_shows_on_the_map(client, course):
