@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import (batch_scheduler, decode_bandwidth, kv_budget, kv_bytes, online_softmax, paged_blocks, prefix_hits,
-               roofline, sampler, serving_metrics, speculative)
+               roofline, sampler, serving_metrics, speculative, token_cost)
 from . import draft_proposer  # with the sampler, the exercises whose passing code drives a live run
 from . import heavy_hitters  # long context: H2O's eviction choice
 from . import grammar_mask  # structured output: the grammar's token mask
@@ -15,6 +15,7 @@ EXERCISES: dict[str, Exercise] = {
         batch_scheduler, online_softmax, decode_bandwidth, prefix_hits, serving_metrics,  # one per remaining module
         heavy_hitters,  # long context
         kv_budget,  # attention variants
+        token_cost,  # what a token costs
         grammar_mask,  # structured output
         tp_shards)  # model parallelism
 }

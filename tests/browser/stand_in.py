@@ -21,6 +21,7 @@ SMALL_PARAMS = {
     "prefix-caching": {"max_new_tokens": 2},
     "quantization": {"max_new_tokens": 2},
     "sampling": {"prompt": "The capital of France is", "max_new_tokens": 4},
+    "token-cost": {"max_batch": 4, "new_tokens": 4},
     "tensor-parallel": {"prompt": "The capital of France is", "max_new_tokens": 3},
     "structured-output": {"runs": 2, "max_new_tokens": 24},
     "serving-metrics": {"rate_per_s": 2.0, "duration_s": 5.0, "max_new_tokens": 3},
