@@ -352,11 +352,38 @@ def check_long_context(page, s, events):
         assert abs(sum(row) - int(budget)) < 0.1, (budget, sum(row))
 
 
+def check_tensor_parallel(page, s, events):
+    """Each rank's compute and communication in the caption are the bars of the step shown (the last of each series);
+    the run's totals are the decode steps' bars summed; the token cards are the steps' tokens so far."""
+    if s["caption"].startswith(("Tensor parallel", "Pipeline")):
+        plan = events[0] if events[0]["type"] == "parallel_plan" else {}
+        assert s["cards"]["split"] == plan.get("split"), s["cards"]
+        return
+    bars = chart(s, "Picture of this step: stacked bars")
+    series = {r: (trace(bars, f"rank {r} compute")["y"], trace(bars, f"rank {r} communication")["y"]) for r in (0, 1)}
+    steps = [e for e in events if e["type"] == "parallel_step"]
+    if s["caption"].startswith("Step "):
+        shown = int(number(r"^Step (\d+)", s["caption"])[0])
+        for r, (compute, comm) in series.items():
+            got = number(rf"rank {r} computed ([\d.]+) ms and spent ([\d.]+) ms", s["caption"])
+            assert len(compute) == shown + 1 and agrees(got[0], compute[-1]) and agrees(got[1], comm[-1]), (got, compute)
+        token = number(r"The ranks chose '(.*?)', ", s["caption"])[0]
+        assert s["cards"]["tokens"] == "".join(e["token_text"] for e in steps[:shown + 1])
+        assert s["cards"]["tokens"].endswith(token.replace("⏎", "\n"))
+        return
+    assert s["caption"].startswith("All ") and s["cards"]["same"] == "yes, every token", s
+    for r, (compute, comm) in series.items():
+        got = number(rf"rank {r} computed ([\d.]+) ms and communicated ([\d.]+) ms", s["caption"])
+        assert agrees(got[0], sum(compute[1:])) and agrees(got[1], sum(comm[1:])), (got, compute, comm)
+    assert s["cards"]["reference"] == s["cards"]["tokens"]
+
+
 CHECKS = {
     "attention": check_attention, "kv-cache": check_kv_cache, "prefill-decode": check_prefill_decode,
     "flash-attention": check_flash_attention, "serving-load": check_serving_load, "speculative": check_speculative,
     "paged-attention": check_paged_attention, "batching": check_batching, "prefix-caching": check_prefix_caching,
     "quantization": check_quantization, "sampling": check_sampling, "long-context": check_long_context,
+    "tensor-parallel": check_tensor_parallel,
 }
 
 
