@@ -4,7 +4,7 @@ A launch that carries the membership service's address keeps it on the cohort's 
 (paged, behind a token the platform grants against the tool's key) on an instructor's launch, when a teacher
 presses "Sync the class list" on the cohort page, and by the `cpu` worker's sweep (workers/roster.py) every
 LTI_ROSTER_SYNC_EVERY seconds (6 h by default; LTI_ROSTER_RETRY after a failure), so the stack keeps it current
-with nothing run by hand.
+with nothing run by hand. The LMS's due dates (its grade columns' end dates: lti/due_dates.py) are read with it.
 
 Every active member with a learner role gets their account (the same one their own launch would find: by issuer
 and `user_id` = their `sub`) and is enrolled; teaching roles are named teachers. A student the list no longer has
@@ -30,7 +30,7 @@ from pylti1p3.service_connector import ServiceConnector
 
 from classes.models import Enrollment
 
-from . import library
+from . import due_dates, library
 from .accounts import account_for, join, learns, teaches
 from .models import Context, Identity
 
@@ -103,11 +103,14 @@ def apply_roster(issuer: str, context: Context, members: list[dict], *, keep=Non
     return RosterChange(added=added, left=left, teachers_removed=len(gone))
 
 
-def fetch_members(context: Context) -> list[dict]:
-    """Every page of the class list (raises when the platform is down, slow or refuses)."""
+def connector_for(context: Context) -> ServiceConnector:
     platform = context.platform
     registration = library.tool_conf().find_registration_by_params(platform.issuer, platform.client_id)
-    connector = ServiceConnector(registration, library.PlatformSession())
+    return ServiceConnector(registration, library.PlatformSession())
+
+
+def fetch_members(context: Context, connector: ServiceConnector) -> list[dict]:
+    """Every page of the class list (raises when the platform is down, slow or refuses)."""
     service = NamesRolesProvisioningService(connector, {"context_memberships_url": context.memberships_url})
     return service.get_members()
 
@@ -117,10 +120,12 @@ def sync(context: Context, *, keep=None) -> RosterChange | None:
     Either way the sweep's next reading is scheduled."""
     now = timezone.now()
     try:
-        members = fetch_members(context)
+        connector = connector_for(context)
+        members = fetch_members(context, connector)
         if not members:
             raise ValueError("the LMS listed nobody in the course (nothing changed)")
         change = apply_roster(context.platform.issuer, context, members, keep=keep)
+        due_dates.refresh(context, connector)  # the LMS's end dates, read on the same schedule
     except Exception as error:  # noqa: BLE001 - the membership service down, slow, refusing or malformed
         answer = f"Not read: {type(error).__name__}: {error}"[:ANSWER_CHARS]
         log.warning("LTI class list of %s not read: %s", context, answer)

@@ -155,6 +155,11 @@ class Platform:
                     if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
                         return self._send(401, {"error": "bad token"})
                     return self._send(200, platform.lineitems)
+                if path.startswith("/lineitems/"):  # one grade column, by its id URL
+                    if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
+                        return self._send(401, {"error": "bad token"})
+                    found = [item for item in platform.lineitems if item.get("id") == platform.base + path]
+                    return self._send(200, found[0]) if found else self._send(404, {})
                 if path == "/frame":
                     return self._html(f'<h1>LMS course page</h1><iframe id="tool" title="Tool" width="1100" '
                                       f'height="700" src="{escape(query["src"])}"></iframe>')

@@ -1,11 +1,13 @@
 """Issue 42, roster sync: the cohort follows the LMS's class list (the test platform's NRPS endpoint, over HTTP)
 on the `cpu` worker's schedule (its pass, `lti.roster.sync_due`; tests/lti/test_roster_worker.py runs the real
-worker) and on a teacher's demand. Students the LMS no longer lists are marked inactive, never deleted."""
+worker) and on a teacher's demand. Students the LMS no longer lists are marked inactive, never deleted. The LMS's
+grade columns' end dates are read with it as due dates."""
 from __future__ import annotations
 
 import csv
 import io
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.contrib.auth.models import User
 from django.test import Client
@@ -13,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from lti_platform import INSTRUCTOR, LEARNER, launch, post_quiz
 
-from classes.models import Cohort, Enrollment
+from classes.models import Cohort, DueDate, Enrollment
 from courseapp.models import QuizAttempt
 from lti import roster
 from lti.models import Context, Identity
@@ -146,3 +148,33 @@ def test_the_cohort_pages_button_syncs_for_its_teacher_only(client, course, plat
     own = Cohort.objects.create(name="Local section")
     own.instructors.add(Identity.objects.get(subject="teach-r").user)
     assert client.post(reverse("lti:roster_sync", args=[own.pk])).status_code == 404
+
+
+def test_the_lms_grade_columns_end_date_is_the_modules_due_date(client, course, platform):
+    platform.roster = [[member("r-1"), member("teach-r", INSTRUCTOR)]]
+    column = f"{platform.base}/lineitems/7"
+    platform.lineitems = [{"id": column, "label": "Intro", "scoreMaximum": 2, "endDateTime": "2027-05-01T12:00:00Z"}]
+    claims = platform.resource_claims("teach-r", INSTRUCTOR, module="intro", nrps=True)
+    ags = next(key for key in claims if key.endswith("lti-ags/claim/endpoint"))
+    claims[ags]["scope"].append("https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly")
+    assert launch(client, platform, claims).status_code == 302
+    due = DueDate.objects.get()
+    assert (due.cohort, due.module.slug) == (Cohort.objects.get(), "intro")
+    assert due.due_at == datetime(2027, 5, 1, 12, 0, tzinfo=dt_timezone.utc)
+
+    platform.lineitems[0]["endDateTime"] = "2027-05-08T09:30:00+02:00"  # moved in the LMS
+    due_now()
+    assert roster.sync_due() == (1, 0)
+    assert DueDate.objects.get().due_at == datetime(2027, 5, 8, 7, 30, tzinfo=dt_timezone.utc)
+    del platform.lineitems[0]["endDateTime"]  # no end date in the LMS: the cohort's stays
+    due_now()
+    roster.sync_due()
+    assert DueDate.objects.get().due_at == datetime(2027, 5, 8, 7, 30, tzinfo=dt_timezone.utc)
+
+
+def test_without_the_read_scope_no_column_is_read(client, course, platform):
+    platform.roster = [[member("r-1"), member("teach-r", INSTRUCTOR)]]
+    platform.lineitems = [{"id": f"{platform.base}/lineitems/7", "endDateTime": "2027-05-01T12:00:00Z"}]
+    assert launch(client, platform, platform.resource_claims("teach-r", INSTRUCTOR, module="intro",
+                                                             nrps=True)).status_code == 302
+    assert not DueDate.objects.exists()
