@@ -12,13 +12,18 @@ PYTEST_ARGS ?=
 # Waiting OpenMP threads sleep instead of spinning: on 2 shared cores spinning made decode ~6× slower.
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: run test setup migrate chromium clean-venv bench bench-peers models-qwen
+.PHONY: run run-https test setup migrate chromium clean-venv bench bench-peers models-qwen
 
 # The native kernels are built before the stack starts (as for `make test`): a worker that compiled them at its
 # first run kept the first visitors' runs queued for minutes.
 run: migrate
 	$(PY) -m inference_core.kernels.quant_kernels
 	$(PY) scripts/run_stack.py
+
+# The same stack behind nginx with a self-signed certificate, https://localhost:8443/ (LTI with an LMS: docs/lti.md)
+run-https: migrate
+	$(PY) -m inference_core.kernels.quant_kernels
+	$(PY) scripts/run_https.py
 
 test: setup chromium
 	mkdir -p var/staticfiles
