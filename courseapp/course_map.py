@@ -50,6 +50,7 @@ MODULE_STAGE: dict[str, str] = {
     "kv-cache": "kv-cache",
     "long-context": "kv-cache",  # what a growing cache costs, and what a fixed budget should evict
     "sampling": "decode",  # every decode step ends by choosing its token
+    "structured-output": "decode",  # a grammar's mask on that choice, at every step
     "paged-attention": "batch",
     "continuous-batching": "batch",
     "prefix-caching": "batch",

@@ -83,6 +83,7 @@ def test_every_published_module_is_linked_exactly_once_on_its_stage(client):
     assert placed["glossary"] == "other"  # not on a request's path: it goes to "Also in the course"
     # Decode's own module is how each step chooses its token (the phase itself is taught with prefill, linked there).
     assert placed["sampling"] == "decode"
+    assert placed["structured-output"] == "decode"  # the grammar's mask acts on that same choice
 
 
 def test_completed_module_is_marked_by_symbol_and_words(client, student):
