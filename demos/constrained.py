@@ -85,7 +85,7 @@ class GrammarChooser:
         self.catch_up(history)
         row = logits.float()
         t0 = time.perf_counter()
-        allowed = self.allowed() if self.broken_at is None else None
+        allowed = self.allowed().to(row.device) if self.broken_at is None else None  # a GPU's logits: there
         mask_s = time.perf_counter() - t0
         masked = row.masked_fill(~allowed, float("-inf")) if self.enforce and allowed is not None else row
         token = sample(masked, params, generator, history)
