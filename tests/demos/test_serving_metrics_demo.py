@@ -183,3 +183,32 @@ async def test_the_socket_refuses_out_of_range_settings_before_a_run_exists(demo
     finally:
         await comm.disconnect()
     assert await sync_to_async(Run.objects.count)() == 0
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(240)
+async def test_a_live_run_through_the_worker_streams_every_moment_then_its_summary(demo_stack):
+    """Websocket → consumer → the real worker, whose task thread runs the load test without the engine's lock while
+    its request threads wait on the worker's batching service."""
+    from asgiref.sync import sync_to_async
+    from demo_helpers import collect, connect, events_of, start
+
+    from demos.models import Run, RunEvent
+
+    comm = await connect()
+    try:
+        run_id = await start(comm, {"rate_per_s": 2.0, "duration_s": 5.0, "max_new_tokens": 3},
+                             demo="serving-metrics")
+        frames = await collect(comm, timeout=180)
+    finally:
+        await comm.disconnect()
+    assert frames[-1]["type"] == "done" and frames[-1]["status"] == "done", frames[-1]
+    events = [f["event"] for f in events_of(frames)]
+    summary = events[-1]
+    assert summary["type"] == "serving_metrics_summary" and summary["n_finished"] == summary["n_requests"]
+    assert [e["phase"] for e in events[:-1]].count("finished") == summary["n_requests"]
+    assert summary["output_tokens"] == 3 * summary["n_requests"]
+    stored = await sync_to_async(RunEvent.objects.filter(run_id=run_id).count)()
+    assert stored == len(events)
+    assert (await sync_to_async(Run.objects.get)(pk=run_id)).status == Run.Status.DONE
