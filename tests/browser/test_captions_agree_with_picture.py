@@ -378,12 +378,58 @@ def check_tensor_parallel(page, s, events):
     assert s["cards"]["reference"] == s["cards"]["tokens"]
 
 
+def check_attention_variants(page, s, events):
+    """The heads step's 'most at' tokens are the heatmap rows' maxima; a variant's cache, KL and top-1 figures are its
+    bar, its diamond and its cards; the budget step's Llama figures are its bars."""
+    c = chart(s, "Picture of this step")
+    if s["caption"].startswith("Layer"):
+        heat = c["data"][0]
+        looks = number(r"most at (.*)\. The", s["caption"])[0].split(", ")
+        group = len(looks)
+        tops = [heat["x"][row.index(max(row))].split(": ", 1)[1].replace("␣", "").strip() for row in heat["z"][:group]]
+        assert [t.strip("'") for t in looks] == tops, (looks, tops)
+        return
+    if s["caption"].startswith("In bf16"):
+        per, mha = number(r"caches ([\d.]+) KiB a token .* it would be ([\d.]+) KiB", s["caption"])
+        bars = dict(zip(c["data"][0]["y"], c["data"][0]["x"]))
+        assert agrees(per, bars["Llama 3 8B (GQA, 8 KV heads)"]) and agrees(mha, bars["Llama 3 8B as MHA (32 KV heads)"])
+        return
+    cache = trace(c, "cache for the prompt (KiB)")
+    kl = trace(c, "mean KL (nats)")
+    label = s["caption"].split(": the cache holds")[0]
+    i = cache["x"].index(label)
+    held = number(r"the cache holds ([\d.]+) (KiB|MiB)", s["caption"])
+    assert agrees(held[0], cache["y"][i] / (1024 if held[1] == "MiB" else 1)), (held, cache["y"][i])
+    assert s["cards"]["variant"] == label and s["cards"]["kl"] == f"{kl['y'][i]:.3f} nats"
+    if "moved by" in s["caption"]:
+        moved, same = number(r"moved by ([\d.]+) nats .* same at (\d+)% of", s["caption"])
+        assert agrees(moved, kl["y"][i]) and s["cards"]["top1"].startswith(f"{same}% of")
+
+
+def check_token_cost(page, s, events):
+    """A batch's price per million and time per token are its bar and its point on the line (the newest drawn); the
+    summary's interactive and batched prices are the first and the lowest bar."""
+    c = chart(s, "Cost per million tokens by batch size")
+    cost, tpot = trace(c, "$ per million tokens"), trace(c, "time per token (ms)")
+    if s["caption"].startswith("Batch "):
+        batch, usd, waited = number(r"^Batch (\d+): .* cost \$([\d.,]+); each request waited (\d+) ms", s["caption"])
+        assert cost["x"][-1] == batch and agrees(usd.replace(",", ""), cost["y"][-1]), (usd, cost)
+        assert abs(int(waited) - tpot["y"][-1]) <= 0.5 and s["cards"]["tpot"] == f"{waited} ms"
+        assert s["cards"]["batch"] == batch and s["cards"]["cost"] == f"${usd}"
+        return
+    alone, batch, batched = number(r"at a time: \$([\d.,]+) a million tokens\. Batched \((\d+) at once\): \$([\d.,]+),",
+                                   s["caption"])
+    assert agrees(alone.replace(",", ""), cost["y"][0]) and agrees(batched.replace(",", ""), min(cost["y"]))
+    assert cost["x"][cost["y"].index(min(cost["y"]))] == batch
+
+
 CHECKS = {
     "attention": check_attention, "kv-cache": check_kv_cache, "prefill-decode": check_prefill_decode,
     "flash-attention": check_flash_attention, "serving-load": check_serving_load, "speculative": check_speculative,
     "paged-attention": check_paged_attention, "batching": check_batching, "prefix-caching": check_prefix_caching,
     "quantization": check_quantization, "sampling": check_sampling, "long-context": check_long_context,
-    "tensor-parallel": check_tensor_parallel,
+    "tensor-parallel": check_tensor_parallel, "attention-variants": check_attention_variants,
+    "token-cost": check_token_cost,
 }
 
 
