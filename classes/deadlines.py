@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 from django.utils.formats import date_format
@@ -30,6 +31,11 @@ class DueStatus:
     due_at: datetime
     completed_at: datetime | None
     state: str
+    zone: str = ""  # the time zone of the cohort that set the date (blank: the site's); the page adds the reader's
+
+    @property
+    def zone_name(self) -> str:
+        return self.zone or timezone.get_current_timezone_name()
 
     @property
     def label(self) -> str:
@@ -41,9 +47,10 @@ class DueStatus:
 
     @property
     def due_text(self) -> str:
-        """E.g. "due Tue 3 Mar 2026, 17:00 (UTC)", in the site's time zone."""
-        local = timezone.localtime(self.due_at)
-        return f"due {date_format(local, 'D j M Y, H:i')} ({timezone.get_current_timezone_name()})"
+        """E.g. "due Tue 3 Mar 2026, 17:00 (UTC)", in the cohort's time zone (static/js/local-times.js adds the
+        reader's own beside it)."""
+        local = timezone.localtime(self.due_at, ZoneInfo(self.zone) if self.zone else None)
+        return f"due {date_format(local, 'D j M Y, H:i')} ({self.zone_name})"
 
     @property
     def sentence(self) -> str:
@@ -57,37 +64,44 @@ class DueStatus:
         return f"Complete this module (pass its quiz, or mark it complete): {self.due_text}."
 
 
-def status(due_at: datetime, completed_at: datetime | None, now: datetime | None = None) -> DueStatus:
+def status(due_at: datetime, completed_at: datetime | None, now: datetime | None = None, zone: str = "") -> DueStatus:
     now = now or timezone.now()
     if completed_at is not None:
         state = DONE if completed_at <= due_at else DONE_LATE
     else:
         state = LATE if now > due_at else DUE
-    return DueStatus(due_at=due_at, completed_at=completed_at, state=state)
+    return DueStatus(due_at=due_at, completed_at=completed_at, state=state, zone=zone)
 
 
-def student_due_dates(user) -> dict[int, datetime]:
-    """module id → the earliest due date any of the user's cohorts set for it, their extensions applied (no query
-    for a user in no cohort)."""
+def _earliest(user) -> dict[int, tuple[datetime, str]]:
+    """module id → (the earliest due date any of the user's cohorts set for it, their extensions applied; that
+    cohort's time zone). No query for a user in no cohort."""
     cohorts = cohort_ids(user)
     if not cohorts:
         return {}
-    dates = list(DueDate.objects.filter(cohort_id__in=cohorts).values_list("pk", "module_id", "due_at"))
-    extended = dict(DueDateExtension.objects.filter(user=user, due_date_id__in=[pk for pk, _, _ in dates])
+    dates = list(DueDate.objects.filter(cohort_id__in=cohorts).values_list("pk", "module_id", "due_at",
+                                                                          "cohort__time_zone"))
+    extended = dict(DueDateExtension.objects.filter(user=user, due_date_id__in=[row[0] for row in dates])
                     .values_list("due_date_id", "due_at")) if dates else {}
-    due: dict[int, datetime] = {}
-    for pk, module_id, due_at in dates:
+    due: dict[int, tuple[datetime, str]] = {}
+    for pk, module_id, due_at, zone in dates:
         due_at = extended.get(pk, due_at)
-        if module_id not in due or due_at < due[module_id]:
-            due[module_id] = due_at
+        if module_id not in due or due_at < due[module_id][0]:
+            due[module_id] = (due_at, zone)
     return due
 
 
+def student_due_dates(user) -> dict[int, datetime]:
+    """module id → the earliest due date any of the user's cohorts set for it, their extensions applied."""
+    return {module_id: due_at for module_id, (due_at, _) in _earliest(user).items()}
+
+
 def student_statuses(user, now: datetime | None = None) -> dict[int, DueStatus]:
-    """module id → the student's status on every module that is due for them (two queries)."""
-    due = student_due_dates(user)
+    """module id → the student's status on every module that is due for them (three queries)."""
+    due = _earliest(user)
     if not due:
         return {}
     completed = dict(ModuleProgress.objects.filter(user=user, module_id__in=due)
                      .values_list("module_id", "completed_at"))
-    return {module_id: status(due_at, completed.get(module_id), now) for module_id, due_at in due.items()}
+    return {module_id: status(due_at, completed.get(module_id), now, zone)
+            for module_id, (due_at, zone) in due.items()}
