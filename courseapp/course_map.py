@@ -48,6 +48,7 @@ MODULE_STAGE: dict[str, str] = {
     "overview": "prompt",
     "prefill-decode": "prefill",
     "kv-cache": "kv-cache",
+    "attention-variants": "kv-cache",  # how a model's attention design sets the cache's bytes per token
     "long-context": "kv-cache",  # what a growing cache costs, and what a fixed budget should evict
     "sampling": "decode",  # every decode step ends by choosing its token
     "structured-output": "decode",  # a grammar's mask on that choice, at every step
@@ -58,6 +59,7 @@ MODULE_STAGE: dict[str, str] = {
     "serving-metrics": "batch",  # the batch a server runs, measured from outside: latency percentiles, goodput
     "gpu-bandwidth": "gpu",
     "model-parallelism": "gpu",  # when one device's memory or bandwidth is not enough: split the model
+    "token-cost": "gpu",  # the machine's price per hour over the tokens per second it makes
     "quantization": "cheaper",
     "speculative-decoding": "cheaper",
     "flash-attention": "cheaper",
