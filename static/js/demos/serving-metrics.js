@@ -94,12 +94,16 @@ export function mount(root, config = {}) {
       if (r.first === null) continue;
       add(r.end === null ? "running" : r.met ? "met" : "missed", r.first, r.end ?? now, y);
     }
-    const line = (kind, name, color) => ({ type: "scatter", mode: "lines", name, x: segments[kind][0], y: segments[kind][1],
-      line: { color, width: 7 }, connectgaps: false, hoverinfo: "skip" });
+    // A busy run has up to a hundred rows: the chart stays one screen tall (with the timeline docked under it) and
+    // its bars get thinner instead.
     const rows = step.requests.length;
+    const height = Math.min(560, 200 + 14 * Math.max(6, rows));
+    const width = Math.max(2, Math.min(7, (height - 160) / Math.max(rows, 1) - 2));
+    const line = (kind, name, color) => ({ type: "scatter", mode: "lines", name, x: segments[kind][0], y: segments[kind][1],
+      line: { color, width }, connectgaps: false, hoverinfo: "skip" });
     Plotly.react(chart.chart, [line("wait", "waiting for the first token", WAIT), line("running", "streaming", MET),
       line("met", "finished, met both targets", MET), line("missed", "finished, missed a target", MISSED)], {
-      ...BASE_LAYOUT, title: { text: `Every request up to ${now.toFixed(2)} s` }, height: 200 + 14 * Math.max(6, rows),
+      ...BASE_LAYOUT, title: { text: `Every request up to ${now.toFixed(2)} s` }, height,
       showlegend: true, legend: { orientation: "h", y: -0.18 }, margin: { ...BASE_LAYOUT.margin, b: 90 },
       xaxis: { title: { text: "seconds since the first arrival" }, rangemode: "tozero" },
       yaxis: { type: "category", autorange: "reversed", title: { text: "request" }, automargin: true },
