@@ -5,6 +5,7 @@ with the launch cookie `Secure; SameSite=None` as an LMS's cross-site launch nee
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import ssl
@@ -58,7 +59,7 @@ def fetch(port: int, context: ssl.SSLContext, host: str, path: str) -> http.clie
     connection = http.client.HTTPSConnection(host, port, context=context, timeout=30)
     connection.request("GET", path)
     response = connection.getresponse()
-    response.read()
+    response.body = response.read()
     connection.close()
     return response
 
@@ -81,3 +82,23 @@ def test_the_stack_behind_tls_serves_pages_and_lti_urls_keep_their_port(tls_site
     plain.request("GET", "/")
     assert plain.getresponse().status == 400
     plain.close()
+
+
+def test_the_canvas_json_config_names_this_sites_https_urls_and_they_answer(tls_site):
+    """What a Canvas admin pastes (Developer Keys, "Enter URL"): every URL as the browser reached the site."""
+    port, context = tls_site
+    response = fetch(port, context, "localhost", "/lti/canvas.json")
+    assert response.status == 200 and response.headers["Content-Type"] == "application/json"
+    config = json.loads(response.body)
+    site = f"https://localhost:{port}"
+    assert (config["oidc_initiation_url"], config["target_link_uri"], config["public_jwk_url"]) == (
+        f"{site}/lti/login/", f"{site}/lti/launch/", f"{site}/lti/jwks/")
+    assert "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly" in config["scopes"]
+    assert "https://purl.imsglobal.org/spec/lti-ags/scope/score" in config["scopes"]
+    canvas = config["extensions"][0]
+    assert canvas["platform"] == "canvas.instructure.com" and canvas["domain"] == f"localhost:{port}"
+    assert {p["placement"]: (p["message_type"], p["target_link_uri"]) for p in canvas["settings"]["placements"]} == {
+        "link_selection": ("LtiDeepLinkingRequest", f"{site}/lti/launch/"),
+        "assignment_selection": ("LtiDeepLinkingRequest", f"{site}/lti/launch/")}
+    keys = json.loads(fetch(port, context, "localhost", "/lti/jwks/").body)["keys"]
+    assert keys and all(key["kty"] == "RSA" and key["kid"] for key in keys)
