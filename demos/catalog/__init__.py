@@ -16,11 +16,12 @@ from . import (attention, attention_variants, batching, flash_attention, kv_cach
 from . import long_context  # long context: eviction under a cache budget
 from . import structured_output  # structured output: a grammar's token mask per step
 from . import token_cost  # what a token costs: dollars per million at growing batch sizes
+from . import gguf_inspect  # the local ecosystem: the course model's GGUF file, tensor by tensor
 
 # The order pages list them in (the course's order: the primer's attention demo first).
 MODULES = (attention, kv_cache, attention_variants, long_context, prefill_decode, flash_attention, serving_load,
            speculative, paged_attention, batching, prefix_caching, quantization, sampling, structured_output,
-           serving_metrics, token_cost, tensor_parallel)
+           serving_metrics, token_cost, tensor_parallel, gguf_inspect)
 
 DEMOS: dict[str, DemoSpec] = {m.SPEC.name: m.SPEC for m in MODULES}
 

@@ -7,6 +7,7 @@ from . import draft_proposer  # with the sampler, the exercises whose passing co
 from . import heavy_hitters  # long context: H2O's eviction choice
 from . import grammar_mask  # structured output: the grammar's token mask
 from . import tp_shards  # model parallelism: a matmul's shards and the collective that joins them
+from . import gguf_block  # the local ecosystem: a GGUF block dequantized from its bytes
 from .base import Case, Exercise
 
 EXERCISES: dict[str, Exercise] = {
@@ -17,7 +18,8 @@ EXERCISES: dict[str, Exercise] = {
         kv_budget,  # attention variants
         token_cost,  # what a token costs
         grammar_mask,  # structured output
-        tp_shards)  # model parallelism
+        tp_shards,  # model parallelism
+        gguf_block)  # the local ecosystem
 }
 
 
