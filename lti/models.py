@@ -126,3 +126,17 @@ class Embedding(models.Model):
 
     def __str__(self) -> str:
         return f"Frame origins of {self.platform.title}"
+
+
+class RegistrationLink(models.Model):
+    """A single-use link an administrator hands to an LMS for LTI Dynamic Registration (lti/registration.py): only
+    its hash is kept; it registers one platform, before `expires_at`."""
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    platform = models.ForeignKey(LtiTool, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    def __str__(self) -> str:
+        return f"Registration link made {self.created_at:%Y-%m-%d %H:%M}" + (" (used)" if self.used_at else "")

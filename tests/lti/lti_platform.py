@@ -23,6 +23,7 @@ INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 NRPS = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+REGISTRATION_TOKEN = "registration-token-1"
 ACCESS_TOKEN = "platform-access-token"
 
 
@@ -53,6 +54,7 @@ class Platform:
         self.roster: list[list[dict]] = []  # the membership service's pages
         self.nrps_down = False
         self.claims_for: dict[str, dict] = {}  # login_hint -> the claims its browser launches carry
+        self.registrations: list[dict] = []  # what dynamic registrations sent (its bearer token, its metadata)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.base = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -151,6 +153,13 @@ class Platform:
                 path, query = url.path, {k: v[0] for k, v in parse_qs(url.query).items()}
                 if path == "/auth":
                     return self._authorize(query)
+                if path == "/.well-known/openid-configuration":  # LTI Dynamic Registration reads this first
+                    return self._send(200, {
+                        "issuer": platform.issuer, "authorization_endpoint": platform.login_url,
+                        "token_endpoint": platform.token_url, "jwks_uri": platform.jwks_url,
+                        "registration_endpoint": f"{platform.base}/register",
+                        "https://purl.imsglobal.org/spec/lti-platform-configuration": {
+                            "product_family_code": "test-lms", "version": "1"}})
                 if path == "/lineitems":
                     if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
                         return self._send(401, {"error": "bad token"})
@@ -205,6 +214,14 @@ class Platform:
                 path = urlsplit(self.path).path
                 if path == "/token":
                     return self._token({k: v[0] for k, v in parse_qs(body.decode()).items()})
+                if path == "/register":  # Dynamic Registration: the tool's metadata, behind the one-time token
+                    platform.registrations.append({"authorization": self.headers.get("Authorization"),
+                                                   "metadata": json.loads(body)})
+                    if self.headers.get("Authorization") != f"Bearer {REGISTRATION_TOKEN}":
+                        return self._send(401, {"error": "bad registration token"})
+                    return self._send(201, {"client_id": "dyn-client-1", **json.loads(body),
+                                            "https://purl.imsglobal.org/spec/lti-tool-configuration": {
+                                                "deployment_id": platform.deployment_id}})
                 if path == "/lineitems":  # the tool adds a grade column
                     if self.headers.get("Authorization") != f"Bearer {ACCESS_TOKEN}":
                         return self._send(401, {"error": "bad token"})
