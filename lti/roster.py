@@ -41,8 +41,8 @@ CLAIM_SECONDS = 300  # one context's reading and applying, at PLATFORM_TIMEOUT p
 ANSWER_CHARS = 2000
 
 
-def _setting(name: str, default: float) -> float:
-    return float(getattr(settings, name, default))
+def _setting(name: str) -> float:
+    return float(getattr(settings, name))  # settings.py reads each from the environment
 
 
 @dataclass(frozen=True)
@@ -131,11 +131,11 @@ def sync(context: Context, *, keep=None) -> RosterChange | None:
         log.warning("LTI class list of %s not read: %s", context, answer)
         Context.objects.filter(pk=context.pk).update(
             roster_answer=answer, roster_claimed_until=None,
-            roster_next_at=now + timedelta(seconds=_setting("LTI_ROSTER_RETRY", 600)))
+            roster_next_at=now + timedelta(seconds=_setting("LTI_ROSTER_RETRY")))
         return None
     Context.objects.filter(pk=context.pk).update(
         roster_answer=f"{len(members)} members listed: {change}."[:ANSWER_CHARS], roster_synced_at=now,
-        roster_claimed_until=None, roster_next_at=now + timedelta(seconds=_setting("LTI_ROSTER_SYNC_EVERY", 21600)))
+        roster_claimed_until=None, roster_next_at=now + timedelta(seconds=_setting("LTI_ROSTER_SYNC_EVERY")))
     return change
 
 

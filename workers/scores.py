@@ -36,8 +36,8 @@ class Sweep:
     """One daemon thread per worker process that runs `one_pass` every `interval_setting` seconds until the worker
     shuts down; `one_pass` returns (done, not done), logged with `what` when either is non-zero."""
 
-    def __init__(self, name: str, interval_setting: str, default_interval: float, one_pass, what: str) -> None:
-        self.name, self.interval_setting, self.default_interval = name, interval_setting, default_interval
+    def __init__(self, name: str, interval_setting: str, one_pass, what: str) -> None:
+        self.name, self.interval_setting = name, interval_setting
         self.one_pass, self.what = one_pass, what
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
@@ -52,7 +52,7 @@ class Sweep:
         self.stopping.set()
 
     def _loop(self) -> None:
-        interval = float(getattr(settings, self.interval_setting, self.default_interval))
+        interval = float(getattr(settings, self.interval_setting))  # settings.py has each, read from the env
         while not self.stopping.wait(interval):
             close_old_connections()
             try:
@@ -65,10 +65,10 @@ class Sweep:
                 close_old_connections()
 
 
-SWEEP = Sweep("lti-score-sweep", "LTI_SCORE_SWEEP_INTERVAL", 15, scores.send_due,
+SWEEP = Sweep("lti-score-sweep", "LTI_SCORE_SWEEP_INTERVAL", scores.send_due,
               "LTI score sweep: %s sent, %s not accepted yet")
 # The LMS class lists (lti/roster.py): each is read when due (LTI_ROSTER_SYNC_EVERY); a pass looks every minute.
-ROSTER_SWEEP = Sweep("lti-roster-sweep", "LTI_ROSTER_SWEEP_INTERVAL", 60, roster.sync_due,
+ROSTER_SWEEP = Sweep("lti-roster-sweep", "LTI_ROSTER_SWEEP_INTERVAL", roster.sync_due,
                      "LTI class list sweep: %s read, %s not read")
 
 
