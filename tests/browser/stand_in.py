@@ -25,6 +25,7 @@ SMALL_PARAMS = {
     "tensor-parallel": {"prompt": "The capital of France is", "max_new_tokens": 3},
     "structured-output": {"runs": 2, "max_new_tokens": 24},
     "serving-metrics": {"rate_per_s": 2.0, "duration_s": 5.0, "max_new_tokens": 3},
+    "gguf-inspect": {"layers": 1, "block": 2},
 }
 
 

@@ -423,13 +423,39 @@ def check_token_cost(page, s, events):
     assert cost["x"][cost["y"].index(min(cost["y"]))] == batch
 
 
+def check_gguf_inspect(page, s, events):
+    """The file step's sizes are the bars' sum and the file's; a tensor step's bytes are its bar (the marked one), its
+    first code and weight are the block's first bar and point, and the engine's points are the dequantized ones."""
+    c = chart(s, "Picture of this step: bytes per tensor")
+    bars = [t for t in c["data"] if t["name"].endswith(" tensors")]
+    kib = {x: y for t in bars for x, y in zip(t["x"], t["y"])}
+    f = events[0]
+    if s["caption"].startswith(f["file_name"]):
+        data = number(r"the tensor data ([\d.]+) MiB", s["caption"])[0]
+        assert agrees(data, sum(kib.values()) / 1024) and agrees(data, (f["file_bytes"] - f["data_offset"]) / 2**20)
+        assert c["shapes"] == [] and s["cards"]["tensor"] == f"{f['n_tensors']} tensors"
+        return
+    index, name, size, unit = number(r"^Tensor (\d+) of \d+, ([\w.]+): .* ([\d.]+) (KiB|MiB) at byte", s["caption"])
+    i = int(index) - 1
+    assert c["shapes"][0]["x0"] == i and s["cards"]["tensor"] == name
+    assert agrees(size, kib[i] / (1024 if unit == "MiB" else 1)), (size, kib[i])
+    points = trace(c, "dequantized from the block")["y"]
+    engine = [t for t in c["data"] if t["name"].startswith("engine's ")][0]["y"]
+    assert engine == points and s["cards"]["engine"] == "identical"
+    if "the first code" in s["caption"]:
+        code, weight = number(r"the first code, (-?\d+), gives (-?[\d.e-]+)\.", s["caption"])
+        assert int(code) == trace(c, "stored codes")["y"][0] and float(weight) == pytest.approx(points[0], rel=1e-3)
+    else:
+        assert float(number(r"the first (-?[\d.e-]+)\.", s["caption"])[0]) == pytest.approx(points[0], rel=1e-3)
+
+
 CHECKS = {
     "attention": check_attention, "kv-cache": check_kv_cache, "prefill-decode": check_prefill_decode,
     "flash-attention": check_flash_attention, "serving-load": check_serving_load, "speculative": check_speculative,
     "paged-attention": check_paged_attention, "batching": check_batching, "prefix-caching": check_prefix_caching,
     "quantization": check_quantization, "sampling": check_sampling, "long-context": check_long_context,
     "tensor-parallel": check_tensor_parallel, "attention-variants": check_attention_variants,
-    "token-cost": check_token_cost,
+    "token-cost": check_token_cost, "gguf-inspect": check_gguf_inspect,
 }
 
 

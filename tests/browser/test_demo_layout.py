@@ -32,6 +32,7 @@ PICTURES = {
     "sampling": '.ilab-calc__chart[aria-label^="Horizontal bar chart: the 20 most likely next tokens"]',
     "tensor-parallel": '.ilab-calc__chart[aria-label^="Picture of this step: stacked bars"]',
     "attention-variants": '.ilab-calc__chart[aria-label^="Picture of this step"]',
+    "gguf-inspect": '.ilab-calc__chart[aria-label^="Picture of this step: bytes per tensor"]',
     "token-cost": '.ilab-calc__chart[aria-label^="Cost per million tokens by batch size"]',
     "long-context": '.ilab-calc__chart[aria-label^="Perplexity against cache budget"]',
     "structured-output": '.ilab-calc__chart[aria-label^="Picture of this step: tokens the grammar allows"]',
