@@ -439,8 +439,7 @@ def check_gguf_inspect(page, s, events):
     i = int(index) - 1
     assert c["shapes"][0]["x0"] == i and s["cards"]["tensor"] == name
     assert agrees(size, kib[i] / (1024 if unit == "MiB" else 1)), (size, kib[i])
-    points = trace(c, "dequantized from the block")["y"]
-    engine = [t for t in c["data"] if t["name"].startswith("engine's ")][0]["y"]
+    points, engine = trace(c, "dequantized")["y"], trace(c, "engine's values")["y"]
     assert engine == points and s["cards"]["engine"] == "identical"
     if "the first code" in s["caption"]:
         code, weight = number(r"the first code, (-?\d+), gives (-?[\d.e-]+)\.", s["caption"])

@@ -71,8 +71,9 @@ export function mount(root, config = {}) {
     });
     const traces = [...bars];
     const layout = {
-      ...BASE_LAYOUT, title: { text: "Bytes per tensor, by GGUF type; below, one block of the step's tensor" },
-      height: 520, showlegend: true, legend: { orientation: "h", y: 1.08 }, barmode: "overlay", bargap: 0,
+      ...BASE_LAYOUT, title: { text: "Bytes per tensor by GGUF type; one block below" },
+      height: 560, showlegend: true, legend: { orientation: "h", y: -0.12, yanchor: "top" }, barmode: "overlay", bargap: 0,
+      margin: { ...BASE_LAYOUT.margin, b: 100 },
       xaxis: { domain: [0, 1], anchor: "y", title: { text: "tensor, in file order" } },
       yaxis: { domain: [0.55, 1], type: "log", title: { text: "KiB (log)" } },
       xaxis2: { domain: [0, 0.46], anchor: "y2", title: { text: "weight in the block" } },
@@ -88,13 +89,13 @@ export function mount(root, config = {}) {
         line: { color: "#111", width: 2 } }];
       if (ev.codes.length) {
         traces.push({ type: "bar", name: "stored codes", x: k, y: ev.codes, xaxis: "x2", yaxis: "y2",
-          marker: { color: TYPE_COLORS[ev.ggml_type] || OTHER }, hovertemplate: "weight %{x}<br>code %{y}<extra></extra>" });
+          marker: { color: "#9ca3af" }, hovertemplate: "weight %{x}<br>code %{y}<extra></extra>" });
       }
-      traces.push({ type: "scatter", mode: "markers", name: "dequantized from the block", x: k, y: ev.dequantized,
+      traces.push({ type: "scatter", mode: "markers", name: "dequantized", x: k, y: ev.dequantized,
         xaxis: "x3", yaxis: "y3", marker: { size: 9, color: "#111" }, hovertemplate: "weight %{x}<br>%{y:.5f}<extra></extra>" });
-      traces.push({ type: "scatter", mode: "markers", name: `engine's ${ev.engine_name}`, x: k, y: ev.engine,
+      traces.push({ type: "scatter", mode: "markers", name: "engine's values", x: k, y: ev.engine,
         xaxis: "x3", yaxis: "y3", marker: { size: 14, color: "rgba(0,0,0,0)", line: { color: "#ff7f0e", width: 2 } },
-        hovertemplate: "weight %{x}<br>%{y:.5f}<extra></extra>" });
+        hovertemplate: `${ev.engine_name}<br>weight %{x}<br>%{y:.5f}<extra></extra>` });
     }
     Plotly.react(chart.chart, traces, layout, PLOT_CONFIG);
   }
