@@ -61,6 +61,7 @@ MODULE_STAGE: dict[str, str] = {
     "model-parallelism": "gpu",  # when one device's memory or bandwidth is not enough: split the model
     "token-cost": "gpu",  # the machine's price per hour over the tokens per second it makes
     "quantization": "cheaper",
+    "local-ecosystem": "cheaper",  # the quantized file a laptop runs (GGUF), and the engines that run it
     "speculative-decoding": "cheaper",
     "flash-attention": "cheaper",
 }

@@ -236,9 +236,9 @@ SPEC = DemoSpec(
     presets=({"label": "The first two layers", "layers": 2, "block": 0},
              {"label": "Every layer", "layers": 30, "block": 5}),
     try_next=(
-        "Step from token_embd.weight (Q8_0) to an attention matrix (Q4_1): the block's codes go from 8-bit signed "
-        "integers with one scale to 4-bit codes 0–15 with a scale and a min, and the bits per weight from 8.5 to 5.",
-        "Step to a norm weight (F32): no block, no scale, 32 bits a weight. The norms are kept in full precision "
-        "because they are tiny and every value matters.",
+        "Set “Block of 32 weights shown” to 5 and step to blk.0.attn_q.weight: another 32 weights with their own "
+        "scale and min, and the engine still holds exactly the values they decode to.",
+        "Set “Transformer layers to walk” to 30 and step through: every layer repeats the same nine tensors in the "
+        "same types, which is why the picture's bars repeat.",
     ),
 )
