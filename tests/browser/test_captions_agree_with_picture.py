@@ -359,6 +359,7 @@ def check_tensor_parallel(page, s, events):
         plan = events[0] if events[0]["type"] == "parallel_plan" else {}
         assert s["cards"]["split"] == plan.get("split"), s["cards"]
         return
+    assert s["cards"]["split"] == events[0]["split"], s["cards"]  # every step names the split
     bars = chart(s, "Picture of this step: stacked bars")
     series = {r: (trace(bars, f"rank {r} compute")["y"], trace(bars, f"rank {r} communication")["y"]) for r in (0, 1)}
     steps = [e for e in events if e["type"] == "parallel_step"]

@@ -33,6 +33,7 @@ test("steps: each rank's compute and communication, and the token beside one pro
     "The ranks chose ' red', the token one process chose too.");
   assert.match(first.caption, /^Step 0 \(the prompt's 5 tokens at once\)/);
   assert.deepEqual([second.rows.length, second.current, second.tokens, second.identical], [2, 1, " the red", true]);
+  assert.equal(second.split, "tensor");  // every step names the split, the card shows it wherever the scrubber lands
   const off = steps.fromEvent(step({ step: 2, token_text: " blue", reference_text: " green", same: false }));
   assert.match(off.caption, /one process chose ' green'\.$/);
   assert.equal(off.identical, false);

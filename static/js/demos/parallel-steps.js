@@ -41,7 +41,7 @@ export function parallelSteps() {
       ` (${pct(r.comm_s, r.compute_s + r.comm_s)} of its step)`).join("; ");
     const same = ev.same ? `the token one process chose too` : ev.reference_text === null
       ? "one process had already stopped" : `one process chose ${quoted(ev.reference_text)}`;
-    return { kind: "step", ev, rows: rows.slice(), current: rows.length - 1,
+    return { kind: "step", ev, rows: rows.slice(), current: rows.length - 1, split: plan ? plan.split : null,
       tokens: rows.map((r) => r.token_text).join(""),
       reference: rows.map((r) => r.reference_text ?? "").join(""),
       identical: rows.every((r) => r.same),
@@ -54,7 +54,7 @@ export function parallelSteps() {
       `(${pct(ev.comm_s[r], c + ev.comm_s[r])})`).join("; ");
     const verdict = ev.identical ? `All ${ev.n_steps} tokens are the ones one process chose.`
       : `The tokens differ from one process's.`;
-    return { kind: "summary", ev, rows: rows.slice(), current: rows.length - 1, identical: ev.identical,
+    return { kind: "summary", ev, rows: rows.slice(), current: rows.length - 1, split: ev.split, identical: ev.identical,
       tokens: ev.text, reference: ev.reference_text,
       caption: `${verdict} Over the ${decode} decode steps, ${ranks}; ${ev.collectives_per_step} ` +
         `${ev.split === "pipeline" ? "sends" : "all-reduces"} a step.` };
@@ -65,7 +65,7 @@ export function parallelSteps() {
       if (!ev) return null;
       if (ev.type === "parallel_plan") {
         plan = ev;
-        return { kind: "plan", ev, rows: [], caption: planCaption(ev) };
+        return { kind: "plan", ev, rows: [], split: ev.split, caption: planCaption(ev) };
       }
       if (ev.type === "parallel_step") return stepStep(ev);
       if (ev.type === "parallel_summary") return summaryStep(ev);

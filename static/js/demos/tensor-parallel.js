@@ -47,10 +47,9 @@ export function mount(root, config = {}) {
 
   function draw(step) {
     chart.summary.textContent = step.caption;
-    if (step.kind === "plan") {
-      for (const [k] of CARDS) out.set(k, "–");
-      out.set("split", step.ev.split);
-    } else {
+    if (step.kind === "plan") for (const [k] of CARDS) out.set(k, "–");
+    out.set("split", step.split || "–");
+    if (step.kind !== "plan") {
       const last = step.rows[step.current];
       if (last) out.set("step", last.ranks.map((r) => `rank ${r.rank}: ${ms(r.compute_s)} + ${ms(r.comm_s)}`).join(" · "));
       out.set("tokens", step.tokens);
