@@ -120,3 +120,23 @@ def test_out_of_range_settings_are_refused_one_by_one(params, code):
     with pytest.raises(DemoParamError) as refused:
         validate("gguf-inspect", params)
     assert refused.value.code == code
+
+
+def test_the_lesson_s_bits_per_weight_are_the_block_layouts_own():
+    """Each worked figure in content/local-ecosystem.md, '(2 + 16) × 8 ÷ 32 = 4.5 bits', is the type's block."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "content" / "local-ecosystem.md").read_text()
+    worked = re.findall(r"\*\*(Q\w+)\*\*: [^\n]*?\(([\d + ]+)\) × 8 ÷ (\d+) = ([\d.]+) bits", text)
+    assert {w[0] for w in worked} == {"Q8_0", "Q4_0", "Q4_1"}
+    for type_name, parts, block, bits in worked:
+        block_size, type_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[type_name]]
+        assert (sum(int(p) for p in parts.split("+")), int(block)) == (type_bytes, block_size), type_name
+        assert float(bits) == gi.bits_per_weight(type_name)
+    k_bytes, k_block, k_bits = re.search(r"(\d+) × 8 ÷ (\d+) = ([\d.]+) bits a weight, the cost of Q4_0", text).groups()
+    assert (int(k_bytes), int(k_block)) == gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q4_K][::-1]
+    assert float(k_bits) == gi.bits_per_weight("Q4_K") == gi.bits_per_weight("Q4_0")
+    q6_bytes, q6_block, q6_bits = re.search(r"Q6_K spends (\d+) bytes on (\d+) weights, ([\d.]+) bits", text).groups()
+    assert (int(q6_bytes), int(q6_block)) == gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q6_K][::-1]
+    assert float(q6_bits) == gi.bits_per_weight("Q6_K")
