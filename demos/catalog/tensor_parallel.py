@@ -150,31 +150,29 @@ def run(params: dict, should_stop: Callable[[], bool] | None = None, *, models: 
         for p in procs:
             p.start()
         del shards
-        # One process, the engine itself, while the ranks start: the tokens every rank's must equal.
+        # The plan first, while the ranks start (seconds: each imports torch and joins the group), from the same
+        # device choice the ranks make.
+        placed = [tp_worker.device_and_backend(r) for r in range(tp_worker.WORLD_SIZE)]
+        yield ParallelPlan(
+            split=split, world_size=len(procs), backend=placed[0][1], devices=[str(d) for d, _ in placed],
+            n_layers=cfg.n_layers, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, ffn_dim=cfg.ffn_dim,
+            collectives_per_layer=ALL_REDUCES_PER_LAYER if split == "tensor" else 0, ranks=plans,
+            prompt_tokens=[engine.tokenizer.token_text(t) for t in ids]).to_dict()
+        # One process, the engine itself, meanwhile: the tokens every rank's must equal.
         reference = engine.generate_ids(ids, GenerationParams(max_new_tokens=max_new, temperature=0.0))
-        yield from _stream(engine, params, plans, split, ids, reference, q, procs, should_stop)
+        yield from _stream(engine, split, reference, q, procs, should_stop)
     finally:
         stop_processes(procs)
         q.close()
         q.cancel_join_thread()
 
 
-def _stream(engine, params, plans, split, ids, reference, q, procs, should_stop) -> Iterator[dict]:
-    cfg, text = engine.config, engine.tokenizer.token_text
-    ready: dict[int, dict] = {}
+def _stream(engine, split, reference, q, procs, should_stop) -> Iterator[dict]:
+    text = engine.tokenizer.token_text
     rows: dict[int, dict[int, dict]] = {}
     steps: list[dict] = []
     for kind, rank, body in _messages(q, procs, should_stop):
-        if kind == "ready":
-            ready[rank] = body
-            if len(ready) == len(procs):
-                yield ParallelPlan(
-                    split=split, world_size=len(procs), backend=ready[0]["backend"],
-                    devices=[ready[r]["device"] for r in sorted(ready)], n_layers=cfg.n_layers, n_heads=cfg.n_heads,
-                    n_kv_heads=cfg.n_kv_heads, ffn_dim=cfg.ffn_dim,
-                    collectives_per_layer=ALL_REDUCES_PER_LAYER if split == "tensor" else 0, ranks=plans,
-                    prompt_tokens=[text(t) for t in ids]).to_dict()
-        elif kind == "step":
+        if kind == "step":
             both = rows.setdefault(body["step"], {})
             both[rank] = body
             if len(both) < len(procs):
