@@ -10,6 +10,7 @@ import { fillForm } from "./restore-form.js";
 import { specParams } from "./spec-params.js";
 
 const POLICY_COLORS = { recent: "#d62728", sinks: "#1f77b4", h2o: "#2ca02c" };
+const ROW_NAMES = { full: "full", recent: "recent", sinks: "sinks", h2o: "H2O" };  // the kept panel's rows, short for a phone
 const KEPT_COLORS = [[0, "#f3f4f6"], [0.5, "#6baed6"], [1, "#08306b"]];
 
 export function mount(root, config = {}) {
@@ -67,18 +68,22 @@ export function mount(root, config = {}) {
       y1: step.full.perplexity, line: { dash: "dash", color: "#6b7280" } }] : [];
     const kept = step.kept;
     traces.push({ type: "heatmap", xaxis: "x2", yaxis: "y2", z: kept.map((p) => p.kept), zmin: 0, zmax: 1,
-      x: [...Array(n).keys()], y: kept.map((p) => names[p.policy] || p.label), colorscale: KEPT_COLORS, showscale: false,
+      x: [...Array(n).keys()], y: kept.map((p) => ROW_NAMES[p.policy]), colorscale: KEPT_COLORS, showscale: false,
       hovertemplate: "%{y}<br>token %{x}<br>in %{z:.0%} of the caches<extra></extra>" });
     const budgets = step.window ? step.window.budgets : [step.ev.budget];
+    // On a phone the legend's rows would cover the title: they go under the chart instead.
+    const narrow = chart.chart.clientWidth < 560;
     Plotly.react(chart.chart, traces, {
-      ...BASE_LAYOUT, height: 540, margin: { ...BASE_LAYOUT.margin, t: 96 }, showlegend: true,
-      legend: { orientation: "h", x: 0, y: 1.01, yanchor: "bottom" },
-      title: { text: `Perplexity of the last ${step.ev.n_scored} tokens against cache budget`, y: 0.985, yanchor: "top" },
+      ...BASE_LAYOUT, height: narrow ? 620 : 540, showlegend: true,
+      margin: { ...BASE_LAYOUT.margin, t: narrow ? 56 : 96, b: narrow ? 150 : BASE_LAYOUT.margin.b },
+      legend: narrow ? { orientation: "h", x: 0, y: -0.16, yanchor: "top" } : { orientation: "h", x: 0, y: 1.01, yanchor: "bottom" },
+      title: { text: narrow ? "Perplexity against cache budget" : `Perplexity of the last ${step.ev.n_scored} tokens against cache budget`,
+        y: 0.985, yanchor: "top" },
       // The whole range of budgets from the first step, so the axis stays put while the curves grow.
-      xaxis: { type: "log", title: { text: "cache budget (tokens, log scale)" }, tickvals: budgets, domain: [0, 1],
+      xaxis: { type: "log", title: { text: "cache budget (tokens, log)" }, tickvals: budgets, domain: [0, 1],
         range: [Math.log10(Math.min(...budgets)) - 0.1, Math.log10(Math.max(...budgets)) + 0.1] },
-      yaxis: { type: "log", title: { text: "perplexity" }, domain: [0.42, 1] },
-      xaxis2: { anchor: "y2", range: [-0.5, n - 0.5], title: { text: `token position in the window: kept at the last token, budget ${step.ev.budget}` } },
+      yaxis: { type: "log", dtick: "D2", title: { text: "perplexity" }, domain: [0.42, 1] },
+      xaxis2: { anchor: "y2", range: [-0.5, n - 0.5], title: { text: `position in the window (budget ${step.ev.budget})` } },
       yaxis2: { anchor: "x2", domain: [0, 0.24], type: "category", automargin: true },
       annotations: step.full ? [{ xref: "paper", x: 1, y: Math.log10(step.full.perplexity), yref: "y", xanchor: "right",
         yanchor: "bottom", showarrow: false, text: `full cache ${fmtPpl(step.full.perplexity)}` }] : [],
