@@ -3,7 +3,8 @@
 across 2 processes (demos/catalog/tensor_parallel.py: tensor parallel, or pipeline) beside the engine in one process
 on the same prompt, side by side, as ratios, with the communication's share of the split steps.
 
-    .venv/bin/python bench/tensor_parallel.py [--rounds 3] [--tokens 24] [--split tensor|pipeline|both] [--json out.json]
+    .venv/bin/python bench/tensor_parallel.py [--rounds 3] [--tokens 24] [--split tensor|pipeline|both]
+        [--json out.json]
 
 Each round runs every side once, alternating which goes first. Reported per side: the median (min, max) over the
 rounds of the median decode step (a split step is its slower rank's compute + communication), the ratio to one
@@ -88,7 +89,8 @@ def main() -> None:
     report = {"cpu": cpu_model(), "prompt": PROMPT, "tokens": args.tokens, "rounds": args.rounds,
               "one_process_step_s": alone}
     print(f"{cpu_model()}: median decode step over {args.rounds} rounds, {args.tokens} tokens")
-    print(f"  one process        {1000 * alone['median']:7.2f} ms  (min {1000 * alone['min']:.2f}, max {1000 * alone['max']:.2f})")
+    low, high = 1000 * alone["min"], 1000 * alone["max"]
+    print(f"  one process        {1000 * alone['median']:7.2f} ms  (min {low:.2f}, max {high:.2f})")
     for split in splits:
         rows = results[split]
         step = spread([r["step_s"] for r in rows])
@@ -97,7 +99,8 @@ def main() -> None:
                          "collectives_per_step": rows[0]["collectives"], "backend": rows[0]["backend"],
                          "identical": all(r["identical"] for r in rows)}
         r = report[split]
-        print(f"  {split:<8} 2 ranks  {1000 * step['median']:7.2f} ms  ×{r['ratio_to_one_process']:.2f} of one process, "
+        print(f"  {split:<8} 2 ranks  {1000 * step['median']:7.2f} ms  "
+              f"×{r['ratio_to_one_process']:.2f} of one process, "
               f"communication {100 * r['comm_share']:.0f}% ({r['collectives_per_step']} a step, {r['backend']}), "
               f"tokens identical: {r['identical']}")
     if args.json:

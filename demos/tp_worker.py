@@ -159,7 +159,8 @@ def _param(t: torch.Tensor, device) -> nn.Parameter:
     return nn.Parameter(t.to(device), requires_grad=False)
 
 
-def build_rank_model(cfg, weights: dict, rank: int, mode: str, plan: dict | None, split: int, device, comm) -> Transformer:
+def build_rank_model(cfg, weights: dict, rank: int, mode: str, plan: dict | None, split: int, device,
+                     comm) -> Transformer:
     """The engine's Transformer with this rank's weights put in place: no weights of the others' allocated."""
     with torch.device("meta"):
         model = Transformer(cfg)

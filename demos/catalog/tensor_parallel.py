@@ -226,8 +226,8 @@ SPEC = DemoSpec(
         {"label": "A list to continue", "prompt": "Monday, Tuesday, Wednesday,"},
     ),
     try_next=(
-        "Set “Split” to pipeline and run again: each step now sends the hidden state once and the token back, instead "
-        "of 60 all-reduces, but one process waits while the other works.",
+        "Set “Split” to pipeline and run again: each step now sends the hidden state once and the token back, "
+        "instead of 60 all-reduces, but one process waits while the other works.",
         "Raise “New tokens” to 32: the all-reduce time per step stays about the same while the tokens accumulate, "
         "because each one moves only 576 numbers, whatever the context.",
     ),
