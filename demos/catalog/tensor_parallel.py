@@ -25,8 +25,8 @@ from .runner import Models
 MAX_PROMPT_TOKENS = 48
 SPLITS = ("tensor", "pipeline")
 ALL_REDUCES_PER_LAYER = 2  # one after attention's W_o, one after the MLP's W_down: the two row-parallel matmuls
-START_TIMEOUT_S = 120.0  # spawning and joining two processes on a loaded machine
-STEP_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 120.0  # until a rank's first word (ready): spawning, importing torch, joining the group
+STEP_TIMEOUT_S = 60.0  # between any two words after that
 DEFAULT_PROMPT = "The three primary colors are"
 
 
@@ -107,7 +107,7 @@ def _shards(engine, split: str, split_layer: int) -> tuple[list[dict], list[dict
 
 def _messages(q, procs, should_stop) -> Iterator[tuple]:
     """The ranks' reports until both are done; raises if one fails, dies or goes silent; returns on Stop."""
-    done, last = set(), time.monotonic()
+    done, last, heard = set(), time.monotonic(), False
     while len(done) < len(procs):
         if should_stop is not None and should_stop():
             return
@@ -117,10 +117,11 @@ def _messages(q, procs, should_stop) -> Iterator[tuple]:
             dead = [p for r, p in enumerate(procs) if r not in done and not p.is_alive()]
             if dead:
                 raise RuntimeError(f"a rank exited with code {dead[0].exitcode} before finishing")
-            if time.monotonic() - last > STEP_TIMEOUT_S:
-                raise RuntimeError("the ranks sent nothing for a minute")
+            silent = time.monotonic() - last
+            if silent > (STEP_TIMEOUT_S if heard else START_TIMEOUT_S):
+                raise RuntimeError(f"the ranks sent nothing for {silent:.0f} s")
             continue
-        last = time.monotonic()
+        last, heard = time.monotonic(), True
         if kind == "error":
             raise RuntimeError(f"rank {rank}: {body['message']}")
         if kind == "done":
