@@ -208,7 +208,7 @@ async def test_a_repeat_runs_live_unless_a_replay_is_asked_for(demo_stack):
     from demos.registry import DEMOS
 
     timing = {"prefill-decode", "serving-load", "flash-attention", "quantization", "speculative", "tensor-parallel",
-              "serving-metrics"}
+              "serving-metrics", "token-cost"}
     assert {name for name, spec in DEMOS.items() if spec.measures_time} == timing
     assert DEMOS["prefill-decode"].describe()["measures_time"] is True  # pages label their timings' origin
     params = {"prompt": "The capital of France is", "max_new_tokens": 2}  # the demo's own preset text
