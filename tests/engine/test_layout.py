@@ -24,13 +24,14 @@ MAX_LEVELS = 7  # the issue's goal
 LEVELS_TODAY = 7  # a ratchet: 11 before the subpackages, 10 with them; lower it as layers flatten, never raise it
 MAX_FILE_LINES = 400
 MAX_PYTHON_LINES = 5_000  # the goal: every .py under the package, counted as `wc -l` counts them
-PYTHON_LINES_TODAY = 4_979  # a ratchet: 6,170 before the docstrings moved to docs/engine-notes.md, 5,643 before the
+PYTHON_LINES_TODAY = 4_969  # a ratchet: 6,170 before the docstrings moved to docs/engine-notes.md, 5,643 before the
 # worker's serving and measuring moved to workers/ and the Qwen installer to scripts/ (5,134), then cost-aware speculation
 # and the AMX long steps added 277 (5,411), then session 33 merged duplicates (int8 layers, format tables, draft caches,
 # run headers) and moved the test-only VNNI reference to tests/ (5,234), then the AVX2 integer-dot path (5,230), then
 # session 34 moved the test/bench-only settings helpers out, inlined single-use helpers and merged repeated paths
 # (5,078), then moved the course-only code to demos/ (the flash-attention lesson's tiled attention, the spec_baseline
-# event: 4,979); never raise it
+# event: 4,979), then session 39 added min-p, the repetition penalty, the sampling trace and the student's chooser
+# while moving rationale to docs/engine-notes.md (4,969); never raise it
 
 
 def _module_name(path: Path) -> str:
