@@ -34,7 +34,8 @@ def desktop(chromium, recorded_runs):
 
 DEMO_CHARTS = "() => [...document.querySelectorAll('.ilab-demo .ilab-calc__chart, .ilab-demo .ilab-kv__chart')]"
 
-EMPTY_NOTES = f"""() => ({DEMO_CHARTS})().map((chart) => ({{
+# A chart in a part of the demo that is hidden until a run (the primer's walk-through) shows no note: nobody sees it.
+EMPTY_NOTES = f"""() => ({DEMO_CHARTS})().filter((chart) => !chart.closest('[hidden]')).map((chart) => ({{
   empty: chart.dataset.empty,
   note: getComputedStyle(chart, '::before').content,
   height: chart.getBoundingClientRect().height,

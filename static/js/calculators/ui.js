@@ -225,10 +225,29 @@ function fitLegendNames(data, layout, gd) {
     ? { ...trace, name: wrapTitle(trace.name, px, room) } : trace));
 }
 
+/** How many rows a horizontal legend takes at this chart's width: each entry is its name plus its symbol. */
+function legendRows(data, layout, gd) {
+  const width = (gd && gd.clientWidth) || 0;
+  const names = (Array.isArray(data) ? data : []).filter((t) => t && t.showlegend !== false && typeof t.name === "string")
+    .map((t) => t.name);
+  if (!width || !names.length) return 1;
+  const px = (layout.legend && layout.legend.font && layout.legend.font.size) || (layout.font && layout.font.size) || 12;
+  let rows = 1;
+  let used = 0;
+  for (const name of names) {
+    const lines = String(name).split(/<br\s*\/?>/i);
+    const entry = Math.max(...lines.map((l) => textWidth(l, px))) + 46;
+    if (used && used + entry > width - 10) { rows += 1; used = 0; }
+    used += entry;
+    rows += lines.length - 1;
+  }
+  return rows;
+}
+
 /** Narrow charts (a phone) keep their titles, tick labels and legends: long titles wrap, every axis grows
  * its margin to fit its labels, and a horizontal legend below the plot sits at the figure's bottom edge,
  * under the x-axis title rather than on it. */
-function fitToWidth(layout, gd) {
+function fitToWidth(layout, gd, data = []) {
   if (!layout || typeof layout !== "object") return layout;
   wrapTitles(layout, gd);
   for (const key of ["xaxis", "yaxis"]) if (!layout[key]) layout[key] = {};
@@ -241,7 +260,7 @@ function fitToWidth(layout, gd) {
   if (legend && legend.orientation === "h" && typeof legend.y === "number" && legend.y < 0) {
     layout.legend = { ...legend, x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom" };
     layout.margin = { ...(layout.margin || BASE_LAYOUT.margin) };
-    layout.margin.b = (layout.margin.b ?? 50) + 40;
+    layout.margin.b = (layout.margin.b ?? 50) + 20 + 20 * legendRows(data, layout, gd);
   }
   return layout;
 }
@@ -252,8 +271,10 @@ function markEmptyCharts(Plotly) {
   if (!Plotly || Plotly.ilabMarksEmpty) return Plotly;
   for (const name of ["newPlot", "react"]) {
     const original = Plotly[name];
-    Plotly[name] = (gd, data, layout, ...rest) =>
-      original.call(Plotly, gd, fitLegendNames(data, layout, gd), fitToWidth(layout, gd), ...rest);
+    Plotly[name] = (gd, data, layout, ...rest) => {
+        const fitted = fitLegendNames(data, layout, gd);
+        return original.call(Plotly, gd, fitted, fitToWidth(layout, gd, fitted), ...rest);
+      };
   }
   for (const name of ["newPlot", "react", "extendTraces", "addTraces", "deleteTraces"]) {
     const original = Plotly[name];

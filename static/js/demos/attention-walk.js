@@ -73,7 +73,7 @@ export function attentionWalk() {
     Plotly.react(values.chart, [{ type: "heatmap", z: rows, y: names, colorscale: "RdBu", zmid: 0, showscale: false, ygap: 1,
       hovertemplate: "%{y}, dimension %{x}: %{z:.3f}<extra></extra>" }],
     { ...BASE_LAYOUT, title: { text: "Values weighted into the output" }, height: Math.max(220, 120 + 18 * rows.length),
-      xaxis: { title: { text: `dimension (the first ${w.output[i].length} of ${run.head_dim})` } }, yaxis: { autorange: "reversed", type: "category", automargin: true } },
+      xaxis: { title: { text: `first ${w.output[i].length} of ${run.head_dim} dims` }, automargin: true }, yaxis: { autorange: "reversed", type: "category", automargin: true } },
     PLOT_CONFIG);
     values.summary.textContent = `Rows: the values of tokens 0 to ${i}, each labelled with its weight; last row: the output, ` +
       `their weighted sum (${vec(w.output[i])}).`;

@@ -274,8 +274,8 @@ export function mount(root, config = {}) {
     ];
     const ys = traces.flatMap((t) => t.y).filter((y) => y > 0);
     const shapes = lastN ? [{ type: "line", x0: lastN, x1: lastN, yref: "paper", y0: 0, y1: 1, line: { color: "#555", dash: "dash" } }] : [];
-    Plotly.react(curve.chart, traces, { ...BASE_LAYOUT, title: { text: "As the sequence grows<br><sub>one head, one layer</sub>" }, shapes,
-      xaxis: { title: { text: "sequence length N (dashed: your prompt)" }, type: "log", ...logTicks(Math.min(...ev.n), Math.max(...ev.n)) },
+    Plotly.react(curve.chart, traces, { ...BASE_LAYOUT, title: { text: "As the sequence grows<br><sub>one head, one layer · dashed: your prompt</sub>" }, shapes,
+      xaxis: { title: { text: "sequence length N" }, type: "log", ...logTicks(Math.min(...ev.n), Math.max(...ev.n)) },
       yaxis: { title: { text: "bytes" }, type: "log", ...bytesLogTicks(Math.min(...ys), Math.max(...ys)) },
       legend: { orientation: "h", y: -0.3 } }, PLOT_CONFIG);
   }
