@@ -11,6 +11,8 @@ from dataclasses import replace
 
 import torch
 
+from inference_core import GenerationParams
+from inference_core.engine.trace import TokenStep
 from inference_core.model.config import EngineSettings, engine_settings
 
 
@@ -68,3 +70,16 @@ def settings_override(**changes) -> Iterator[EngineSettings]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+# The decode benchmark's prompt and its measurement, shared by bench/decode.py, llama_cpp.py and demo_step.py.
+PROMPT = "Write a short story about a robot who learns to paint. Once upon a time"
+
+
+def ours_decode_tps(engine, ids, n_tokens: int) -> tuple[float, float]:
+    """(decode tokens/s, mean KV bytes read per decode step) from the trace's own step times."""
+    steps = [e for e in engine.generate_events(ids, GenerationParams(max_new_tokens=n_tokens, stop_at_eos=False))
+             if isinstance(e, TokenStep)]
+    decode = steps[1:]
+    kv = statistics.mean(s.kv_bytes_total for s in decode)
+    return len(decode) / sum(s.step_time_s for s in decode), kv

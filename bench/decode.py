@@ -26,22 +26,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import llama_cpp  # noqa: E402
-from bench.common import measure_read_bandwidth, settings_override  # noqa: E402
+from bench.common import PROMPT, measure_read_bandwidth, ours_decode_tps, settings_override  # noqa: E402
 from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
-from inference_core import GenerationParams, load_engine  # noqa: E402
+from inference_core import load_engine  # noqa: E402
 from inference_core.engine.model_runner import runner_for  # noqa: E402
-from inference_core.engine.trace import TokenStep  # noqa: E402
-
-PROMPT = "Write a short story about a robot who learns to paint. Once upon a time"
-
-
-def ours_decode_tps(engine, ids, n_tokens: int) -> tuple[float, float]:
-    """(decode tokens/s, mean KV bytes read per decode step) from the trace's own step times."""
-    steps = [e for e in engine.generate_events(ids, GenerationParams(max_new_tokens=n_tokens, stop_at_eos=False))
-             if isinstance(e, TokenStep)]
-    decode = steps[1:]
-    kv = statistics.mean(s.kv_bytes_total for s in decode)
-    return len(decode) / sum(s.step_time_s for s in decode), kv
 
 
 def hf_decode_tps(model, ids, n_tokens: int, eos: int, static: bool = False) -> float:

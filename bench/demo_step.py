@@ -30,7 +30,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from bench.decode import PROMPT, ours_decode_tps  # noqa: E402
+from bench.common import PROMPT, ours_decode_tps  # noqa: E402
 from demos.catalog import kv_cache  # noqa: E402
 from inference_core.model.config import DEFAULT_MODEL  # noqa: E402
 from inference_core.engine.model_runner import runner_for  # noqa: E402

@@ -137,8 +137,7 @@ def compare(threads: int, rounds: int, n_tokens: int) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from bench.common import measure_read_bandwidth, settings_override
-    from bench.decode import PROMPT, ours_decode_tps
+    from bench.common import PROMPT, measure_read_bandwidth, ours_decode_tps, settings_override
     from inference_core import load_engine
     from inference_core.engine.loaded_model import LoadedModel
     from inference_core.engine.model_runner import runner_for
