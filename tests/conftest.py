@@ -100,8 +100,9 @@ def pytest_collection_modifyitems(config, items):
     """Browser tests run last: once Playwright's sync API starts (session-scoped `chromium`), an event
     loop stays running in the main thread, and async tests collected after it could not run."""
 
-    def is_browser(item) -> bool:
-        return item.get_closest_marker("browser") is not None or "tests/browser/" in str(item.path)
+    def is_browser(item) -> bool:  # marked, in tests/browser/, or using Chromium through any fixture
+        return (item.get_closest_marker("browser") is not None or "tests/browser/" in str(item.path)
+                or "chromium" in getattr(item, "fixturenames", ()))
 
     items.sort(key=is_browser)  # stable: keeps the order within each group
 

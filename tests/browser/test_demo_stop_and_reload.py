@@ -24,7 +24,9 @@ def test_stop_works_on_every_demo(live_stack, demo_page):
     for name in DEMOS:
         page.goto(f"{live_stack.url}/demos/{name}/")
         page.get_by_role("button", name="Run", exact=True).click()
-        page.wait_for_function("() => Boolean(document.querySelector('.ilab-demo').dataset.runId)", timeout=30_000)
+        # The run may wait its turn while the worker winds down the run stopped just before (a long demo stops
+        # between its measurements), so allow the queue its time.
+        page.wait_for_function("() => Boolean(document.querySelector('.ilab-demo').dataset.runId)", timeout=120_000)
         stop = page.get_by_role("button", name="Stop", exact=True)
         try:
             stop.click(timeout=3_000)

@@ -99,12 +99,14 @@ export function mount(root, config = {}) {
   }
 
   function drawBudget(step) {
-    Plotly.react(chart.chart, [{ type: "bar", orientation: "h", y: step.rows.map((c) => c.model),
+    // Short names on the axis (a phone's width); the configuration's kind is in the hover text.
+    Plotly.react(chart.chart, [{ type: "bar", orientation: "h", y: step.rows.map((c) => c.model.replace(/ \(.*\)$/, "")),
+      customdata: step.rows.map((c) => c.model),
       x: step.rows.map((c) => c.bytes_per_token / 1024), marker: { color: HEAD_COLORS[0] },
       text: step.rows.map((c) => fmtBytes(c.bytes_per_token)), textposition: "auto",
-      hovertemplate: "%{y}<br>%{x:.1f} KiB per token<extra></extra>" }], {
+      hovertemplate: "%{customdata}<br>%{x:.1f} KiB per token<extra></extra>" }], {
       ...BASE_LAYOUT, title: { text: "Cache per token, bf16" }, height: 360,
-      xaxis: { type: "log", title: { text: "KiB per token (log scale)" } }, yaxis: { automargin: true, type: "category" },
+      xaxis: { type: "log", title: { text: "KiB a token (log)" } }, yaxis: { automargin: true, type: "category" },
     }, PLOT_CONFIG);
   }
   return shell;
