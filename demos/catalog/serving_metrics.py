@@ -260,8 +260,8 @@ SPEC = DemoSpec(
         {"label": "Overload: 8 a second", "rate_per_s": 8.0, "duration_s": 10.0},
     ),
     try_next=(
-        "Run the same seed at 1, 4 and 8 requests a second and compare TTFT's p50 with its p99: see which one moves "
-        "first as the rate grows, and whether throughput keeps following the rate.",
+        "Set “Arrival rate” to 1, 4 and 8 with the same seed and compare TTFT's p50 with its p99: see which one "
+        "moves first as the rate grows, and whether throughput keeps following the rate.",
         "Tighten the TTFT target to 0.3 s and run again: goodput falls while throughput stays the same.",
     ),
 )
